@@ -1,0 +1,166 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Repository is a Git repository that Rollouts in its namespace write their
+// progress to and read their approvals from.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rgrepo,categories=rollgate
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
+// +kubebuilder:printcolumn:name="Branch",type=string,JSONPath=`.spec.branch`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Repository struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RepositorySpec   `json:"spec"`
+	Status RepositoryStatus `json:"status,omitempty"`
+}
+
+// RepositoryList is a list of Repositories.
+//
+// +kubebuilder:object:root=true
+type RepositoryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Repository `json:"items"`
+}
+
+// RepositorySpec says how to reach a Git repository and how to write to it.
+type RepositorySpec struct {
+	// URL of the repository: https://, http:// or ssh:// (or scp-like
+	// git@host:path).
+	// +kubebuilder:validation:Pattern=`^(https?://|ssh://|[a-zA-Z0-9._-]+@[a-zA-Z0-9._-]+:)`
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+
+	// Branch that the GitOps tool tracks and approvals are merged into.
+	// +kubebuilder:default=main
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Branch string `json:"branch,omitempty"`
+
+	// SecretRef names a Secret with credentials: `username` and `password`
+	// (or `token`) for HTTPS; `identity` (private key) and `known_hosts` for
+	// SSH.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Interval between fetches of the tracked branch, to notice merged
+	// approvals. A push webhook can trigger a fetch at once.
+	// +kubebuilder:default="5s"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Status says where progress is written.
+	// +optional
+	Status StatusWriteSpec `json:"status,omitempty"`
+
+	// Commit sets the author, message and signing of rollgate's commits.
+	// +optional
+	Commit CommitSpec `json:"commit,omitempty"`
+
+	// Forge opens and closes pull requests through a forge's API. Without
+	// it, approval and revert branches are pushed and merged by hand.
+	// +optional
+	Forge *ForgeSpec `json:"forge,omitempty"`
+
+	// RevertPolicy after a failed release: Branch pushes a revert branch
+	// (and opens a pull request with a forge); Commit commits the revert
+	// to the tracked branch directly.
+	// +kubebuilder:validation:Enum=Branch;Commit
+	// +kubebuilder:default=Branch
+	// +optional
+	RevertPolicy string `json:"revertPolicy,omitempty"`
+}
+
+// StatusWriteSpec says where progress files go.
+type StatusWriteSpec struct {
+	// Branch for progress files; kept apart from the tracked branch so that
+	// progress commits never trigger a GitOps sync.
+	// +kubebuilder:default="rollgate/status"
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Branch string `json:"branch,omitempty"`
+	// Path, when set, writes progress into the tracked branch under this
+	// directory instead of to Branch.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="spec.status.path must be a relative directory without '..'"
+	// +optional
+	Path string `json:"path,omitempty"`
+	// Window over which status changes are coalesced into one commit.
+	// +kubebuilder:default="10s"
+	// +optional
+	Window *metav1.Duration `json:"window,omitempty"`
+}
+
+// CommitSpec configures rollgate's commits.
+type CommitSpec struct {
+	// AuthorName of commits.
+	// +kubebuilder:default=rollgate
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	AuthorName string `json:"authorName,omitempty"`
+	// AuthorEmail of commits.
+	// +kubebuilder:default="rollgate@users.noreply.rollgate.dev"
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	AuthorEmail string `json:"authorEmail,omitempty"`
+	// MessageTemplate is a Go text/template for status commit messages.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	MessageTemplate string `json:"messageTemplate,omitempty"`
+	// SigningKeyRef names a Secret with an OpenPGP private key (`git.asc`)
+	// used to sign commits.
+	// +optional
+	SigningKeyRef *LocalObjectReference `json:"signingKeyRef,omitempty"`
+}
+
+// ForgeSpec configures a forge API for pull requests.
+type ForgeSpec struct {
+	// Provider of the forge API.
+	// +kubebuilder:validation:Enum=github;gitlab;gitea
+	Provider string `json:"provider"`
+	// URL of the API, such as https://api.github.com.
+	// +kubebuilder:validation:Pattern=`^https?://`
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+	// Project is owner/name (GitHub, Gitea) or the project path (GitLab).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Project string `json:"project"`
+	// SecretRef names a Secret with the API `token`.
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// RepositoryStatus is what the controller last saw of the repository.
+type RepositoryStatus struct {
+	// ObservedGeneration is the generation last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, Reconciling, Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastFetchedCommit is the head of the tracked branch at the last fetch.
+	// +optional
+	LastFetchedCommit string `json:"lastFetchedCommit,omitempty"`
+	// LastFetchTime is when the tracked branch was last fetched.
+	// +optional
+	LastFetchTime *metav1.Time `json:"lastFetchTime,omitempty"`
+	// LastStatusCommit is the last progress commit pushed.
+	// +optional
+	LastStatusCommit string `json:"lastStatusCommit,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (in *Repository) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the status conditions.
+func (in *Repository) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }

@@ -1,0 +1,362 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Rollout releases a new version of one workload in steps: a number of new
+// pods, a share of traffic, optional analysis and an optional gate that a
+// merged pull request opens.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rg,categories=rollgate
+// +kubebuilder:printcolumn:name="Step",type=integer,JSONPath=`.status.currentStepIndex`,description="Current step (1-based)"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.currentStepState`,description="State of the current step"
+// +kubebuilder:printcolumn:name="Traffic",type=string,JSONPath=`.status.traffic`,description="Traffic sent to the canary"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.message`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Rollout struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RolloutSpec   `json:"spec,omitempty"`
+	Status RolloutStatus `json:"status,omitempty"`
+}
+
+// RolloutList is a list of Rollouts.
+//
+// +kubebuilder:object:root=true
+type RolloutList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Rollout `json:"items"`
+}
+
+// RolloutSpec is the desired release behaviour for one workload.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.strategy.canary) || !has(self.strategy.canary.enableExtraWorkloadForCanary) || !self.strategy.canary.enableExtraWorkloadForCanary || self.workloadRef.kind == 'Deployment'",message="spec.strategy.canary.enableExtraWorkloadForCanary is only supported for workloadRef.kind Deployment: remove it, or point workloadRef at a Deployment"
+type RolloutSpec struct {
+	// WorkloadRef names the workload this Rollout releases, in the Rollout's
+	// namespace. It cannot be changed; create a new Rollout instead.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.workloadRef is immutable: delete and recreate the Rollout to release another workload"
+	WorkloadRef WorkloadRef `json:"workloadRef"`
+
+	// Strategy describes how a new revision is released.
+	Strategy RolloutStrategy `json:"strategy"`
+
+	// Disabled makes the Rollout ignore its workload: new revisions are
+	// released by the workload's own controller, all at once.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
+	// ProgressDeadlineSeconds is how long a step may wait for its pods to
+	// become ready (or its traffic to be applied) before the release fails.
+	// Time spent waiting for approval or in a pause does not count.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=600
+	// +optional
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// Approvals open manual gates. An approval counts only for the canary
+	// revision and the step it names, so an approval merged for one release
+	// never opens a gate of another. Written by merging the approval pull
+	// request, by `rollgate approve`, or by hand.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Approvals []Approval `json:"approvals,omitempty"`
+
+	// Abort stops the release of the named canary revision: traffic returns
+	// to stable, the workload returns to the stable revision, and a revert is
+	// proposed in Git.
+	// +optional
+	Abort *RevisionRequest `json:"abort,omitempty"`
+
+	// Promote skips the remaining steps of the named canary revision and
+	// releases it fully.
+	// +optional
+	Promote *RevisionRequest `json:"promote,omitempty"`
+
+	// Retry restarts a failed or aborted release of a revision from step 1 as
+	// the given attempt. It acts once: when status.attempt is lower than
+	// retry.attempt.
+	// +optional
+	Retry *RetryRequest `json:"retry,omitempty"`
+
+	// Git says where this Rollout's manifest lives in Git, so that approvals,
+	// progress and reverts can be written there.
+	// +optional
+	Git *GitReference `json:"git,omitempty"`
+}
+
+// WorkloadRef identifies the workload a Rollout releases.
+type WorkloadRef struct {
+	// APIVersion of the workload. Only apps/v1 is supported.
+	// +kubebuilder:validation:Enum=apps/v1
+	APIVersion string `json:"apiVersion"`
+	// Kind of the workload.
+	// +kubebuilder:validation:Enum=Deployment;StatefulSet;DaemonSet
+	Kind string `json:"kind"`
+	// Name of the workload, in the Rollout's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// RolloutStrategy holds exactly one of canary or blueGreen.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.canary) != has(self.blueGreen)",message="spec.strategy must set exactly one of canary or blueGreen"
+type RolloutStrategy struct {
+	// Paused holds the release where it is: no more pods, no traffic change,
+	// until it is set back to false.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// Canary releases new pods next to the old ones, batch by batch.
+	// +optional
+	Canary *CanaryStrategy `json:"canary,omitempty"`
+
+	// BlueGreen brings up the new revision beside the old one and then
+	// switches traffic to it step by step.
+	// +optional
+	BlueGreen *BlueGreenStrategy `json:"blueGreen,omitempty"`
+}
+
+// CanaryStrategy releases a workload in batches of new pods with a growing
+// share of traffic.
+//
+// +kubebuilder:validation:XValidation:rule="!self.steps.exists(s, has(s.traffic) || has(s.matches) || has(s.requestHeaderModifier)) || (has(self.trafficRoutings) && size(self.trafficRoutings) > 0)",message="spec.strategy.canary.steps set traffic, matches or requestHeaderModifier but spec.strategy.canary.trafficRoutings is empty: add a trafficRoutings entry or remove them from the steps"
+// +kubebuilder:validation:XValidation:rule="self.steps.filter(s, has(s.replicas) && type(s.replicas) == int).map(s, int(s.replicas)).isSorted()",message="spec.strategy.canary.steps[].replicas must not decrease from one step to the next"
+// +kubebuilder:validation:XValidation:rule="self.steps.filter(s, has(s.replicas) && type(s.replicas) == string).map(s, s.replicas).map(p, size(p) == 2 ? '00' + p : (size(p) == 3 ? '0' + p : p)).isSorted()",message="spec.strategy.canary.steps[].replicas percentages must not decrease from one step to the next"
+type CanaryStrategy struct {
+	// Steps of the release, in order. At least one.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	Steps []CanaryStep `json:"steps"`
+
+	// TrafficRoutings say how traffic reaches the workload. Needed when a
+	// step sets traffic, matches or requestHeaderModifier.
+	// +kubebuilder:validation:MaxItems=1
+	// +listType=atomic
+	// +optional
+	TrafficRoutings []TrafficRoutingRef `json:"trafficRoutings,omitempty"`
+
+	// FailureThreshold is how many (or what percentage of) pods may be
+	// unavailable during a batch. Defaults to the workload's maxUnavailable.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="failureThreshold must be a number of pods (>= 0) or a percentage from \"0%\" to \"100%\""
+	// +optional
+	FailureThreshold *intstr.IntOrString `json:"failureThreshold,omitempty"`
+
+	// PatchPodTemplateMetadata adds labels and annotations to the pods of the
+	// new revision (canary Deployment only, as in Kruise Rollout).
+	// +optional
+	PatchPodTemplateMetadata *PatchPodTemplateMetadata `json:"patchPodTemplateMetadata,omitempty"`
+
+	// EnableExtraWorkloadForCanary releases a Deployment through a separate
+	// canary Deployment owned by the Rollout instead of holding the
+	// Deployment at a partition. Deployments only.
+	// +optional
+	EnableExtraWorkloadForCanary bool `json:"enableExtraWorkloadForCanary,omitempty"`
+
+	// Analysis runs in the background for the whole release; a failure
+	// aborts the release at any step.
+	// +optional
+	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
+}
+
+// BlueGreenStrategy brings the new revision up beside the old one, then moves
+// traffic to it step by step; the old pods stay until the last step.
+//
+// +kubebuilder:validation:XValidation:rule="!self.steps.exists(s, has(s.traffic) || has(s.matches) || has(s.requestHeaderModifier)) || (has(self.trafficRoutings) && size(self.trafficRoutings) > 0)",message="spec.strategy.blueGreen.steps set traffic, matches or requestHeaderModifier but spec.strategy.blueGreen.trafficRoutings is empty: add a trafficRoutings entry or remove them from the steps"
+// +kubebuilder:validation:XValidation:rule="self.steps.filter(s, has(s.replicas) && type(s.replicas) == int).map(s, int(s.replicas)).isSorted()",message="spec.strategy.blueGreen.steps[].replicas must not decrease from one step to the next"
+// +kubebuilder:validation:XValidation:rule="self.steps.filter(s, has(s.replicas) && type(s.replicas) == string).map(s, s.replicas).map(p, size(p) == 2 ? '00' + p : (size(p) == 3 ? '0' + p : p)).isSorted()",message="spec.strategy.blueGreen.steps[].replicas percentages must not decrease from one step to the next"
+type BlueGreenStrategy struct {
+	// Steps of the release, in order. At least one.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	Steps []CanaryStep `json:"steps"`
+
+	// TrafficRoutings say how traffic reaches the workload.
+	// +kubebuilder:validation:MaxItems=1
+	// +listType=atomic
+	// +optional
+	TrafficRoutings []TrafficRoutingRef `json:"trafficRoutings,omitempty"`
+
+	// FailureThreshold is how many (or what percentage of) pods may be
+	// unavailable during a batch.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="failureThreshold must be a number of pods (>= 0) or a percentage from \"0%\" to \"100%\""
+	// +optional
+	FailureThreshold *intstr.IntOrString `json:"failureThreshold,omitempty"`
+
+	// Analysis runs in the background for the whole release.
+	// +optional
+	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
+}
+
+// CanaryStep is one step of a release: how many new pods, how much traffic,
+// what to check and whether to wait.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.replicas) || has(self.traffic)",message="each step needs replicas (a number or a percentage of the workload's replicas) or traffic (then replicas follow the traffic percentage)"
+type CanaryStep struct {
+	TrafficRoutingStrategy `json:",inline"`
+
+	// Replicas is the number of new-revision pods at this step: an integer,
+	// or a percentage of the workload's replicas (rounded up). It must not
+	// decrease from one step to the next. Unset means the step's traffic
+	// percentage.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="replicas must be a number of pods (>= 1) or a percentage from \"1%\" to \"100%\""
+	// +optional
+	Replicas *intstr.IntOrString `json:"replicas,omitempty"`
+
+	// Pause makes the step wait after its pods and traffic are in place:
+	// for a duration, or (with no duration) until the step is approved.
+	// +optional
+	Pause *RolloutPause `json:"pause,omitempty"`
+
+	// Analysis checks metrics during this step; the step does not finish
+	// until the analysis succeeds, and a failure aborts the release.
+	// +optional
+	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
+}
+
+// TrafficRoutingStrategy is the traffic part of a step.
+type TrafficRoutingStrategy struct {
+	// Traffic is the share of requests sent to the new revision, as a
+	// percentage such as "5%".
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(100|[1-9]?[0-9])%$')",message="traffic must be a percentage from \"0%\" to \"100%\", such as \"5%\""
+	// +kubebuilder:validation:MaxLength=4
+	// +optional
+	Traffic *string `json:"traffic,omitempty"`
+
+	// RequestHeaderModifier changes the headers of requests routed to the
+	// new revision (where the router supports it).
+	// +optional
+	RequestHeaderModifier *gatewayv1.HTTPHeaderFilter `json:"requestHeaderModifier,omitempty"`
+
+	// Matches send requests that match any entry to the new revision (A/B
+	// testing). When set together with traffic, matches take precedence.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Matches []HttpRouteMatch `json:"matches,omitempty"`
+}
+
+// RolloutPause makes a step wait.
+type RolloutPause struct {
+	// Duration of the pause: seconds as an integer (as in Kruise Rollout) or
+	// a duration string such as "90s" or "10m". Unset means wait for
+	// approval.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$')",message="pause.duration must be a number of seconds (>= 0) or a duration such as \"90s\" or \"10m\""
+	// +optional
+	Duration *intstr.IntOrString `json:"duration,omitempty"`
+}
+
+// PatchPodTemplateMetadata holds labels and annotations to add to new pods.
+type PatchPodTemplateMetadata struct {
+	// Labels to add.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations to add.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// RolloutAnalysis references AnalysisTemplates to run.
+type RolloutAnalysis struct {
+	// Templates are names of AnalysisTemplates in the Rollout's namespace.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	Templates []string `json:"templates"`
+	// Args fill the templates' arguments.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Args []AnalysisArg `json:"args,omitempty"`
+}
+
+// AnalysisArg is a named value passed to an AnalysisTemplate.
+type AnalysisArg struct {
+	// Name of the argument.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Value of the argument.
+	// +kubebuilder:validation:MaxLength=1024
+	Value string `json:"value"`
+}
+
+// Approval opens the manual gate of one step of one canary revision.
+type Approval struct {
+	// Revision is the canary revision (status.canaryRevision) approved.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Revision string `json:"revision"`
+	// Step is the 1-based step number whose gate is opened.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	Step int32 `json:"step"`
+	// ApprovedBy records who approved, for the audit trail.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ApprovedBy string `json:"approvedBy,omitempty"`
+}
+
+// RevisionRequest is a human request about the release of one revision.
+type RevisionRequest struct {
+	// Revision is the canary revision the request is about.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Revision string `json:"revision"`
+	// Reason is recorded in events, status and Git.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// RetryRequest restarts the release of a revision.
+type RetryRequest struct {
+	// Revision to release again.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Revision string `json:"revision"`
+	// Attempt number to run; must be greater than status.attempt to act.
+	// +kubebuilder:validation:Minimum=2
+	Attempt int32 `json:"attempt"`
+}
+
+// GitReference says where a Rollout's manifest lives in Git.
+type GitReference struct {
+	// Repository is the name of a Repository object in the Rollout's
+	// namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Repository string `json:"repository"`
+	// Branch overrides the Repository's branch for this Rollout.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Branch string `json:"branch,omitempty"`
+	// Path of the file holding this Rollout, relative to the repository root.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..') && (self.endsWith('.yaml') || self.endsWith('.yml'))",message="spec.git.path must be a relative path to a .yaml or .yml file inside the repository, without '..'"
+	Path string `json:"path"`
+}

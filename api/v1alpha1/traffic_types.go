@@ -1,0 +1,103 @@
+package v1alpha1
+
+import (
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// HttpRouteMatch selects requests for the new revision. Conditions inside one
+// match are ANDed; the matches of a step are ORed.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.path) || (has(self.headers) && size(self.headers) > 0) || (has(self.queryParams) && size(self.queryParams) > 0)",message="a match needs at least one of path, headers or queryParams"
+type HttpRouteMatch struct { //nolint:revive // the name follows Kruise Rollout
+	// Path matches the request path.
+	// +optional
+	Path *gatewayv1.HTTPPathMatch `json:"path,omitempty"`
+
+	// Headers match request headers. A header named "Cookie" with a
+	// RegularExpression value is how a cookie is matched; Ingress dialects
+	// that support cookies natively translate it.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Headers []gatewayv1.HTTPHeaderMatch `json:"headers,omitempty"`
+
+	// QueryParams match query parameters.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	QueryParams []gatewayv1.HTTPQueryParamMatch `json:"queryParams,omitempty"`
+}
+
+// TrafficRoutingRef says how traffic reaches the workload: the Service in
+// front of it and exactly one kind of router.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.ingress), has(self.gateway), has(self.customNetworkRefs) && size(self.customNetworkRefs) > 0].filter(x, x).size() == 1",message="a trafficRoutings entry must set exactly one of ingress, gateway or customNetworkRefs"
+type TrafficRoutingRef struct {
+	// Service is the stable Service in front of the workload.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Service string `json:"service"`
+
+	// GracePeriodSeconds to wait after each traffic change before the next
+	// action, so that routers and clients settle.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +kubebuilder:default=3
+	// +optional
+	GracePeriodSeconds int32 `json:"gracePeriodSeconds,omitempty"`
+
+	// Ingress routes through a canary Ingress that rollgate owns, beside the
+	// user's Ingress.
+	// +optional
+	Ingress *IngressTrafficRouting `json:"ingress,omitempty"`
+
+	// Gateway routes through a Gateway API HTTPRoute.
+	// +optional
+	Gateway *GatewayTrafficRouting `json:"gateway,omitempty"`
+
+	// CustomNetworkRefs route through any resource with a Lua script
+	// (built in, or from the controller's ConfigMap).
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	CustomNetworkRefs []ObjectRef `json:"customNetworkRefs,omitempty"`
+}
+
+// IngressTrafficRouting names the user's Ingress and the controller dialect.
+type IngressTrafficRouting struct {
+	// ClassType selects the annotation dialect (a Lua script):
+	// nginx, higress, aliyun-alb, mse, or a user-provided one.
+	// +kubebuilder:default=nginx
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	ClassType string `json:"classType,omitempty"`
+	// Name of the user's Ingress.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// GatewayTrafficRouting names an HTTPRoute.
+type GatewayTrafficRouting struct {
+	// HTTPRouteName is the HTTPRoute whose rules point at the stable Service.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	HTTPRouteName *string `json:"httpRouteName"`
+}
+
+// ObjectRef names an object in the Rollout's namespace.
+type ObjectRef struct {
+	// APIVersion of the object, such as networking.istio.io/v1.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object, such as VirtualService.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}

@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package kbins pins the Kubernetes control-plane binaries that the test
+// platform builds from the Go module proxy (kube-apiserver,
+// kube-controller-manager, kube-scheduler).
+package kbins
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)

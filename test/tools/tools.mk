@@ -1,0 +1,124 @@
+# Test tools for the real-cluster test platform (see /work/shared/TESTING.md).
+#
+# Included from the top-level Makefile; it can also be used alone:
+#   make -f test/tools/tools.mk tools
+#
+# Every tool lands in the git-ignored bin/ folder. A stamp file under
+# bin/.stamps/ holds the pinned version of each tool; it is rewritten only when
+# the pin changes, so a target rebuilds only when its tool is missing or its
+# pin moved. Nothing here downloads from outside the Go module proxy and the
+# Debian archive.
+
+# Pinned versions. The Kubernetes version is read from the wrapper module, so
+# test/tools/kbins/go.mod is the only place to change it.
+TOOLS_KUBE_VERSION := $(shell sed -n 's|^require k8s.io/kubernetes \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))kbins/go.mod)
+KWOK_VERSION ?= v0.8.0
+HELM_VERSION ?= v3.22.0
+# Debian packages (their versions follow the distribution: bookworm has etcd
+# 3.4.23 and Prometheus 2.42).
+ETCD_PACKAGE ?= etcd-server
+ETCD_SYSTEM_BINARY ?= /usr/bin/etcd
+PROMETHEUS_PACKAGE ?= prometheus
+PROMETHEUS_SYSTEM_BINARY ?= /usr/bin/prometheus
+
+TOOLS_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+TOOLS_ROOT := $(abspath $(TOOLS_DIR)/../..)
+TOOLS_BIN := $(TOOLS_ROOT)/bin
+TOOLS_K8S_BIN := $(TOOLS_BIN)/k8s
+TOOLS_STAMPS := $(TOOLS_BIN)/.stamps
+TOOLS_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+TOOLS_K8S_COMPONENTS := kube-apiserver kube-controller-manager kube-scheduler
+TOOLS_KUBE_MINOR := $(word 2,$(subst ., ,$(TOOLS_KUBE_VERSION)))
+# The same version stamping the Kubernetes release build does, so the binaries
+# report v1.x.y (kwokctl picks component flags from `--version`, and clients
+# see a real server version) instead of v0.0.0-master.
+TOOLS_K8S_LDFLAGS := -s -w \
+	-X k8s.io/component-base/version.gitVersion=$(TOOLS_KUBE_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 \
+	-X k8s.io/component-base/version.gitMinor=$(TOOLS_KUBE_MINOR) \
+	-X k8s.io/component-base/version.gitTreeState=clean \
+	-X k8s.io/client-go/pkg/version.gitVersion=$(TOOLS_KUBE_VERSION) \
+	-X k8s.io/client-go/pkg/version.gitMajor=1 \
+	-X k8s.io/client-go/pkg/version.gitMinor=$(TOOLS_KUBE_MINOR) \
+	-X k8s.io/client-go/pkg/version.gitTreeState=clean
+TOOLS_HELM_LDFLAGS := -s -w \
+	-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(TOOLS_KUBE_MINOR) \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(TOOLS_KUBE_MINOR)
+
+# tools-stamp writes $(2) to the stamp file $(1) only when it differs, so the
+# stamp's modification time moves only when a pin changes.
+define tools-stamp
+	@mkdir -p $(dir $(1))
+	@if [ "$$(cat $(1) 2>/dev/null)" != "$(2)" ]; then echo "$(2)" > $(1); fi
+endef
+
+# tools-apt installs Debian package $(2) unless $(1) exists.
+define tools-apt
+	@if [ ! -x $(1) ]; then \
+		echo "installing $(2) (apt)"; \
+		$(TOOLS_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$(TOOLS_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(2); \
+	fi
+	@test -x $(1) || { echo "$(1) is still missing after installing $(2)" >&2; exit 1; }
+endef
+
+.PHONY: tools tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-clean .tools-force
+.tools-force:
+
+tools: tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus ## Install or build every test tool into bin/ (cheap when up to date)
+
+tools-k8s: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_K8S_COMPONENTS)) ## Build kube-apiserver, kube-controller-manager and kube-scheduler into bin/k8s/
+
+tools-etcd: $(TOOLS_K8S_BIN)/etcd ## Install etcd (Debian etcd-server) and link it as bin/k8s/etcd
+
+tools-kwok: $(TOOLS_BIN)/kwok $(TOOLS_BIN)/kwokctl ## Build kwok and kwokctl into bin/
+
+tools-helm: $(TOOLS_BIN)/helm ## Build helm into bin/
+
+tools-prometheus: $(TOOLS_BIN)/prometheus ## Install Prometheus (Debian) and link it as bin/prometheus
+
+tools-clean: ## Remove every tool from bin/ (the next `make tools` rebuilds them)
+	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_STAMPS) $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus)
+
+$(TOOLS_STAMPS)/k8s: .tools-force
+	$(call tools-stamp,$@,k8s.io/kubernetes $(TOOLS_KUBE_VERSION) $(TOOLS_K8S_LDFLAGS))
+
+$(TOOLS_STAMPS)/kwok: .tools-force
+	$(call tools-stamp,$@,sigs.k8s.io/kwok $(KWOK_VERSION))
+
+$(TOOLS_STAMPS)/helm: .tools-force
+	$(call tools-stamp,$@,helm.sh/helm/v3 $(HELM_VERSION) $(TOOLS_HELM_LDFLAGS))
+
+$(TOOLS_K8S_BIN)/%: $(TOOLS_STAMPS)/k8s $(TOOLS_DIR)/kbins/go.mod
+	@test -n "$(TOOLS_KUBE_VERSION)" || { echo "cannot read the k8s.io/kubernetes pin from test/tools/kbins/go.mod" >&2; exit 1; }
+	@echo "building $* $(TOOLS_KUBE_VERSION)"
+	cd $(TOOLS_DIR)/kbins && go build -ldflags '$(TOOLS_K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/$*
+	@mv -f $@.tmp $@
+
+# Both binaries come from one module at one version: one `go install` (a
+# grouped target). `go install` leaves an up-to-date binary untouched, hence the
+# touch.
+$(TOOLS_BIN)/kwok $(TOOLS_BIN)/kwokctl &: $(TOOLS_STAMPS)/kwok
+	@echo "building kwok and kwokctl $(KWOK_VERSION)"
+	GOBIN=$(TOOLS_BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION) sigs.k8s.io/kwok/cmd/kwokctl@$(KWOK_VERSION)
+	@touch $(TOOLS_BIN)/kwok $(TOOLS_BIN)/kwokctl
+
+$(TOOLS_BIN)/helm: $(TOOLS_STAMPS)/helm
+	@echo "building helm $(HELM_VERSION)"
+	GOBIN=$(TOOLS_BIN) go install -ldflags '$(TOOLS_HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	@touch $@
+
+$(TOOLS_K8S_BIN)/etcd:
+	$(call tools-apt,$(ETCD_SYSTEM_BINARY),$(ETCD_PACKAGE))
+	@mkdir -p $(@D)
+	ln -sfn $(ETCD_SYSTEM_BINARY) $@
+
+# Ordered after etcd so that `make -j` never runs two apt-get at once.
+$(TOOLS_BIN)/prometheus: | $(TOOLS_K8S_BIN)/etcd
+	$(call tools-apt,$(PROMETHEUS_SYSTEM_BINARY),$(PROMETHEUS_PACKAGE))
+	@mkdir -p $(@D)
+	ln -sfn $(PROMETHEUS_SYSTEM_BINARY) $@
