@@ -50,7 +50,6 @@ type Credentials struct {
 	token       string
 	bearerToken string
 	caBundle    []byte
-	identity    []byte
 	knownHosts  []byte
 	signer      ssh.Signer
 }
@@ -66,14 +65,13 @@ func CredentialsFromSecret(data map[string][]byte) (*Credentials, error) {
 		token:       string(data[SecretKeyToken]),
 		bearerToken: string(data[SecretKeyBearerToken]),
 		caBundle:    data[SecretKeyCA],
-		identity:    data[SecretKeyIdentity],
 		knownHosts:  data[SecretKeyKnownHosts],
 	}
-	if len(c.identity) > 0 {
+	if identity := data[SecretKeyIdentity]; len(identity) > 0 {
 		if len(c.knownHosts) == 0 {
 			return nil, fmt.Errorf("%w: %q is required with %q", ErrInvalidCredentials, SecretKeyKnownHosts, SecretKeyIdentity)
 		}
-		signer, err := parseIdentity(c.identity, c.password)
+		signer, err := parseIdentity(identity, c.password)
 		if err != nil {
 			return nil, err
 		}

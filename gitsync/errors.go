@@ -47,8 +47,10 @@ var (
 // redactedText replaces every secret in error messages.
 const redactedText = "[redacted]"
 
-// userinfoRE matches the userinfo part of a URL ("scheme://user:pass@").
-var userinfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@\s]*@`)
+// userinfoRE matches the userinfo part of a URL ("scheme://user:pass@"),
+// up to the last "@" of the token, so unescaped "/" or "@" in a password
+// are covered too (at the price of over-redacting odd URLs).
+var userinfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^\s"'<>]*@`)
 
 // redactor removes secrets and URL userinfo from text. It is a value type
 // built once per Repository; the zero value only strips userinfo.
@@ -120,12 +122,12 @@ func (r redactor) wrap(op string, err error) error {
 // chain so callers can test for them.
 func staticErrors() []error {
 	return []error{
-	context.Canceled, context.DeadlineExceeded,
-	transport.ErrAuthenticationRequired, transport.ErrAuthorizationFailed,
-	transport.ErrRepositoryNotFound, transport.ErrEmptyRemoteRepository,
-	ErrAuth, ErrHostKey, ErrInvalidCredentials, ErrRepositoryNotFound,
-	ErrBranchNotFound, ErrFileNotFound, ErrNonFastForward,
-	ErrManifestNotFound, ErrInvalidManifest,
+		context.Canceled, context.DeadlineExceeded,
+		transport.ErrAuthenticationRequired, transport.ErrAuthorizationFailed,
+		transport.ErrRepositoryNotFound, transport.ErrEmptyRemoteRepository,
+		ErrAuth, ErrHostKey, ErrInvalidCredentials, ErrRepositoryNotFound,
+		ErrBranchNotFound, ErrFileNotFound, ErrNonFastForward,
+		ErrManifestNotFound, ErrInvalidManifest,
 	}
 }
 

@@ -9,15 +9,16 @@
 # pin moved. Nothing here downloads from outside the Go module proxy and the
 # Debian archive.
 
-# Pinned versions. The Kubernetes version is read from the wrapper module, so
-# test/tools/kbins/go.mod is the only place to change it.
+# Pinned versions. The Kubernetes and etcd versions are read from their wrapper
+# modules, so test/tools/kbins/go.mod and test/tools/etcdbin/go.mod are the
+# only places to change them.
 TOOLS_KUBE_VERSION := $(shell sed -n 's|^require k8s.io/kubernetes \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))kbins/go.mod)
+TOOLS_ETCD_VERSION := $(shell sed -n 's|^require go.etcd.io/etcd/server/v3 \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))etcdbin/go.mod)
 KWOK_VERSION ?= v0.8.0
 HELM_VERSION ?= v3.22.0
-# Debian packages (their versions follow the distribution: bookworm has etcd
-# 3.4.23 and Prometheus 2.42).
-ETCD_PACKAGE ?= etcd-server
-ETCD_SYSTEM_BINARY ?= /usr/bin/etcd
+# Debian package (its version follows the distribution: bookworm has 2.42).
+# etcd is built from source instead of Debian's etcd-server 3.4.23, which is
+# too old for kube-apiserver 1.36 (see test/tools/etcdbin/main.go).
 PROMETHEUS_PACKAGE ?= prometheus
 PROMETHEUS_SYSTEM_BINARY ?= /usr/bin/prometheus
 
@@ -56,7 +57,8 @@ define tools-stamp
 	@if [ "$$(cat $(1) 2>/dev/null)" != "$(2)" ]; then echo "$(2)" > $(1); fi
 endef
 
-# tools-apt installs Debian package $(2) unless $(1) exists.
+# tools-apt installs Debian package $(2) unless $(1) exists (as root, or
+# through sudo).
 define tools-apt
 	@if [ ! -x $(1) ]; then \
 		echo "installing $(2) (apt)"; \
@@ -73,7 +75,7 @@ tools: tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus ## Install or
 
 tools-k8s: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_K8S_COMPONENTS)) ## Build kube-apiserver, kube-controller-manager and kube-scheduler into bin/k8s/
 
-tools-etcd: $(TOOLS_K8S_BIN)/etcd ## Install etcd (Debian etcd-server) and link it as bin/k8s/etcd
+tools-etcd: $(TOOLS_K8S_BIN)/etcd ## Build etcd (the version Kubernetes uses) into bin/k8s/
 
 tools-kwok: $(TOOLS_BIN)/kwok $(TOOLS_BIN)/kwokctl ## Build kwok and kwokctl into bin/
 
@@ -87,13 +89,16 @@ tools-clean: ## Remove every tool from bin/ (the next `make tools` rebuilds them
 $(TOOLS_STAMPS)/k8s: .tools-force
 	$(call tools-stamp,$@,k8s.io/kubernetes $(TOOLS_KUBE_VERSION) $(TOOLS_K8S_LDFLAGS))
 
+$(TOOLS_STAMPS)/etcd: .tools-force
+	$(call tools-stamp,$@,go.etcd.io/etcd/server/v3 $(TOOLS_ETCD_VERSION))
+
 $(TOOLS_STAMPS)/kwok: .tools-force
 	$(call tools-stamp,$@,sigs.k8s.io/kwok $(KWOK_VERSION))
 
 $(TOOLS_STAMPS)/helm: .tools-force
 	$(call tools-stamp,$@,helm.sh/helm/v3 $(HELM_VERSION) $(TOOLS_HELM_LDFLAGS))
 
-$(TOOLS_K8S_BIN)/%: $(TOOLS_STAMPS)/k8s $(TOOLS_DIR)/kbins/go.mod
+$(TOOLS_K8S_BIN)/%: $(TOOLS_STAMPS)/k8s
 	@test -n "$(TOOLS_KUBE_VERSION)" || { echo "cannot read the k8s.io/kubernetes pin from test/tools/kbins/go.mod" >&2; exit 1; }
 	@echo "building $* $(TOOLS_KUBE_VERSION)"
 	cd $(TOOLS_DIR)/kbins && go build -ldflags '$(TOOLS_K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/$*
@@ -112,13 +117,13 @@ $(TOOLS_BIN)/helm: $(TOOLS_STAMPS)/helm
 	GOBIN=$(TOOLS_BIN) go install -ldflags '$(TOOLS_HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	@touch $@
 
-$(TOOLS_K8S_BIN)/etcd:
-	$(call tools-apt,$(ETCD_SYSTEM_BINARY),$(ETCD_PACKAGE))
-	@mkdir -p $(@D)
-	ln -sfn $(ETCD_SYSTEM_BINARY) $@
+$(TOOLS_K8S_BIN)/etcd: $(TOOLS_STAMPS)/etcd
+	@test -n "$(TOOLS_ETCD_VERSION)" || { echo "cannot read the etcd pin from test/tools/etcdbin/go.mod" >&2; exit 1; }
+	@echo "building etcd $(TOOLS_ETCD_VERSION)"
+	cd $(TOOLS_DIR)/etcdbin && go build -ldflags '-s -w' -o $@.tmp .
+	@mv -f $@.tmp $@
 
-# Ordered after etcd so that `make -j` never runs two apt-get at once.
-$(TOOLS_BIN)/prometheus: | $(TOOLS_K8S_BIN)/etcd
+$(TOOLS_BIN)/prometheus:
 	$(call tools-apt,$(PROMETHEUS_SYSTEM_BINARY),$(PROMETHEUS_PACKAGE))
 	@mkdir -p $(@D)
 	ln -sfn $(PROMETHEUS_SYSTEM_BINARY) $@

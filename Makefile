@@ -1,0 +1,79 @@
+# rollgate — make help lists every target.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+export GOTOOLCHAIN := local
+export GOFLAGS := -buildvcs=false
+
+BIN := $(CURDIR)/bin
+CONTROLLER_GEN_VERSION ?= v0.23.0
+CONTROLLER_GEN := $(BIN)/controller-gen
+CRD_DIR := charts/rollgate/crds
+# Packages whose tests need nothing but Go (no control plane, no Git server).
+TEST_TIMEOUT ?= 40m
+export KUBEBUILDER_ASSETS := $(BIN)/k8s
+
+include test/tools/tools.mk
+
+.PHONY: help
+help: ## List every target
+	@grep -hE '^[a-zA-Z_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-20s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build the rollgate binary into bin/rollgate (and bin/kubectl-rollgate)
+	go build -o $(BIN)/rollgate ./cmd/rollgate
+	ln -sf rollgate $(BIN)/kubectl-rollgate
+
+$(CONTROLLER_GEN): $(TOOLS_STAMPS)/controller-gen
+	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	@touch $@
+
+$(TOOLS_STAMPS)/controller-gen: .tools-force
+	$(call tools-stamp,$@,controller-gen $(CONTROLLER_GEN_VERSION))
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code for api/
+	$(CONTROLLER_GEN) object paths=./api/...
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs into charts/rollgate/crds and RBAC into the chart
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=$(CRD_DIR)
+
+.PHONY: fmt
+fmt: ## Format Go code
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet and check formatting
+	go vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+
+.PHONY: verify
+verify: $(CONTROLLER_GEN) ## Fail if generated files are stale, or code is not formatted or vetted
+	@sum() { find api $(CRD_DIR) -type f -print0 | sort -z | xargs -0 sha256sum; }; \
+	before=$$(sum); $(MAKE) --no-print-directory generate manifests >/dev/null; after=$$(sum); \
+	if [ "$$before" != "$$after" ]; then \
+		echo "generated files were stale and have been regenerated; review and commit them:"; \
+		diff <(echo "$$before") <(echo "$$after") | grep '^[<>]' | awk '{print "  " $$3}' | sort -u; exit 1; fi
+	@$(MAKE) --no-print-directory vet
+
+.PHONY: test
+test: tools verify build ## Provision tools, verify, and run every test (unit, envtest, kwok e2e, Git, Prometheus)
+	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: test-unit
+test-unit: ## Run only the tests that need no external process
+	go test -count=1 ./strategy/... ./luascripts/... ./api/...
+
+.PHONY: bench
+bench: tools ## Run benchmarks and print the numbers
+	go test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: demo
+demo: tools build ## Run the demo: kwok cluster, local Git server, Flux, a release with an approval merged
+	$(BIN)/rollgate demo
+
+.PHONY: clean
+clean: ## Remove build outputs (keeps the cached tools)
+	rm -f $(BIN)/rollgate $(BIN)/kubectl-rollgate

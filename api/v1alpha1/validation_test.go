@@ -1,0 +1,314 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// k is a client of a real kube-apiserver with the rollgate CRDs installed.
+var k client.Client
+
+func TestMain(m *testing.M) {
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{"../../charts/rollgate/crds"},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: "../../bin/k8s",
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting kube-apiserver and etcd (run 'make tools' first): %v\n", err)
+		os.Exit(1)
+	}
+	k, err = client.New(cfg, client.Options{})
+	code := m.Run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// goodRollout is a valid Rollout that each bad case breaks in one place.
+const goodRollout = `
+apiVersion: rollgate.dev/v1alpha1
+kind: Rollout
+metadata: {name: echo, namespace: default}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echo}
+  strategy:
+    canary:
+      steps:
+      - {traffic: "5%", replicas: 1, pause: {}}
+      - {traffic: "40%", replicas: "40%", pause: {duration: 600}}
+      - {traffic: "100%", replicas: "100%"}
+      trafficRoutings:
+      - service: echo
+        gateway: {httpRouteName: echo}
+`
+
+func parse(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return u
+}
+
+func canary(u *unstructured.Unstructured) map[string]any {
+	return u.Object["spec"].(map[string]any)["strategy"].(map[string]any)["canary"].(map[string]any)
+}
+
+func steps(u *unstructured.Unstructured) []any { return canary(u)["steps"].([]any) }
+
+func step(u *unstructured.Unstructured, i int) map[string]any { return steps(u)[i].(map[string]any) }
+
+func spec(u *unstructured.Unstructured) map[string]any { return u.Object["spec"].(map[string]any) }
+
+// TestRolloutRefusedWithHelpfulMessage creates bad Rollouts against a real
+// API server and checks that each is refused with a message that names the
+// field and says what is allowed.
+func TestRolloutRefusedWithHelpfulMessage(t *testing.T) {
+	cases := []struct {
+		name    string
+		breakIt func(u *unstructured.Unstructured)
+		want    []string
+	}{
+		{"both strategies", func(u *unstructured.Unstructured) {
+			spec(u)["strategy"].(map[string]any)["blueGreen"] = map[string]any{"steps": []any{map[string]any{"replicas": 1}}}
+		}, []string{"spec.strategy", "exactly one of canary or blueGreen"}},
+		{"no strategy", func(u *unstructured.Unstructured) {
+			spec(u)["strategy"] = map[string]any{"paused": true}
+		}, []string{"spec.strategy", "exactly one of canary or blueGreen"}},
+		{"traffic above 100%", func(u *unstructured.Unstructured) { step(u, 0)["traffic"] = "120%" },
+			[]string{"spec.strategy.canary.steps[0].traffic", "percentage from \"0%\" to \"100%\""}},
+		{"traffic not a percentage", func(u *unstructured.Unstructured) { step(u, 0)["traffic"] = "5" },
+			[]string{"spec.strategy.canary.steps[0].traffic", "such as \"5%\""}},
+		{"replicas decreasing", func(u *unstructured.Unstructured) {
+			step(u, 0)["replicas"] = int64(3)
+			step(u, 1)["replicas"] = int64(2)
+		}, []string{"spec.strategy.canary", "replicas must not decrease"}},
+		{"replica percentages decreasing", func(u *unstructured.Unstructured) {
+			step(u, 1)["replicas"] = "50%"
+			step(u, 2)["replicas"] = "20%"
+		}, []string{"spec.strategy.canary", "percentages must not decrease"}},
+		{"replicas zero", func(u *unstructured.Unstructured) { step(u, 0)["replicas"] = int64(0) },
+			[]string{"spec.strategy.canary.steps[0].replicas", "(>= 1)"}},
+		{"replicas 0%", func(u *unstructured.Unstructured) { step(u, 0)["replicas"] = "0%" },
+			[]string{"spec.strategy.canary.steps[0].replicas", "\"1%\" to \"100%\""}},
+		{"negative pause", func(u *unstructured.Unstructured) { step(u, 1)["pause"] = map[string]any{"duration": int64(-5)} },
+			[]string{"spec.strategy.canary.steps[1].pause.duration", "number of seconds (>= 0)"}},
+		{"pause in words", func(u *unstructured.Unstructured) { step(u, 1)["pause"] = map[string]any{"duration": "ten minutes"} },
+			[]string{"spec.strategy.canary.steps[1].pause.duration", "\"10m\""}},
+		{"unknown workload kind", func(u *unstructured.Unstructured) {
+			spec(u)["workloadRef"].(map[string]any)["kind"] = "CronJob"
+		}, []string{"spec.workloadRef.kind", "Unsupported value: \"CronJob\"", "\"Deployment\", \"StatefulSet\", \"DaemonSet\""}},
+		{"unknown workload apiVersion", func(u *unstructured.Unstructured) {
+			spec(u)["workloadRef"].(map[string]any)["apiVersion"] = "apps/v1beta1"
+		}, []string{"spec.workloadRef.apiVersion", "supported values: \"apps/v1\""}},
+		{"empty steps", func(u *unstructured.Unstructured) { canary(u)["steps"] = []any{} },
+			[]string{"spec.strategy.canary.steps", "at least 1 items"}},
+		{"too many steps", func(u *unstructured.Unstructured) {
+			var s []any
+			for range 51 {
+				s = append(s, map[string]any{"replicas": int64(1)})
+			}
+			canary(u)["steps"] = s
+		}, []string{"spec.strategy.canary.steps", "must have at most 50 items"}},
+		{"step without replicas or traffic", func(u *unstructured.Unstructured) {
+			steps(u)[1] = map[string]any{"pause": map[string]any{}}
+		}, []string{"spec.strategy.canary.steps[1]", "each step needs replicas"}},
+		{"empty match", func(u *unstructured.Unstructured) { step(u, 0)["matches"] = []any{map[string]any{}} },
+			[]string{"spec.strategy.canary.steps[0].matches[0]", "at least one of path, headers or queryParams"}},
+		{"malformed header match type", func(u *unstructured.Unstructured) {
+			step(u, 0)["matches"] = []any{map[string]any{"headers": []any{map[string]any{"type": "Fuzzy", "name": "x-user", "value": "a"}}}}
+		}, []string{"spec.strategy.canary.steps[0].matches[0].headers[0].type", "Unsupported value: \"Fuzzy\""}},
+		{"too many matches", func(u *unstructured.Unstructured) {
+			var m []any
+			for range 17 {
+				m = append(m, map[string]any{"headers": []any{map[string]any{"name": "x-a", "value": "b"}}})
+			}
+			step(u, 0)["matches"] = m
+		}, []string{"spec.strategy.canary.steps[0].matches", "must have at most 16 items"}},
+		{"traffic without trafficRoutings", func(u *unstructured.Unstructured) { delete(canary(u), "trafficRoutings") },
+			[]string{"spec.strategy.canary", "trafficRoutings is empty"}},
+		{"two routers in one trafficRoutings entry", func(u *unstructured.Unstructured) {
+			r := canary(u)["trafficRoutings"].([]any)[0].(map[string]any)
+			r["ingress"] = map[string]any{"name": "echo"}
+		}, []string{"spec.strategy.canary.trafficRoutings[0]", "exactly one of ingress, gateway or customNetworkRefs"}},
+		{"trafficRoutings without service", func(u *unstructured.Unstructured) {
+			delete(canary(u)["trafficRoutings"].([]any)[0].(map[string]any), "service")
+		}, []string{"spec.strategy.canary.trafficRoutings[0].service", "Required value"}},
+		{"negative grace period", func(u *unstructured.Unstructured) {
+			canary(u)["trafficRoutings"].([]any)[0].(map[string]any)["gracePeriodSeconds"] = int64(-1)
+		}, []string{"spec.strategy.canary.trafficRoutings[0].gracePeriodSeconds", "greater than or equal to 0"}},
+		{"canary Deployment for a StatefulSet", func(u *unstructured.Unstructured) {
+			spec(u)["workloadRef"].(map[string]any)["kind"] = "StatefulSet"
+			canary(u)["enableExtraWorkloadForCanary"] = true
+		}, []string{"spec", "enableExtraWorkloadForCanary is only supported for workloadRef.kind Deployment"}},
+		{"bad failureThreshold", func(u *unstructured.Unstructured) { canary(u)["failureThreshold"] = "many" },
+			[]string{"spec.strategy.canary.failureThreshold", "number of pods (>= 0) or a percentage"}},
+		{"approval for step 0", func(u *unstructured.Unstructured) {
+			spec(u)["approvals"] = []any{map[string]any{"revision": "abc", "step": int64(0)}}
+		}, []string{"spec.approvals[0].step", "greater than or equal to 1"}},
+		{"approval without revision", func(u *unstructured.Unstructured) {
+			spec(u)["approvals"] = []any{map[string]any{"step": int64(1)}}
+		}, []string{"spec.approvals[0].revision", "Required value"}},
+		{"git path escaping the repository", func(u *unstructured.Unstructured) {
+			spec(u)["git"] = map[string]any{"repository": "app", "path": "../other/rollout.yaml"}
+		}, []string{"spec.git.path", "relative path to a .yaml or .yml file"}},
+		{"zero progress deadline", func(u *unstructured.Unstructured) { spec(u)["progressDeadlineSeconds"] = int64(0) },
+			[]string{"spec.progressDeadlineSeconds", "greater than or equal to 1"}},
+		{"retry of attempt 1", func(u *unstructured.Unstructured) {
+			spec(u)["retry"] = map[string]any{"revision": "abc", "attempt": int64(1)}
+		}, []string{"spec.retry.attempt", "greater than or equal to 2"}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			u := parse(t, goodRollout)
+			u.SetName(fmt.Sprintf("bad-%d", i))
+			tc.breakIt(u)
+			err := k.Create(context.Background(), u)
+			if err == nil {
+				t.Fatalf("the API server accepted the bad spec")
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestWorkloadRefIsImmutable(t *testing.T) {
+	ctx := context.Background()
+	u := parse(t, goodRollout)
+	u.SetName("immutable")
+	if err := k.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	spec(u)["workloadRef"].(map[string]any)["name"] = "other"
+	err := k.Update(ctx, u)
+	if err == nil || !strings.Contains(err.Error(), "spec.workloadRef is immutable") {
+		t.Fatalf("want workloadRef immutable error, got %v", err)
+	}
+}
+
+func TestAnalysisTemplateAndRepositoryRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		doc  string
+		want string
+	}{
+		{"metric without condition", `
+apiVersion: rollgate.dev/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: no-condition, namespace: default}
+spec:
+  metrics:
+  - name: rate
+    provider: {prometheus: {address: "http://p:9090", query: "up"}}
+`, "a metric needs successCondition or failureCondition"},
+		{"metric with two providers", `
+apiVersion: rollgate.dev/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: two-providers, namespace: default}
+spec:
+  metrics:
+  - name: rate
+    successCondition: "result[0] > 0"
+    provider:
+      prometheus: {address: "http://p:9090", query: "up"}
+      web: {url: "http://w", jsonPath: "{.v}"}
+`, "exactly one of prometheus or web"},
+		{"repository with a bad URL", `
+apiVersion: rollgate.dev/v1alpha1
+kind: Repository
+metadata: {name: bad-url, namespace: default}
+spec: {url: "ftp://example.com/repo.git"}
+`, "spec.url"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := k.Create(context.Background(), parse(t, tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// TestExamplesAccepted creates every rollgate.dev object in examples/.
+func TestExamplesAccepted(t *testing.T) {
+	files, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("../../examples/*/*.yaml")
+	files = append(files, more...)
+	created := 0
+	for _, f := range files {
+		for i, obj := range readObjects(t, f) {
+			if obj.GroupVersionKind().Group != "rollgate.dev" {
+				continue
+			}
+			obj.SetNamespace("default")
+			obj.SetName(fmt.Sprintf("example-%d-%d-%s", created, i, obj.GetName()))
+			if err := k.Create(context.Background(), obj); err != nil {
+				t.Errorf("%s: %s %s refused: %v", f, obj.GetKind(), obj.GetName(), err)
+			}
+			created++
+		}
+	}
+	if created < 8 {
+		t.Fatalf("only %d rollgate.dev objects found in examples/; expected at least 8", created)
+	}
+}
+
+func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(raw.Raw) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw.Raw); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, u)
+	}
+	return out
+}

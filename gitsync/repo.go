@@ -1,0 +1,374 @@
+package gitsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+const (
+	remoteName = "origin"
+	// DefaultPushAttempts is how often a write is tried when pushes lose
+	// races with other writers.
+	DefaultPushAttempts = 6
+	// DefaultRetryBackoff is the first wait after a rejected push; it
+	// doubles per attempt (with jitter) up to maxRetryBackoff.
+	DefaultRetryBackoff = 200 * time.Millisecond
+	maxRetryBackoff     = 5 * time.Second
+	// DefaultMaxCachedObjects bounds an in-memory store: past it the store is
+	// dropped after a write and the next fetch starts afresh.
+	DefaultMaxCachedObjects = 200_000
+)
+
+// Options configure a Repository.
+type Options struct {
+	// URL of the remote: https://, http:// (see InsecureHTTP), ssh:// or
+	// scp-like git@host:path. Userinfo in the URL is never printed.
+	URL string
+	// Credentials authenticate to the remote; nil means anonymous. SSH URLs
+	// require credentials with an identity and known_hosts.
+	Credentials *Credentials
+	// Dir, when set, keeps the objects in a bare repository on disk at Dir
+	// (created if missing). When empty, objects live in memory: fine for the
+	// status branch and for the Rollout manifests of small to medium
+	// repositories, as only the branch heads are fetched (see Depth).
+	Dir string
+	// Depth is the fetch depth. rollgate never needs history (it commits on
+	// top of the fetched head), so 0 means 1: a shallow fetch. A negative
+	// value fetches full history.
+	Depth int
+	// InsecureHTTP allows sending credentials over plain http://. Off by
+	// default; meant for tests and in-cluster Git servers.
+	InsecureHTTP bool
+	// PushAttempts bounds the fetch-rebuild-push cycle of a write when other
+	// writers keep moving the branch. 0 means DefaultPushAttempts.
+	PushAttempts int
+	// RetryBackoff is the first wait between attempts. 0 means
+	// DefaultRetryBackoff.
+	RetryBackoff time.Duration
+	// Signer, if set, signs every commit (e.g. OpenPGPSigner).
+	Signer Signer
+	// MaxCachedObjects bounds the in-memory store. 0 means
+	// DefaultMaxCachedObjects.
+	MaxCachedObjects int
+	// Now returns the commit time. nil means time.Now.
+	Now func() time.Time
+}
+
+// Repository is a local copy of one remote Git repository, holding only the
+// branch heads that were asked for. It reads files at a branch head and
+// writes commits to branches, retrying pushes that lose a race. All methods
+// are safe for concurrent use; network operations are serialized.
+type Repository struct {
+	mu      sync.Mutex
+	opts    Options
+	ep      *transport.Endpoint
+	auth    transport.AuthMethod
+	red     redactor
+	safeURL string
+	repo    *git.Repository
+	mem     *memory.Storage
+}
+
+// Open prepares a Repository for opts. It does not touch the network.
+func Open(opts Options) (*Repository, error) {
+	ep, err := transport.NewEndpoint(opts.URL)
+	if err != nil {
+		// The parser quotes the URL, which may hold a password: say nothing.
+		return nil, fmt.Errorf("%w: the repository URL cannot be parsed", ErrInvalidCredentials)
+	}
+	red := newRedactor(append(opts.Credentials.secrets(), ep.Password)...)
+	auth, err := opts.Credentials.authMethod(ep, opts.InsecureHTTP)
+	if err != nil {
+		return nil, red.wrap("", err)
+	}
+	if auth == nil && ep.User != "" && ep.Password != "" && (ep.Protocol == "http" || ep.Protocol == "https") {
+		return nil, red.wrap("", fmt.Errorf("%w: put the password in a Secret, not in the URL", ErrInvalidCredentials))
+	}
+	r := &Repository{opts: opts, ep: ep, auth: auth, red: red, safeURL: red.text(opts.URL)}
+	if err := r.initStorage(); err != nil {
+		return nil, r.red.wrap("initializing repository", err)
+	}
+	return r, nil
+}
+
+// String returns the repository URL without userinfo.
+func (r *Repository) String() string { return r.safeURL }
+
+func (r *Repository) initStorage() error {
+	var st storage.Storer
+	var mem *memory.Storage
+	if r.opts.Dir != "" {
+		st = filesystem.NewStorage(osfs.New(r.opts.Dir), cache.NewObjectLRUDefault())
+	} else {
+		mem = memory.NewStorage()
+		st = mem
+	}
+	repo, err := git.Open(st, nil)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		repo, err = git.Init(st, nil)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := repo.Remote(remoteName); errors.Is(err, git.ErrRemoteNotFound) {
+		_, err = repo.CreateRemote(&config.RemoteConfig{
+			Name:  remoteName,
+			URLs:  []string{r.opts.URL},
+			Fetch: []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*"},
+		})
+		if err != nil {
+			return err
+		}
+	}
+	r.repo, r.mem = repo, mem
+	return nil
+}
+
+func (r *Repository) depth() int {
+	switch {
+	case r.opts.Depth == 0:
+		return 1
+	case r.opts.Depth < 0:
+		return 0
+	default:
+		return r.opts.Depth
+	}
+}
+
+func (r *Repository) now() time.Time {
+	if r.opts.Now != nil {
+		return r.opts.Now()
+	}
+	return time.Now()
+}
+
+func trackingRef(branch string) plumbing.ReferenceName {
+	return plumbing.ReferenceName("refs/remotes/" + remoteName + "/" + branch)
+}
+
+// listRemote returns the remote branch heads (name without refs/heads/).
+func (r *Repository) listRemote(ctx context.Context) (map[string]plumbing.Hash, error) {
+	remote, err := r.repo.Remote(remoteName)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: r.auth, CABundle: r.opts.Credentials.caBundleData()})
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return map[string]plumbing.Hash{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	heads := map[string]plumbing.Hash{}
+	for _, ref := range refs {
+		if ref.Name().IsBranch() && ref.Type() == plumbing.HashReference {
+			heads[ref.Name().Short()] = ref.Hash()
+		}
+	}
+	return heads, nil
+}
+
+// fetch brings the heads of branches up to date and returns them; a branch
+// missing on the remote is absent from the result. Heads whose commit is
+// already present locally are not downloaded again. Caller holds r.mu.
+func (r *Repository) fetch(ctx context.Context, branches ...string) (map[string]plumbing.Hash, error) {
+	remote, err := r.listRemote(ctx)
+	if err != nil {
+		return nil, err
+	}
+	heads := map[string]plumbing.Hash{}
+	var specs []config.RefSpec
+	for _, b := range branches {
+		h, ok := remote[b]
+		if !ok {
+			_ = r.repo.Storer.RemoveReference(trackingRef(b))
+			continue
+		}
+		heads[b] = h
+		if _, err := r.repo.CommitObject(h); err == nil {
+			if err := r.repo.Storer.SetReference(plumbing.NewHashReference(trackingRef(b), h)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		specs = append(specs, config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", b, trackingRef(b))))
+	}
+	if len(specs) == 0 {
+		return heads, nil
+	}
+	err = r.repo.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: remoteName,
+		RefSpecs:   specs,
+		Depth:      r.depth(),
+		Auth:       r.auth,
+		Tags:       git.NoTags,
+		Force:      true,
+		CABundle:   r.opts.Credentials.caBundleData(),
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return nil, err
+	}
+	return heads, nil
+}
+
+// Fetch brings the heads of the given branches up to date. Branches missing
+// on the remote are not an error (see Head).
+func (r *Repository) Fetch(ctx context.Context, branches ...string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, err := r.fetch(ctx, branches...)
+	return r.red.wrap("fetching "+strings.Join(branches, ", ")+" from "+r.safeURL, err)
+}
+
+// Head returns the commit of branch as last fetched, or ErrBranchNotFound.
+func (r *Repository) Head(branch string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ref, err := r.repo.Storer.Reference(trackingRef(branch))
+	if err != nil {
+		return "", fmt.Errorf("%w: %s", ErrBranchNotFound, branch)
+	}
+	return ref.Hash().String(), nil
+}
+
+// Branches lists the remote branches whose name starts with prefix, with
+// their head commits. It reads the remote's advertisement only.
+func (r *Repository) Branches(ctx context.Context, prefix string) (map[string]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	heads, err := r.listRemote(ctx)
+	if err != nil {
+		return nil, r.red.wrap("listing branches of "+r.safeURL, err)
+	}
+	out := map[string]string{}
+	for b, h := range heads {
+		if strings.HasPrefix(b, prefix) {
+			out[b] = h.String()
+		}
+	}
+	return out, nil
+}
+
+// DeleteBranches deletes the given branches on the remote in one push.
+// Branches that do not exist are ignored.
+func (r *Repository) DeleteBranches(ctx context.Context, branches ...string) error {
+	if len(branches) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	specs := make([]config.RefSpec, 0, len(branches))
+	for _, b := range branches {
+		specs = append(specs, config.RefSpec(":refs/heads/"+b))
+	}
+	err := r.repo.PushContext(ctx, &git.PushOptions{
+		RemoteName: remoteName, RefSpecs: specs, Auth: r.auth,
+		CABundle: r.opts.Credentials.caBundleData(),
+	})
+	if errors.Is(err, git.NoErrAlreadyUpToDate) {
+		err = nil
+	}
+	for _, b := range branches {
+		_ = r.repo.Storer.RemoveReference(trackingRef(b))
+		_ = r.repo.Storer.RemoveReference(plumbing.NewBranchReferenceName(b))
+	}
+	return r.red.wrap("deleting branches on "+r.safeURL, err)
+}
+
+// Snapshot fetches branch and returns a read-only view of its head. A
+// missing branch yields an empty snapshot (Exists reports false).
+func (r *Repository) Snapshot(ctx context.Context, branch string) (*Snapshot, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	heads, err := r.fetch(ctx, branch)
+	if err != nil {
+		return nil, r.red.wrap("fetching "+branch+" from "+r.safeURL, err)
+	}
+	s, err := r.snapshot(branch, heads)
+	if err != nil {
+		return nil, r.red.wrap("reading "+branch, err)
+	}
+	s.lock = &r.mu
+	return s, nil
+}
+
+// ReadFile fetches branch and returns the file at path of its head.
+func (r *Repository) ReadFile(ctx context.Context, branch, path string) ([]byte, error) {
+	s, err := r.Snapshot(ctx, branch)
+	if err != nil {
+		return nil, err
+	}
+	if !s.Exists() {
+		return nil, fmt.Errorf("%w: %s", ErrBranchNotFound, branch)
+	}
+	return s.ReadFile(path)
+}
+
+// snapshot builds a Snapshot of branch from fetched heads. Caller holds r.mu.
+func (r *Repository) snapshot(branch string, heads map[string]plumbing.Hash) (*Snapshot, error) {
+	s := &Snapshot{Branch: branch}
+	h, ok := heads[branch]
+	if !ok {
+		return s, nil
+	}
+	c, err := r.repo.CommitObject(h)
+	if err != nil {
+		return nil, err
+	}
+	t, err := c.Tree()
+	if err != nil {
+		return nil, err
+	}
+	s.Commit, s.commit, s.tree = h.String(), c, t
+	return s, nil
+}
+
+// backoff returns the wait before attempt n+1 (n >= 1), with jitter.
+func (r *Repository) backoff(n int) time.Duration {
+	d := r.opts.RetryBackoff
+	if d <= 0 {
+		d = DefaultRetryBackoff
+	}
+	for i := 1; i < n && d < maxRetryBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, maxRetryBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (r *Repository) attempts() int {
+	if r.opts.PushAttempts > 0 {
+		return r.opts.PushAttempts
+	}
+	return DefaultPushAttempts
+}
+
+// maybeReset drops an in-memory store that grew past its bound, so a
+// long-running controller does not keep every status commit forever.
+// Caller holds r.mu.
+func (r *Repository) maybeReset() {
+	limit := r.opts.MaxCachedObjects
+	if limit <= 0 {
+		limit = DefaultMaxCachedObjects
+	}
+	if r.mem == nil || len(r.mem.ObjectStorage.Objects) <= limit {
+		return
+	}
+	// On failure the old store is kept; it is still consistent.
+	_ = r.initStorage()
+}

@@ -1,0 +1,279 @@
+package gitsync
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// Snapshot is a read-only view of a branch head.
+type Snapshot struct {
+	// Branch is the branch name.
+	Branch string
+	// Commit is the head commit, or "" when the branch does not exist.
+	Commit string
+
+	commit *object.Commit
+	tree   *object.Tree
+	// lock guards reads from the shared object store; nil while the
+	// Repository lock is already held (inside Update).
+	lock sync.Locker
+}
+
+// Exists reports whether the branch exists.
+func (s *Snapshot) Exists() bool { return s.tree != nil }
+
+func (s *Snapshot) acquire() func() {
+	if s.lock == nil {
+		return func() {}
+	}
+	s.lock.Lock()
+	return s.lock.Unlock
+}
+
+// ReadFile returns the content of path, or ErrFileNotFound.
+func (s *Snapshot) ReadFile(path string) ([]byte, error) {
+	p, err := cleanPath(path)
+	if err != nil {
+		return nil, err
+	}
+	defer s.acquire()()
+	return readBlob(s.tree, p)
+}
+
+// Files lists the regular files under dir ("" for all), sorted.
+func (s *Snapshot) Files(dir string) ([]string, error) {
+	if s.tree == nil {
+		return nil, nil
+	}
+	defer s.acquire()()
+	t := s.tree
+	prefix := ""
+	if d := strings.Trim(dir, "/"); d != "" {
+		sub, err := t.Tree(d)
+		if err != nil {
+			return nil, nil
+		}
+		t, prefix = sub, d+"/"
+	}
+	var out []string
+	err := t.Files().ForEach(func(f *object.File) error {
+		out = append(out, prefix+f.Name)
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+// Change is the content of one commit.
+type Change struct {
+	// Files maps a repository path to its new content; nil deletes it.
+	// Files whose content is unchanged are dropped.
+	Files map[string][]byte
+	// Message is the commit message.
+	Message string
+	// Author of the commit; zero means the rollgate default.
+	Author Signature
+}
+
+// BuildFunc derives a Change from the head it will be committed on. It is
+// called again with the new head after a rejected push, so it must compute
+// the change from its inputs and base, never from a previous call. A nil
+// Change means there is nothing to write. The Snapshot is valid only during
+// the call.
+type BuildFunc func(base *Snapshot) (*Change, error)
+
+// UpdateRequest says where a commit goes.
+type UpdateRequest struct {
+	// Branch receives the commit.
+	Branch string
+	// From is the branch whose head the commit is built on; "" means
+	// Branch. When From differs from Branch, Branch is replaced by the new
+	// commit (a force push guarded by the head Branch had when fetched), as
+	// for a proposal branch rebuilt on the tracked branch.
+	From string
+	// CreateOrphan allows creating Branch as an orphan (no parent) when
+	// From does not exist. Otherwise a missing From is ErrBranchNotFound.
+	CreateOrphan bool
+}
+
+// UpdateResult describes a completed write.
+type UpdateResult struct {
+	// Commit is the new commit, or the current head of Branch when nothing
+	// changed.
+	Commit string
+	// Changed lists the paths the commit changed; empty when no commit was
+	// made.
+	Changed []string
+	// Attempts is the number of fetch-build-push cycles used.
+	Attempts int
+}
+
+// Update writes one commit to req.Branch: fetch, build on the fresh head,
+// commit, push. When the push loses a race with another writer, it fetches
+// the new head and calls build again on top of it, up to PushAttempts
+// times with exponential backoff: the other writer's commit is kept and so
+// is ours. The returned error wraps ErrNonFastForward when every attempt
+// lost.
+func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildFunc) (UpdateResult, error) {
+	if req.From == "" {
+		req.From = req.Branch
+	}
+	for attempt := 1; ; attempt++ {
+		res, err := r.tryUpdate(ctx, req, build)
+		res.Attempts = attempt
+		if err == nil || !errors.Is(err, ErrNonFastForward) || attempt >= r.attempts() {
+			if err != nil && errors.Is(err, ErrNonFastForward) {
+				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
+			}
+			return res, err
+		}
+		t := time.NewTimer(r.backoff(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, r.red.wrap("pushing to "+req.Branch, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// tryUpdate runs one fetch-build-commit-push cycle.
+func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build BuildFunc) (UpdateResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	heads, err := r.fetch(ctx, unique(req.From, req.Branch)...)
+	if err != nil {
+		return UpdateResult{}, r.red.wrap("fetching "+req.Branch+" from "+r.safeURL, err)
+	}
+	base, err := r.snapshot(req.From, heads)
+	if err != nil {
+		return UpdateResult{}, r.red.wrap("reading "+req.From, err)
+	}
+	if !base.Exists() && !req.CreateOrphan {
+		return UpdateResult{}, fmt.Errorf("%w: %s on %s", ErrBranchNotFound, req.From, r.safeURL)
+	}
+	change, err := build(base)
+	if err != nil {
+		return UpdateResult{}, err
+	}
+	res := UpdateResult{Commit: base.Commit}
+	if change == nil {
+		return res, nil
+	}
+	changes, err := r.effectiveChanges(base, change.Files)
+	if err != nil || len(changes) == 0 {
+		return res, err
+	}
+	commit, err := r.commitChanges(base, changes, change)
+	if err != nil {
+		return res, r.red.wrap("committing to "+req.Branch, err)
+	}
+	var lease *plumbing.Hash
+	if req.From != req.Branch {
+		if h, ok := heads[req.Branch]; ok {
+			lease = &h
+		}
+	}
+	if err := r.push(ctx, req.Branch, commit, lease); err != nil {
+		return res, r.red.wrap("pushing "+req.Branch+" to "+r.safeURL, err)
+	}
+	r.maybeReset()
+	res.Commit = commit.String()
+	for p := range changes {
+		res.Changed = append(res.Changed, p)
+	}
+	sort.Strings(res.Changed)
+	return res, nil
+}
+
+// effectiveChanges cleans paths and drops files identical to base.
+func (r *Repository) effectiveChanges(base *Snapshot, files map[string][]byte) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for p, data := range files {
+		cp, err := cleanPath(p)
+		if err != nil {
+			return nil, err
+		}
+		old, err := readBlob(base.tree, cp)
+		exists := err == nil
+		switch {
+		case data == nil && !exists:
+			continue
+		case data != nil && exists && bytes.Equal(old, data):
+			continue
+		}
+		out[cp] = data
+	}
+	return out, nil
+}
+
+// commitChanges writes the tree and commit for changes on top of base.
+func (r *Repository) commitChanges(base *Snapshot, changes map[string][]byte, change *Change) (plumbing.Hash, error) {
+	st := r.repo.Storer
+	tree, _, err := buildTree(st, base.tree, changes)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	var parents []plumbing.Hash
+	if base.commit != nil {
+		parents = []plumbing.Hash{base.commit.Hash}
+	}
+	msg := r.red.text(change.Message)
+	if !strings.HasSuffix(msg, "\n") {
+		msg += "\n"
+	}
+	return writeCommit(st, tree, parents, change.Author.orDefault(), msg, r.now(), r.opts.Signer)
+}
+
+// push sets the local branch to commit and pushes it. With lease, the
+// remote branch is replaced only if it is still at *lease; without, the
+// update must be a fast-forward (or a creation). Caller holds r.mu.
+func (r *Repository) push(ctx context.Context, branch string, commit plumbing.Hash, lease *plumbing.Hash) error {
+	local := plumbing.NewBranchReferenceName(branch)
+	if err := r.repo.Storer.SetReference(plumbing.NewHashReference(local, commit)); err != nil {
+		return err
+	}
+	opts := &git.PushOptions{
+		RemoteName: remoteName,
+		RefSpecs:   []config.RefSpec{config.RefSpec(local.String() + ":" + local.String())},
+		Auth:       r.auth,
+		CABundle:   r.opts.Credentials.caBundleData(),
+	}
+	if lease != nil {
+		opts.ForceWithLease = &git.ForceWithLease{RefName: local, Hash: *lease}
+	}
+	err := r.repo.PushContext(ctx, opts)
+	if errors.Is(err, git.NoErrAlreadyUpToDate) {
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	return r.repo.Storer.SetReference(plumbing.NewHashReference(trackingRef(branch), commit))
+}
+
+// unique returns its arguments without duplicates, in order.
+func unique(xs ...string) []string {
+	var out []string
+	for _, x := range xs {
+		dup := false
+		for _, o := range out {
+			dup = dup || o == x
+		}
+		if !dup {
+			out = append(out, x)
+		}
+	}
+	return out
+}

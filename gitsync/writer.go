@@ -1,0 +1,319 @@
+package gitsync
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"text/template"
+	"time"
+)
+
+const (
+	// DefaultWindow is how long the Writer gathers state changes before
+	// writing them in one commit.
+	DefaultWindow = 10 * time.Second
+	// DefaultStatusMessageTemplate is the status commit message template.
+	DefaultStatusMessageTemplate = `rollgate: status of {{len .Changed}} rollout(s)
+{{range .Changed}}
+- {{.Namespace}}/{{.Name}}: {{.Phase}}{{if .Step.Total}}, step {{.Step.Current}}/{{.Step.Total}}{{end}}{{end}}
+{{- range .Removed}}
+- {{.}}: removed{{end}}
+`
+	finalFlushTimeout = 30 * time.Second
+)
+
+// WriterOptions configure a Writer.
+type WriterOptions struct {
+	// Branch receives the status commits; "" means DefaultStatusBranch. A
+	// missing branch is created as an orphan (no shared history) when
+	// PathPrefix is empty.
+	Branch string
+	// PathPrefix puts the status files under a directory. Set it, with
+	// Branch set to the tracked branch, to keep status next to the
+	// manifests; such a branch must already exist.
+	PathPrefix string
+	// Window is the flush period of Start; 0 means DefaultWindow.
+	Window time.Duration
+	// Author of status commits; zero means the rollgate default.
+	Author Signature
+	// MessageTemplate is a text/template for the commit message, executed
+	// with CommitData; "" means DefaultStatusMessageTemplate.
+	MessageTemplate string
+	// MaxMeasurements bounds the analysis measurements written per
+	// Rollout (newest kept); 0 means DefaultMaxMeasurements.
+	MaxMeasurements int
+}
+
+// CommitData is the data of the status commit message template.
+type CommitData struct {
+	// Changed are the Rollouts whose file this commit changes, sorted.
+	Changed []RolloutState
+	// Removed are the "<namespace>/<name>" whose file this commit deletes.
+	Removed []string
+}
+
+// FlushResult describes one flush.
+type FlushResult struct {
+	// Commit is the status commit, or the current head when nothing changed.
+	Commit string
+	// Changed lists "<namespace>/<name>" of the files written or deleted;
+	// empty when the branch already held every state.
+	Changed []string
+	// Attempts is the number of fetch-build-push cycles used.
+	Attempts int
+}
+
+// Writer writes Rollout states to Git, coalesced: Enqueue only records the
+// latest state per Rollout; each flush writes one commit with every file
+// that differs from the branch, plus the overview README.md. Files of other
+// writers on the branch are kept (and listed in the overview). Writer is
+// safe for concurrent use.
+type Writer struct {
+	repo *Repository
+	opts WriterOptions
+	tmpl *template.Template
+
+	flushMu sync.Mutex // one flush at a time
+
+	mu      sync.Mutex
+	states  map[string]RolloutState
+	removed map[string]bool
+	gen     uint64 // bumped on every Enqueue and Remove
+	flushed uint64 // gen covered by the last successful flush
+	written map[string]string
+	last    flushOutcome
+}
+
+type flushOutcome struct {
+	result FlushResult
+	at     time.Time
+	err    error
+}
+
+// NewWriter returns a Writer for repo. It fails only on an invalid message
+// template.
+func NewWriter(repo *Repository, opts WriterOptions) (*Writer, error) {
+	if opts.Branch == "" {
+		opts.Branch = DefaultStatusBranch
+	}
+	if opts.Window <= 0 {
+		opts.Window = DefaultWindow
+	}
+	if opts.MaxMeasurements <= 0 {
+		opts.MaxMeasurements = DefaultMaxMeasurements
+	}
+	if opts.MessageTemplate == "" {
+		opts.MessageTemplate = DefaultStatusMessageTemplate
+	}
+	opts.PathPrefix = strings.Trim(opts.PathPrefix, "/")
+	tmpl, err := template.New("status-commit").Option("missingkey=error").Parse(opts.MessageTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("status commit message template: %w", err)
+	}
+	return &Writer{
+		repo: repo, opts: opts, tmpl: tmpl,
+		states: map[string]RolloutState{}, removed: map[string]bool{}, written: map[string]string{},
+	}, nil
+}
+
+// Enqueue records the latest state of a Rollout for the next flush.
+func (w *Writer) Enqueue(s RolloutState) {
+	s = s.normalize(w.opts.MaxMeasurements)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := s.key()
+	w.states[k] = s
+	delete(w.removed, k)
+	w.gen++
+}
+
+// Remove deletes a Rollout's status file at the next flush (the Rollout
+// was deleted).
+func (w *Writer) Remove(namespace, name string) {
+	k := namespace + "/" + name
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.states, k)
+	delete(w.written, k)
+	w.removed[k] = true
+	w.gen++
+}
+
+// Written returns the status commit holding the Rollout's latest enqueued
+// state, or "" while it is pending.
+func (w *Writer) Written(namespace, name string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.written[namespace+"/"+name]
+}
+
+// LastFlush returns the outcome of the last flush attempt, for the
+// reconciler's GitSynced condition.
+func (w *Writer) LastFlush() (FlushResult, time.Time, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last.result, w.last.at, w.last.err
+}
+
+// Pending reports whether states were enqueued since the last successful
+// flush.
+func (w *Writer) Pending() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen != w.flushed
+}
+
+// Flush writes every enqueued state that differs from the branch in one
+// commit (none when all are identical). Concurrent pushes by others are
+// merged by rebuilding on their head; see Repository.Update.
+func (w *Writer) Flush(ctx context.Context) (FlushResult, error) {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	gen := w.gen
+	states := make(map[string]RolloutState, len(w.states))
+	for k, s := range w.states {
+		states[k] = s
+	}
+	removed := make([]string, 0, len(w.removed))
+	for k := range w.removed {
+		removed = append(removed, k)
+	}
+	w.mu.Unlock()
+	sort.Strings(removed)
+
+	var out FlushResult
+	var err error
+	if len(states) > 0 || len(removed) > 0 {
+		out, err = w.write(ctx, states, removed)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = flushOutcome{result: out, at: time.Now(), err: err}
+	if err != nil {
+		return out, err
+	}
+	w.flushed = max(w.flushed, gen)
+	for _, k := range removed {
+		delete(w.removed, k)
+	}
+	for k, s := range states {
+		if cur, ok := w.states[k]; ok && equalState(cur, s) {
+			w.written[k] = out.Commit
+		}
+	}
+	return out, nil
+}
+
+// write commits states and removals to the status branch.
+func (w *Writer) write(ctx context.Context, states map[string]RolloutState, removed []string) (FlushResult, error) {
+	var changed []string
+	res, err := w.repo.Update(ctx, UpdateRequest{Branch: w.opts.Branch, CreateOrphan: w.opts.PathPrefix == ""},
+		func(base *Snapshot) (*Change, error) {
+			change, keys, err := w.build(base, states, removed)
+			changed = keys
+			return change, err
+		})
+	if err != nil {
+		return FlushResult{}, fmt.Errorf("writing rollout status to %s: %w", w.opts.Branch, err)
+	}
+	if len(res.Changed) == 0 {
+		changed = nil
+	}
+	return FlushResult{Commit: res.Commit, Changed: changed, Attempts: res.Attempts}, nil
+}
+
+// build derives the status commit from the in-memory states on top of
+// base, keeping the files of other writers.
+func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed []string) (*Change, []string, error) {
+	all, _ := readStates(base, w.opts.PathPrefix) // unreadable files are left alone
+	files := map[string][]byte{}
+	var data CommitData
+	var keys []string
+	for _, k := range sortedKeys(states) {
+		s := states[k]
+		rendered, err := RenderStatus(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rendering status of %s: %w", k, err)
+		}
+		p := StatusPath(w.opts.PathPrefix, s.Namespace, s.Name)
+		if old, err := base.ReadFile(p); err != nil || !bytes.Equal(old, rendered) {
+			files[p] = rendered
+			data.Changed = append(data.Changed, s)
+			keys = append(keys, k)
+		}
+		all[k] = s
+	}
+	for _, k := range removed {
+		ns, name, _ := strings.Cut(k, "/")
+		p := StatusPath(w.opts.PathPrefix, ns, name)
+		if _, err := base.ReadFile(p); err == nil {
+			files[p] = nil
+			data.Removed = append(data.Removed, k)
+			keys = append(keys, k)
+		}
+		delete(all, k)
+	}
+	if len(files) == 0 {
+		return nil, nil, nil
+	}
+	overview := make([]RolloutState, 0, len(all))
+	for _, s := range all {
+		overview = append(overview, s)
+	}
+	files[path.Join(w.opts.PathPrefix, OverviewFile)] = RenderOverview(overview)
+	var msg bytes.Buffer
+	if err := w.tmpl.Execute(&msg, data); err != nil {
+		return nil, nil, fmt.Errorf("status commit message template: %w", err)
+	}
+	sort.Strings(keys)
+	return &Change{Files: files, Message: msg.String(), Author: w.opts.Author}, keys, nil
+}
+
+// Start flushes every Window while states are pending, until ctx ends,
+// then flushes once more (bounded by a timeout). Flush errors are kept for
+// LastFlush and retried at the next tick. It fits controller-runtime's
+// manager.Runnable.
+func (w *Writer) Start(ctx context.Context) error {
+	t := time.NewTicker(w.opts.Window)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if w.Pending() {
+				final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
+				_, _ = w.Flush(final)
+				cancel()
+			}
+			return nil
+		case <-t.C:
+			if w.Pending() {
+				_, _ = w.Flush(ctx)
+			}
+		}
+	}
+}
+
+// NeedLeaderElection makes controller-runtime run the Writer on the leader
+// only: one writer per status branch.
+func (w *Writer) NeedLeaderElection() bool { return true }
+
+func sortedKeys(m map[string]RolloutState) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// equalState compares two normalized states by their rendering.
+func equalState(a, b RolloutState) bool {
+	ra, errA := RenderStatus(a)
+	rb, errB := RenderStatus(b)
+	return errA == nil && errB == nil && bytes.Equal(ra, rb)
+}

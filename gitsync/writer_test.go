@@ -1,0 +1,299 @@
+package gitsync_test
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollgate/rollgate/gitsync"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func state(ns, name string, step int) gitsync.RolloutState {
+	return gitsync.RolloutState{
+		Namespace: ns, Name: name, Phase: "Progressing",
+		Step:   gitsync.StepState{Current: step, Total: 3, State: "Paused"},
+		Stable: gitsync.VersionState{Revision: "6d4f9c", Replicas: 9, ReadyReplicas: 9, TrafficPercent: 95},
+		Canary: gitsync.VersionState{Revision: "7b1e2a", Replicas: 1, ReadyReplicas: 1, TrafficPercent: 5},
+		AwaitingApproval: &gitsync.AwaitingApproval{
+			Revision: "7b1e2a", Step: step, Branch: gitsync.ApprovalBranch(ns, name, "7b1e2a", step), Since: t0,
+		},
+		LastTransitionTime: t0.Add(time.Duration(step) * time.Minute),
+		Message:            "waiting for approval",
+		Analysis: []gitsync.Measurement{
+			{Name: "success-rate", Phase: "Successful", Value: "0.998", Time: t0},
+		},
+		Git: gitsync.GitInfo{Repository: "https://git.example.com/app.git", Branch: "main", Path: "apps/echo/rollout.yaml", Revision: "abc123"},
+	}
+}
+
+func newWriter(t *testing.T, repo *gitsync.Repository, opts gitsync.WriterOptions) *gitsync.Writer {
+	t.Helper()
+	w, err := gitsync.NewWriter(repo, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestWriterCoalescesIntoOneCommitOnAnOrphanBranch(t *testing.T) {
+	srv, repo := newRepo(t, map[string]string{"apps/x.yaml": "x: 1\n"})
+	w := newWriter(t, repo, gitsync.WriterOptions{Author: gitsync.Signature{Name: "bot", Email: "bot@example.com"}})
+	const n = 25
+	for i := range n {
+		// Several updates per rollout: only the latest is written.
+		for step := 1; step <= 3; step++ {
+			w.Enqueue(state("team"+fmt.Sprint(i%3), fmt.Sprintf("app-%02d", i), step))
+		}
+	}
+	res, err := w.Flush(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changed) != n {
+		t.Fatalf("changed %d rollouts, want %d", len(res.Changed), n)
+	}
+	if log := gitLog(t, srv, gitsync.DefaultStatusBranch); len(log) != 1 {
+		t.Fatalf("status branch history = %v, want exactly one (orphan) commit", log)
+	}
+	if _, err := srv.ReadFile("app", gitsync.DefaultStatusBranch, "apps/x.yaml"); err == nil {
+		t.Fatal("status branch shares main's files; want an orphan branch")
+	}
+	readme, err := srv.ReadFile("app", gitsync.DefaultStatusBranch, "README.md")
+	if err != nil || strings.Count(readme, "| [team") != n {
+		t.Fatalf("README has %d rows (err %v):\n%s", strings.Count(readme, "| [team"), err, readme)
+	}
+	if w.Written("team0", "app-00") != res.Commit || w.Pending() {
+		t.Fatalf("Written = %q, Pending = %v after flush", w.Written("team0", "app-00"), w.Pending())
+	}
+
+	// Identical states make no commit.
+	w.Enqueue(state("team0", "app-00", 3))
+	again, err := w.Flush(ctx(t))
+	if err != nil || again.Commit != res.Commit || len(again.Changed) != 0 {
+		t.Fatalf("re-flush of identical state = %+v, %v", again, err)
+	}
+	if log := gitLog(t, srv, gitsync.DefaultStatusBranch); len(log) != 1 {
+		t.Fatalf("identical flush committed: %v", log)
+	}
+	gitFsck(t, srv)
+}
+
+func TestWriterKeepsConcurrentCommits(t *testing.T) {
+	srv, repo := newRepo(t, map[string]string{"a": "a\n"})
+	w := newWriter(t, repo, gitsync.WriterOptions{})
+	w.Enqueue(state("demo", "one", 1))
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Another controller (another shard) writes its file; our repository
+	// still has the old head, so our next push is rejected once.
+	other, err := gitsync.RenderStatus(state("other", "theirs", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Commit("app", gitsync.DefaultStatusBranch, "other writer", map[string]string{
+		"other/theirs.yaml": string(other), "notes.txt": "keep me\n",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.Enqueue(state("demo", "one", 2))
+	w.Enqueue(state("demo", "two", 1))
+	res, err := w.Flush(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"demo/one", "demo/two"}; !reflect.DeepEqual(res.Changed, want) {
+		t.Fatalf("Changed = %v, want %v", res.Changed, want)
+	}
+	for _, f := range []string{"other/theirs.yaml", "notes.txt", "demo/one.yaml", "demo/two.yaml"} {
+		if _, err := srv.ReadFile("app", gitsync.DefaultStatusBranch, f); err != nil {
+			t.Errorf("%s missing after the race: %v", f, err)
+		}
+	}
+	readme, _ := srv.ReadFile("app", gitsync.DefaultStatusBranch, "README.md")
+	if !strings.Contains(readme, "other/theirs") || !strings.Contains(readme, "demo/two") {
+		t.Fatalf("README does not list both writers' rollouts:\n%s", readme)
+	}
+	log := gitLog(t, srv, gitsync.DefaultStatusBranch)
+	if len(log) != 3 || log[1] != "other writer" {
+		t.Fatalf("history = %v", log)
+	}
+
+	states, err := gitsync.ReadStatus(ctx(t), repo, gitsync.DefaultStatusBranch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 3 || states[0].Name != "one" || states[2].Namespace != "other" {
+		t.Fatalf("ReadStatus = %+v", states)
+	}
+}
+
+// TestWriterPushRaceInsideFlush lands the other commit between our fetch and
+// our push, through the repository's build hook.
+func TestWriterPushRaceInsideFlush(t *testing.T) {
+	srv, repo := newRepo(t, map[string]string{"a": "a\n"})
+	w := newWriter(t, repo, gitsync.WriterOptions{})
+	w.Enqueue(state("demo", "one", 1))
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	raced := false
+	_, err := repo.Update(ctx(t), gitsync.UpdateRequest{Branch: gitsync.DefaultStatusBranch}, func(*gitsync.Snapshot) (*gitsync.Change, error) {
+		if !raced {
+			raced = true
+			if _, err := srv.Commit("app", gitsync.DefaultStatusBranch, "theirs", map[string]string{"t.txt": "t\n"}); err != nil {
+				return nil, err
+			}
+		}
+		return &gitsync.Change{Message: "ours", Files: map[string][]byte{"o.txt": []byte("o\n")}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Enqueue(state("demo", "one", 2))
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"t.txt", "o.txt", "demo/one.yaml"} {
+		if _, err := srv.ReadFile("app", gitsync.DefaultStatusBranch, f); err != nil {
+			t.Errorf("%s lost: %v", f, err)
+		}
+	}
+}
+
+func TestReadStatusRoundTrip(t *testing.T) {
+	_, repo := newRepo(t, map[string]string{"a": "a\n"})
+	w := newWriter(t, repo, gitsync.WriterOptions{})
+	want := []gitsync.RolloutState{state("a", "x", 1), state("b", "y", 2)}
+	want[1].AwaitingApproval = nil
+	want[1].Analysis = nil
+	for _, s := range want {
+		w.Enqueue(s)
+	}
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := gitsync.ReadStatus(ctx(t), repo, gitsync.DefaultStatusBranch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ReadStatus =\n%+v\nwant\n%+v", got, want)
+	}
+	// Removing a rollout deletes its file and its README row.
+	w.Remove("a", "x")
+	res, err := w.Flush(ctx(t))
+	if err != nil || !reflect.DeepEqual(res.Changed, []string{"a/x"}) {
+		t.Fatalf("remove flush = %+v, %v", res, err)
+	}
+	got, err = gitsync.ReadStatus(ctx(t), repo, gitsync.DefaultStatusBranch)
+	if err != nil || len(got) != 1 || got[0].Name != "y" {
+		t.Fatalf("after remove: %+v, %v", got, err)
+	}
+}
+
+func TestWriterIntoTrackedBranchWithPrefixAndTemplate(t *testing.T) {
+	srv, repo := newRepo(t, map[string]string{"apps/echo/rollout.yaml": "kind: Rollout\n"})
+	w := newWriter(t, repo, gitsync.WriterOptions{
+		Branch: "main", PathPrefix: ".rollgate/status",
+		MessageTemplate: "status:{{range .Changed}} {{.Namespace}}/{{.Name}}{{end}} [skip ci]",
+	})
+	w.Enqueue(state("demo", "echo", 1))
+	w.Enqueue(state("demo", "web", 2))
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if log := gitLog(t, srv, "main"); log[0] != "status: demo/echo demo/web [skip ci]" || len(log) != 2 {
+		t.Fatalf("history = %v", log)
+	}
+	if _, err := srv.ReadFile("app", "main", "apps/echo/rollout.yaml"); err != nil {
+		t.Fatal("manifest lost")
+	}
+	got, err := gitsync.ReadStatusAt(ctx(t), repo, "main", ".rollgate/status")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("ReadStatusAt = %+v, %v", got, err)
+	}
+	if _, err := gitsync.NewWriter(repo, gitsync.WriterOptions{MessageTemplate: "{{"}); err == nil {
+		t.Fatal("invalid template accepted")
+	}
+}
+
+func TestWriterBoundsMeasurements(t *testing.T) {
+	_, repo := newRepo(t, map[string]string{"a": "a\n"})
+	w := newWriter(t, repo, gitsync.WriterOptions{MaxMeasurements: 3})
+	s := state("demo", "m", 1)
+	s.Analysis = nil
+	for i := range 8 {
+		s.Analysis = append(s.Analysis, gitsync.Measurement{Name: "rate", Phase: "Successful", Value: fmt.Sprint(i)})
+	}
+	w.Enqueue(s)
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := gitsync.ReadStatus(ctx(t), repo, gitsync.DefaultStatusBranch)
+	if err != nil || len(got) != 1 {
+		t.Fatal(got, err)
+	}
+	if m := got[0].Analysis; len(m) != 3 || m[0].Value != "5" || m[2].Value != "7" {
+		t.Fatalf("measurements = %+v, want the newest 3", m)
+	}
+}
+
+func TestWriterStartFlushesPeriodicallyAndOnStop(t *testing.T) {
+	srv, repo := newRepo(t, map[string]string{"a": "a\n"})
+	w := newWriter(t, repo, gitsync.WriterOptions{Window: 20 * time.Millisecond})
+	c, cancel := contextWithCancel(t)
+	done := make(chan error)
+	go func() { done <- w.Start(c) }()
+	w.Enqueue(state("demo", "tick", 1))
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Pending() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := srv.ReadFile("app", gitsync.DefaultStatusBranch, "demo/tick.yaml"); err != nil {
+		t.Fatalf("periodic flush did not write: %v", err)
+	}
+	w.Enqueue(state("demo", "tick", 2))
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := srv.ReadFile("app", gitsync.DefaultStatusBranch, "demo/tick.yaml"); !strings.Contains(s, "current: 2") {
+		t.Fatalf("final flush on stop missing:\n%s", s)
+	}
+}
+
+// TestRenderStatusGolden pins the status file and overview formats, which
+// users read and the CLI parses.
+func TestRenderStatusGolden(t *testing.T) {
+	s := state("demo", "echoserver", 1)
+	file, err := gitsync.RenderStatus(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overview := gitsync.RenderOverview([]gitsync.RolloutState{state("demo", "web", 2), s})
+	for name, got := range map[string][]byte{"testdata/status/echoserver.yaml": file, "testdata/status/README.md": overview} {
+		want, err := os.ReadFile(name)
+		if os.Getenv("UPDATE_GOLDEN") != "" {
+			if err := os.WriteFile(name, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s differs (UPDATE_GOLDEN=1 to accept):\n%s", name, got)
+		}
+	}
+	parsed, ok, err := gitsync.ParseStatus(file)
+	if err != nil || !ok || !reflect.DeepEqual(parsed, s) {
+		t.Fatalf("ParseStatus round trip = %+v, %v, %v", parsed, ok, err)
+	}
+	if _, ok, _ := gitsync.ParseStatus([]byte("kind: Deployment\n")); ok {
+		t.Fatal("a Deployment parsed as a status file")
+	}
+}

@@ -1,0 +1,356 @@
+// Package kwok runs a whole simulated Kubernetes cluster on loopback for end
+// to end tests and the demo: kwokctl's binary runtime starts the real etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler plus the kwok
+// controller, which plays the kubelet of N fake nodes. Deployments, ReplicaSets
+// and the scheduler are the real ones; pods become Running and Ready without
+// running any container.
+//
+// Every binary comes from the repository's bin/ folder (`make tools`), so
+// nothing is downloaded. Each cluster gets its own kwokctl work folder, a
+// unique name and free ports on 127.0.0.1.
+package kwok
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// Options configures a cluster.
+type Options struct {
+	// Nodes is the number of fake nodes (`kwokctl scale node`); 0 means none.
+	Nodes int
+	// Scheme is the scheme of Cluster.Client; nil means client-go's scheme
+	// (built-in kinds only).
+	Scheme *runtime.Scheme
+	// Timeout bounds cluster creation; 0 means 2 minutes.
+	Timeout time.Duration
+}
+
+// Cluster is a running kwok cluster.
+type Cluster struct {
+	// Name is the kwokctl cluster name, unique per cluster.
+	Name string
+	// Kubeconfig is the path of a kubeconfig file for the cluster (admin
+	// credentials, current context set), for helm, kubectl or a controller
+	// process.
+	Kubeconfig string
+	// RESTConfig is the client configuration of the cluster admin.
+	RESTConfig *rest.Config
+	// Client is a controller-runtime client using RESTConfig and
+	// Options.Scheme.
+	Client client.Client
+	// Workdir is the kwokctl work folder (KWOK_WORKDIR); component logs are
+	// in Workdir/clusters/<Name>/logs.
+	Workdir string
+
+	kwokctl string
+}
+
+// Start creates a cluster for the length of a test and deletes it on cleanup,
+// whether the test passes or fails; it fails the test when the cluster cannot
+// be created. A failed test gets the tail of every component log.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	ctx := context.Background()
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := d.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+	}
+	c, err := Create(ctx, opts)
+	if err != nil {
+		t.Fatalf("create kwok cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kwok cluster %s logs:\n%s", c.Name, c.LogTails(20))
+		}
+		if err := c.Delete(); err != nil {
+			t.Errorf("delete kwok cluster %s: %v", c.Name, err)
+		}
+	})
+	return c
+}
+
+// Create creates a cluster outside a test (the demo); the caller must call
+// Delete. On error nothing is left running.
+func Create(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+
+	bins, err := binaries()
+	if err != nil {
+		return nil, err
+	}
+	workdir, err := os.MkdirTemp("", "rollgate-kwok-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		Name:       "rollgate-" + randomHex(4),
+		Kubeconfig: filepath.Join(workdir, "kubeconfig"),
+		Workdir:    workdir,
+		kwokctl:    bins["kwokctl"],
+	}
+	if err := c.create(ctx, bins, opts); err != nil {
+		logs := c.LogTails(10)
+		if delErr := c.Delete(); delErr != nil {
+			err = errors.Join(err, delErr)
+		}
+		return nil, fmt.Errorf("%w\n%s", err, logs)
+	}
+	return c, nil
+}
+
+func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Options) error {
+	ports, err := freePorts(6)
+	if err != nil {
+		return err
+	}
+	config := filepath.Join(c.Workdir, "kwokctl.yaml")
+	if err := os.WriteFile(config, []byte(kwokctlConfig(bins, ports, filepath.Join(c.Workdir, "cache"))), 0o644); err != nil {
+		return err
+	}
+	if _, err := c.run(ctx, "-c", config, "create", "cluster",
+		"--kubeconfig", c.Kubeconfig,
+		"--wait", time.Until(deadline(ctx)).Round(time.Second).String(),
+	); err != nil {
+		return err
+	}
+	if opts.Nodes > 0 {
+		if _, err := c.run(ctx, "scale", "node", "--replicas", strconv.Itoa(opts.Nodes)); err != nil {
+			return err
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	scheme := opts.Scheme
+	if scheme == nil {
+		scheme = clientgoscheme.Scheme
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	c.RESTConfig, c.Client = cfg, cl
+	return nil
+}
+
+// Delete stops every component of the cluster, waits for the processes to
+// exit (killing stragglers) and removes the work folder.
+func (c *Cluster) Delete() error {
+	pids := c.PIDs()
+	var err error
+	if _, statErr := os.Stat(filepath.Join(c.Workdir, "clusters", c.Name)); statErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err = c.run(ctx, "delete", "cluster", "--kubeconfig", c.Kubeconfig)
+	}
+	if stopErr := stopAll(pids, 10*time.Second); stopErr != nil {
+		err = errors.Join(err, stopErr)
+	}
+	if rmErr := os.RemoveAll(c.Workdir); rmErr != nil {
+		err = errors.Join(err, rmErr)
+	}
+	return err
+}
+
+// LogTails returns the last n lines of every component log, for failure
+// reports.
+func (c *Cluster) LogTails(n int) string {
+	files, _ := filepath.Glob(filepath.Join(c.Workdir, "clusters", c.Name, "logs", "*.log"))
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > n {
+			lines = lines[len(lines)-n:]
+		}
+		fmt.Fprintf(&b, "== %s ==\n%s\n", filepath.Base(f), strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+// run runs kwokctl for this cluster with its own KWOK_WORKDIR.
+func (c *Cluster) run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.kwokctl, append([]string{"--name", c.Name}, args...)...)
+	cmd.Env = append(envWithout("KWOK_"), "KWOK_WORKDIR="+c.Workdir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}
+
+// PIDs returns the process ids of the running components, as kwokctl
+// recorded them.
+func (c *Cluster) PIDs() []int {
+	files, _ := filepath.Glob(filepath.Join(c.Workdir, "clusters", c.Name, "pids", "*.pid"))
+	var pids []int
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// stopAll waits for pids to exit, then kills the ones (and their process
+// groups: kwokctl starts every component in its own session) still running.
+func stopAll(pids []int, grace time.Duration) error {
+	deadline := time.Now().Add(grace)
+	for {
+		var alive []int
+		for _, pid := range pids {
+			if running(pid) {
+				alive = append(alive, pid)
+			}
+		}
+		if len(alive) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			for _, pid := range alive {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			time.Sleep(200 * time.Millisecond)
+			var left []string
+			for _, pid := range alive {
+				if running(pid) {
+					left = append(left, strconv.Itoa(pid))
+				}
+			}
+			if len(left) > 0 {
+				return fmt.Errorf("processes still running after SIGKILL: %s", strings.Join(left, ", "))
+			}
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// running reports whether pid is a live process (a zombie counts as gone).
+func running(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(data)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
+}
+
+func binaries() (map[string]string, error) {
+	bins := map[string]string{}
+	for _, name := range []string{"kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		p, err := repo.LookTool(name)
+		if err != nil {
+			return nil, err
+		}
+		bins[name] = p
+	}
+	return bins, nil
+}
+
+// kwokctlConfig pins every component to a local binary (so nothing is
+// downloaded), to 127.0.0.1 and to the given free ports.
+func kwokctlConfig(bins map[string]string, ports []int, cacheDir string) string {
+	return fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  runtime: binary
+  bindAddress: 127.0.0.1
+  kubeApiserverPort: %d
+  etcdPort: %d
+  etcdPeerPort: %d
+  kubeControllerManagerPort: %d
+  kubeSchedulerPort: %d
+  kwokControllerPort: %d
+  cacheDir: %q
+  etcdBinary: %q
+  kubeApiserverBinary: %q
+  kubeControllerManagerBinary: %q
+  kubeSchedulerBinary: %q
+  kwokControllerBinary: %q
+`, ports[0], ports[1], ports[2], ports[3], ports[4], ports[5], cacheDir,
+		bins["etcd"], bins["kube-apiserver"], bins["kube-controller-manager"], bins["kube-scheduler"], bins["kwok"])
+}
+
+// freePorts returns n distinct ports that were free on 127.0.0.1 (all held
+// open together, then released for the components to bind).
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func deadline(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(2 * time.Minute)
+}
+
+func envWithout(prefix string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, prefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

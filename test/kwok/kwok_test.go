@@ -1,0 +1,104 @@
+package kwok_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/test/kwok"
+)
+
+func TestDeploymentPodsBecomeReady(t *testing.T) {
+	var pids []int
+	var workdir string
+	t.Run("cluster", func(t *testing.T) {
+		start := time.Now()
+		c := kwok.Start(t, kwok.Options{Nodes: 3})
+		t.Logf("cluster %s with 3 nodes up in %v", c.Name, time.Since(start))
+		pids, workdir = c.PIDs(), c.Workdir
+		if len(pids) != 5 {
+			t.Fatalf("component processes = %v, want 5 (etcd, apiserver, controller manager, scheduler, kwok)", pids)
+		}
+		ctx := context.Background()
+
+		var nodes corev1.NodeList
+		if err := c.Client.List(ctx, &nodes); err != nil || len(nodes.Items) != 3 {
+			t.Fatalf("nodes = %d (%v), want 3", len(nodes.Items), err)
+		}
+
+		start = time.Now()
+		labels := map[string]string{"app": "web"}
+		dep := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](3),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "example.invalid/web:v1"}}},
+				},
+			},
+		}
+		if err := c.Client.Create(ctx, dep); err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			var pods corev1.PodList
+			if err := c.Client.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels(labels)); err != nil {
+				return false, err
+			}
+			ready := 0
+			for _, p := range pods.Items {
+				if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning && podReady(p) {
+					ready++
+				}
+			}
+			last = fmt.Sprintf("%d pods, %d scheduled+running+ready", len(pods.Items), ready)
+			return len(pods.Items) == 3 && ready == 3, nil
+		})
+		if err != nil {
+			t.Fatalf("pods of the Deployment never all became Ready: %v (last: %s)", err, last)
+		}
+		t.Logf("3 pods Ready %v after creating the Deployment", time.Since(start))
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(dep), dep); err != nil {
+			t.Fatal(err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			err := c.Client.Get(ctx, client.ObjectKeyFromObject(dep), dep)
+			return err == nil && dep.Status.ReadyReplicas == 3 && dep.Status.AvailableReplicas == 3, err
+		})
+		if err != nil {
+			t.Fatalf("Deployment status never reported 3 ready replicas: %v (%+v)", err, dep.Status)
+		}
+	})
+
+	// The cluster's cleanup has run: nothing of it is left.
+	for _, pid := range pids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			t.Errorf("component process %d still exists after cleanup: %s", pid, stat)
+		}
+	}
+	if _, err := os.Stat(workdir); !os.IsNotExist(err) {
+		t.Errorf("work folder %s still exists after cleanup (err %v)", workdir, err)
+	}
+}
+
+func podReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,150 @@
+// Package traffic moves requests between the stable and the canary revision
+// of a workload. It holds one contract, Router, and its implementations:
+//
+//   - the Services every release needs: a canary Service "<service>-canary"
+//     owned by the Rollout, and the stable Service narrowed to the stable
+//     revision while a release is in progress;
+//   - Gateway API HTTPRoute (typed Go);
+//   - Ingress, through a canary Ingress "<ingress>-canary" owned by the
+//     Rollout whose annotations come from a Lua dialect script (nginx,
+//     higress, aliyun-alb, mse, or a user script);
+//   - any other resource (customNetworkRefs) through a Lua script chosen by
+//     kind and group, such as an Istio VirtualService.
+//
+// New builds the Router for a Rollout from its trafficRoutings through a
+// Registry of factories, so adding a router never edits the reconciler.
+//
+// Every router computes each step from the declared (original) state of the
+// objects it edits, never from the previous step, so calls are idempotent
+// and a restarted controller continues exactly where the last one stopped.
+// The package never writes Rollout status or events: it returns values and
+// wrapped errors, and the reconciler maps them to conditions.
+//
+// # GitOps
+//
+// Objects rollgate creates (canary Service, canary Ingress) carry an owner
+// reference to the Rollout; Argo CD and Flux neither prune nor diff them.
+// Objects declared in Git that a release must edit (the stable Service's
+// selector, an HTTPRoute's rules, a custom resource) keep their declared
+// state in the annotation rollgate.dev/original until the release ends.
+// With Argo CD, add ignoreDifferences for those fields (see the doc
+// comments of ServicesRouter and GatewayRouter) and the sync option
+// RespectIgnoreDifferences=true; with Flux, server-side apply keeps the
+// fields owned by the rollgate field manager unless the Kustomization
+// forces them back, in which case the next reconcile re-asserts them.
+package traffic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// Desired is the traffic state one step of a release asks for.
+type Desired struct {
+	// CanaryWeight is the percentage (0-100) of requests that do not match
+	// Matches and are sent to the canary revision.
+	CanaryWeight int32
+	// Matches send every request that matches one entry to the canary
+	// revision, whatever CanaryWeight says (A/B testing).
+	Matches []v1alpha1.HttpRouteMatch
+	// RequestHeaderModifier changes the headers of requests sent to the
+	// canary revision, where the router supports it.
+	RequestHeaderModifier *gatewayv1.HTTPHeaderFilter
+	// StableService and CanaryService name the Services in front of the
+	// stable and the canary pods. The Router that New returns fills both
+	// from its trafficRoutings entry ("<service>" and "<service>-canary")
+	// and ignores the caller's values; set them only when calling an
+	// implementation directly.
+	StableService, CanaryService string
+	// StableRevision and CanaryRevision are the values of the revision
+	// label (Options.RevisionLabel) on the pods of each revision. The canary
+	// Service selects CanaryRevision. The stable Service is narrowed to
+	// StableRevision; leave StableRevision empty when the stable pods do not
+	// carry the label (they were created before rollgate labelled
+	// templates), or narrowing would leave the stable Service without pods.
+	StableRevision, CanaryRevision string
+	// PatchPodMetadata is the metadata added to canary pods; routers whose
+	// scripts select pods by label (such as an Istio DestinationRule
+	// subset) read it.
+	PatchPodMetadata *v1alpha1.PatchPodTemplateMetadata
+}
+
+// Router moves traffic for one Rollout.
+//
+// Both methods are idempotent and level-triggered: they read the cluster,
+// compute the objects from the declared original state and write only what
+// differs. done=false with a nil error means "call again": a change was made
+// and has not been confirmed yet. A *WaitError (errors.Is(err, ErrWait))
+// means the same but says how long to wait; it is not a failure.
+type Router interface {
+	// EnsureRoutes makes the routes carry d. It is computed from the
+	// declared original every time, so repeating a call changes nothing.
+	EnsureRoutes(ctx context.Context, d Desired) (done bool, err error)
+	// Restore puts every object back to exactly what was declared and
+	// removes the objects and annotations rollgate added.
+	Restore(ctx context.Context) (done bool, err error)
+}
+
+// Errors the caller must tell apart. Errors returned by this package wrap
+// one of them where it applies; others are transient (API errors) and worth
+// a retry with backoff.
+var (
+	// ErrWait: the change is made; wait before the next call. The error is
+	// a *WaitError carrying the duration.
+	ErrWait = errors.New("waiting for traffic to settle")
+	// ErrRouteNotFound: an object named by the Rollout (Service, HTTPRoute,
+	// Ingress, custom resource) does not exist. The message names it.
+	ErrRouteNotFound = errors.New("routing object not found")
+	// ErrInvalid: the spec or the declared objects cannot be acted on (no
+	// rule points at the stable Service, a name is too long, a script is
+	// missing, too many rules). Retrying does not help; the spec or the
+	// declared objects must change.
+	ErrInvalid = errors.New("invalid traffic routing")
+	// ErrConflict: an object rollgate would create already exists and is
+	// not owned by this Rollout. rollgate never takes it over.
+	ErrConflict = errors.New("object exists and is not owned by the rollout")
+	// ErrRejected: the router's controller (a Gateway) rejected the change.
+	ErrRejected = errors.New("routing change rejected")
+	// ErrScript: a Lua script failed; the object was left untouched. The
+	// message names the script and the line.
+	ErrScript = errors.New("traffic script failed")
+)
+
+// WaitError says how long to wait before calling the Router again: the
+// grace period after a traffic change (gracePeriodSeconds), so that proxies
+// and clients settle before the next action.
+type WaitError struct {
+	// After is the remaining wait.
+	After time.Duration
+	// Reason says what was changed.
+	Reason string
+}
+
+// Error implements error.
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("%s: %s, %s left", ErrWait, e.Reason, e.After.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrWait) true.
+func (e *WaitError) Is(target error) bool { return target == ErrWait }
+
+// RetryAfter returns the wait a Router asked for, if err is a *WaitError.
+func RetryAfter(err error) (time.Duration, bool) {
+	var w *WaitError
+	if errors.As(err, &w) {
+		return w.After, true
+	}
+	return 0, false
+}
+
+// CanaryServiceName is the name of the canary Service rollgate creates for
+// a stable Service.
+func CanaryServiceName(stable string) string { return stable + canarySuffix }
+
+const canarySuffix = "-canary"
