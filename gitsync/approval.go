@@ -3,7 +3,7 @@ package gitsync
 import (
 	"context"
 	"fmt"
-	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -83,3 +83,139 @@ func approvalsOf(root *yaml.Node) ([]Approval, error) {
 	return out, nil
 }
 
+// Proposal describes an approval branch after ProposeApproval.
+type Proposal struct {
+	// Branch is the approval branch (see ApprovalBranch).
+	Branch string
+	// Commit is the head of Branch; "" when AlreadyApproved.
+	Commit string
+	// Pushed reports whether this call created or replaced Branch.
+	Pushed bool
+	// AlreadyApproved reports that the tracked branch already holds the
+	// approval (the proposal was merged, or approved directly): no branch
+	// is needed.
+	AlreadyApproved bool
+}
+
+// ProposeApproval creates or refreshes the approval branch for step of
+// Rollout namespace/name at canary revision: one commit on top of the head
+// of trackedBranch that appends {revision, step} to spec.approvals in the
+// manifest at manifestPath. Merging the branch is the approval. It is
+// idempotent: an existing branch that already carries the approval is left
+// as is, and nothing is pushed when trackedBranch already has it. by names
+// who or what asked for approval, for the commit message. ErrManifestNotFound
+// means the file holds no such Rollout.
+func ProposeApproval(ctx context.Context, repo *Repository, trackedBranch, manifestPath, namespace, name, revision string, step int, by string) (Proposal, error) {
+	p := Proposal{Branch: ApprovalBranch(namespace, name, revision, step)}
+	tracked, err := ApprovalsOnBranch(ctx, repo, trackedBranch, manifestPath, namespace, name)
+	if err != nil {
+		return p, err
+	}
+	if HasApproval(tracked, revision, step) {
+		p.AlreadyApproved = true
+		return p, nil
+	}
+	existing, err := repo.Snapshot(ctx, p.Branch)
+	if err != nil {
+		return p, err
+	}
+	if existing.Exists() {
+		if data, err := existing.ReadFile(manifestPath); err == nil {
+			if as, err := ApprovalsIn(data, namespace, name); err == nil && HasApproval(as, revision, step) {
+				p.Commit = existing.Commit
+				return p, nil
+			}
+		}
+	}
+	a := Approval{Revision: revision, Step: step}
+	msg := approvalMessage("Approve", namespace, name, a, manifestPath, by,
+		"Merging this change approves the step; rollgate then continues the rollout.")
+	res, err := repo.Update(ctx, UpdateRequest{Branch: p.Branch, From: trackedBranch}, approvalBuild(manifestPath, namespace, name, a, msg))
+	if err != nil {
+		return p, fmt.Errorf("proposing approval of %s/%s step %d: %w", namespace, name, step, err)
+	}
+	if len(res.Changed) == 0 {
+		p.AlreadyApproved = true
+		return p, nil
+	}
+	p.Commit, p.Pushed = res.Commit, true
+	return p, nil
+}
+
+// RecordApproval commits the approval straight to trackedBranch (for
+// `rollgate approve --direct`), retrying on concurrent pushes. It returns
+// the commit holding the approval (the current head when it was already
+// there).
+func RecordApproval(ctx context.Context, repo *Repository, trackedBranch, manifestPath, namespace, name, revision string, step int, by string) (string, error) {
+	a := Approval{Revision: revision, Step: step}
+	msg := approvalMessage("Approve", namespace, name, a, manifestPath, by,
+		"Recorded directly on the tracked branch.")
+	res, err := repo.Update(ctx, UpdateRequest{Branch: trackedBranch}, approvalBuild(manifestPath, namespace, name, a, msg))
+	if err != nil {
+		return "", fmt.Errorf("recording approval of %s/%s step %d: %w", namespace, name, step, err)
+	}
+	return res.Commit, nil
+}
+
+// approvalBuild returns the BuildFunc adding a to the manifest.
+func approvalBuild(manifestPath, namespace, name string, a Approval, msg string) BuildFunc {
+	return func(base *Snapshot) (*Change, error) {
+		data, err := base.ReadFile(manifestPath)
+		if err != nil {
+			return nil, err
+		}
+		out, changed, err := AddApproval(data, namespace, name, a)
+		if err != nil || !changed {
+			return nil, err
+		}
+		return &Change{Files: map[string][]byte{manifestPath: out}, Message: msg}, nil
+	}
+}
+
+// approvalMessage is the commit message of an approval.
+func approvalMessage(verb, namespace, name string, a Approval, path, by, note string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rollgate: %s %s/%s revision %s step %d\n\n", strings.ToLower(verb), namespace, name, a.Revision, a.Step)
+	fmt.Fprintf(&b, "Adds {revision: %s, step: %d} to spec.approvals of Rollout %s/%s\nin %s. %s\n",
+		a.Revision, a.Step, namespace, name, path, note)
+	if by = strings.Join(strings.Fields(by), " "); by != "" {
+		fmt.Fprintf(&b, "\nRequested-by: %s\n", by)
+	}
+	return b.String()
+}
+
+// ApprovalsOnBranch returns spec.approvals of the Rollout namespace/name as
+// declared at the head of branch, so a merged approval is seen before the
+// GitOps tool applies it.
+func ApprovalsOnBranch(ctx context.Context, repo *Repository, branch, manifestPath, namespace, name string) ([]Approval, error) {
+	data, err := repo.ReadFile(ctx, branch, manifestPath)
+	if err != nil {
+		return nil, err
+	}
+	as, err := ApprovalsIn(data, namespace, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s at %s: %w", manifestPath, branch, err)
+	}
+	return as, nil
+}
+
+// CleanupApprovalBranches deletes the approval branches of Rollout
+// namespace/name for which keep returns false, and returns their names.
+// A nil keep deletes them all.
+func CleanupApprovalBranches(ctx context.Context, repo *Repository, namespace, name string, keep func(branch string) bool) ([]string, error) {
+	branches, err := repo.Branches(ctx, ApprovalBranchesOf(namespace, name))
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for b := range branches {
+		if keep == nil || !keep(b) {
+			stale = append(stale, b)
+		}
+	}
+	sort.Strings(stale)
+	if err := repo.DeleteBranches(ctx, stale...); err != nil {
+		return nil, err
+	}
+	return stale, nil
+}

@@ -252,3 +252,40 @@ func TestSSHHostKeyIsVerified(t *testing.T) {
 		})
 	}
 }
+
+func TestStatusFilesNeverLeakThePassword(t *testing.T) {
+	srv := gitserver.Start(t, gitserver.Options{Username: "bot", Password: password})
+	url, err := srv.CreateRepo("app", map[string]string{"a.txt": "a\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := gitsync.CredentialsFromSecret(map[string][]byte{"username": []byte("bot"), "password": []byte(password)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := gitsync.Open(gitsync.Options{URL: url, Credentials: creds, InsecureHTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := gitsync.NewWriter(repo, gitsync.WriterOptions{MessageTemplate: "status {{range .Changed}}{{.Message}}{{end}}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := state("demo", "leak", 1)
+	s.Message = "fetch failed: auth " + password
+	s.Git.Repository = strings.Replace(url, "http://", "http://bot:"+password+"@", 1)
+	s.Analysis[0].Message = "query with " + password
+	w.Enqueue(s)
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"demo/leak.yaml", "README.md"} {
+		content, err := srv.ReadFile("app", gitsync.DefaultStatusBranch, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noSecret(t, f, content)
+	}
+	body, _ := gitLogBody(t, srv, gitsync.DefaultStatusBranch)
+	noSecret(t, "status commit message", body)
+}

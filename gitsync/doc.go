@@ -9,15 +9,18 @@
 //     fetch-rebuild-push retries when another writer wins a race.
 //   - Credentials: HTTPS (basic, token, bearer) or SSH (identity plus
 //     mandatory known_hosts) built from Secret data. Secrets never appear
-//     in errors or commit messages.
+//     in errors, commit messages or status files. Optional OpenPGP commit
+//     signing (OpenPGPSigner).
 //   - Writer: coalesced status write-back, one YAML file per Rollout plus a
 //     README.md overview, on a status branch (default rollgate/status), and
 //     ReadStatus to read it back from Git alone.
 //   - Approvals as branches: ProposeApproval edits the Rollout manifest's
 //     spec.approvals on rollgate/approve/<ns>/<name>/<revision>-step-<n>;
 //     ApprovalsOnBranch reads what has been merged.
-//   - Reverts: RevertImages and ProposeRevert set images back to the stable
-//     version in plain manifests, kustomizations and marked Helm values.
+//   - Reverts: RevertImages (pure) and Revert (to a rollgate/revert/...
+//     branch or straight to the tracked branch) set images back to the
+//     stable version in plain manifests, kustomizations and marked Helm
+//     values.
 //
 // YAML edits locate nodes with kyaml and splice only the changed bytes
 // into the original text, so comments, blank lines, quoting and indentation

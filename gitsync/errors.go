@@ -42,6 +42,11 @@ var (
 	ErrManifestNotFound = errors.New("rollout manifest not found")
 	// ErrInvalidManifest means a YAML file could not be parsed or edited.
 	ErrInvalidManifest = errors.New("invalid manifest")
+	// ErrNotOwned means the Writer would overwrite a file it did not write
+	// (a manifest or README.md where a status file goes): a configuration
+	// error, usually writing status into the tracked branch without a
+	// PathPrefix.
+	ErrNotOwned = errors.New("refusing to overwrite a file not written by rollgate")
 )
 
 // redactedText replaces every secret in error messages.
@@ -102,7 +107,10 @@ type gitError struct {
 	kinds []error
 }
 
-func (e *gitError) Error() string   { return e.msg }
+// Error returns the redacted message.
+func (e *gitError) Error() string { return e.msg }
+
+// Unwrap returns the sentinels the original error matched.
 func (e *gitError) Unwrap() []error { return e.kinds }
 
 // wrap redacts err, prefixes it with op and classifies it. Errors that are
@@ -127,7 +135,7 @@ func staticErrors() []error {
 		transport.ErrRepositoryNotFound, transport.ErrEmptyRemoteRepository,
 		ErrAuth, ErrHostKey, ErrInvalidCredentials, ErrRepositoryNotFound,
 		ErrBranchNotFound, ErrFileNotFound, ErrNonFastForward,
-		ErrManifestNotFound, ErrInvalidManifest,
+		ErrManifestNotFound, ErrInvalidManifest, ErrNotOwned,
 	}
 }
 

@@ -307,6 +307,25 @@ func (r *Repository) Snapshot(ctx context.Context, branch string) (*Snapshot, er
 	return s, nil
 }
 
+// LocalSnapshot returns the head of branch as last fetched (by Fetch,
+// Snapshot, ReadFile or a write), without network access; a branch never
+// fetched or gone at the last fetch gives an empty snapshot. Use it with
+// ApprovalsIn to poll on your own schedule.
+func (r *Repository) LocalSnapshot(branch string) (*Snapshot, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	heads := map[string]plumbing.Hash{}
+	if ref, err := r.repo.Storer.Reference(trackingRef(branch)); err == nil {
+		heads[branch] = ref.Hash()
+	}
+	s, err := r.snapshot(branch, heads)
+	if err != nil {
+		return nil, r.red.wrap("reading "+branch, err)
+	}
+	s.lock = &r.mu
+	return s, nil
+}
+
 // ReadFile fetches branch and returns the file at path of its head.
 func (r *Repository) ReadFile(ctx context.Context, branch, path string) ([]byte, error) {
 	s, err := r.Snapshot(ctx, branch)

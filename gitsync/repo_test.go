@@ -66,6 +66,21 @@ func TestReadFileAndUpdate(t *testing.T) {
 		t.Fatalf("missing branch: err = %v, want ErrBranchNotFound", err)
 	}
 
+	// Another push is not seen until the next fetch.
+	if _, err := srv.Commit("app", "main", "theirs", map[string]string{"apps/a.yaml": "a: 9\n"}); err != nil {
+		t.Fatal(err)
+	}
+	local, err := repo.LocalSnapshot("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := local.ReadFile("apps/a.yaml"); err != nil || string(got) != "a: 1\n" {
+		t.Fatalf("LocalSnapshot read %q, %v; want the fetched content", got, err)
+	}
+	if empty, err := repo.LocalSnapshot("never-fetched"); err != nil || empty.Exists() {
+		t.Fatalf("LocalSnapshot of an unknown branch = %+v, %v", empty, err)
+	}
+
 	res, err := repo.Update(ctx(t), gitsync.UpdateRequest{Branch: "main"}, func(base *gitsync.Snapshot) (*gitsync.Change, error) {
 		return &gitsync.Change{Message: "edit", Files: map[string][]byte{
 			"apps/a.yaml":     []byte("a: 2\n"),
@@ -182,13 +197,15 @@ func TestOrphanBranchAndDelete(t *testing.T) {
 	}
 }
 
-func TestFullHistoryAndOnDisk(t *testing.T) {
+// TestStorageModes writes through full-history, on-disk and constantly
+// reset in-memory copies while another user keeps pushing.
+func TestStorageModes(t *testing.T) {
 	srv := gitserver.Start(t, gitserver.Options{})
 	url, err := srv.CreateRepo("app", map[string]string{"a.txt": "a\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, opts := range []gitsync.Options{{URL: url, Depth: -1}, {URL: url, Dir: t.TempDir()}} {
+	for _, opts := range []gitsync.Options{{URL: url, Depth: -1}, {URL: url, Dir: t.TempDir()}, {URL: url, MaxCachedObjects: 1}} {
 		repo, err := gitsync.Open(opts)
 		if err != nil {
 			t.Fatal(err)
@@ -206,4 +223,40 @@ func TestFullHistoryAndOnDisk(t *testing.T) {
 		}
 	}
 	gitFsck(t, srv)
+}
+
+func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(ctx(t))
+	t.Cleanup(cancel)
+	return c, cancel
+}
+
+// gitLogBody returns the full message of the head commit of branch.
+func gitLogBody(t *testing.T, srv *gitserver.Server, branch string) (string, error) {
+	t.Helper()
+	out, err := exec.Command("git", "-C", srv.Root+"/app.git", "log", "-1", "--format=%B", branch).CombinedOutput()
+	return string(out), err
+}
+
+// TestTreeOrder writes names that sort differently as files and as
+// directories; git fsck --strict rejects a wrongly ordered tree.
+func TestTreeOrder(t *testing.T) {
+	srv, repo := newRepo(t, map[string]string{"a/x": "x\n"})
+	_, err := repo.Update(ctx(t), gitsync.UpdateRequest{Branch: "main"}, func(*gitsync.Snapshot) (*gitsync.Change, error) {
+		return &gitsync.Change{Message: "order", Files: map[string][]byte{
+			"a.b": []byte("1"), "a-b/c": []byte("2"), "a/y": []byte("3"), "a0": []byte("4"), "A": []byte("5"), "a/z/deep/file": []byte("6"),
+		}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gitFsck(t, srv)
+	snap, err := repo.Snapshot(ctx(t), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := snap.Files("a")
+	if err != nil || strings.Join(files, ",") != "a/x,a/y,a/z/deep/file" {
+		t.Fatalf("Files(a) = %v, %v", files, err)
+	}
 }

@@ -3,6 +3,7 @@ package gitsync
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -30,16 +32,18 @@ const (
 // reconciler maps a Rollout's status into it; gitsync only renders and
 // parses it. Times are written in UTC with second precision.
 type RolloutState struct {
-	// Namespace and Name identify the Rollout.
+	// Namespace of the Rollout.
 	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	// Name of the Rollout.
+	Name string `json:"name"`
 	// Phase is the overall phase (e.g. Progressing, Paused, Healthy,
 	// Degraded, RolledBack).
 	Phase string `json:"phase,omitempty"`
 	// Step is the current canary step.
 	Step StepState `json:"step,omitzero"`
-	// Stable and Canary describe each version.
+	// Stable describes the stable version.
 	Stable VersionState `json:"stable,omitzero"`
+	// Canary describes the canary version.
 	Canary VersionState `json:"canary,omitzero"`
 	// Approvals lists the approvals seen in the Rollout's spec.
 	Approvals []Approval `json:"approvals,omitempty"`
@@ -70,8 +74,9 @@ type StepState struct {
 type VersionState struct {
 	// Revision identifies the version (e.g. pod-template hash).
 	Revision string `json:"revision,omitempty"`
-	// Replicas and ReadyReplicas count the pods of this version.
-	Replicas      int32 `json:"replicas"`
+	// Replicas counts the pods of this version.
+	Replicas int32 `json:"replicas"`
+	// ReadyReplicas counts the ready pods of this version.
 	ReadyReplicas int32 `json:"readyReplicas"`
 	// TrafficPercent is the share of traffic routed to this version.
 	TrafficPercent int32 `json:"trafficPercent"`
@@ -80,19 +85,24 @@ type VersionState struct {
 // Approval binds a manual approval to a canary revision and step, as in
 // the Rollout's spec.approvals.
 type Approval struct {
+	// Revision is the canary revision approved.
 	Revision string `json:"revision"`
-	Step     int    `json:"step"`
+	// Step is the 1-based step approved.
+	Step int `json:"step"`
 }
 
 // AwaitingApproval describes an open manual gate.
 type AwaitingApproval struct {
+	// Revision is the canary revision waiting.
 	Revision string `json:"revision"`
-	Step     int    `json:"step"`
+	// Step is the 1-based step waiting.
+	Step int `json:"step"`
 	// Branch is the approval branch to merge (see ApprovalBranch).
 	Branch string `json:"branch,omitempty"`
 	// PullRequestURL is set when a forge pull request was opened.
-	PullRequestURL string    `json:"pullRequestURL,omitempty"`
-	Since          time.Time `json:"since,omitzero"`
+	PullRequestURL string `json:"pullRequestURL,omitempty"`
+	// Since is when the gate opened.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // Measurement is one analysis result.
@@ -102,8 +112,9 @@ type Measurement struct {
 	// Phase is Successful, Failed, Inconclusive or Error.
 	Phase string `json:"phase"`
 	// Value is the measured value as text.
-	Value string    `json:"value,omitempty"`
-	Time  time.Time `json:"time,omitzero"`
+	Value string `json:"value,omitempty"`
+	// Time is when the measurement was taken.
+	Time time.Time `json:"time,omitzero"`
 	// Message explains an error or failure.
 	Message string `json:"message,omitempty"`
 }
@@ -166,17 +177,44 @@ func (s RolloutState) normalize(maxMeasurements int) RolloutState {
 }
 
 // RenderStatus returns the YAML status file of s. The output depends only
-// on s, so an unchanged state renders byte-identical files.
+// on s, so an unchanged state renders byte-identical files. Fields appear in
+// declaration order (identity, phase, step, versions, ...), for people
+// reading the file.
 func RenderStatus(s RolloutState) ([]byte, error) {
-	body, err := yaml.Marshal(statusDoc{APIVersion: StatusAPIVersion, Kind: StatusKind, RolloutState: s.normalize(0)})
+	js, err := json.Marshal(statusDoc{APIVersion: StatusAPIVersion, Kind: StatusKind, RolloutState: s.normalize(0)})
 	if err != nil {
 		return nil, err
 	}
+	// JSON is YAML: parsing it keeps the key order; then drop the JSON
+	// quoting and flow style so the encoder writes plain block YAML.
+	var doc kyaml.Node
+	if err := kyaml.Unmarshal(js, &doc); err != nil {
+		return nil, err
+	}
+	plainStyle(&doc)
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Progress of Rollout %s, written by rollgate.\n", s.key())
 	b.WriteString("# Do not edit: the controller overwrites this file.\n")
-	b.Write(body)
+	enc := kyaml.NewEncoder(&b)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
 	return b.Bytes(), nil
+}
+
+// plainStyle clears the style of n and its descendants, quoting only the
+// strings that would otherwise read as something else.
+func plainStyle(n *kyaml.Node) {
+	n.Style = 0
+	if n.Kind == kyaml.ScalarNode && n.Tag == "!!str" && !readsAsString(n.Value) {
+		n.Style = kyaml.DoubleQuotedStyle
+	}
+	for _, c := range n.Content {
+		plainStyle(c)
+	}
 }
 
 // ParseStatus parses a status file. It reports ok=false for YAML that is
@@ -192,12 +230,16 @@ func ParseStatus(data []byte) (state RolloutState, ok bool, err error) {
 	return doc.RolloutState, true, nil
 }
 
+// overviewTitle starts every overview; the Writer only overwrites a
+// README.md that starts with it.
+const overviewTitle = "# Rollout status\n\n"
+
 // RenderOverview returns the README.md overview of states (any order).
 func RenderOverview(states []RolloutState) []byte {
 	sorted := append([]RolloutState(nil), states...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].key() < sorted[j].key() })
 	var b bytes.Buffer
-	b.WriteString("# Rollout status\n\n")
+	b.WriteString(overviewTitle)
 	b.WriteString("Written by rollgate; one file per Rollout in `<namespace>/<name>.yaml`. Do not edit.\n\n")
 	if len(sorted) == 0 {
 		b.WriteString("No rollouts.\n")
@@ -259,7 +301,7 @@ func ReadStatusAt(ctx context.Context, repo *Repository, branch, prefix string) 
 	if !snap.Exists() {
 		return nil, fmt.Errorf("%w: %s", ErrBranchNotFound, branch)
 	}
-	states, err := readStates(snap, prefix)
+	states, err := readStates(snap, prefix, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -271,10 +313,11 @@ func ReadStatusAt(ctx context.Context, repo *Repository, branch, prefix string) 
 	return out, nil
 }
 
-// readStates parses the status files under prefix, keyed by namespace/name.
-// Files that are not status files are skipped; a status file that cannot be
-// parsed is an error naming it.
-func readStates(snap *Snapshot, prefix string) (map[string]RolloutState, error) {
+// readStates parses the status files under prefix, keyed by namespace/name,
+// except those whose "<namespace>/<name>" path skip accepts. Files that are
+// not status files are skipped; a status file that cannot be parsed is an
+// error naming it.
+func readStates(snap *Snapshot, prefix string, skip func(key string) bool) (map[string]RolloutState, error) {
 	files, err := snap.Files(prefix)
 	if err != nil {
 		return nil, err
@@ -285,6 +328,9 @@ func readStates(snap *Snapshot, prefix string) (map[string]RolloutState, error) 
 	for _, f := range files {
 		rel := strings.TrimPrefix(strings.TrimPrefix(f, base), "/")
 		if strings.Count(rel, "/") != 1 || path.Ext(rel) != ".yaml" {
+			continue
+		}
+		if skip != nil && skip(strings.TrimSuffix(rel, ".yaml")) {
 			continue
 		}
 		data, err := snap.ReadFile(f)

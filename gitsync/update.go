@@ -99,8 +99,8 @@ type UpdateRequest struct {
 	Branch string
 	// From is the branch whose head the commit is built on; "" means
 	// Branch. When From differs from Branch, Branch is replaced by the new
-	// commit (a force push guarded by the head Branch had when fetched), as
-	// for a proposal branch rebuilt on the tracked branch.
+	// commit, as for a proposal branch rebuilt on the tracked branch. Either
+	// way the push succeeds only if Branch is still where it was fetched.
 	From string
 	// CreateOrphan allows creating Branch as an orphan (no parent) when
 	// From does not exist. Otherwise a missing From is ErrBranchNotFound.
@@ -179,13 +179,11 @@ func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build Bui
 	if err != nil {
 		return res, r.red.wrap("committing to "+req.Branch, err)
 	}
-	var lease *plumbing.Hash
-	if req.From != req.Branch {
-		if h, ok := heads[req.Branch]; ok {
-			lease = &h
-		}
+	var expected *plumbing.Hash
+	if h, ok := heads[req.Branch]; ok {
+		expected = &h
 	}
-	if err := r.push(ctx, req.Branch, commit, lease); err != nil {
+	if err := r.push(ctx, req.Branch, commit, expected); err != nil {
 		return res, r.red.wrap("pushing "+req.Branch+" to "+r.safeURL, err)
 	}
 	r.maybeReset()
@@ -236,10 +234,12 @@ func (r *Repository) commitChanges(base *Snapshot, changes map[string][]byte, ch
 	return writeCommit(st, tree, parents, change.Author.orDefault(), msg, r.now(), r.opts.Signer)
 }
 
-// push sets the local branch to commit and pushes it. With lease, the
-// remote branch is replaced only if it is still at *lease; without, the
-// update must be a fast-forward (or a creation). Caller holds r.mu.
-func (r *Repository) push(ctx context.Context, branch string, commit plumbing.Hash, lease *plumbing.Hash) error {
+// push sets the local branch to commit and pushes it, as a compare-and-swap:
+// with expected, the remote branch is updated only if it is still at
+// *expected (a lease, checked against the server's advertisement and again
+// by the server itself); without, only if it still does not exist. This
+// needs no history walk, so it works on shallow copies. Caller holds r.mu.
+func (r *Repository) push(ctx context.Context, branch string, commit plumbing.Hash, expected *plumbing.Hash) error {
 	local := plumbing.NewBranchReferenceName(branch)
 	if err := r.repo.Storer.SetReference(plumbing.NewHashReference(local, commit)); err != nil {
 		return err
@@ -250,12 +250,17 @@ func (r *Repository) push(ctx context.Context, branch string, commit plumbing.Ha
 		Auth:       r.auth,
 		CABundle:   r.opts.Credentials.caBundleData(),
 	}
-	if lease != nil {
-		opts.ForceWithLease = &git.ForceWithLease{RefName: local, Hash: *lease}
+	if expected != nil {
+		opts.ForceWithLease = &git.ForceWithLease{RefName: local, Hash: *expected}
 	}
 	err := r.repo.PushContext(ctx, opts)
-	if errors.Is(err, git.NoErrAlreadyUpToDate) {
+	switch {
+	case errors.Is(err, git.NoErrAlreadyUpToDate):
 		err = nil
+	case expected == nil && errors.Is(err, plumbing.ErrObjectNotFound):
+		// The branch appeared since the fetch and go-git's fast-forward
+		// check walked into history a shallow copy lacks.
+		err = fmt.Errorf("%w: %s was created concurrently", ErrNonFastForward, branch)
 	}
 	if err != nil {
 		return err

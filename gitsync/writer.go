@@ -78,14 +78,27 @@ type Writer struct {
 	tmpl *template.Template
 
 	flushMu sync.Mutex // one flush at a time
+	// renders caches rendered status files by key; guarded by flushMu.
+	renders map[string]render
 
 	mu      sync.Mutex
 	states  map[string]RolloutState
+	seq     map[string]uint64 // gen of each state's last Enqueue
 	removed map[string]bool
 	gen     uint64 // bumped on every Enqueue and Remove
 	flushed uint64 // gen covered by the last successful flush
 	written map[string]string
 	last    flushOutcome
+
+	// afterBuild, when set (tests only), runs between building a commit
+	// and pushing it.
+	afterBuild func()
+}
+
+// render is a rendered status file and the Enqueue it came from.
+type render struct {
+	seq  uint64
+	data []byte
 }
 
 type flushOutcome struct {
@@ -116,19 +129,28 @@ func NewWriter(repo *Repository, opts WriterOptions) (*Writer, error) {
 	}
 	return &Writer{
 		repo: repo, opts: opts, tmpl: tmpl,
-		states: map[string]RolloutState{}, removed: map[string]bool{}, written: map[string]string{},
+		renders: map[string]render{},
+		states:  map[string]RolloutState{}, seq: map[string]uint64{}, removed: map[string]bool{}, written: map[string]string{},
 	}, nil
 }
 
 // Enqueue records the latest state of a Rollout for the next flush.
+// Free text is passed through the repository's redactor, so a credential
+// or a URL with userinfo never reaches Git.
 func (w *Writer) Enqueue(s RolloutState) {
 	s = s.normalize(w.opts.MaxMeasurements)
+	s.Message = w.repo.red.text(s.Message)
+	s.Git.Repository = w.repo.red.text(s.Git.Repository)
+	for i := range s.Analysis {
+		s.Analysis[i].Message = w.repo.red.text(s.Analysis[i].Message)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := s.key()
-	w.states[k] = s
-	delete(w.removed, k)
 	w.gen++
+	w.states[k] = s
+	w.seq[k] = w.gen
+	delete(w.removed, k)
 }
 
 // Remove deletes a Rollout's status file at the next flush (the Rollout
@@ -138,6 +160,7 @@ func (w *Writer) Remove(namespace, name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.states, k)
+	delete(w.seq, k)
 	delete(w.written, k)
 	w.removed[k] = true
 	w.gen++
@@ -176,8 +199,9 @@ func (w *Writer) Flush(ctx context.Context) (FlushResult, error) {
 	w.mu.Lock()
 	gen := w.gen
 	states := make(map[string]RolloutState, len(w.states))
+	seq := make(map[string]uint64, len(w.states))
 	for k, s := range w.states {
-		states[k] = s
+		states[k], seq[k] = s, w.seq[k]
 	}
 	removed := make([]string, 0, len(w.removed))
 	for k := range w.removed {
@@ -189,7 +213,9 @@ func (w *Writer) Flush(ctx context.Context) (FlushResult, error) {
 	var out FlushResult
 	var err error
 	if len(states) > 0 || len(removed) > 0 {
-		out, err = w.write(ctx, states, removed)
+		if err = w.renderAll(states, seq); err == nil {
+			out, err = w.write(ctx, states, removed)
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -201,12 +227,33 @@ func (w *Writer) Flush(ctx context.Context) (FlushResult, error) {
 	for _, k := range removed {
 		delete(w.removed, k)
 	}
-	for k, s := range states {
-		if cur, ok := w.states[k]; ok && equalState(cur, s) {
+	for k := range states {
+		if w.seq[k] == seq[k] {
 			w.written[k] = out.Commit
 		}
 	}
 	return out, nil
+}
+
+// renderAll refreshes the render cache for states; unchanged states are not
+// rendered again. Caller holds flushMu.
+func (w *Writer) renderAll(states map[string]RolloutState, seq map[string]uint64) error {
+	for k := range w.renders {
+		if _, ok := states[k]; !ok {
+			delete(w.renders, k)
+		}
+	}
+	for k, s := range states {
+		if r, ok := w.renders[k]; ok && r.seq == seq[k] {
+			continue
+		}
+		data, err := RenderStatus(s)
+		if err != nil {
+			return fmt.Errorf("rendering status of %s: %w", k, err)
+		}
+		w.renders[k] = render{seq: seq[k], data: data}
+	}
+	return nil
 }
 
 // write commits states and removals to the status branch.
@@ -216,6 +263,9 @@ func (w *Writer) write(ctx context.Context, states map[string]RolloutState, remo
 		func(base *Snapshot) (*Change, error) {
 			change, keys, err := w.build(base, states, removed)
 			changed = keys
+			if w.afterBuild != nil {
+				w.afterBuild()
+			}
 			return change, err
 		})
 	if err != nil {
@@ -230,18 +280,21 @@ func (w *Writer) write(ctx context.Context, states map[string]RolloutState, remo
 // build derives the status commit from the in-memory states on top of
 // base, keeping the files of other writers.
 func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed []string) (*Change, []string, error) {
-	all, _ := readStates(base, w.opts.PathPrefix) // unreadable files are left alone
+	// Parse only the files of other writers, for the overview; ours are
+	// rendered from memory. Unreadable files are left alone.
+	all, _ := readStates(base, w.opts.PathPrefix, func(key string) bool { _, ours := states[key]; return ours })
 	files := map[string][]byte{}
 	var data CommitData
 	var keys []string
 	for _, k := range sortedKeys(states) {
 		s := states[k]
-		rendered, err := RenderStatus(s)
-		if err != nil {
-			return nil, nil, fmt.Errorf("rendering status of %s: %w", k, err)
-		}
+		rendered := w.renders[k].data
 		p := StatusPath(w.opts.PathPrefix, s.Namespace, s.Name)
-		if old, err := base.ReadFile(p); err != nil || !bytes.Equal(old, rendered) {
+		old, err := base.ReadFile(p)
+		if err != nil || !bytes.Equal(old, rendered) {
+			if err == nil && !isStatusFile(old) {
+				return nil, nil, fmt.Errorf("%w: %s (set a PathPrefix)", ErrNotOwned, p)
+			}
 			files[p] = rendered
 			data.Changed = append(data.Changed, s)
 			keys = append(keys, k)
@@ -251,7 +304,7 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 	for _, k := range removed {
 		ns, name, _ := strings.Cut(k, "/")
 		p := StatusPath(w.opts.PathPrefix, ns, name)
-		if _, err := base.ReadFile(p); err == nil {
+		if old, err := base.ReadFile(p); err == nil && isStatusFile(old) {
 			files[p] = nil
 			data.Removed = append(data.Removed, k)
 			keys = append(keys, k)
@@ -265,7 +318,11 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 	for _, s := range all {
 		overview = append(overview, s)
 	}
-	files[path.Join(w.opts.PathPrefix, OverviewFile)] = RenderOverview(overview)
+	readme := path.Join(w.opts.PathPrefix, OverviewFile)
+	if old, err := base.ReadFile(readme); err == nil && !bytes.HasPrefix(old, []byte(overviewTitle)) {
+		return nil, nil, fmt.Errorf("%w: %s (set a PathPrefix)", ErrNotOwned, readme)
+	}
+	files[readme] = RenderOverview(overview)
 	var msg bytes.Buffer
 	if err := w.tmpl.Execute(&msg, data); err != nil {
 		return nil, nil, fmt.Errorf("status commit message template: %w", err)
@@ -311,9 +368,8 @@ func sortedKeys(m map[string]RolloutState) []string {
 	return keys
 }
 
-// equalState compares two normalized states by their rendering.
-func equalState(a, b RolloutState) bool {
-	ra, errA := RenderStatus(a)
-	rb, errB := RenderStatus(b)
-	return errA == nil && errB == nil && bytes.Equal(ra, rb)
+// isStatusFile reports whether data is a status file.
+func isStatusFile(data []byte) bool {
+	_, ok, err := ParseStatus(data)
+	return ok && err == nil
 }

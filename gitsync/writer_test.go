@@ -1,6 +1,7 @@
 package gitsync_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -133,39 +134,6 @@ func TestWriterKeepsConcurrentCommits(t *testing.T) {
 	}
 }
 
-// TestWriterPushRaceInsideFlush lands the other commit between our fetch and
-// our push, through the repository's build hook.
-func TestWriterPushRaceInsideFlush(t *testing.T) {
-	srv, repo := newRepo(t, map[string]string{"a": "a\n"})
-	w := newWriter(t, repo, gitsync.WriterOptions{})
-	w.Enqueue(state("demo", "one", 1))
-	if _, err := w.Flush(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	raced := false
-	_, err := repo.Update(ctx(t), gitsync.UpdateRequest{Branch: gitsync.DefaultStatusBranch}, func(*gitsync.Snapshot) (*gitsync.Change, error) {
-		if !raced {
-			raced = true
-			if _, err := srv.Commit("app", gitsync.DefaultStatusBranch, "theirs", map[string]string{"t.txt": "t\n"}); err != nil {
-				return nil, err
-			}
-		}
-		return &gitsync.Change{Message: "ours", Files: map[string][]byte{"o.txt": []byte("o\n")}}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Enqueue(state("demo", "one", 2))
-	if _, err := w.Flush(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"t.txt", "o.txt", "demo/one.yaml"} {
-		if _, err := srv.ReadFile("app", gitsync.DefaultStatusBranch, f); err != nil {
-			t.Errorf("%s lost: %v", f, err)
-		}
-	}
-}
-
 func TestReadStatusRoundTrip(t *testing.T) {
 	_, repo := newRepo(t, map[string]string{"a": "a\n"})
 	w := newWriter(t, repo, gitsync.WriterOptions{})
@@ -295,5 +263,74 @@ func TestRenderStatusGolden(t *testing.T) {
 	}
 	if _, ok, _ := gitsync.ParseStatus([]byte("kind: Deployment\n")); ok {
 		t.Fatal("a Deployment parsed as a status file")
+	}
+}
+
+// TestConcurrentUse runs enqueues, flushes, reads and approvals on one
+// Repository at once (meaningful under -race).
+func TestConcurrentUse(t *testing.T) {
+	before, _ := os.ReadFile("testdata/approve-create-list/before.yaml")
+	srv, repo := newRepo(t, map[string]string{rolloutPath: string(before)})
+	w := newWriter(t, repo, gitsync.WriterOptions{})
+	done := make(chan error, 4)
+	go func() {
+		for i := range 50 {
+			w.Enqueue(state("demo", fmt.Sprintf("r%d", i%7), 1+i%3))
+		}
+		done <- nil
+	}()
+	go func() {
+		for range 3 {
+			if _, err := w.Flush(ctx(t)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	go func() {
+		_, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", "7b1e2a9f", 2, "")
+		done <- err
+	}()
+	go func() {
+		for range 3 {
+			if _, err := gitsync.ApprovalsOnBranch(ctx(t), repo, "main", rolloutPath, "demo", "echoserver"); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	states, err := gitsync.ReadStatus(ctx(t), repo, gitsync.DefaultStatusBranch)
+	if err != nil || len(states) != 7 {
+		t.Fatalf("ReadStatus = %d states, %v", len(states), err)
+	}
+	gitFsck(t, srv)
+}
+
+// TestWriterNeverOverwritesForeignFiles guards the tracked branch against a
+// Writer configured without a PathPrefix.
+func TestWriterNeverOverwritesForeignFiles(t *testing.T) {
+	srv, repo := newRepo(t, map[string]string{"README.md": "# My app\n", "demo/echo.yaml": "kind: Deployment\n"})
+	w := newWriter(t, repo, gitsync.WriterOptions{Branch: "main"})
+	w.Enqueue(state("demo", "echo", 1))
+	if _, err := w.Flush(ctx(t)); !errors.Is(err, gitsync.ErrNotOwned) {
+		t.Fatalf("overwriting a manifest: err = %v, want ErrNotOwned", err)
+	}
+	w = newWriter(t, repo, gitsync.WriterOptions{Branch: "main"})
+	w.Enqueue(state("other", "x", 1))
+	if _, err := w.Flush(ctx(t)); !errors.Is(err, gitsync.ErrNotOwned) {
+		t.Fatalf("overwriting README.md: err = %v, want ErrNotOwned", err)
+	}
+	if log := gitLog(t, srv, "main"); len(log) != 1 {
+		t.Fatalf("a refused flush committed: %v", log)
 	}
 }

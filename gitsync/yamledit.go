@@ -12,8 +12,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // YAML edits work in two layers. kyaml parses the file (every document, with
@@ -170,16 +170,37 @@ var plainSafe = regexp.MustCompile(`^[A-Za-z0-9_./-][A-Za-z0-9_./:@+-]*$`)
 // yamlString renders s as a YAML scalar that reads back as the string s:
 // plain when unambiguous, double-quoted otherwise.
 func yamlString(s string) string {
-	if plainSafe.MatchString(s) && !strings.Contains(s, ": ") && !strings.HasSuffix(s, ":") {
-		var v any
-		if err := yaml.Unmarshal([]byte(s), &v); err == nil {
-			if str, ok := v.(string); ok && str == s {
-				return s
-			}
-		}
+	if plainSafe.MatchString(s) && !strings.Contains(s, ": ") && !strings.HasSuffix(s, ":") && readsAsString(s) {
+		return s
 	}
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// readsAsString reports whether the plain scalar s reads back as the string
+// s under both YAML 1.2 (yaml.v3, kyaml) and YAML 1.1 (sigs.k8s.io/yaml, as
+// used by kubectl, Flux and Argo CD, where y, no, on ... are booleans).
+func readsAsString(s string) bool {
+	if s == "" {
+		return false
+	}
+	if c := s[0]; (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') && plainSafe.MatchString(s) {
+		// Starting with a letter, only booleans and null are not strings.
+		switch strings.ToLower(s) {
+		case "y", "yes", "n", "no", "true", "false", "on", "off", "null":
+			return false
+		}
+		return true
+	}
+	var v3 any
+	if err := yaml.Unmarshal([]byte(s), &v3); err != nil || v3 != s {
+		return false
+	}
+	var v1 any
+	if err := sigsyaml.Unmarshal([]byte(s), &v1); err != nil || v1 != s {
+		return false
+	}
+	return true
 }
 
 // scalarSpan returns the byte span of a single-line scalar's source token.
@@ -256,22 +277,33 @@ func sameData(a, b []byte) bool {
 	return errA == nil && errB == nil && reflect.DeepEqual(da, db)
 }
 
-// roundTrip applies fn to every resource of src with kyaml and re-encodes
+// roundTrip applies fn to every document of src with kyaml and re-encodes
 // the file. Comments survive; layout may be normalized. It is the fallback
 // for layouts the splice editor does not handle.
 func roundTrip(src []byte, fn func(*yaml.RNode) error) ([]byte, error) {
-	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(src), PreserveSeqIndent: true}).Read()
+	f, err := parseYAMLFile(src)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
+		return nil, err
 	}
-	for _, n := range nodes {
+	var out bytes.Buffer
+	for i, d := range f.docs {
+		n := yaml.NewRNode(f.root(i))
 		if err := fn(n); err != nil {
 			return nil, err
 		}
-	}
-	var out bytes.Buffer
-	if err := (kio.ByteWriter{Writer: &out}).Write(nodes); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
+		if i > 0 {
+			out.WriteString("---\n")
+		}
+		enc := yaml.NewEncoder(&out)
+		if f.seqIndent() > 0 {
+			enc.DefaultSeqIndent()
+		}
+		if err := enc.Encode(d); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
+		}
+		if err := enc.Close(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
+		}
 	}
 	return out.Bytes(), nil
 }
@@ -302,4 +334,32 @@ func (f *yamlFile) seqIndent() int {
 		}
 	}
 	return 0
+}
+
+// insertKeyEdit adds "key: value" as the last entry of a block mapping.
+func (f *yamlFile) insertKeyEdit(m *yaml.Node, key, value string) (edit, error) {
+	if m.Kind != yaml.MappingNode || m.Style&yaml.FlowStyle != 0 || len(m.Content) == 0 {
+		return edit{}, fmt.Errorf("%w: cannot add %q to a flow or empty mapping in place", ErrInvalidManifest, key)
+	}
+	at, lead := f.insertAfter(lastLine(m))
+	text := lead + strings.Repeat(" ", m.Column-1) + key + ": " + value + f.newline()
+	return edit{start: at, end: at, text: text}, nil
+}
+
+// deleteKeyEdit removes the line holding key k (and its scalar value) from
+// block mapping m. The key must be alone on its line.
+func (f *yamlFile) deleteKeyEdit(m *yaml.Node, k *yaml.Node) (edit, error) {
+	var v *yaml.Node
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i] == k {
+			v = m.Content[i+1]
+		}
+	}
+	start := f.offset(k.Line, 1)
+	keyStart := f.offset(k.Line, k.Column)
+	if m.Style&yaml.FlowStyle != 0 || v == nil || v.Kind != yaml.ScalarNode || lastLine(v) != k.Line ||
+		strings.TrimSpace(string(f.src[start:keyStart])) != "" {
+		return edit{}, fmt.Errorf("%w: cannot remove %q in place", ErrInvalidManifest, k.Value)
+	}
+	return edit{start: start, end: f.lineEnd(k.Line), text: ""}, nil
 }

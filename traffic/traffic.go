@@ -47,11 +47,12 @@ import (
 
 // Desired is the traffic state one step of a release asks for.
 type Desired struct {
-	// CanaryWeight is the percentage (0-100) of requests that do not match
-	// Matches and are sent to the canary revision.
+	// CanaryWeight is the percentage (0-100) of requests sent to the canary
+	// revision. It is ignored when Matches is set.
 	CanaryWeight int32
-	// Matches send every request that matches one entry to the canary
-	// revision, whatever CanaryWeight says (A/B testing).
+	// Matches send the requests that match one entry to the canary
+	// revision and all others to the stable one (A/B testing). As in the
+	// API (and Kruise Rollout), matches take precedence over the weight.
 	Matches []v1alpha1.HttpRouteMatch
 	// RequestHeaderModifier changes the headers of requests sent to the
 	// canary revision, where the router supports it.

@@ -33,5 +33,6 @@ failed release is reverted in Git.`,
 	}
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newVersionCommand())
+	addCLICommands(root)
 	return root
 }

@@ -96,7 +96,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 }
 
 // Create creates a cluster outside a test (the demo); the caller must call
-// Delete. On error nothing is left running.
+// Delete. On error nothing is left running. It first stops the clusters left
+// behind by processes that died without deleting them.
 func Create(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Minute
@@ -108,9 +109,13 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	workdir, err := os.MkdirTemp("", "rollgate-kwok-")
+	reapOrphans()
+	workdir, err := os.MkdirTemp("", workdirPattern)
 	if err != nil {
 		return nil, err
+	}
+	if err := writeOwner(workdir); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(workdir))
 	}
 	c := &Cluster{
 		Name:       "rollgate-" + randomHex(4),

@@ -14,13 +14,13 @@
 # only places to change them.
 TOOLS_KUBE_VERSION := $(shell sed -n 's|^require k8s.io/kubernetes \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))kbins/go.mod)
 TOOLS_ETCD_VERSION := $(shell sed -n 's|^require go.etcd.io/etcd/server/v3 \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))etcdbin/go.mod)
-KWOK_VERSION ?= v0.8.0
-HELM_VERSION ?= v3.22.0
+TOOLS_KWOK_VERSION := v0.8.0
+TOOLS_HELM_VERSION := v3.22.0
 # Debian package (its version follows the distribution: bookworm has 2.42).
 # etcd is built from source instead of Debian's etcd-server 3.4.23, which is
 # too old for kube-apiserver 1.36 (see test/tools/etcdbin/main.go).
-PROMETHEUS_PACKAGE ?= prometheus
-PROMETHEUS_SYSTEM_BINARY ?= /usr/bin/prometheus
+TOOLS_PROMETHEUS_PACKAGE := prometheus
+TOOLS_PROMETHEUS_SYSTEM_BINARY := /usr/bin/prometheus
 
 TOOLS_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 TOOLS_ROOT := $(abspath $(TOOLS_DIR)/../..)
@@ -44,7 +44,7 @@ TOOLS_K8S_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMinor=$(TOOLS_KUBE_MINOR) \
 	-X k8s.io/client-go/pkg/version.gitTreeState=clean
 TOOLS_HELM_LDFLAGS := -s -w \
-	-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/internal/version.version=$(TOOLS_HELM_VERSION) \
 	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
 	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(TOOLS_KUBE_MINOR) \
 	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
@@ -93,10 +93,10 @@ $(TOOLS_STAMPS)/etcd: .tools-force
 	$(call tools-stamp,$@,go.etcd.io/etcd/server/v3 $(TOOLS_ETCD_VERSION))
 
 $(TOOLS_STAMPS)/kwok: .tools-force
-	$(call tools-stamp,$@,sigs.k8s.io/kwok $(KWOK_VERSION))
+	$(call tools-stamp,$@,sigs.k8s.io/kwok $(TOOLS_KWOK_VERSION))
 
 $(TOOLS_STAMPS)/helm: .tools-force
-	$(call tools-stamp,$@,helm.sh/helm/v3 $(HELM_VERSION) $(TOOLS_HELM_LDFLAGS))
+	$(call tools-stamp,$@,helm.sh/helm/v3 $(TOOLS_HELM_VERSION) $(TOOLS_HELM_LDFLAGS))
 
 $(TOOLS_K8S_BIN)/%: $(TOOLS_STAMPS)/k8s
 	@test -n "$(TOOLS_KUBE_VERSION)" || { echo "cannot read the k8s.io/kubernetes pin from test/tools/kbins/go.mod" >&2; exit 1; }
@@ -108,13 +108,13 @@ $(TOOLS_K8S_BIN)/%: $(TOOLS_STAMPS)/k8s
 # grouped target). `go install` leaves an up-to-date binary untouched, hence the
 # touch.
 $(TOOLS_BIN)/kwok $(TOOLS_BIN)/kwokctl &: $(TOOLS_STAMPS)/kwok
-	@echo "building kwok and kwokctl $(KWOK_VERSION)"
-	GOBIN=$(TOOLS_BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION) sigs.k8s.io/kwok/cmd/kwokctl@$(KWOK_VERSION)
+	@echo "building kwok and kwokctl $(TOOLS_KWOK_VERSION)"
+	GOBIN=$(TOOLS_BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(TOOLS_KWOK_VERSION) sigs.k8s.io/kwok/cmd/kwokctl@$(TOOLS_KWOK_VERSION)
 	@touch $(TOOLS_BIN)/kwok $(TOOLS_BIN)/kwokctl
 
 $(TOOLS_BIN)/helm: $(TOOLS_STAMPS)/helm
-	@echo "building helm $(HELM_VERSION)"
-	GOBIN=$(TOOLS_BIN) go install -ldflags '$(TOOLS_HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	@echo "building helm $(TOOLS_HELM_VERSION)"
+	GOBIN=$(TOOLS_BIN) go install -ldflags '$(TOOLS_HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(TOOLS_HELM_VERSION)
 	@touch $@
 
 $(TOOLS_K8S_BIN)/etcd: $(TOOLS_STAMPS)/etcd
@@ -124,6 +124,6 @@ $(TOOLS_K8S_BIN)/etcd: $(TOOLS_STAMPS)/etcd
 	@mv -f $@.tmp $@
 
 $(TOOLS_BIN)/prometheus:
-	$(call tools-apt,$(PROMETHEUS_SYSTEM_BINARY),$(PROMETHEUS_PACKAGE))
+	$(call tools-apt,$(TOOLS_PROMETHEUS_SYSTEM_BINARY),$(TOOLS_PROMETHEUS_PACKAGE))
 	@mkdir -p $(@D)
-	ln -sfn $(PROMETHEUS_SYSTEM_BINARY) $@
+	ln -sfn $(TOOLS_PROMETHEUS_SYSTEM_BINARY) $@

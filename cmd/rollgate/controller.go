@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler"
+)
+
+// controllerFlags are the flags of `rollgate controller`.
+type controllerFlags struct {
+	kubeconfig         string
+	namespace          string
+	metricsAddr        string
+	probeAddr          string
+	leaderElect        bool
+	leaderElectionID   string
+	concurrent         int
+	luaConfigMap       string
+	webhookPort        int
+	webhookHost        string
+	webhookCertDir     string
+	webhookService     string
+	webhookSecret      string
+	webhookURL         string
+	gitWebhookAddr     string
+	gitDefaultInterval time.Duration
+	gitStatusBranch    string
+	gitStatusWindow    time.Duration
+	eventsAddr         string
+	logLevel           string
+	logDev             bool
+}
+
+func (f *controllerFlags) register(fs *pflag.FlagSet) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "rollgate-system"
+	}
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means in-cluster config, or $KUBECONFIG")
+	fs.StringVar(&f.namespace, "namespace", ns, "Namespace of the controller: leader election lease, webhook certificate Secret, Lua ConfigMap (default $POD_NAMESPACE)")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time")
+	fs.StringVar(&f.leaderElectionID, "leader-election-id", "rollgate.dev", "Name of the leader election Lease")
+	fs.IntVar(&f.concurrent, "concurrent", 4, "Number of Rollouts reconciled in parallel")
+	fs.StringVar(&f.luaConfigMap, "lua-configmap", "rollgate-lua", "ConfigMap in --namespace with user Lua scripts (keys lua.traffic.routing.<Kind>.<group>, lua.traffic.routing.ingress.<class>); they override built-ins of the same key")
+	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server")
+	fs.StringVar(&f.webhookHost, "webhook-bind-host", "", "Host the admission webhook server binds to (e.g. 127.0.0.1 when running outside the cluster)")
+	fs.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/rollgate/certs", "Directory where the self-generated webhook serving certificate is written")
+	fs.StringVar(&f.webhookService, "webhook-service", "rollgate-webhook", "Service in --namespace in front of the webhook server (in-cluster registration)")
+	fs.StringVar(&f.webhookSecret, "webhook-secret", "rollgate-webhook-cert", "Secret in --namespace holding the webhook CA and serving certificate, shared by replicas")
+	fs.StringVar(&f.webhookURL, "webhook-url", "", "Register the webhook with this URL instead of the Service, e.g. https://127.0.0.1:9443 when the controller runs as a local process next to a (kwok) cluster")
+	fs.StringVar(&f.gitWebhookAddr, "git-webhook-bind-address", ":9292", "Address of the endpoint that GitHub, GitLab and Gitea push webhooks call to fetch at once; \"0\" disables it")
+	fs.DurationVar(&f.gitDefaultInterval, "git-default-interval", 5*time.Second, "Interval between fetches of a tracked branch when its Repository sets none")
+	fs.StringVar(&f.gitStatusBranch, "git-status-branch", "rollgate/status", "Status branch when a Repository sets none")
+	fs.DurationVar(&f.gitStatusWindow, "git-status-window", 10*time.Second, "Window over which status writes are coalesced into one commit when a Repository sets none")
+	fs.StringVar(&f.eventsAddr, "events-addr", "", "Forward events to Flux's notification-controller at this address (optional)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info or error")
+	fs.BoolVar(&f.logDev, "log-dev", false, "Human-readable console logs instead of JSON")
+}
+
+func newControllerCommand() *cobra.Command {
+	f := &controllerFlags{}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the rollgate controller and its admission webhook",
+		Long: `Run the rollgate controller: it watches Rollouts and the workloads they cover,
+freezes new revisions at admission, releases them step by step, moves traffic,
+runs analysis, and writes progress, approvals and reverts to Git.
+
+In a cluster, install it with the Helm chart (charts/rollgate). As a local
+process next to a development cluster, pass --kubeconfig, --webhook-url
+https://127.0.0.1:<port> and --webhook-bind-host 127.0.0.1.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runController(f) },
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+func newLogger(level string, dev bool) (zap.Opts, error) {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level %q: use debug, info or error", level)}
+	}
+	return func(o *zap.Options) {
+		o.Development = dev
+		o.Level = lvl
+	}, nil
+}
+
+func runController(f *controllerFlags) error {
+	logOpt, err := newLogger(f.logLevel, f.logDev)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(logOpt))
+	cfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		// ConfigMaps are read only in the controller's namespace (the Lua
+		// scripts); Secrets are never cached (read by name when needed).
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{f.namespace: {}}},
+		}},
+		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        f.leaderElectionID,
+		LeaderElectionNamespace: f.namespace,
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host: f.webhookHost, Port: f.webhookPort, CertDir: f.webhookCertDir,
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := reconciler.Setup(mgr, f.options()); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+func (f *controllerFlags) options() reconciler.Options {
+	return reconciler.Options{
+		Namespace:          f.namespace,
+		Concurrent:         f.concurrent,
+		LuaConfigMap:       f.luaConfigMap,
+		WebhookService:     f.webhookService,
+		WebhookSecret:      f.webhookSecret,
+		WebhookURL:         f.webhookURL,
+		WebhookCertDir:     f.webhookCertDir,
+		GitWebhookAddr:     f.gitWebhookAddr,
+		GitDefaultInterval: f.gitDefaultInterval,
+		GitStatusBranch:    f.gitStatusBranch,
+		GitStatusWindow:    f.gitStatusWindow,
+		EventsAddr:         f.eventsAddr,
+	}
+}

@@ -1,0 +1,365 @@
+package luascripts
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// ObjectData is the part of a custom resource a script reads and returns:
+// obj.data in Lua, and the result table {spec=..., labels=...,
+// annotations=...}.
+type ObjectData struct {
+	Spec        map[string]any
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// ObjectDataFrom takes spec, metadata.labels and metadata.annotations from
+// an unstructured object's content. It shares the spec map with obj.
+func ObjectDataFrom(obj map[string]any) (ObjectData, error) {
+	var d ObjectData
+	if spec, ok := obj["spec"]; ok && spec != nil {
+		m, ok := spec.(map[string]any)
+		if !ok {
+			return d, fmt.Errorf("%w: spec is a %T, not an object", ErrInput, spec)
+		}
+		d.Spec = m
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	var err error
+	if d.Labels, err = stringMap(meta["labels"], "metadata.labels"); err != nil {
+		return d, err
+	}
+	d.Annotations, err = stringMap(meta["annotations"], "metadata.annotations")
+	return d, err
+}
+
+func stringMap(v any, path string) (map[string]string, error) {
+	switch m := v.(type) {
+	case nil:
+		return nil, nil
+	case map[string]string:
+		return m, nil
+	case map[string]any:
+		out := make(map[string]string, len(m))
+		for k, val := range m {
+			s, ok := val.(string)
+			if !ok {
+				return nil, fmt.Errorf("%w: %s[%q] is a %T, not a string", ErrInput, path, k, val)
+			}
+			out[k] = s
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: %s is a %T, not an object", ErrInput, path, v)
+}
+
+// ApplyTo writes d into an unstructured object's content: spec,
+// metadata.labels and metadata.annotations (empty ones are removed).
+func (d ObjectData) ApplyTo(obj map[string]any) {
+	if d.Spec != nil {
+		obj["spec"] = d.Spec
+	} else {
+		delete(obj, "spec")
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		obj["metadata"] = meta
+	}
+	for field, m := range map[string]map[string]string{"labels": d.Labels, "annotations": d.Annotations} {
+		if len(m) == 0 {
+			delete(meta, field)
+			continue
+		}
+		out := make(map[string]any, len(m))
+		for k, v := range m {
+			out[k] = v
+		}
+		meta[field] = out
+	}
+}
+
+// Target says where traffic goes; it is the same for every step of a
+// release.
+type Target struct {
+	// StableService is the Service of the stable revision (the Rollout's
+	// trafficRoutings[].service).
+	StableService string
+	// CanaryService is the Service of the canary revision, normally
+	// "<service>-canary". Equal to StableService when there is no canary
+	// Service; scripts then route with subsets named "stable" and "canary".
+	CanaryService string
+	// StableRevision and CanaryRevision are the revisions' label values.
+	StableRevision, CanaryRevision string
+	// RevisionLabelKey is the pod label holding the revision:
+	// pod-template-hash (Deployment) or controller-revision-hash.
+	RevisionLabelKey string
+	// PatchPodMetadata is the Rollout's patchPodTemplateMetadata.
+	PatchPodMetadata *v1alpha1.PatchPodTemplateMetadata
+}
+
+// CustomInput is the obj global of a custom resource script.
+type CustomInput struct {
+	// Data is taken from the object as it was before the release (the
+	// saved original), so every step starts from the same object.
+	Data ObjectData
+	// CanaryWeight is the step's traffic percentage (0-100), or -1 when
+	// the step routes by matches or sets no traffic.
+	CanaryWeight int32
+	// StableWeight is 100-CanaryWeight, or -1 with CanaryWeight.
+	StableWeight int32
+	// Matches of the step (A/B routing); types are defaulted as in the
+	// Gateway API (PathPrefix "/", Exact).
+	Matches []v1alpha1.HttpRouteMatch
+	// RequestHeaderModifier of the step, or nil.
+	RequestHeaderModifier *gatewayv1.HTTPHeaderFilter
+	Target
+}
+
+// IngressInput is the obj global of an Ingress dialect script.
+type IngressInput struct {
+	// Annotations of the canary Ingress as created from the user's Ingress.
+	// Pass the same map at every step, not the previous step's result, so
+	// that steps are idempotent (scripts drop their own canary keys either
+	// way, but derive some values, such as the ALB order, from the input).
+	Annotations map[string]string
+	// Weight is the step's traffic percentage, or -1 (see CanaryWeight).
+	Weight int32
+	// Matches of the step, defaulted as in CustomInput.
+	Matches []v1alpha1.HttpRouteMatch
+	// RequestHeaderModifier of the step, or nil.
+	RequestHeaderModifier *gatewayv1.HTTPHeaderFilter
+	// StableService and CanaryService as in Target.
+	StableService, CanaryService string
+}
+
+// StepWeight is the canary weight of a step: -1 when it has matches
+// (matches take precedence) or no traffic, else traffic as 0-100.
+func StepWeight(step v1alpha1.TrafficRoutingStrategy) (int32, error) {
+	if len(step.Matches) > 0 || step.Traffic == nil {
+		return -1, nil
+	}
+	s := strings.TrimSpace(*step.Traffic)
+	n, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+	if err != nil || !strings.HasSuffix(s, "%") || n < 0 || n > 100 {
+		return 0, fmt.Errorf("%w: traffic %q is not a percentage from 0%% to 100%%", ErrInput, s)
+	}
+	return int32(n), nil
+}
+
+// NewCustomInput builds the input of a custom resource script for one step.
+func NewCustomInput(data ObjectData, step v1alpha1.TrafficRoutingStrategy, t Target) (CustomInput, error) {
+	w, err := StepWeight(step)
+	if err != nil {
+		return CustomInput{}, err
+	}
+	stable := int32(-1)
+	if w >= 0 {
+		stable = 100 - w
+	}
+	return CustomInput{
+		Data: data, CanaryWeight: w, StableWeight: stable, Matches: step.Matches,
+		RequestHeaderModifier: step.RequestHeaderModifier, Target: t,
+	}, nil
+}
+
+// NewIngressInput builds the input of an Ingress dialect script for one
+// step.
+func NewIngressInput(annotations map[string]string, step v1alpha1.TrafficRoutingStrategy, t Target) (IngressInput, error) {
+	w, err := StepWeight(step)
+	if err != nil {
+		return IngressInput{}, err
+	}
+	return IngressInput{
+		Annotations: annotations, Weight: w, Matches: step.Matches,
+		RequestHeaderModifier: step.RequestHeaderModifier,
+		StableService:         t.StableService, CanaryService: t.CanaryService,
+	}, nil
+}
+
+// RunCustom runs a custom resource script and returns the new spec, labels
+// and annotations. Labels or annotations the script leaves out of its
+// result stay as they were in in.Data. On error the caller must leave the
+// resource untouched.
+func (r Runner) RunCustom(ctx context.Context, s Script, in CustomInput) (ObjectData, error) {
+	v, err := r.run(ctx, s, in.luaObject(), func(d *decoder, ret lua.LValue) (any, error) {
+		return decodeCustom(d, ret, in.Data)
+	})
+	if err != nil {
+		return ObjectData{}, err
+	}
+	return v.(ObjectData), nil
+}
+
+// RunIngress runs an Ingress dialect script and returns the canary
+// Ingress's new annotations. On error the caller must leave the Ingress
+// untouched.
+func (r Runner) RunIngress(ctx context.Context, s Script, in IngressInput) (map[string]string, error) {
+	v, err := r.run(ctx, s, in.luaObject(), func(d *decoder, ret lua.LValue) (any, error) {
+		if _, ok := ret.(*lua.LTable); !ok {
+			return nil, fmt.Errorf("expected the annotations table, got %s", ret.Type())
+		}
+		return d.decodeStringMap(ret, "annotations")
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(map[string]string), nil
+}
+
+func decodeCustom(d *decoder, ret lua.LValue, orig ObjectData) (ObjectData, error) {
+	t, ok := ret.(*lua.LTable)
+	if !ok {
+		return ObjectData{}, fmt.Errorf("expected a table {spec=..., labels=..., annotations=...}, got %s", ret.Type())
+	}
+	out := ObjectData{Labels: orig.Labels, Annotations: orig.Annotations}
+	var err error
+	t.ForEach(func(k, v lua.LValue) {
+		if err != nil {
+			return
+		}
+		switch k.String() {
+		case "spec":
+			var spec any
+			if spec, err = d.decode(v, "spec", 0); err == nil {
+				out.Spec, err = asObject(spec, "spec")
+			}
+		case "labels":
+			out.Labels, err = d.decodeStringMap(v, "labels")
+		case "annotations":
+			out.Annotations, err = d.decodeStringMap(v, "annotations")
+		default:
+			err = fmt.Errorf("unknown key %q: the result holds only spec, labels and annotations", k.String())
+		}
+	})
+	if err == nil && out.Spec == nil {
+		err = fmt.Errorf("the result has no spec")
+	}
+	return out, err
+}
+
+func asObject(v any, path string) (map[string]any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		return x, nil
+	case emptyTable:
+		return map[string]any{}, nil
+	}
+	return nil, fmt.Errorf("%s must be an object, got %T", path, v)
+}
+
+func (in CustomInput) luaObject() map[string]any {
+	spec := in.Data.Spec
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	obj := map[string]any{
+		"data": map[string]any{
+			"spec": spec, "labels": orEmpty(in.Data.Labels), "annotations": orEmpty(in.Data.Annotations),
+		},
+		"canaryWeight":     int64(in.CanaryWeight),
+		"stableWeight":     int64(in.StableWeight),
+		"matches":          matchesToLua(in.Matches),
+		"canaryService":    in.CanaryService,
+		"stableService":    in.StableService,
+		"stableRevision":   in.StableRevision,
+		"canaryRevision":   in.CanaryRevision,
+		"revisionLabelKey": in.RevisionLabelKey,
+	}
+	if m := modifierToLua(in.RequestHeaderModifier); m != nil {
+		obj["requestHeaderModifier"] = m
+	}
+	if p := in.PatchPodMetadata; p != nil {
+		obj["patchPodMetadata"] = map[string]any{"labels": orEmpty(p.Labels), "annotations": orEmpty(p.Annotations)}
+	}
+	return obj
+}
+
+func (in IngressInput) luaObject() map[string]any {
+	obj := map[string]any{
+		"annotations":   orEmpty(in.Annotations),
+		"weight":        int64(in.Weight),
+		"matches":       matchesToLua(in.Matches),
+		"canaryService": in.CanaryService,
+		"stableService": in.StableService,
+	}
+	if m := modifierToLua(in.RequestHeaderModifier); m != nil {
+		obj["requestHeaderModifier"] = m
+	}
+	return obj
+}
+
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// matchesToLua converts matches with the Gateway API defaults filled in:
+// path {type=PathPrefix, value="/"}, header and query type Exact. headers
+// and queryParams are always lists; path is nil when the match has none.
+func matchesToLua(matches []v1alpha1.HttpRouteMatch) []any {
+	out := make([]any, 0, len(matches))
+	for _, m := range matches {
+		lm := map[string]any{"headers": []any{}, "queryParams": []any{}}
+		if p := m.Path; p != nil {
+			typ, val := string(gatewayv1.PathMatchPathPrefix), "/"
+			if p.Type != nil {
+				typ = string(*p.Type)
+			}
+			if p.Value != nil {
+				val = *p.Value
+			}
+			lm["path"] = map[string]any{"type": typ, "value": val}
+		}
+		headers := make([]any, 0, len(m.Headers))
+		for _, h := range m.Headers {
+			typ := string(gatewayv1.HeaderMatchExact)
+			if h.Type != nil {
+				typ = string(*h.Type)
+			}
+			headers = append(headers, map[string]any{"type": typ, "name": string(h.Name), "value": h.Value})
+		}
+		lm["headers"] = headers
+		params := make([]any, 0, len(m.QueryParams))
+		for _, q := range m.QueryParams {
+			typ := string(gatewayv1.QueryParamMatchExact)
+			if q.Type != nil {
+				typ = string(*q.Type)
+			}
+			params = append(params, map[string]any{"type": typ, "name": string(q.Name), "value": q.Value})
+		}
+		lm["queryParams"] = params
+		out = append(out, lm)
+	}
+	return out
+}
+
+// modifierToLua converts a header filter to {set={{name,value}},
+// add={{name,value}}, remove={names}}, every list present.
+func modifierToLua(f *gatewayv1.HTTPHeaderFilter) map[string]any {
+	if f == nil {
+		return nil
+	}
+	pairs := func(hs []gatewayv1.HTTPHeader) []any {
+		out := make([]any, 0, len(hs))
+		for _, h := range hs {
+			out = append(out, map[string]any{"name": string(h.Name), "value": h.Value})
+		}
+		return out
+	}
+	remove := make([]any, 0, len(f.Remove))
+	for _, r := range f.Remove {
+		remove = append(remove, r)
+	}
+	return map[string]any{"set": pairs(f.Set), "add": pairs(f.Add), "remove": remove}
+}

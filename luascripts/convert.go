@@ -1,0 +1,326 @@
+package luascripts
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// Conversion between Go values (the JSON data model of unstructured
+// objects: map[string]any, []any, string, bool, int64, float64, nil) and Lua
+// values, done by hand, without JSON.
+//
+// Lua has one table type for both JSON arrays and objects, so every table
+// made from Go carries a marker metatable saying which it was. The rules:
+//
+//   - A table made from a Go slice is marked as an array, one made from a Go
+//     map as an object. A marked table decodes as what its marker says, even
+//     when empty, so untouched parts of the original object round-trip
+//     exactly (an empty list stays [], an empty map stays {}).
+//   - A table the script creates has no marker. It decodes as an array when
+//     its keys are exactly 1..n, as an object when all keys are strings, and
+//     is an error when it mixes both or has holes. rollgate.array(t) and
+//     rollgate.object(t) mark a table explicitly.
+//   - An unmarked empty table is ambiguous: as an object field it is left
+//     out (Kubernetes treats an absent optional field like an empty one), as
+//     an array element it becomes {}. Mark it to keep it.
+//   - Go nil map values are dropped (the API server prunes nulls anyway); a
+//     nil array element becomes rollgate.null, which decodes back to null.
+//   - Lua numbers are float64: integral values decode as int64, others as
+//     float64. Integers beyond 2^53 lose precision; NaN and infinities are
+//     rejected.
+//   - Functions, userdata (other than rollgate.null) and coroutines cannot
+//     be returned.
+
+const (
+	markerField = "__rollgate"
+	maxDepth    = 100
+)
+
+// emptyTable is what an unmarked empty table decodes to; its parent decides.
+type emptyTable struct{}
+
+// nullValue is the Go value behind rollgate.null.
+type nullValue struct{}
+
+// marks holds one state's marker metatables and its null sentinel.
+type marks struct {
+	array, object *lua.LTable
+	null          *lua.LUserData
+}
+
+func newMarks(L *lua.LState) marks {
+	m := marks{array: L.NewTable(), object: L.NewTable(), null: L.NewUserData()}
+	m.array.RawSetString(markerField, lua.LString("array"))
+	m.object.RawSetString(markerField, lua.LString("object"))
+	m.null.Value = nullValue{}
+	return m
+}
+
+// encoder turns Go values into Lua values.
+type encoder struct {
+	L *lua.LState
+	m marks
+}
+
+func (e encoder) encode(v any, path string, depth int) (lua.LValue, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("%s: nested deeper than %d levels", path, maxDepth)
+	}
+	switch x := v.(type) {
+	case nil:
+		return e.m.null, nil
+	case string:
+		return lua.LString(x), nil
+	case bool:
+		return lua.LBool(x), nil
+	case int:
+		return lua.LNumber(x), nil
+	case int32:
+		return lua.LNumber(x), nil
+	case int64:
+		return lua.LNumber(x), nil
+	case float64:
+		return lua.LNumber(x), nil
+	case map[string]any:
+		return e.encodeMap(x, path, depth)
+	case map[string]string:
+		t := e.L.CreateTable(0, len(x))
+		for _, k := range sortedKeys(x) {
+			t.RawSetString(k, lua.LString(x[k]))
+		}
+		t.Metatable = e.m.object
+		return t, nil
+	case []any:
+		t := e.L.CreateTable(len(x), 0)
+		for i, item := range x {
+			lv, err := e.encode(item, path+"["+strconv.Itoa(i)+"]", depth+1)
+			if err != nil {
+				return nil, err
+			}
+			t.RawSetInt(i+1, lv)
+		}
+		t.Metatable = e.m.array
+		return t, nil
+	case []string:
+		t := e.L.CreateTable(len(x), 0)
+		for i, s := range x {
+			t.RawSetInt(i+1, lua.LString(s))
+		}
+		t.Metatable = e.m.array
+		return t, nil
+	}
+	return nil, fmt.Errorf("%s: cannot convert Go value of type %T", path, v)
+}
+
+func (e encoder) encodeMap(x map[string]any, path string, depth int) (lua.LValue, error) {
+	t := e.L.CreateTable(0, len(x))
+	for _, k := range sortedKeys(x) {
+		if x[k] == nil {
+			continue
+		}
+		lv, err := e.encode(x[k], path+"."+k, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		t.RawSetString(k, lv)
+	}
+	t.Metatable = e.m.object
+	return t, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// decoder turns Lua values into Go values. budget bounds the number of
+// values decoded, so a huge result cannot make the host allocate without
+// limit after the script has finished.
+type decoder struct {
+	m        marks
+	budget   int
+	visiting map[*lua.LTable]bool
+}
+
+func newDecoder(m marks, budget int) *decoder {
+	return &decoder{m: m, budget: budget, visiting: map[*lua.LTable]bool{}}
+}
+
+// decode converts v; path names the position for error messages.
+func (d *decoder) decode(v lua.LValue, path string, depth int) (any, error) {
+	d.budget--
+	if d.budget < 0 {
+		return nil, fmt.Errorf("%w: result has too many values", ErrMemoryLimit)
+	}
+	if depth > maxDepth {
+		return nil, fmt.Errorf("%s: nested deeper than %d levels", path, maxDepth)
+	}
+	switch x := v.(type) {
+	case *lua.LNilType:
+		return nil, nil
+	case lua.LBool:
+		return bool(x), nil
+	case lua.LString:
+		return string(x), nil
+	case lua.LNumber:
+		return decodeNumber(float64(x), path)
+	case *lua.LUserData:
+		if x == d.m.null {
+			return nil, nil
+		}
+	case *lua.LTable:
+		if d.visiting[x] {
+			return nil, fmt.Errorf("%s: table contains itself", path)
+		}
+		d.visiting[x] = true
+		defer delete(d.visiting, x)
+		return d.decodeTable(x, path, depth)
+	}
+	return nil, fmt.Errorf("%s: cannot return a %s", path, v.Type())
+}
+
+func decodeNumber(f float64, path string) (any, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("%s: number %v is not valid JSON", path, f)
+	}
+	if f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
+		return int64(f), nil
+	}
+	return f, nil
+}
+
+func (d *decoder) decodeTable(t *lua.LTable, path string, depth int) (any, error) {
+	switch t.Metatable {
+	case d.m.array:
+		return d.decodeArray(t, path, depth)
+	case d.m.object:
+		return d.decodeObject(t, path, depth)
+	}
+	n, strKeys, otherKeys := tableShape(t)
+	switch {
+	case n == 0 && strKeys == 0 && otherKeys == 0:
+		return emptyTable{}, nil
+	case otherKeys == 0 && strKeys == 0:
+		return d.decodeArray(t, path, depth)
+	case otherKeys == 0 && n == 0:
+		return d.decodeObject(t, path, depth)
+	}
+	return nil, fmt.Errorf("%s: table mixes array and object keys (or has holes); "+
+		"use a list with keys 1..n or an object with string keys", path)
+}
+
+// tableShape counts a table's keys: n is the length of the sequence 1..n
+// when the integer keys form one (else those keys count as other keys).
+func tableShape(t *lua.LTable) (n, strKeys, otherKeys int) {
+	ints, maxInt := 0, 0
+	t.ForEach(func(k, _ lua.LValue) {
+		switch key := k.(type) {
+		case lua.LString:
+			strKeys++
+		case lua.LNumber:
+			f := float64(key)
+			if f >= 1 && f == math.Trunc(f) && f <= math.MaxInt32 {
+				ints++
+				maxInt = max(maxInt, int(f))
+				return
+			}
+			otherKeys++
+		default:
+			otherKeys++
+		}
+	})
+	if ints != maxInt {
+		return 0, strKeys, otherKeys + ints
+	}
+	return ints, strKeys, otherKeys
+}
+
+func (d *decoder) decodeArray(t *lua.LTable, path string, depth int) (any, error) {
+	n, strKeys, otherKeys := tableShape(t)
+	if strKeys+otherKeys > 0 {
+		return nil, fmt.Errorf("%s: list has non-integer keys or holes", path)
+	}
+	out := make([]any, 0, n)
+	for i := 1; i <= n; i++ {
+		v, err := d.decode(t.RawGetInt(i), path+"["+strconv.Itoa(i-1)+"]", depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := v.(emptyTable); ok {
+			v = map[string]any{}
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (d *decoder) decodeObject(t *lua.LTable, path string, depth int) (any, error) {
+	out := map[string]any{}
+	var err error
+	t.ForEach(func(k, v lua.LValue) {
+		if err != nil {
+			return
+		}
+		key, ok := k.(lua.LString)
+		if !ok {
+			err = fmt.Errorf("%s: object has a non-string key %s", path, k.String())
+			return
+		}
+		var gv any
+		gv, err = d.decode(v, path+"."+string(key), depth+1)
+		if _, empty := gv.(emptyTable); err == nil && !empty && gv != nil {
+			out[string(key)] = gv
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// decodeStringMap decodes a table of labels or annotations. Numbers and
+// booleans are converted to their text; nil values drop the key.
+func (d *decoder) decodeStringMap(v lua.LValue, path string) (map[string]string, error) {
+	t, ok := v.(*lua.LTable)
+	if !ok {
+		return nil, fmt.Errorf("%s: expected a table of strings, got %s", path, v.Type())
+	}
+	out := map[string]string{}
+	var err error
+	t.ForEach(func(k, val lua.LValue) {
+		if err != nil {
+			return
+		}
+		key, ok := k.(lua.LString)
+		if !ok {
+			err = fmt.Errorf("%s: key %s is not a string", path, k.String())
+			return
+		}
+		switch x := val.(type) {
+		case lua.LString:
+			out[string(key)] = string(x)
+		case lua.LBool:
+			out[string(key)] = strconv.FormatBool(bool(x))
+		case lua.LNumber:
+			out[string(key)] = formatNumber(float64(x))
+		default:
+			err = fmt.Errorf("%s[%q]: expected a string, got %s", path, string(key), val.Type())
+		}
+	})
+	return out, err
+}
+
+func formatNumber(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}

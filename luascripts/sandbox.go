@@ -1,0 +1,256 @@
+package luascripts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/metrics"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// Limits bound one script run. Zero fields take the defaults of
+// DefaultLimits. See the README for what is and is not bounded.
+type Limits struct {
+	// Time is the wall-clock limit of one run. The Lua VM checks it before
+	// every instruction; a library function that is already running (a
+	// pattern match, string.rep) finishes first.
+	Time time.Duration
+	// MaxStringBytes caps every string built by string.rep, string.format,
+	// string.gsub and table.concat, and the total print output.
+	MaxStringBytes int
+	// HeapGrowthBytes stops a run once the Go heap has allocated this many
+	// bytes since the run's first heap sample (taken after a few
+	// milliseconds, so short runs are never sampled). The measure is
+	// process-wide: other goroutines' allocations count too.
+	HeapGrowthBytes uint64
+	// CallStackSize is the deepest Lua call nesting allowed.
+	CallStackSize int
+	// RegistrySlots caps the Lua value stack (locals, arguments, results).
+	RegistrySlots int
+	// PatternSteps caps the estimated backtracking work of one Lua pattern
+	// match (string.find, match, gmatch, gsub): a pattern whose worst case
+	// on its subject exceeds it is refused before it runs.
+	PatternSteps float64
+	// ResultValues caps the number of values in a script's result.
+	ResultValues int
+}
+
+// DefaultLimits returns the limits used for zero fields of Limits: 1s,
+// 1 MiB strings, 64 MiB heap growth, 200 nested calls, 64k stack slots,
+// 2e7 pattern steps and 200k result values.
+func DefaultLimits() Limits {
+	return Limits{
+		Time:            time.Second,
+		MaxStringBytes:  1 << 20,
+		HeapGrowthBytes: 64 << 20,
+		CallStackSize:   200,
+		RegistrySlots:   64 * 1024,
+		PatternSteps:    2e7,
+		ResultValues:    200_000,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.Time > 0 {
+		d.Time = l.Time
+	}
+	if l.MaxStringBytes > 0 {
+		d.MaxStringBytes = l.MaxStringBytes
+	}
+	if l.HeapGrowthBytes > 0 {
+		d.HeapGrowthBytes = l.HeapGrowthBytes
+	}
+	if l.CallStackSize > 0 {
+		d.CallStackSize = l.CallStackSize
+	}
+	if l.RegistrySlots > 0 {
+		d.RegistrySlots = l.RegistrySlots
+	}
+	if l.PatternSteps > 0 {
+		d.PatternSteps = l.PatternSteps
+	}
+	if l.ResultValues > 0 {
+		d.ResultValues = l.ResultValues
+	}
+	return d
+}
+
+// Runner runs scripts in the sandbox. The zero value is ready to use with
+// DefaultLimits. A Runner holds no state between runs: every run gets a
+// fresh Lua state, so runs never see each other and may happen
+// concurrently.
+type Runner struct {
+	// Limits of each run.
+	Limits Limits
+	// Print receives what scripts print(), one line per call, after the run
+	// ends. Nil discards it.
+	Print io.Writer
+}
+
+// abandonGrace is how long after the time limit a run whose goroutine is
+// stuck in an uninterruptible library call is given up on.
+const abandonGrace = 500 * time.Millisecond
+
+var (
+	errTimeLimit = errors.New("time limit")
+	errHeapLimit = errors.New("heap limit")
+)
+
+// decodeFunc turns a script's return value into the Go result.
+type decodeFunc func(d *decoder, ret lua.LValue) (any, error)
+
+type outcome struct {
+	value  any
+	prints []byte
+	err    error
+}
+
+// run executes s with the global obj built from in and decodes its return
+// value. It always returns a *ScriptError on failure.
+func (r Runner) run(ctx context.Context, s Script, in any, decode decodeFunc) (any, error) {
+	if s.proto == nil {
+		return nil, scriptErr(s.Name, ErrCompile, 0, "script is not compiled: build it with NewScript or a Library")
+	}
+	lim := r.Limits.withDefaults()
+	timeCtx, cancelTime := context.WithTimeoutCause(ctx, lim.Time, errTimeLimit)
+	defer cancelTime()
+	runCtx, stop := context.WithCancelCause(timeCtx)
+	defer stop(nil)
+	go watchHeap(runCtx, stop, lim.HeapGrowthBytes)
+
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- outcome{err: scriptErr(s.Name, ErrRuntime, 0, "internal error: %v", p)}
+			}
+		}()
+		done <- execute(runCtx, s, lim, in, decode)
+	}()
+	hard := time.NewTimer(lim.Time + abandonGrace)
+	defer hard.Stop()
+	select {
+	case o := <-done:
+		if r.Print != nil && len(o.prints) > 0 {
+			_, _ = r.Print.Write(o.prints)
+		}
+		if o.err != nil {
+			return nil, classify(s.Name, o.err, ctx, runCtx, lim)
+		}
+		return o.value, nil
+	case <-hard.C:
+		return nil, scriptErr(s.Name, ErrTimeout, 0,
+			"time limit of %s exceeded inside a library call; the run was abandoned", lim.Time)
+	case <-ctx.Done():
+		return nil, &ScriptError{Script: s.Name, Kind: ctx.Err(), Reason: "stopped: " + ctx.Err().Error()}
+	}
+}
+
+// execute runs one script in a fresh Lua state; it is the only code that
+// touches that state.
+func execute(ctx context.Context, s Script, lim Limits, in any, decode decodeFunc) outcome {
+	L := lua.NewState(lua.Options{
+		SkipOpenLibs:        true,
+		CallStackSize:       lim.CallStackSize,
+		RegistrySize:        1024,
+		RegistryMaxSize:     lim.RegistrySlots,
+		MinimizeStackMemory: true,
+	})
+	defer L.Close()
+	sb := openSandbox(L, lim)
+	obj, err := encoder{L: L, m: sb.marks}.encode(in, "obj", 0)
+	if err != nil {
+		return outcome{err: scriptErr(s.Name, ErrInput, 0, "%v", err)}
+	}
+	L.SetGlobal("obj", obj)
+	L.SetContext(ctx)
+	L.Push(L.NewFunctionFromProto(s.proto))
+	if err := L.PCall(0, 1, nil); err != nil {
+		return outcome{prints: sb.prints.Bytes(), err: err}
+	}
+	L.RemoveContext()
+	v, err := decode(newDecoder(sb.marks, lim.ResultValues), L.Get(-1))
+	if err != nil {
+		kind := ErrResult
+		if errors.Is(err, ErrMemoryLimit) {
+			kind = ErrMemoryLimit
+		}
+		return outcome{prints: sb.prints.Bytes(), err: scriptErr(s.Name, kind, 0, "result: %v", err)}
+	}
+	return outcome{value: v, prints: sb.prints.Bytes()}
+}
+
+// classify maps a failed run to a *ScriptError of the right kind.
+func classify(name string, err error, parent, runCtx context.Context, lim Limits) error {
+	var se *ScriptError
+	if errors.As(err, &se) {
+		return se
+	}
+	switch cause := context.Cause(runCtx); {
+	case errors.Is(cause, errHeapLimit):
+		out := runtimeError(name, ErrMemoryLimit, err)
+		out.Reason = fmt.Sprintf("heap grew by more than %d bytes", lim.HeapGrowthBytes)
+		return out
+	case errors.Is(cause, errTimeLimit):
+		out := runtimeError(name, ErrTimeout, err)
+		out.Reason = fmt.Sprintf("time limit of %s exceeded", lim.Time)
+		return out
+	case parent.Err() != nil:
+		out := runtimeError(name, parent.Err(), err)
+		out.Reason = "stopped: " + parent.Err().Error()
+		return out
+	}
+	out := runtimeError(name, ErrRuntime, err)
+	if isResourceError(out.Reason) {
+		out.Kind = ErrMemoryLimit
+	}
+	return out
+}
+
+// isResourceError reports messages of the guards and of gopher-lua's own
+// stack limits.
+func isResourceError(msg string) bool {
+	for _, s := range []string{limitPhrase, "stack overflow", "registry overflow", "callstack overflow"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// heapSampleEvery is how often watchHeap samples the heap.
+const heapSampleEvery = 5 * time.Millisecond
+
+// watchHeap cancels ctx with errHeapLimit once the process has allocated
+// more than limit bytes since its first sample. It returns when ctx ends.
+func watchHeap(ctx context.Context, cancel context.CancelCauseFunc, limit uint64) {
+	tick := time.NewTicker(heapSampleEvery)
+	defer tick.Stop()
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	var base uint64
+	for first := true; ; first = false {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return
+		}
+		now := sample[0].Value.Uint64()
+		if first {
+			base = now
+			continue
+		}
+		if now-base > limit {
+			cancel(errHeapLimit)
+			return
+		}
+	}
+}

@@ -1,0 +1,156 @@
+-- rollgate built-in: Apache APISIX ApisixRoute (apisix.apache.org/v2).
+--
+-- Weight steps: in every http route, a backend whose serviceName is the
+-- stable Service is split into the stable backend and a canary backend
+-- with the same port. Other backends keep their share: their weights are
+-- scaled by 100 (APISIX weights are relative, default 100).
+--
+-- Match steps: before every http route with a stable backend, one canary
+-- route per step match is inserted (exprs are ANDed, so ORed matches need
+-- separate routes). It copies the route, adds the step's conditions as
+-- exprs (Header, Query, Path scopes) or paths, raises the priority by one
+-- and sends everything to the canary backend.
+--
+-- requestHeaderModifier becomes the canary route's proxy-rewrite headers;
+-- APISIX plugins belong to a route, so it applies to match steps only.
+-- Without a separate canary Service, backends use the subsets "stable" and
+-- "canary", which an ApisixUpstream must define.
+
+local spec = obj.data.spec
+local stable, canary = obj.stableService, obj.canaryService
+local useSubsets = stable == canary
+
+local function isStable(b)
+  return b ~= nil and b.serviceName == stable
+end
+
+local function canaryBackend(b)
+  local c = rollgate.copy(b)
+  c.serviceName = canary
+  c.subset = useSubsets and "canary" or nil
+  return c
+end
+
+local function splitBackends(backends, w)
+  local alone = #backends == 1
+  local out = rollgate.array()
+  for _, b in ipairs(backends) do
+    if isStable(b) then
+      local total = alone and 1 or (b.weight or 100)
+      local s, c = rollgate.copy(b), canaryBackend(b)
+      s.weight, c.weight = total * (100 - w), total * w
+      if useSubsets and s.subset == nil then
+        s.subset = "stable"
+      end
+      table.insert(out, s)
+      table.insert(out, c)
+    else
+      local o = rollgate.copy(b)
+      o.weight = (b.weight or 100) * 100
+      table.insert(out, o)
+    end
+  end
+  return out
+end
+
+local function hasStable(route)
+  for _, b in ipairs(route.backends or {}) do
+    if isStable(b) then return b end
+  end
+  return nil
+end
+
+local ops = { Exact = "Equal", RegularExpression = "RegexMatch" }
+
+local function expr(scope, name, typ, value)
+  local op = ops[typ]
+  if op == nil then
+    error(string.format("ApisixRoute cannot match %s with type %s", scope, tostring(typ)), 0)
+  end
+  local subject = rollgate.object({ scope = scope })
+  subject.name = name
+  return rollgate.object({ subject = subject, op = op, value = value })
+end
+
+local function addPath(r, path)
+  if path.type == "Exact" then
+    r.match.paths = rollgate.array({ path.value })
+  elseif path.type == "PathPrefix" then
+    local v = path.value
+    if v:sub(-1) ~= "/" then v = v .. "/" end
+    r.match.paths = rollgate.array({ path.value, v .. "*" })
+  else
+    table.insert(r.match.exprs, expr("Path", nil, path.type, path.value))
+  end
+end
+
+local function headerPlugin(r)
+  local mod = obj.requestHeaderModifier
+  if mod == nil then return end
+  r.plugins = r.plugins or rollgate.array()
+  local plugin
+  for _, p in ipairs(r.plugins) do
+    if p.name == "proxy-rewrite" then plugin = p end
+  end
+  if plugin == nil then
+    plugin = rollgate.object({ name = "proxy-rewrite", enable = true, config = rollgate.object() })
+    table.insert(r.plugins, plugin)
+  end
+  plugin.config = plugin.config or rollgate.object()
+  local headers = plugin.config.headers or rollgate.object()
+  plugin.config.headers = headers
+  for _, kind in ipairs({ "set", "add" }) do
+    if #mod[kind] > 0 then
+      headers[kind] = headers[kind] or rollgate.object()
+      for _, h in ipairs(mod[kind]) do headers[kind][h.name] = h.value end
+    end
+  end
+  if #mod.remove > 0 then
+    headers.remove = headers.remove or rollgate.array()
+    for _, name in ipairs(mod.remove) do table.insert(headers.remove, name) end
+  end
+end
+
+local function canaryRoutes(route, backend)
+  local out = {}
+  for i, m in ipairs(obj.matches) do
+    local r = rollgate.copy(route)
+    r.name = route.name .. "-canary" .. (#obj.matches > 1 and ("-" .. i) or "")
+    r.priority = (route.priority or 0) + 1
+    r.match = r.match or rollgate.object()
+    r.match.exprs = r.match.exprs or rollgate.array()
+    if m.path ~= nil then addPath(r, m.path) end
+    for _, h in ipairs(m.headers) do
+      table.insert(r.match.exprs, expr("Header", h.name, h.type, h.value))
+    end
+    for _, q in ipairs(m.queryParams) do
+      table.insert(r.match.exprs, expr("Query", q.name, q.type, q.value))
+    end
+    local c = canaryBackend(backend)
+    c.weight = nil
+    r.backends = rollgate.array({ c })
+    headerPlugin(r)
+    table.insert(out, r)
+  end
+  return out
+end
+
+local w = obj.canaryWeight
+if w > 0 then
+  for _, route in ipairs(spec.http or {}) do
+    if hasStable(route) then
+      route.backends = splitBackends(route.backends, w)
+    end
+  end
+elseif w == -1 and #obj.matches > 0 and spec.http ~= nil then
+  local out = rollgate.array()
+  for _, route in ipairs(spec.http) do
+    local backend = hasStable(route)
+    if backend then
+      for _, r in ipairs(canaryRoutes(route, backend)) do table.insert(out, r) end
+    end
+    table.insert(out, route)
+  end
+  spec.http = out
+end
+return { spec = spec }

@@ -1,0 +1,52 @@
+-- rollgate built-in: Traefik TraefikService (traefik.io/v1alpha1), weighted
+-- round robin.
+--
+-- Weight steps: in spec.weighted.services, an entry for the stable
+-- Service (kind Service or no kind) is split into the stable entry and a
+-- canary entry with the same port and options. Other entries keep their
+-- share: their weights are scaled by 100 (Traefik weights are relative,
+-- default 1).
+--
+-- A TraefikService cannot look at requests: match steps fail with an error
+-- (match requests in the IngressRoute instead), and requestHeaderModifier
+-- is not supported here (use a Middleware). A separate canary Service is
+-- required.
+
+local spec = obj.data.spec
+local stable, canary = obj.stableService, obj.canaryService
+
+if obj.canaryWeight == -1 and #obj.matches > 0 then
+  error("a TraefikService splits traffic by weight only; it cannot route by headers, "
+    .. "query parameters or paths (match requests in an IngressRoute instead)", 0)
+end
+
+local function isStable(s)
+  return s.name == stable and (s.kind == nil or s.kind == "Service")
+end
+
+local w = obj.canaryWeight
+local weighted = spec.weighted
+if w > 0 and weighted ~= nil and weighted.services ~= nil then
+  if stable == canary then
+    error("a TraefikService needs a canary Service different from the stable one", 0)
+  end
+  local services = weighted.services
+  local alone = #services == 1
+  local out = rollgate.array()
+  for _, s in ipairs(services) do
+    if isStable(s) then
+      local total = alone and 1 or (s.weight or 1)
+      local st, c = rollgate.copy(s), rollgate.copy(s)
+      c.name = canary
+      st.weight, c.weight = total * (100 - w), total * w
+      table.insert(out, st)
+      table.insert(out, c)
+    else
+      local o = rollgate.copy(s)
+      o.weight = (s.weight or 1) * 100
+      table.insert(out, o)
+    end
+  end
+  weighted.services = out
+end
+return { spec = spec }

@@ -1,0 +1,11 @@
+// Package analysis takes metric measurements for a Rollout: it talks to
+// Prometheus and to JSON web endpoints, expands query placeholders, and
+// runs the measurement state machine of strategy/analysis over the
+// metrics of a Rollout's AnalysisTemplates.
+//
+// The reconciler calls Runner.Run once per reconcile while an analysis is
+// active; Run takes only the measurements that are due, returns the updated
+// status.analysis entries, the aggregated outcome and when to come back.
+// Credentials come from Secrets the caller reads; they are sent only to the
+// configured host and never appear in errors or measurement messages.
+package analysis

@@ -1,0 +1,80 @@
+package analysis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	plan "github.com/rollgate/rollgate/strategy/analysis"
+)
+
+// measure takes the due measurements, at most r.Parallel at a time, and
+// stores each job's judged measurement in job.meas.
+func (r *Runner) measure(ctx context.Context, due []*job, now time.Time) {
+	if len(due) == 0 {
+		return
+	}
+	secrets := r.readSecrets(ctx, due)
+	provider := r.Provider
+	if provider == nil {
+		provider = DefaultProviders()
+	}
+	parallel := r.Parallel
+	if parallel <= 0 {
+		parallel = 4
+	}
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, j := range due {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			v, err := measureOne(ctx, provider, j, secrets, now)
+			m := plan.Judge(j.conds, v, err, now)
+			j.meas = &m
+		}()
+	}
+	wg.Wait()
+}
+
+type secretResult struct {
+	data SecretData
+	err  error
+}
+
+// readSecrets reads each referenced Secret once.
+func (r *Runner) readSecrets(ctx context.Context, due []*job) map[string]secretResult {
+	out := map[string]secretResult{}
+	for _, j := range due {
+		if j.secret == "" {
+			continue
+		}
+		if _, done := out[j.secret]; done {
+			continue
+		}
+		if r.Secrets == nil {
+			out[j.secret] = secretResult{err: errors.New("no secret reader configured")}
+			continue
+		}
+		data, err := r.Secrets(ctx, j.secret)
+		out[j.secret] = secretResult{data: data, err: err}
+	}
+	return out
+}
+
+func measureOne(ctx context.Context, p Provider, j *job, secrets map[string]secretResult, now time.Time) (Value, error) {
+	q := j.query
+	q.Time = now
+	if j.secret != "" {
+		s := secrets[j.secret]
+		if s.err != nil {
+			return Value{}, fmt.Errorf("secret %q: %w", j.secret, s.err)
+		}
+		q.Secret = s.data
+	}
+	v, err := p.Measure(ctx, q)
+	return v, redact(err, q.Secret)
+}

@@ -1,0 +1,179 @@
+package analysis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	plan "github.com/rollgate/rollgate/strategy/analysis"
+)
+
+// ErrInvalidTemplate wraps every template problem Run finds before
+// measuring (a condition that does not compile, a missing arg, an unknown
+// placeholder, too many metrics). It is a spec error: retrying does not
+// help, a person must fix the template or the Rollout.
+var ErrInvalidTemplate = errors.New("invalid analysis template")
+
+// SecretFunc returns the data of the Secret with the given name in the
+// Rollout's namespace.
+type SecretFunc func(ctx context.Context, name string) (map[string][]byte, error)
+
+// Input is one analysis (the step's, or the background one) at one moment.
+type Input struct {
+	// Templates are the referenced AnalysisTemplates, in the Rollout's order.
+	Templates []v1alpha1.AnalysisTemplate
+	// Args are the Rollout's args for the templates.
+	Args []v1alpha1.AnalysisArg
+	// Facts fill the {{rollout.*}} placeholders.
+	Facts plan.Facts
+	// Step is the 1-based step of a step analysis, 0 for background.
+	Step int32
+	// StartedAt is when the analysis began (initialDelay counts from here).
+	StartedAt time.Time
+	// Previous is status.analysis; entries are matched by template, metric
+	// and step, others are ignored.
+	Previous []v1alpha1.MetricResult
+	// Now is the time of this evaluation.
+	Now time.Time
+}
+
+// Report is what one Run found.
+type Report struct {
+	// Results are this analysis' metric results, in template and metric
+	// order; put them in status.analysis with plan.MergeResults.
+	Results []v1alpha1.MetricResult
+	// Outcome is the aggregated verdict.
+	Outcome plan.Outcome
+	// NextAt is when a measurement is next due; zero once the outcome is
+	// terminal.
+	NextAt time.Time
+	// Measured is how many measurements this Run took.
+	Measured int
+}
+
+// Runner takes the due measurements of an analysis.
+type Runner struct {
+	// Provider takes measurements; nil means DefaultProviders().
+	Provider Provider
+	// Secrets reads secretRefs; nil means a metric with a secretRef errors.
+	Secrets SecretFunc
+	// Parallel bounds concurrent measurements; 0 means 4.
+	Parallel int
+}
+
+// job is one metric of the analysis.
+type job struct {
+	metric *v1alpha1.Metric
+	conds  plan.Conditions
+	query  Query
+	secret string
+	prev   v1alpha1.MetricResult
+	meas   *v1alpha1.Measurement
+}
+
+// Run takes the measurements that are due at in.Now, advances each
+// metric, and aggregates. Template problems are returned wrapped in
+// ErrInvalidTemplate before anything is measured; provider failures are not
+// returned but recorded as Error measurements.
+func (r *Runner) Run(ctx context.Context, in Input) (Report, error) {
+	jobs, err := prepare(in)
+	if err != nil {
+		return Report{}, err
+	}
+	var due []*job
+	for _, j := range jobs {
+		if plan.Due(j.metric, j.prev, in.StartedAt, in.Now) {
+			due = append(due, j)
+		}
+	}
+	r.measure(ctx, due, in.Now)
+	rep := Report{Measured: len(due)}
+	entries := make([]plan.Entry, 0, len(jobs))
+	for _, j := range jobs {
+		res, _ := plan.Advance(j.metric, j.prev, j.meas)
+		rep.Results = append(rep.Results, res)
+		entries = append(entries, plan.Entry{Metric: j.metric, Result: res})
+		next := plan.NextMeasurementAt(j.metric, res, in.StartedAt)
+		if !next.IsZero() && (rep.NextAt.IsZero() || next.Before(rep.NextAt)) {
+			rep.NextAt = next
+		}
+	}
+	rep.Outcome = plan.Aggregate(entries)
+	if rep.Outcome.Phase.Terminal() {
+		rep.NextAt = time.Time{}
+	}
+	return rep, nil
+}
+
+// prepare resolves args, compiles conditions and expands queries.
+func prepare(in Input) ([]*job, error) {
+	var jobs []*job
+	var errs []error
+	for ti := range in.Templates {
+		t := &in.Templates[ti]
+		args, err := plan.ResolveArgs(t.Spec.Args, in.Args)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("template %q: %w", t.Name, err))
+			continue
+		}
+		for mi := range t.Spec.Metrics {
+			m := &t.Spec.Metrics[mi]
+			j, err := newJob(m, args, in.Facts)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("template %q metric %q: %w", t.Name, m.Name, err))
+				continue
+			}
+			j.prev = previous(in.Previous, t.Name, m.Name, in.Step)
+			jobs = append(jobs, j)
+		}
+	}
+	if len(jobs) > plan.MaxResults {
+		errs = append(errs, fmt.Errorf("the analysis has %d metrics; status holds at most %d", len(jobs), plan.MaxResults))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidTemplate, err)
+	}
+	return jobs, nil
+}
+
+func newJob(m *v1alpha1.Metric, args map[string]string, facts plan.Facts) (*job, error) {
+	conds, err := plan.CompileMetric(m)
+	if err != nil {
+		return nil, err
+	}
+	j := &job{metric: m, conds: conds}
+	switch p := m.Provider; {
+	case p.Prometheus != nil:
+		pm := p.Prometheus.DeepCopy()
+		if pm.Query, err = plan.Expand(pm.Query, args, facts); err != nil {
+			return nil, fmt.Errorf("query: %w", err)
+		}
+		j.query.Prometheus = pm
+		if pm.SecretRef != nil {
+			j.secret = pm.SecretRef.Name
+		}
+	case p.Web != nil:
+		w := p.Web.DeepCopy()
+		if w.URL, err = plan.Expand(w.URL, args, facts); err != nil {
+			return nil, fmt.Errorf("url: %w", err)
+		}
+		j.query.Web = w
+		if w.SecretRef != nil {
+			j.secret = w.SecretRef.Name
+		}
+	default:
+		return nil, errors.New("provider: set one of prometheus or web")
+	}
+	return j, nil
+}
+
+func previous(all []v1alpha1.MetricResult, template, metric string, step int32) v1alpha1.MetricResult {
+	for _, r := range all {
+		if r.Template == template && r.Metric == metric && r.Step == step {
+			return r
+		}
+	}
+	return v1alpha1.MetricResult{Template: template, Metric: metric, Step: step}
+}

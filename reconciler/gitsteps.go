@@ -1,0 +1,115 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/strategy"
+)
+
+// observeApprovals adds the approvals found on the tracked Git branch to
+// obs, so a merged approval pull request counts even before the GitOps
+// tool has applied the Rollout manifest it changed.
+func (r *RolloutReconciler) observeApprovals(ctx context.Context, rel *release, obs *strategy.Observed) error {
+	ro := rel.ro
+	if ro.Spec.Git == nil {
+		return nil
+	}
+	e, repo, err := r.git.forRollout(ctx, ro)
+	if err != nil {
+		return err
+	}
+	rel.git, rel.repo = e, repo
+	if ro.Status.AwaitingApproval == nil {
+		return nil
+	}
+	branch := trackedBranch(ro, repo)
+	if err := r.git.fetchIfDue(ctx, e, branch, rel.now); err != nil {
+		return fmt.Errorf("fetching %s of %s: %w", branch, e.repo, err)
+	}
+	found, err := gitsync.ApprovalsOnBranch(ctx, e.repo, branch, ro.Spec.Git.Path, ro.Namespace, ro.Name)
+	if err != nil {
+		return fmt.Errorf("reading approvals from %s of %s: %w", ro.Spec.Git.Path, e.repo, err)
+	}
+	for _, a := range found {
+		obs.Approvals = append(obs.Approvals, v1alpha1.Approval{Revision: a.Revision, Step: int32(a.Step), ApprovedBy: "git"})
+	}
+	return nil
+}
+
+// actOnGit proposes the approval branch of a gate that waits and queues
+// the Rollout's progress for the status branch.
+func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *release, plan strategy.Plan) error {
+	ro := rel.ro
+	if rel.git == nil {
+		return nil
+	}
+	if a := ro.Status.AwaitingApproval; a != nil && a.Branch == "" {
+		p, err := gitsync.ProposeApproval(ctx, rel.git.repo, trackedBranch(ro, rel.repo), ro.Spec.Git.Path,
+			ro.Namespace, ro.Name, a.Revision, int(a.Step), "rollgate")
+		if err != nil {
+			return err
+		}
+		if !p.AlreadyApproved {
+			a.Branch = p.Branch
+		}
+	}
+	rel.git.writer.Enqueue(stateOf(ro, rel, plan))
+	if ro.Status.Git == nil {
+		ro.Status.Git = &v1alpha1.GitStatus{}
+	}
+	ro.Status.Git.StatusBranch = orDefault(rel.repo.Spec.Status.Branch, r.Options.GitStatusBranch)
+	if h := rel.git.writer.Written(ro.Namespace, ro.Name); h != "" && h != ro.Status.Git.StatusCommit {
+		ro.Status.Git.StatusCommit = h
+		now := metav1.NewTime(rel.now)
+		ro.Status.Git.LastWriteTime = &now
+	}
+	if c, err := rel.git.repo.Head(trackedBranch(ro, rel.repo)); err == nil {
+		ro.Status.Git.ObservedCommit = c
+	}
+	r.markGit(ro, metav1True, v1alpha1.ReasonGitSynced, "progress queued for "+ro.Status.Git.StatusBranch)
+	return nil
+}
+
+func trackedBranch(ro *v1alpha1.Rollout, repo *v1alpha1.Repository) string {
+	if ro.Spec.Git != nil && ro.Spec.Git.Branch != "" {
+		return ro.Spec.Git.Branch
+	}
+	return orDefault(repo.Spec.Branch, "main")
+}
+
+// stateOf maps a Rollout's status to the file written to Git.
+func stateOf(ro *v1alpha1.Rollout, rel *release, plan strategy.Plan) gitsync.RolloutState {
+	s := ro.Status
+	st := gitsync.RolloutState{
+		Namespace: ro.Namespace, Name: ro.Name,
+		Phase:   string(s.Phase),
+		Step:    gitsync.StepState{Current: int(s.CurrentStepIndex), Total: int(s.StepCount), State: string(s.CurrentStepState)},
+		Stable:  gitsync.VersionState{Revision: s.StableRevision, Replicas: s.StableReplicas, ReadyReplicas: s.StableReadyReplicas, TrafficPercent: 100 - s.CanaryWeight},
+		Canary:  gitsync.VersionState{Revision: s.CanaryRevision, Replicas: s.CanaryReplicas, ReadyReplicas: s.CanaryReadyReplicas, TrafficPercent: s.CanaryWeight},
+		Message: s.Message,
+		Git:     gitsync.GitInfo{Repository: rel.git.repo.String(), Branch: trackedBranch(ro, rel.repo), Path: ro.Spec.Git.Path},
+	}
+	if s.StepStartedAt != nil {
+		st.LastTransitionTime = s.StepStartedAt.Time
+	}
+	for _, a := range ro.Spec.Approvals {
+		st.Approvals = append(st.Approvals, gitsync.Approval{Revision: a.Revision, Step: int(a.Step)})
+	}
+	if a := s.AwaitingApproval; a != nil {
+		st.AwaitingApproval = &gitsync.AwaitingApproval{Revision: a.Revision, Step: int(a.Step), Branch: a.Branch, PullRequestURL: a.PullRequestURL, Since: a.Since.Time}
+	}
+	for _, m := range s.Analysis {
+		for _, x := range m.Measurements {
+			st.Analysis = append(st.Analysis, gitsync.Measurement{Name: m.Template + "/" + m.Metric, Phase: x.Phase, Value: x.Value, Time: x.At.Time, Message: x.Message})
+		}
+	}
+	if c := ro.Status.Git; c != nil {
+		st.Git.Revision = c.ObservedCommit
+	}
+	return st
+}

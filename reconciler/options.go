@@ -1,0 +1,50 @@
+package reconciler
+
+import (
+	"time"
+)
+
+// Options configure the controllers. cmd/rollgate fills them from flags.
+type Options struct {
+	// Namespace of the controller: Lua ConfigMap, webhook certificate.
+	Namespace string
+	// Concurrent is the number of Rollouts reconciled in parallel.
+	Concurrent int
+	// LuaConfigMap names the ConfigMap in Namespace with user Lua scripts.
+	LuaConfigMap string
+	// WebhookService is the Service in front of the webhook server
+	// (in-cluster registration); WebhookURL, when set, is registered instead
+	// (a controller running as a local process).
+	WebhookService string
+	// WebhookURL is the URL to register for the admission webhook.
+	WebhookURL string
+	// WebhookSecret holds the webhook CA and serving certificate.
+	WebhookSecret string
+	// WebhookCertDir is where the serving certificate is written.
+	WebhookCertDir string
+	// WebhookConfigName is the MutatingWebhookConfiguration to keep current.
+	WebhookConfigName string
+	// GitWebhookAddr is the listen address of the push-webhook endpoint;
+	// "" or "0" disables it.
+	GitWebhookAddr string
+	// GitDefaultInterval is the fetch interval when a Repository sets none.
+	GitDefaultInterval time.Duration
+	// GitStatusBranch is the status branch when a Repository sets none.
+	GitStatusBranch string
+	// GitStatusWindow is the coalescing window when a Repository sets none.
+	GitStatusWindow time.Duration
+	// GitInsecureHTTP allows credentials over http:// (tests, in-cluster
+	// Git servers).
+	GitInsecureHTTP bool
+	// EventsAddr forwards events to Flux's notification-controller.
+	EventsAddr string
+	// Now reads the clock; nil means time.Now. Tests inject a clock.
+	Now func() time.Time
+}
+
+func (o Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}

@@ -1,0 +1,260 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/patch"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/strategy"
+	"github.com/rollgate/rollgate/traffic"
+)
+
+// Finalizer keeps a Rollout until traffic is restored and its workload is
+// handed back to the workload's own controller.
+const Finalizer = "rollgate.dev/finalizer"
+
+// ownedConditions are the condition types this controller writes.
+var ownedConditions = []string{
+	v1alpha1.ReadyCondition, v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition,
+	v1alpha1.ProgressingCondition, v1alpha1.AwaitingApprovalCondition,
+	v1alpha1.TrafficShiftedCondition, v1alpha1.AnalysisCondition, v1alpha1.GitSyncedCondition,
+}
+
+// RolloutReconciler releases the workload of each Rollout step by step.
+type RolloutReconciler struct {
+	client.Client
+	// APIReader reads Secrets and the Lua ConfigMap without a cache.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Options   Options
+	// Routers builds the traffic routers of a Rollout.
+	Routers traffic.Registry
+
+	git *gitRepos
+}
+
+// release is everything one reconcile of a Rollout works with.
+type release struct {
+	ro       *v1alpha1.Rollout
+	adapter  workload.Adapter
+	obs      workload.Observation
+	router   traffic.Router
+	git      *gitEntry
+	repo     *v1alpha1.Repository
+	now      time.Time
+	// applied is the traffic last sent to the routers in this reconcile;
+	// trafficDone, trafficWait and trafficE are their answer.
+	applied     strategy.Traffic
+	trafficDone bool
+	trafficWait time.Duration
+	trafficE    error
+	// analysisAt is when an analysis measurement is next due.
+	analysisAt time.Time
+}
+
+// Reconcile moves one Rollout one step closer to its spec.
+func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+	ro := &v1alpha1.Rollout{}
+	if err := r.Get(ctx, req.NamespacedName, ro); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	patcher := patch.NewSerialPatcher(ro, r.Client)
+	defer func() {
+		if err := r.patchStatus(ctx, ro, patcher); err != nil && !apierrors.IsNotFound(err) {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	if ro.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(ro, Finalizer) {
+		controllerutil.AddFinalizer(ro, Finalizer)
+		return reconcile.Result{Requeue: true}, nil
+	}
+	if !ro.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(ro, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	return r.reconcileRelease(ctx, ro)
+}
+
+// reconcileRelease runs the phases of one reconcile in order: observe the
+// workload, the routes, analysis and approvals; plan; act on the workload,
+// the routes and Git; record.
+func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.Rollout) (reconcile.Result, error) {
+	rel := &release{ro: ro, now: r.Options.now()}
+	if err := r.observeWorkload(ctx, rel); err != nil {
+		return r.stallOrRetry(ro, err)
+	}
+	r.observeTraffic(ctx, rel)
+	obs := r.observed(rel)
+	if err := r.observeAnalysis(ctx, rel, &obs); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.observeApprovals(ctx, rel, &obs); err != nil {
+		r.markGit(ro, metav1False, v1alpha1.ReasonGitError, err.Error())
+	}
+
+	plan, err := strategy.Decide(&ro.Spec, &ro.Status, obs, rel.now)
+	r.record(ro, plan)
+	if err != nil {
+		return reconcile.Result{}, nil // Stalled with InvalidSpec; a spec change triggers the next reconcile
+	}
+	if err := r.actOnWorkload(ctx, rel, plan); err != nil {
+		return r.stallOrRetry(ro, err)
+	}
+	if wait, err := r.actOnTraffic(ctx, rel, plan); err != nil {
+		return r.stallOrRetry(ro, err)
+	} else if wait > 0 && (plan.RequeueAfter == 0 || wait < plan.RequeueAfter) {
+		plan.RequeueAfter = wait
+	}
+	if err := r.actOnGit(ctx, rel, plan); err != nil {
+		r.markGit(ro, metav1False, v1alpha1.ReasonGitError, err.Error())
+		log.FromContext(ctx).Error(err, "writing to Git")
+	}
+	if plan.Released {
+		return r.letGo(ctx, rel)
+	}
+	return reconcile.Result{RequeueAfter: r.requeue(rel, plan)}, nil
+}
+
+// observeWorkload reads the workload and makes sure the webhook covers it.
+func (r *RolloutReconciler) observeWorkload(ctx context.Context, rel *release) error {
+	a, err := workload.For(r.Client, rel.ro)
+	if err != nil {
+		return err
+	}
+	rel.adapter = a
+	if rel.ro.DeletionTimestamp.IsZero() && !rel.ro.Spec.Disabled {
+		if err := a.Cover(ctx); err != nil {
+			return fmt.Errorf("labelling %s %s for the admission webhook: %w", rel.ro.Spec.WorkloadRef.Kind, rel.ro.Spec.WorkloadRef.Name, err)
+		}
+	}
+	obs, err := a.Observe(ctx)
+	if err != nil {
+		return err
+	}
+	rel.obs = obs
+	return nil
+}
+
+// observeTraffic asks the routers for the traffic the current status wants,
+// so the planner knows whether it is in place.
+func (r *RolloutReconciler) observeTraffic(ctx context.Context, rel *release) {
+	router, err := r.Routers.New(r.Client, rel.ro, r.trafficOptions(ctx))
+	if err != nil {
+		rel.trafficE = err
+		return
+	}
+	rel.router = router
+	rel.applied = strategy.DesiredTraffic(&rel.ro.Spec, &rel.ro.Status)
+	done, wait, err := r.applyTraffic(ctx, rel, rel.applied)
+	rel.trafficDone, rel.trafficWait, rel.trafficE = done && wait == 0 && err == nil, wait, err
+}
+
+// observed builds the planner's view of the world.
+func (r *RolloutReconciler) observed(rel *release) strategy.Observed {
+	o := rel.obs
+	obs := strategy.Observed{
+		Replicas:       o.Replicas,
+		UpdateRevision: o.Revision,
+		Frozen:         o.Held,
+		MaxUnavailable: o.MaxUnavailable,
+		Pods:           map[string]strategy.PodCounts{},
+		Approvals:      append([]v1alpha1.Approval(nil), rel.ro.Spec.Approvals...),
+		Deleting:       !rel.ro.DeletionTimestamp.IsZero(),
+	}
+	if o.Held {
+		obs.StableRevision = o.StableRevision
+	}
+	add := func(rev string, p workload.Pods) {
+		if rev == "" {
+			rev = "<other>"
+		}
+		c := obs.Pods[rev]
+		c.Total += p.Total
+		c.Ready += p.Ready
+		obs.Pods[rev] = c
+	}
+	add(o.StableRevision, o.Stable)
+	if o.CanaryRevision != o.StableRevision {
+		add(o.CanaryRevision, o.Canary)
+	}
+	add("", o.Other)
+	obs.TrafficDone = rel.trafficDone
+	// TrafficChangedAt stays zero: the routers enforce gracePeriodSeconds
+	// themselves (they answer "not done" until it has passed).
+	return obs
+}
+
+// stallOrRetry maps an error: a spec the controller cannot act on stalls
+// (no retry until the spec changes); anything else is retried with backoff.
+func (r *RolloutReconciler) stallOrRetry(ro *v1alpha1.Rollout, err error) (reconcile.Result, error) {
+	var reason string
+	switch {
+	case errors.Is(err, workload.ErrUnsupported), errors.Is(err, traffic.ErrInvalid),
+		errors.Is(err, traffic.ErrConflict), errors.Is(err, strategy.ErrInvalidSpec):
+		reason = v1alpha1.ReasonInvalidSpec
+	case apierrors.IsNotFound(err), errors.Is(err, traffic.ErrRouteNotFound):
+		reason = v1alpha1.ReasonWorkloadNotFound
+		if errors.Is(err, traffic.ErrRouteNotFound) {
+			reason = v1alpha1.ReasonTrafficError
+		}
+		r.markStalled(ro, reason, err.Error(), false)
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+	default:
+		r.markError(ro, err)
+		return reconcile.Result{}, err
+	}
+	r.markStalled(ro, reason, err.Error(), true)
+	return reconcile.Result{}, nil
+}
+
+// letGo removes the finalizer (deleted Rollout) or the webhook label
+// (disabled Rollout) once the workload is back with its own controller.
+func (r *RolloutReconciler) letGo(ctx context.Context, rel *release) (reconcile.Result, error) {
+	if err := rel.adapter.Uncover(ctx); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	if !rel.ro.DeletionTimestamp.IsZero() {
+		if rel.git != nil {
+			rel.git.writer.Remove(rel.ro.Namespace, rel.ro.Name)
+		}
+		controllerutil.RemoveFinalizer(rel.ro, Finalizer)
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *RolloutReconciler) requeue(rel *release, plan strategy.Plan) time.Duration {
+	d := plan.RequeueAfter
+	if !rel.analysisAt.IsZero() {
+		if a := max(rel.analysisAt.Sub(rel.now), time.Second); d == 0 || a < d {
+			d = a
+		}
+	}
+	if rel.ro.Status.AwaitingApproval != nil && rel.git != nil {
+		if i := r.git.interval(rel.git); d == 0 || i < d {
+			d = i
+		}
+	}
+	return d
+}
+
+// patchStatus writes the status and the finalizer.
+func (r *RolloutReconciler) patchStatus(ctx context.Context, ro *v1alpha1.Rollout, p *patch.SerialPatcher) error {
+	return p.Patch(ctx, ro,
+		patch.WithOwnedConditions{Conditions: ownedConditions},
+		patch.WithStatusObservedGeneration{},
+		patch.WithFieldOwner("rollgate"),
+	)
+}
+

@@ -1,0 +1,147 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	eventv1 "github.com/fluxcd/pkg/runtime/events"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/traffic"
+)
+
+// workloadIndex indexes Rollouts by "<kind>/<name>" of their workloadRef.
+const workloadIndex = "spec.workloadRef"
+
+// repositoryIndex indexes Rollouts by the Repository their spec.git names.
+const repositoryIndex = "spec.git.repository"
+
+// Setup registers the Rollout controller, the admission webhook and the Git
+// push endpoint with mgr.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1alpha1.Rollout{}, workloadIndex, func(o client.Object) []string {
+		ref := o.(*v1alpha1.Rollout).Spec.WorkloadRef
+		return []string{ref.Kind + "/" + ref.Name}
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.Rollout{}, repositoryIndex, func(o client.Object) []string {
+		if g := o.(*v1alpha1.Rollout).Spec.Git; g != nil {
+			return []string{g.Repository}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	recorder, err := eventv1.NewRecorder(mgr, ctrl.Log.WithName("events"), opts.EventsAddr, "rollgate")
+	if err != nil {
+		return fmt.Errorf("event recorder: %w", err)
+	}
+	git := newGitRepos(mgr.GetAPIReader(), opts)
+	if err := mgr.Add(git); err != nil {
+		return err
+	}
+	r := &RolloutReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
+		Options: opts, Routers: traffic.DefaultRegistry(), git: git,
+	}
+	if err := setupWebhook(mgr, opts); err != nil {
+		return err
+	}
+	pushes := make(chan eventTarget, 64)
+	if opts.GitWebhookAddr != "" && opts.GitWebhookAddr != "0" {
+		if err := mgr.Add(&pushServer{addr: opts.GitWebhookAddr, git: git, out: pushes}); err != nil {
+			return err
+		}
+	}
+	return r.setupWithManager(mgr, opts, pushes)
+}
+
+func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pushes <-chan eventTarget) error {
+	workloadEvents := handler.EnqueueRequestsFromMapFunc(r.rolloutsOfWorkload)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&appsv1.Deployment{}, workloadEvents).
+		Watches(&appsv1.StatefulSet{}, workloadEvents).
+		Watches(&appsv1.DaemonSet{}, workloadEvents).
+		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfReplicaSet)).
+		WatchesRawSource(pushSource(pushes, r)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrent, 1)}).
+		Complete(r)
+}
+
+// rolloutsOfWorkload maps a workload event to the Rollouts pointing at it.
+func (r *RolloutReconciler) rolloutsOfWorkload(ctx context.Context, o client.Object) []reconcile.Request {
+	kind := ""
+	switch o.(type) {
+	case *appsv1.Deployment:
+		kind = "Deployment"
+	case *appsv1.StatefulSet:
+		kind = "StatefulSet"
+	case *appsv1.DaemonSet:
+		kind = "DaemonSet"
+	}
+	return r.rolloutsBy(ctx, o.GetNamespace(), workloadIndex, kind+"/"+o.GetName())
+}
+
+// rolloutsOfReplicaSet maps a ReplicaSet event to the Rollouts of the
+// Deployment owning it (or of the canary Deployment's Rollout).
+func (r *RolloutReconciler) rolloutsOfReplicaSet(ctx context.Context, o client.Object) []reconcile.Request {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Kind == "Deployment" && ref.Controller != nil && *ref.Controller {
+			reqs := r.rolloutsBy(ctx, o.GetNamespace(), workloadIndex, "Deployment/"+ref.Name)
+			if len(reqs) > 0 {
+				return reqs
+			}
+			var d appsv1.Deployment
+			if err := r.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}, &d); err == nil {
+				for _, dref := range d.OwnerReferences {
+					if dref.Kind == "Rollout" && dref.APIVersion == v1alpha1.GroupVersion.String() {
+						return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: dref.Name}}}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (r *RolloutReconciler) rolloutsBy(ctx context.Context, ns, index, value string) []reconcile.Request {
+	var list v1alpha1.RolloutList
+	if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value}); err != nil {
+		log.FromContext(ctx).Error(err, "listing Rollouts", "index", index, "value", value)
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, ro := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ro.Namespace, Name: ro.Name}})
+	}
+	return out
+}
+
+// trafficOptions reads the user's Lua scripts from the controller's
+// ConfigMap (missing ConfigMap: none).
+func (r *RolloutReconciler) trafficOptions(ctx context.Context) traffic.Options {
+	o := traffic.Options{FieldOwner: "rollgate", Now: r.Options.Now}
+	if r.Options.LuaConfigMap == "" {
+		return o
+	}
+	var cm corev1.ConfigMap
+	if err := r.Get(ctx, types.NamespacedName{Namespace: r.Options.Namespace, Name: r.Options.LuaConfigMap}, &cm); err == nil {
+		o.LuaOverrides = cm.Data
+	}
+	return o
+}

@@ -1,0 +1,90 @@
+package reconciler
+
+import (
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/strategy"
+)
+
+const (
+	metav1True  = metav1.ConditionTrue
+	metav1False = metav1.ConditionFalse
+)
+
+// record writes the plan's status and conditions into ro and emits the
+// plan's event (transitions only).
+func (r *RolloutReconciler) record(ro *v1alpha1.Rollout, plan strategy.Plan) {
+	keep := ro.Status
+	ro.Status = plan.Status
+	ro.Status.Conditions = keep.Conditions
+	ro.Status.Analysis = keep.Analysis
+	ro.Status.Git = keep.Git
+	for t, c := range plan.Conditions.ByType() {
+		if c.Status == "" {
+			conditions.Delete(ro, t)
+			continue
+		}
+		conditions.Set(ro, &metav1.Condition{Type: t, Status: c.Status, Reason: c.Reason, Message: c.Message})
+	}
+	if !plan.Event.IsZero() && r.Recorder != nil {
+		typ := corev1.EventTypeNormal
+		if plan.Event.Type == strategy.EventWarning {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Event(ro, typ, plan.Event.Reason, plan.Event.Message)
+	}
+}
+
+// markStalled reports that the controller cannot act without a change:
+// Stalled=True, Ready=False, and (when final) Reconciling removed.
+func (r *RolloutReconciler) markStalled(ro *v1alpha1.Rollout, reason, msg string, final bool) {
+	if !conditions.IsStalled(ro) && r.Recorder != nil {
+		r.Recorder.Event(ro, corev1.EventTypeWarning, reason, msg)
+	}
+	conditions.MarkStalled(ro, reason, "%s", msg)
+	conditions.MarkFalse(ro, v1alpha1.ReadyCondition, reason, "%s", msg)
+	if final {
+		conditions.Delete(ro, v1alpha1.ReconcilingCondition)
+	}
+	ro.Status.Message = msg
+}
+
+// markError reports a transient failure: Ready=False, still Reconciling.
+func (r *RolloutReconciler) markError(ro *v1alpha1.Rollout, err error) {
+	conditions.MarkFalse(ro, v1alpha1.ReadyCondition, v1alpha1.ReasonProgressing, "retrying: %s", err.Error())
+	conditions.MarkReconciling(ro, v1alpha1.ReasonProgressing, "retrying: %s", err.Error())
+}
+
+// markTraffic sets TrafficShifted from the routers' last answer.
+func (r *RolloutReconciler) markTraffic(rel *release) {
+	ro := rel.ro
+	switch {
+	case rel.trafficE != nil:
+		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficError, "%s", rel.trafficE.Error())
+	case rel.trafficDone:
+		if !conditions.IsTrue(ro, v1alpha1.TrafficShiftedCondition) || conditions.GetMessage(ro, v1alpha1.TrafficShiftedCondition) != trafficMessage(rel) {
+			conditions.MarkTrue(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficShifted, "%s", trafficMessage(rel))
+		}
+	default:
+		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficPending, "moving traffic: %s", trafficMessage(rel))
+	}
+}
+
+func trafficMessage(rel *release) string {
+	switch rel.applied.Mode {
+	case strategy.TrafficOriginal:
+		return "routes as declared in Git"
+	case strategy.TrafficStable:
+		return "all traffic to the stable revision"
+	}
+	return rel.applied.String() + " of traffic to the canary revision"
+}
+
+// markGit sets GitSynced.
+func (r *RolloutReconciler) markGit(ro *v1alpha1.Rollout, status metav1.ConditionStatus, reason, msg string) {
+	conditions.Set(ro, &metav1.Condition{Type: v1alpha1.GitSyncedCondition, Status: status, Reason: reason, Message: msg})
+}
+

@@ -1,0 +1,174 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Keys of the certificate Secret.
+const (
+	keyCACert         = "ca.crt"
+	keyCAKey          = "ca.key"
+	keyPreviousCACert = "ca-previous.crt"
+	// annotationCARotatedAt records Certs.CARotatedAt (RFC 3339).
+	annotationCARotatedAt = "rollgate.dev/ca-rotated-at"
+)
+
+// Keeper keeps the webhook's certificates: it reads them from the Secret
+// (shared by every replica), renews them there when due, serves the
+// current serving certificate and puts the CA bundle into the webhook
+// configurations. It runs on every replica, not only the leader.
+type Keeper struct {
+	reader   client.Reader
+	writer   client.Client
+	secret   client.ObjectKey
+	hosts    []string
+	rotation Rotation
+	interval time.Duration
+	now      func() time.Time
+	// publish receives the CA bundle after every sync (the webhook
+	// configurations are written there).
+	publish func(ctx context.Context, bundle []byte) error
+
+	mu      sync.RWMutex
+	serving *tls.Certificate
+}
+
+// NeedLeaderElection is false: every replica serves the webhook.
+func (k *Keeper) NeedLeaderElection() bool { return false }
+
+// Start syncs at once, then every check interval (retrying failures after
+// a few seconds), until ctx ends.
+func (k *Keeper) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("webhook-certs")
+	backoff := time.Second
+	for {
+		wait := k.interval
+		if err := k.Sync(ctx); err != nil {
+			logger.Error(err, "sync webhook certificates", "secret", k.secret)
+			wait, backoff = backoff, min(2*backoff, 30*time.Second)
+		} else {
+			backoff = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Sync reads the Secret, renews the certificates when due (creating the
+// Secret the first time), loads the serving certificate and publishes the
+// CA bundle. A conflict with another replica's write is returned as an
+// error; the next sync reads the winner's certificates.
+func (k *Keeper) Sync(ctx context.Context) error {
+	now := k.now()
+	secret := &corev1.Secret{}
+	err := k.reader.Get(ctx, k.secret, secret)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get Secret %s: %w", k.secret, err)
+	}
+	var cur *Certs
+	if exists {
+		cur = certsFrom(secret)
+	}
+	next, changed, err := k.rotation.Next(cur, k.hosts, now)
+	if err != nil {
+		return err
+	}
+	if changed {
+		if err := k.write(ctx, secret, exists, next); err != nil {
+			return err
+		}
+		log.FromContext(ctx).Info("webhook certificates renewed", "secret", k.secret, "caRotatedAt", next.CARotatedAt)
+	}
+	if err := k.publish(ctx, next.Bundle(now)); err != nil {
+		return err
+	}
+	pair, err := keyPair(next.Cert, next.Key)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.serving = pair
+	k.mu.Unlock()
+	return nil
+}
+
+func (k *Keeper) write(ctx context.Context, secret *corev1.Secret, exists bool, c *Certs) error {
+	secret.Name, secret.Namespace = k.secret.Name, k.secret.Namespace
+	secret.Type = corev1.SecretTypeTLS
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	secret.Annotations[annotationCARotatedAt] = c.CARotatedAt.UTC().Format(time.RFC3339)
+	secret.Data = map[string][]byte{
+		corev1.TLSCertKey:       c.Cert,
+		corev1.TLSPrivateKeyKey: c.Key,
+		keyCACert:               c.CACert,
+		keyCAKey:                c.CAKey,
+	}
+	if len(c.PreviousCACert) > 0 {
+		secret.Data[keyPreviousCACert] = c.PreviousCACert
+	}
+	var err error
+	if exists {
+		err = k.writer.Update(ctx, secret)
+	} else {
+		err = k.writer.Create(ctx, secret)
+	}
+	if err != nil {
+		return fmt.Errorf("write Secret %s: %w", k.secret, err)
+	}
+	return nil
+}
+
+func certsFrom(s *corev1.Secret) *Certs {
+	c := &Certs{
+		CACert:         s.Data[keyCACert],
+		CAKey:          s.Data[keyCAKey],
+		Cert:           s.Data[corev1.TLSCertKey],
+		Key:            s.Data[corev1.TLSPrivateKeyKey],
+		PreviousCACert: s.Data[keyPreviousCACert],
+	}
+	if t, err := time.Parse(time.RFC3339, s.Annotations[annotationCARotatedAt]); err == nil {
+		c.CARotatedAt = t
+	}
+	return c
+}
+
+// GetCertificate serves the current certificate (tls.Config hook).
+func (k *Keeper) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.serving == nil {
+		return nil, errors.New("webhook certificate not loaded yet")
+	}
+	return k.serving, nil
+}
+
+// Ready is a readiness check: nil once a certificate is served.
+func (k *Keeper) Ready(*http.Request) error {
+	_, err := k.GetCertificate(nil)
+	return err
+}
+
+func keyPair(cert, key []byte) (*tls.Certificate, error) {
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	return &pair, nil
+}

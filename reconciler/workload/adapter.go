@@ -1,0 +1,139 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// Errors the reconciler must decide on.
+var (
+	// ErrNotHeld: EnsureBatch was called on a workload no release holds
+	// (no rollgate.dev/control annotation).
+	ErrNotHeld = errors.New("workload is not held by a release")
+	// ErrUnsupported: the Rollout asks for something this workload kind
+	// cannot do; the spec must change (Stalled, no retry).
+	ErrUnsupported = errors.New("unsupported by the workload")
+)
+
+// Pods counts the pods of one revision.
+type Pods struct {
+	// Total is the number of pods that exist and are not terminating.
+	Total int32
+	// Ready is the number of those that are available (Ready for the
+	// workload's minReadySeconds).
+	Ready int32
+}
+
+// Observation is what an Adapter sees of its workload.
+type Observation struct {
+	// Replicas is the number of pods the workload asks for (DaemonSet: the
+	// number of nodes that should run one).
+	Replicas int32
+	// Revision is the revision of the workload's current pod template.
+	Revision string
+	// StableRevision is the revision released before the release in
+	// progress; without one, Revision.
+	StableRevision string
+	// CanaryRevision is the revision being released; empty without a
+	// release.
+	CanaryRevision string
+	// Stable, Canary and Other count the pods of the stable revision, the
+	// canary revision and any other revision (an abandoned canary).
+	Stable, Canary, Other Pods
+	// Held is true while a release holds the workload (the control
+	// annotation is present); Control is its content.
+	Held    bool
+	Control *Control
+	// Rollback is true when the workload is held but its template is back
+	// at the stable revision (a revert in Git): call Rollback.
+	Rollback bool
+	// MaxUnavailable is the workload's declared maxUnavailable, resolved
+	// against Replicas (at least 1 where the workload kind needs it to
+	// make progress).
+	MaxUnavailable int32
+	// Complete is true when no release holds the workload, the native
+	// controller has observed the latest spec and every pod runs Revision
+	// and is available.
+	Complete bool
+}
+
+// Batch is the desired state of one step of a release.
+type Batch struct {
+	// CanaryReplicas is the number of pods of the canary revision the
+	// step wants (clamped to the workload's replicas).
+	CanaryReplicas int32
+	// MaxUnavailable bounds the pods unavailable at any instant while the
+	// batch is realised (the Rollout's failureThreshold); nil means the
+	// workload's declared maxUnavailable.
+	MaxUnavailable *intstr.IntOrString
+	// RolloutID labels the new pods (rollgate.dev/rollout-id), by
+	// convention <rollout name>-<canary revision>.
+	RolloutID string
+	// BatchID labels the new pods (rollgate.dev/batch-id): the 1-based
+	// step that created them.
+	BatchID int32
+}
+
+// Adapter moves one workload through a release. Every method is
+// idempotent and level-triggered: call it again until it reports done.
+type Adapter interface {
+	// Cover labels the workload rollgate.dev/controlled so the admission
+	// webhook holds its next template change.
+	Cover(ctx context.Context) error
+	// Uncover removes the label: template changes are no longer held.
+	Uncover(ctx context.Context) error
+	// Observe reads the workload, its pods and the release holding it.
+	Observe(ctx context.Context) (Observation, error)
+	// EnsureBatch brings exactly b.CanaryReplicas pods of the canary
+	// revision up and keeps the others at the stable revision, never
+	// letting more than the batch's maxUnavailable pods be unavailable,
+	// and labels the new pods. done is true when the canary pods are all
+	// available and the stable ones number replicas minus canary (the
+	// canary style keeps every stable pod). ErrNotHeld without a release.
+	EnsureBatch(ctx context.Context, b Batch) (done bool, err error)
+	// Finalize completes a release: the declared settings are restored,
+	// the annotation removed and the native controller finishes the
+	// rollout; done when it has (and any canary Deployment is gone).
+	Finalize(ctx context.Context) (done bool, err error)
+	// Rollback returns every pod to the stable revision and removes the
+	// canary pods, ReplicaSet or Deployment. When the workload's template
+	// is the stable revision (reverted in Git) it then releases the
+	// workload (declared settings restored, annotation removed);
+	// otherwise the workload stays held with no canary pods, so a later
+	// revert or a new revision is handled like any other update. done is
+	// true when no canary pod is left (and, released, the native
+	// controller is complete).
+	Rollback(ctx context.Context) (done bool, err error)
+}
+
+// For returns the Adapter of the workload ro points at. c must be able to
+// read and write the workload kind, ReplicaSets, ControllerRevisions and
+// Pods in ro's namespace (and Deployments for the canary style).
+func For(c client.Client, ro *v1alpha1.Rollout) (Adapter, error) {
+	ref := ro.Spec.WorkloadRef
+	if ref.APIVersion != "apps/v1" {
+		return nil, fmt.Errorf("workloadRef.apiVersion %q: %w", ref.APIVersion, ErrUnsupported)
+	}
+	b := base{c: c, ro: ro}
+	switch ref.Kind {
+	case "Deployment":
+		return &deployment{base: b}, nil
+	case "StatefulSet":
+		if ro.Spec.Strategy.BlueGreen != nil {
+			return nil, fmt.Errorf("blueGreen for a StatefulSet: %w", ErrUnsupported)
+		}
+		return &statefulSet{base: b}, nil
+	case "DaemonSet":
+		if ro.Spec.Strategy.BlueGreen != nil {
+			return nil, fmt.Errorf("blueGreen for a DaemonSet: %w", ErrUnsupported)
+		}
+		return &daemonSet{base: b}, nil
+	}
+	return nil, fmt.Errorf("workloadRef.kind %q: %w", ref.Kind, ErrUnsupported)
+}

@@ -1,0 +1,230 @@
+package workload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// base holds what every adapter needs.
+type base struct {
+	c  client.Client
+	ro *v1alpha1.Rollout
+}
+
+func (b *base) key() client.ObjectKey {
+	return client.ObjectKey{Namespace: b.ro.Namespace, Name: b.ro.Spec.WorkloadRef.Name}
+}
+
+// get reads the workload into obj.
+func (b *base) get(ctx context.Context, obj client.Object) error {
+	if err := b.c.Get(ctx, b.key(), obj); err != nil {
+		return fmt.Errorf("get %s %s: %w", b.ro.Spec.WorkloadRef.Kind, b.key(), err)
+	}
+	return nil
+}
+
+// update writes obj as rollgate (the webhook lets it through as sent).
+func (b *base) update(ctx context.Context, obj client.Object) error {
+	if err := b.c.Update(ctx, obj, client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("update %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
+
+// setLabel sets (or, with an empty value, removes) one label of obj with a
+// merge patch.
+func (b *base) setLabel(ctx context.Context, obj client.Object, key, value string) error {
+	var v any
+	if value != "" {
+		v = value
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: v}}})
+	if err != nil {
+		return err
+	}
+	return b.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldOwner))
+}
+
+// cover sets or removes the controlled label on the workload.
+func (b *base) cover(ctx context.Context, obj client.Object, on bool) error {
+	if err := b.get(ctx, obj); err != nil {
+		return err
+	}
+	_, has := obj.GetLabels()[v1alpha1.LabelControlled]
+	switch {
+	case on && !has:
+		return b.setLabel(ctx, obj, v1alpha1.LabelControlled, "true")
+	case !on && has:
+		return b.setLabel(ctx, obj, v1alpha1.LabelControlled, "")
+	}
+	return nil
+}
+
+// listPods lists the pods in the Rollout's namespace matching selector
+// and controlled by one of owners (by UID).
+func (b *base) listPods(ctx context.Context, selector *metav1.LabelSelector, owners map[types.UID]bool) ([]*corev1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return nil, fmt.Errorf("selector of %s: %w", b.key(), err)
+	}
+	var list corev1.PodList
+	if err := b.c.List(ctx, &list, client.InNamespace(b.ro.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("list pods of %s: %w", b.key(), err)
+	}
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		p := &list.Items[i]
+		if ref := metav1.GetControllerOf(p); ref != nil && owners[ref.UID] {
+			pods = append(pods, p)
+		}
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	return pods, nil
+}
+
+// labelCanary labels the pods of the canary revision with the batch's
+// rollout id and batch id (pods already labelled for this rollout keep
+// the batch that created them) and every pod with its revision.
+func (b *base) labelPods(ctx context.Context, pods []*corev1.Pod, revOf func(*corev1.Pod) string, canary string, batch Batch) error {
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		rev := revOf(p)
+		want := map[string]string{}
+		if rev != "" {
+			want[v1alpha1.LabelRevision] = rev
+		}
+		if rev == canary && batch.RolloutID != "" && p.Labels[v1alpha1.LabelRolloutID] != batch.RolloutID {
+			want[v1alpha1.LabelRolloutID] = batch.RolloutID
+			want[v1alpha1.LabelBatchID] = fmt.Sprint(batch.BatchID)
+		}
+		missing := map[string]any{}
+		for k, v := range want {
+			if p.Labels[k] != v {
+				missing[k] = v
+			}
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": missing}})
+		if err != nil {
+			return err
+		}
+		if err := b.c.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldOwner)); err != nil {
+			return client.IgnoreNotFound(fmt.Errorf("label pod %s: %w", p.Name, err))
+		}
+	}
+	return nil
+}
+
+// deletePods deletes pods (already running ones with a precondition on
+// their UID, so a replacement is never deleted by mistake).
+func (b *base) deletePods(ctx context.Context, pods []*corev1.Pod) error {
+	for _, p := range pods {
+		err := b.c.Delete(ctx, p, client.Preconditions{UID: &p.UID})
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete pod %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// count adds pod p to c.
+func (c *Pods) count(p *corev1.Pod, minReady int32, now time.Time) {
+	if p.DeletionTimestamp != nil {
+		return
+	}
+	c.Total++
+	if available(p, minReady, now) {
+		c.Ready++
+	}
+}
+
+// available reports whether a pod is Ready since at least minReady
+// seconds and not terminating.
+func available(p *corev1.Pod, minReady int32, now time.Time) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type != corev1.PodReady {
+			continue
+		}
+		if c.Status != corev1.ConditionTrue {
+			return false
+		}
+		return minReady == 0 || !c.LastTransitionTime.Add(time.Duration(minReady)*time.Second).After(now)
+	}
+	return false
+}
+
+// scaled resolves an int-or-percent against total.
+func scaled(v *intstr.IntOrString, def intstr.IntOrString, total int32, roundUp bool) int32 {
+	if v == nil {
+		v = &def
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), roundUp)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(n)
+}
+
+// clamp limits v to [0, max].
+func clamp(v, max int32) int32 {
+	if v < 0 {
+		return 0
+	}
+	if v > max {
+		return max
+	}
+	return v
+}
+
+// observeControl fills the release fields of o from the workload.
+func observeControl(o *Observation, obj client.Object) error {
+	ctrl, err := ParseControl(obj)
+	if err != nil {
+		return err
+	}
+	tpl, err := PodTemplate(obj)
+	if err != nil {
+		return err
+	}
+	o.Revision = Revision(tpl)
+	o.StableRevision = o.Revision
+	if ctrl == nil {
+		return nil
+	}
+	o.Held, o.Control = true, ctrl
+	o.StableRevision, o.CanaryRevision = ctrl.StableRevision, ctrl.CanaryRevision
+	o.Rollback = ctrl.Rollback || o.Revision == ctrl.StableRevision
+	return nil
+}
+
+// tally counts pods into o by revision.
+func tally(o *Observation, pods []*corev1.Pod, revOf func(*corev1.Pod) string, minReady int32, now time.Time) {
+	for _, p := range pods {
+		switch rev := revOf(p); {
+		case rev == o.StableRevision:
+			o.Stable.count(p, minReady, now)
+		case o.CanaryRevision != "" && rev == o.CanaryRevision:
+			o.Canary.count(p, minReady, now)
+		default:
+			o.Other.count(p, minReady, now)
+		}
+	}
+}

@@ -1,0 +1,214 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// daemonSet releases a DaemonSet held with OnDelete by deleting old pods;
+// the DaemonSet controller recreates them from the current template.
+type daemonSet struct {
+	base
+}
+
+// dsState is what one call reads about a DaemonSet.
+type dsState struct {
+	ds   *appsv1.DaemonSet
+	ctrl *Control
+	h    *history
+	pods []*corev1.Pod
+	now  time.Time
+}
+
+func (a *daemonSet) Cover(ctx context.Context) error {
+	return a.cover(ctx, &appsv1.DaemonSet{}, true)
+}
+
+func (a *daemonSet) Uncover(ctx context.Context) error {
+	return a.cover(ctx, &appsv1.DaemonSet{}, false)
+}
+
+func (a *daemonSet) read(ctx context.Context) (*dsState, error) {
+	st := &dsState{ds: &appsv1.DaemonSet{}, now: time.Now()}
+	if err := a.get(ctx, st.ds); err != nil {
+		return nil, err
+	}
+	var err error
+	if st.ctrl, err = ParseControl(st.ds); err != nil {
+		return nil, err
+	}
+	if st.h, err = a.readHistory(ctx, st.ds, st.ds.Spec.Selector); err != nil {
+		return nil, err
+	}
+	st.pods, err = a.listPods(ctx, st.ds.Spec.Selector, map[types.UID]bool{st.ds.UID: true})
+	return st, err
+}
+
+func (a *daemonSet) Observe(ctx context.Context) (Observation, error) {
+	st, err := a.read(ctx)
+	if err != nil {
+		return Observation{}, err
+	}
+	o := Observation{Replicas: st.ds.Status.DesiredNumberScheduled}
+	if err := observeControl(&o, st.ds); err != nil {
+		return o, err
+	}
+	tally(&o, st.pods, st.h.revOf, st.ds.Spec.MinReadySeconds, st.now)
+	o.MaxUnavailable = dsBudget(st.ds, st.ctrl, nil)
+	o.Complete = !o.Held && daemonSetComplete(st.ds)
+	return o, nil
+}
+
+// daemonSetComplete reports whether the DaemonSet controller finished
+// rolling out the current spec.
+func daemonSetComplete(ds *appsv1.DaemonSet) bool {
+	st := ds.Status
+	return st.ObservedGeneration >= ds.Generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
+		st.NumberAvailable == st.DesiredNumberScheduled && st.CurrentNumberScheduled == st.DesiredNumberScheduled
+}
+
+// dsBudget resolves the declared maxUnavailable (or the override) as the
+// DaemonSet controller does (default 1, percentages rounded up), and at
+// least 1: a held DaemonSet cannot surge.
+func dsBudget(ds *appsv1.DaemonSet, ctrl *Control, override *intstr.IntOrString) int32 {
+	strategy := ds.Spec.UpdateStrategy
+	if ctrl != nil && ctrl.Declared.DaemonSetStrategy != nil {
+		strategy = *ctrl.Declared.DaemonSetStrategy
+	}
+	mu := override
+	if ru := strategy.RollingUpdate; mu == nil && ru != nil {
+		mu = ru.MaxUnavailable
+	}
+	return max(scaled(mu, intstr.FromInt32(1), ds.Status.DesiredNumberScheduled, true), 1)
+}
+
+func (a *daemonSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
+	st, err := a.read(ctx)
+	if err != nil {
+		return false, err
+	}
+	if st.ctrl == nil {
+		return false, fmt.Errorf("DaemonSet %s: %w", a.key(), ErrNotHeld)
+	}
+	r := st.ds.Status.DesiredNumberScheduled
+	c := clamp(b.CanaryReplicas, r)
+	var o Observation
+	o.StableRevision, o.CanaryRevision = st.ctrl.StableRevision, st.ctrl.CanaryRevision
+	tally(&o, st.pods, st.h.revOf, st.ds.Spec.MinReadySeconds, st.now)
+	// Replace old pods, those of an abandoned canary first.
+	var old []*corev1.Pod
+	for _, p := range st.pods {
+		if p.DeletionTimestamp == nil && st.h.revOf(p) != st.ctrl.CanaryRevision {
+			old = append(old, p)
+		}
+	}
+	sort.SliceStable(old, func(i, j int) bool {
+		return st.h.revOf(old[i]) != st.ctrl.StableRevision && st.h.revOf(old[j]) == st.ctrl.StableRevision
+	})
+	if need := int(c - o.Canary.Total); need > 0 && len(old) > 0 {
+		if err := a.deleteWithin(ctx, st, old[:min(need, len(old))], dsBudget(st.ds, st.ctrl, b.MaxUnavailable)); err != nil {
+			return false, err
+		}
+	}
+	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b); err != nil {
+		return false, err
+	}
+	done := o.Canary.Total >= c && o.Canary.Ready >= c && o.Canary.Total+o.Stable.Total+o.Other.Total == r &&
+		terminating(st.pods) == 0
+	return done, nil
+}
+
+// terminating counts the pods being deleted.
+func terminating(pods []*corev1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// deleteWithin deletes pods not available at no cost, and available ones
+// while no more than maxUnavailable pods would be unavailable.
+func (a *daemonSet) deleteWithin(ctx context.Context, st *dsState, pods []*corev1.Pod, maxUnavailable int32) error {
+	var avail int32
+	for _, p := range st.pods {
+		if available(p, st.ds.Spec.MinReadySeconds, st.now) {
+			avail++
+		}
+	}
+	budget := maxUnavailable - (st.ds.Status.DesiredNumberScheduled - avail)
+	var doomed []*corev1.Pod
+	for _, p := range pods {
+		switch {
+		case !available(p, st.ds.Spec.MinReadySeconds, st.now):
+			doomed = append(doomed, p)
+		case budget > 0:
+			doomed = append(doomed, p)
+			budget--
+		}
+	}
+	return a.deletePods(ctx, doomed)
+}
+
+func (a *daemonSet) Finalize(ctx context.Context) (bool, error) {
+	st, err := a.read(ctx)
+	if err != nil {
+		return false, err
+	}
+	if st.ctrl != nil {
+		return false, a.release(ctx, st)
+	}
+	return daemonSetComplete(st.ds), nil
+}
+
+func (a *daemonSet) release(ctx context.Context, st *dsState) error {
+	if err := Release(st.ds, st.ctrl); err != nil {
+		return err
+	}
+	return a.update(ctx, st.ds)
+}
+
+// Rollback puts the stable template back (the DaemonSet controller can only
+// create pods from the current template, as `kubectl rollout undo` does),
+// still held, then replaces the other pods within the budget and releases
+// the DaemonSet.
+func (a *daemonSet) Rollback(ctx context.Context) (bool, error) {
+	st, err := a.read(ctx)
+	if err != nil {
+		return false, err
+	}
+	if st.ctrl == nil {
+		return daemonSetComplete(st.ds), nil
+	}
+	if Revision(&st.ds.Spec.Template) != st.ctrl.StableRevision {
+		tpl := st.h.templates[st.ctrl.StableRevision]
+		if tpl == nil {
+			return false, fmt.Errorf("DaemonSet %s: no ControllerRevision of stable revision %s", a.key(), st.ctrl.StableRevision)
+		}
+		st.ds.Spec.Template = *tpl.DeepCopy()
+		st.ctrl.Rollback = true
+		if err := enforce(st.ds, st.ctrl); err != nil {
+			return false, err
+		}
+		return false, a.update(ctx, st.ds)
+	}
+	var strays []*corev1.Pod
+	for _, p := range st.pods {
+		if p.DeletionTimestamp == nil && st.h.revOf(p) != st.ctrl.StableRevision {
+			strays = append(strays, p)
+		}
+	}
+	if len(strays) > 0 || terminating(st.pods) > 0 {
+		return false, a.deleteWithin(ctx, st, strays, dsBudget(st.ds, st.ctrl, nil))
+	}
+	return false, a.release(ctx, st)
+}

@@ -1,0 +1,180 @@
+package strategy
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// fail ends the release as failed and starts rolling it back: traffic to
+// stable first, then the canary pods go.
+func (p *planner) fail(reason, cause string) {
+	p.next.Phase = v1alpha1.PhaseFailed
+	p.enter(v1alpha1.StepRollingBack)
+	p.reason = reason
+	p.next.Message = fmt.Sprintf("release of %s failed (%s): %s; traffic and pods return to stable revision %s",
+		p.canary, reason, cause, p.stable)
+	p.rollingBack()
+}
+
+// rollingBack moves a failed release back to stable: the workload stays
+// frozen at the stable revision with no canary pods once traffic is off
+// them. Traffic stays on stable until the revert reaches the workload.
+func (p *planner) rollingBack() {
+	p.plan.Workload = WorkloadKeep
+	if !p.trafficSettled() {
+		return
+	}
+	p.plan.Workload = WorkloadRollback
+	p.plan.CanaryReplicas = 0
+	p.settled = p.obs.Pods[p.canary].Total == 0
+}
+
+// finalize completes a release: the declared routes come back first, then
+// the workload is released to finish on its own; Healthy once it has.
+func (p *planner) finalize() {
+	p.next.Phase = v1alpha1.PhaseProgressing
+	p.next.AwaitingApproval = nil
+	p.reason = v1alpha1.ReasonProgressing
+	if !p.trafficSettled() {
+		p.plan.Workload = WorkloadKeep
+		p.next.Message = fmt.Sprintf("finishing the release of %s: restoring the declared traffic", p.canary)
+		return
+	}
+	p.plan.Workload = WorkloadRelease
+	if !p.workloadSettled() {
+		up := p.obs.Pods[p.canary]
+		p.next.Message = fmt.Sprintf("finishing the release of %s: the workload updates its remaining pods (%d of %d ready)",
+			p.canary, up.Ready, p.obs.Replicas)
+		return
+	}
+	p.next.Phase = v1alpha1.PhaseHealthy
+	p.next.StableRevision = p.canary
+	p.reason = v1alpha1.ReasonSucceeded
+	p.settled = true
+	p.next.Message = fmt.Sprintf("revision %s is released", p.canary)
+}
+
+// releaseControl hands the workload and its traffic back to what Git
+// declares, for spec.disabled and for deletion: traffic first, then the
+// workload. A release in progress is cancelled.
+func (p *planner) releaseControl() {
+	what := "spec.disabled is true"
+	if p.obs.Deleting {
+		what = "the Rollout is being deleted"
+	}
+	if p.in.Phase != v1alpha1.PhaseDisabled {
+		p.next.Phase = v1alpha1.PhaseDisabled
+		p.next.StableRevision = p.stable
+		p.next.CanaryRevision = p.stable
+		p.next.CurrentStepIndex = 0
+		p.enter("")
+	}
+	p.reason = v1alpha1.ReasonDisabled
+	if !p.trafficSettled() {
+		p.next.Message = what + ": restoring the declared traffic before releasing the workload"
+		return
+	}
+	p.plan.Workload = WorkloadRelease
+	if p.obs.Frozen {
+		p.next.Message = what + ": releasing the workload to its declared template"
+		return
+	}
+	p.plan.Released = true
+	p.settled = true
+	p.next.StableRevision = p.obs.UpdateRevision
+	p.next.CanaryRevision = p.obs.UpdateRevision
+	p.next.Message = what + ": rollgate leaves the workload and its traffic as Git declares them"
+}
+
+// atStable handles a workload whose template is the stable revision.
+func (p *planner) atStable() {
+	switch {
+	case inRelease(p.in):
+		p.rollbackToStable()
+	case p.in.Phase == v1alpha1.PhaseProgressing && p.in.CurrentStepState == v1alpha1.StepRollingBack:
+		p.finishRollback()
+	default:
+		p.idle()
+	}
+}
+
+// rollbackToStable undoes a release whose template went back to the stable
+// revision (a revert in Git): no batches, traffic to stable first, then the
+// workload's own controller replaces the canary pods.
+func (p *planner) rollbackToStable() {
+	if p.in.CurrentStepState != v1alpha1.StepRollingBack || p.in.Phase != v1alpha1.PhaseProgressing {
+		p.enter(v1alpha1.StepRollingBack)
+	}
+	p.next.Phase = v1alpha1.PhaseProgressing
+	p.reason = v1alpha1.ReasonRollingBack
+	head := fmt.Sprintf("the workload's template is back at stable revision %s", p.stable)
+	if !p.trafficSettled() {
+		p.next.Message = fmt.Sprintf("%s: moving all traffic to it before the pods of %s go", head, p.in.CanaryRevision)
+		return
+	}
+	p.plan.Workload = WorkloadRelease
+	if !p.workloadSettled() {
+		p.next.Message = fmt.Sprintf("%s: the workload replaces the pods of %s", head, p.in.CanaryRevision)
+		return
+	}
+	p.next.CanaryRevision = p.stable
+	p.next.Message = head + ": restoring the declared traffic"
+}
+
+// finishRollback restores the declared routes after a rollback by
+// template, then reports Healthy with reason RolledBack.
+func (p *planner) finishRollback() {
+	p.next.Phase = v1alpha1.PhaseProgressing
+	p.reason = v1alpha1.ReasonRollingBack
+	p.plan.Workload = WorkloadRelease
+	if !p.trafficSettled() {
+		p.next.Message = fmt.Sprintf("rolled back to stable revision %s: restoring the declared traffic", p.stable)
+		return
+	}
+	p.next.Phase = v1alpha1.PhaseHealthy
+	p.reason = v1alpha1.ReasonRolledBack
+	p.settled = true
+	p.next.Message = fmt.Sprintf("rolled back to stable revision %s", p.stable)
+}
+
+// idle: no release. A workload still frozen (a change reverted before the
+// release started) is released.
+func (p *planner) idle() {
+	p.next.StableRevision = p.stable
+	p.settled = true
+	if p.spec.Strategy.Paused {
+		p.hold(fmt.Sprintf("no release in progress; revision %s runs; spec.strategy.paused holds the next release", p.stable))
+	}
+	if p.obs.Frozen {
+		p.plan.Workload = WorkloadRelease
+	}
+	if p.spec.Strategy.Paused {
+		return
+	}
+	if p.in.Phase != v1alpha1.PhaseHealthy {
+		p.next.Message = fmt.Sprintf("no release in progress: the workload runs revision %s", p.stable)
+	}
+	p.next.Phase = v1alpha1.PhaseHealthy
+	switch p.next.CurrentStepState {
+	case v1alpha1.StepCompleted:
+		p.reason = v1alpha1.ReasonSucceeded
+	case v1alpha1.StepRollingBack:
+		p.reason = v1alpha1.ReasonRolledBack
+	default:
+		p.reason = v1alpha1.ReasonIdle
+	}
+}
+
+// failReason recovers why a release failed from the Stalled condition the
+// reconciler wrote from an earlier plan.
+func failReason(s *v1alpha1.RolloutStatus) string {
+	if c := meta.FindStatusCondition(s.Conditions, v1alpha1.StalledCondition); c != nil &&
+		c.Status == metav1.ConditionTrue && c.Reason != "" {
+		return c.Reason
+	}
+	return v1alpha1.ReasonRollingBack
+}

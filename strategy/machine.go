@@ -1,0 +1,283 @@
+package strategy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// runSteps moves the current step through its states for as long as their
+// conditions hold with this observation, then plans the workload.
+//
+// It stops where the observation cannot vouch for the new state: a traffic
+// target other than the one the routers answered for, or an analysis the
+// reconciler has not started yet. So one call moves traffic at most once.
+func (p *planner) runSteps() error {
+	if err := p.resolve(); err != nil {
+		return err
+	}
+	p.next.StepCount = int32(len(p.steps))
+	p.normalizeStep()
+	for range 5*len(p.steps) + 5 {
+		if p.next.Phase == v1alpha1.PhaseFailed || p.next.CurrentStepState == v1alpha1.StepCompleted {
+			break
+		}
+		if !p.advance() {
+			break
+		}
+	}
+	switch {
+	case p.next.Phase == v1alpha1.PhaseFailed:
+		// fail planned the rollback.
+	case p.next.CurrentStepState == v1alpha1.StepCompleted:
+		p.finalize()
+	default:
+		p.plan.Workload = WorkloadScale
+		p.plan.CanaryReplicas = p.target(p.next.CurrentStepIndex)
+	}
+	return nil
+}
+
+// normalizeStep keeps the step index valid when the steps changed: a step
+// that no longer exists becomes the last step, brought up again from
+// StepUpgrade.
+func (p *planner) normalizeStep() {
+	n := int32(len(p.steps))
+	switch {
+	case p.next.CurrentStepIndex < 1:
+		p.next.CurrentStepIndex = 1
+		p.enter(v1alpha1.StepUpgrade)
+	case p.next.CurrentStepIndex > n:
+		p.next.CurrentStepIndex = n
+		p.enter(v1alpha1.StepUpgrade)
+	}
+	switch p.next.CurrentStepState {
+	case v1alpha1.StepUpgrade, v1alpha1.StepTrafficRouting, v1alpha1.StepMetricsAnalysis,
+		v1alpha1.StepPaused, v1alpha1.StepReady:
+	default:
+		p.enter(v1alpha1.StepUpgrade)
+	}
+	if p.next.StepStartedAt == nil {
+		p.next.StepStartedAt = p.timestamp()
+	}
+}
+
+// advance tries one transition of the current step.
+func (p *planner) advance() bool {
+	switch p.next.CurrentStepState {
+	case v1alpha1.StepUpgrade:
+		return p.upgrade()
+	case v1alpha1.StepTrafficRouting:
+		return p.routeTraffic()
+	case v1alpha1.StepMetricsAnalysis:
+		return p.analyse()
+	case v1alpha1.StepPaused:
+		return p.pause()
+	case v1alpha1.StepReady:
+		return p.ready()
+	}
+	return false
+}
+
+// upgrade waits for the step's new pods to be ready with the availability
+// floor holding, within the progress deadline.
+func (p *planner) upgrade() bool {
+	idx := p.next.CurrentStepIndex
+	want := p.target(idx)
+	c := p.obs.Pods[p.canary]
+	floor := p.obs.Replicas - p.maxUnavailable
+	if c.Ready >= want && p.obs.totalReady() >= floor {
+		p.enter(v1alpha1.StepTrafficRouting)
+		return true
+	}
+	p.reason = v1alpha1.ReasonProgressing
+	left := p.deadlineLeft()
+	if left <= 0 {
+		p.fail(v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf(
+			"step %d/%d: %d of %d new pods ready and %d of %d pods ready in total after %s (spec.progressDeadlineSeconds)",
+			idx, len(p.steps), c.Ready, want, p.obs.totalReady(), p.obs.Replicas, p.deadline()))
+		return false
+	}
+	p.requeue(left)
+	p.next.Message = fmt.Sprintf("step %d/%d: waiting for %d new pods of %s to be ready (%d ready; %d of %d pods ready in total, %d needed)",
+		idx, len(p.steps), want, p.canary, c.Ready, p.obs.totalReady(), p.obs.Replicas, max(floor, 0))
+	return false
+}
+
+// routeTraffic waits for the routers to carry the step's traffic and for
+// the grace period after a change, within the progress deadline.
+func (p *planner) routeTraffic() bool {
+	idx := p.next.CurrentStepIndex
+	if len(routingsOf(p.spec)) == 0 {
+		p.enter(v1alpha1.StepMetricsAnalysis)
+		return true
+	}
+	t := p.steps[idx-1].Traffic
+	p.reason = v1alpha1.ReasonProgressing
+	if !p.trafficDone() {
+		left := p.deadlineLeft()
+		if left <= 0 {
+			p.fail(v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf(
+				"step %d/%d: the routers did not confirm traffic %s within %s (spec.progressDeadlineSeconds)",
+				idx, len(p.steps), describe(t), p.deadline()))
+			return false
+		}
+		p.requeue(min(routerPoll, left))
+		p.next.Message = fmt.Sprintf("step %d/%d: waiting for the routers to apply traffic %s", idx, len(p.steps), describe(t))
+		return false
+	}
+	if !t.Equal(p.trafficBefore(idx)) {
+		if left := p.graceLeft(); left > 0 {
+			p.requeue(left)
+			p.next.Message = fmt.Sprintf("step %d/%d: traffic %s applied; letting it settle for %s",
+				idx, len(p.steps), describe(t), left.Round(time.Second))
+			return false
+		}
+	}
+	p.enter(v1alpha1.StepMetricsAnalysis)
+	return true
+}
+
+// analyse waits for the step's analysis to succeed. A failure is handled
+// before the step machine runs (see analysisFailure); an inconclusive
+// result is a gate.
+func (p *planner) analyse() bool {
+	idx := p.next.CurrentStepIndex
+	if !p.steps[idx-1].Analysis {
+		p.enter(v1alpha1.StepPaused)
+		return true
+	}
+	var res AnalysisResult
+	if !p.restarted && p.in.CurrentStepIndex == idx && p.in.CurrentStepState == v1alpha1.StepMetricsAnalysis {
+		res = p.obs.StepAnalysis
+	}
+	switch res.Phase {
+	case AnalysisSuccessful:
+		p.enter(v1alpha1.StepPaused)
+		return true
+	case AnalysisInconclusive:
+		return p.gate(approvalInconclusive, "analysis: "+res.Message, v1alpha1.StepPaused)
+	}
+	p.reason = v1alpha1.ReasonProgressing
+	p.next.Message = fmt.Sprintf("step %d/%d: waiting for the analysis of %s", idx, len(p.steps), p.canary)
+	return false
+}
+
+// pause waits for a timed pause to end, then for approval where the step
+// is a gate (or background analysis is inconclusive).
+func (p *planner) pause() bool {
+	idx := p.next.CurrentStepIndex
+	s := p.steps[idx-1]
+	if s.Pause > 0 {
+		end := p.next.StepStartedAt.Add(s.Pause)
+		if left := end.Sub(p.now); left > 0 {
+			p.requeue(left)
+			p.reason = v1alpha1.ReasonPausing
+			p.next.Message = fmt.Sprintf("step %d/%d: pausing for %s, until %s",
+				idx, len(p.steps), s.Pause, end.UTC().Format(time.RFC3339))
+			return false
+		}
+	}
+	switch bg := p.obs.BackgroundAnalysis; {
+	case s.Gate:
+		return p.gate(approvalManual, "", v1alpha1.StepReady)
+	case bg.Phase == AnalysisInconclusive:
+		return p.gate(approvalInconclusive, "background analysis: "+bg.Message, v1alpha1.StepReady)
+	}
+	p.enter(v1alpha1.StepReady)
+	return true
+}
+
+// ready starts the next step, or completes the release after the last.
+func (p *planner) ready() bool {
+	if idx := p.next.CurrentStepIndex; int(idx) < len(p.steps) {
+		p.next.CurrentStepIndex = idx + 1
+		p.enter(v1alpha1.StepUpgrade)
+		return true
+	}
+	p.enter(v1alpha1.StepCompleted)
+	return false
+}
+
+// Reasons of an ApprovalRequest.
+const (
+	approvalManual       = "Manual"
+	approvalInconclusive = "Inconclusive"
+)
+
+// gate moves on to state then when the current step of the canary revision
+// is approved, and records the wait otherwise.
+func (p *planner) gate(kind, detail string, then v1alpha1.StepState) bool {
+	idx := p.next.CurrentStepIndex
+	if p.approved(idx) {
+		p.enter(then)
+		return true
+	}
+	req := &v1alpha1.ApprovalRequest{Revision: p.canary, Step: idx, Since: *p.timestamp(), Reason: kind}
+	if old := p.in.AwaitingApproval; old != nil && !p.restarted &&
+		old.Revision == req.Revision && old.Step == idx && old.Reason == kind {
+		req.Since, req.Branch, req.PullRequestURL = old.Since, old.Branch, old.PullRequestURL
+	}
+	p.next.AwaitingApproval = req
+	p.reason = v1alpha1.ReasonWaitingForApproval
+	why := "waits for approval"
+	if kind == approvalInconclusive {
+		p.reason = v1alpha1.ReasonAnalysisInconclusive
+		why = "is inconclusive (" + detail + ") and waits for approval"
+	}
+	p.next.Message = fmt.Sprintf("step %d/%d of %s %s: approve revision %s step %d in spec.approvals (merge the approval pull request)",
+		idx, len(p.steps), p.canary, why, p.canary, idx)
+	return false
+}
+
+// approved reports whether an approval names the canary revision and step.
+func (p *planner) approved(step int32) bool {
+	for _, a := range p.obs.Approvals {
+		if a.Revision == p.canary && a.Step == step {
+			return true
+		}
+	}
+	return false
+}
+
+// target is the number of canary pods for step idx: the step's replicas,
+// but never fewer than the canary pods already running (up to the
+// workload's size), so that a release never moves pods backwards.
+func (p *planner) target(idx int32) int32 {
+	have := min(p.obs.Pods[p.canary].Total, max(p.obs.Replicas, 0))
+	return max(p.steps[idx-1].Replicas, have)
+}
+
+// trafficBefore is the traffic while step idx's pods come up.
+func (p *planner) trafficBefore(idx int32) Traffic {
+	if idx <= 1 {
+		return baseTraffic(len(routingsOf(p.spec)) > 0)
+	}
+	return p.steps[idx-2].Traffic
+}
+
+// deadline is spec.progressDeadlineSeconds.
+func (p *planner) deadline() time.Duration {
+	if s := p.spec.ProgressDeadlineSeconds; s != nil {
+		return time.Duration(*s) * time.Second
+	}
+	return defaultProgressDeadline
+}
+
+// deadlineLeft is the time left before the current state misses the
+// progress deadline.
+func (p *planner) deadlineLeft() time.Duration {
+	return p.next.StepStartedAt.Add(p.deadline()).Sub(p.now)
+}
+
+// describe renders traffic for messages.
+func describe(t Traffic) string {
+	switch t.Mode {
+	case TrafficOriginal:
+		return "as declared"
+	case TrafficStable:
+		return "0% (all to stable)"
+	}
+	return t.String()
+}

@@ -1,0 +1,131 @@
+package strategy
+
+import (
+	"time"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// Observed is what the reconciler saw just before planning: the workload,
+// the routers' answer, analysis results and approvals. Everything the
+// planner does not remember in the status comes from here.
+type Observed struct {
+	// Replicas is the number of pods the workload declares (for a
+	// DaemonSet, the number of nodes that should run one).
+	Replicas int32
+
+	// UpdateRevision is the revision of the workload's pod template now,
+	// as declared by Git. During a release it is the canary revision.
+	UpdateRevision string
+
+	// StableRevision is the revision the workload was frozen at, as
+	// recorded on the workload by the admission webhook. Empty when the
+	// workload is not frozen. The status's stableRevision wins when set.
+	StableRevision string
+
+	// Frozen is true while rollgate holds the workload (paused Deployment,
+	// partition, OnDelete, or a canary Deployment beside it).
+	Frozen bool
+
+	// Pods counts the workload's pods by revision (the rollgate.dev/revision
+	// of their template). Revisions without pods may be missing.
+	Pods map[string]PodCounts
+
+	// MaxUnavailable is the workload's own maxUnavailable resolved to a
+	// number of pods. It is the default when the strategy sets no
+	// failureThreshold.
+	MaxUnavailable int32
+
+	// TrafficDone is the routers' answer for DesiredTraffic(spec, status)
+	// with the status passed to Decide: true when that traffic is applied.
+	// Without trafficRoutings it should be true.
+	TrafficDone bool
+
+	// TrafficChangedAt is when the routers last confirmed a change of
+	// traffic (for example the lastTransitionTime of TrafficShifted turning
+	// True). Zero when unknown; the planner then counts the grace period
+	// from the start of the current step state.
+	TrafficChangedAt time.Time
+
+	// StepAnalysis is the outcome of the analysis of the step the status
+	// names (status.currentStepIndex of status.canaryRevision and
+	// status.attempt), while the status is in StepMetricsAnalysis. The
+	// planner ignores it in any other state.
+	StepAnalysis AnalysisResult
+
+	// BackgroundAnalysis is the outcome of spec.strategy.*.analysis, which
+	// runs for the whole release of status.canaryRevision.
+	BackgroundAnalysis AnalysisResult
+
+	// Approvals are spec.approvals together with the approvals found on the
+	// tracked Git branch, in one list. Only an approval naming the canary
+	// revision and the current step opens that step's gate.
+	Approvals []v1alpha1.Approval
+
+	// Deleting is true when the Rollout has a deletion timestamp.
+	Deleting bool
+}
+
+// PodCounts counts the pods of one revision.
+type PodCounts struct {
+	// Total is the number of pods, ready or not.
+	Total int32
+	// Ready is the number of ready pods.
+	Ready int32
+}
+
+// AnalysisPhase is the state of a running or finished analysis, using the
+// phase names of status.analysis.
+type AnalysisPhase string
+
+// Phases of an analysis.
+const (
+	// AnalysisNone: no analysis runs (or none has reported yet).
+	AnalysisNone AnalysisPhase = ""
+	// AnalysisRunning: measurements are being taken.
+	AnalysisRunning AnalysisPhase = "Running"
+	// AnalysisSuccessful: every metric met its success condition.
+	AnalysisSuccessful AnalysisPhase = "Successful"
+	// AnalysisFailed: a metric met its failure condition or failure limit.
+	AnalysisFailed AnalysisPhase = "Failed"
+	// AnalysisInconclusive: the metrics could not decide; a human must.
+	AnalysisInconclusive AnalysisPhase = "Inconclusive"
+	// AnalysisError: the metrics could not be measured (provider errors
+	// beyond the limit). Treated like Failed.
+	AnalysisError AnalysisPhase = "Error"
+)
+
+// AnalysisResult is the outcome of one analysis.
+type AnalysisResult struct {
+	// Phase of the analysis.
+	Phase AnalysisPhase
+	// Message names the deciding metric, its value and the condition, for
+	// example `success-rate = 0.91: failed "result[0] >= 0.99"`. It is put
+	// into status and events as is.
+	Message string
+}
+
+// failed reports whether the analysis decided against the release.
+func (a AnalysisResult) failed() bool {
+	return a.Phase == AnalysisFailed || a.Phase == AnalysisError
+}
+
+// totalReady is the number of ready pods across all revisions.
+func (o *Observed) totalReady() int32 {
+	var n int32
+	for _, c := range o.Pods {
+		n += c.Ready
+	}
+	return n
+}
+
+// othersTotal is the number of pods of revisions other than rev.
+func (o *Observed) othersTotal(rev string) int32 {
+	var n int32
+	for r, c := range o.Pods {
+		if r != rev {
+			n += c.Total
+		}
+	}
+	return n
+}

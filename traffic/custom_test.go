@@ -1,0 +1,158 @@
+package traffic_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/traffic"
+)
+
+func istioRefs() v1alpha1.TrafficRoutingRef {
+	return v1alpha1.TrafficRoutingRef{Service: "web", CustomNetworkRefs: []v1alpha1.ObjectRef{
+		{APIVersion: "networking.istio.io/v1", Kind: "DestinationRule", Name: "web"},
+		{APIVersion: "networking.istio.io/v1", Kind: "VirtualService", Name: "web"},
+	}}
+}
+
+// createIstio declares a DestinationRule and a VirtualService for "web"
+// and returns them as stored.
+func (f *fixture) createIstio() (dr, vs *unstructured.Unstructured) {
+	f.t.Helper()
+	dr = f.unstructured("DestinationRule", `{"host": "web", "trafficPolicy": {"tls": {"mode": "ISTIO_MUTUAL"}}}`)
+	vs = f.unstructured("VirtualService", `{"hosts": ["web.example.com"], "http": [
+		{"name": "main", "route": [{"destination": {"host": "web", "port": {"number": 80}}}]},
+		{"name": "docs", "route": [{"destination": {"host": "docs", "port": {"number": 80}}}]}]}`)
+	return dr, vs
+}
+
+func (f *fixture) unstructured(kind, spec string) *unstructured.Unstructured {
+	f.t.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	obj.SetAPIVersion("networking.istio.io/v1")
+	obj.SetKind(kind)
+	obj.SetName("web")
+	obj.SetNamespace(f.ns)
+	obj.SetLabels(map[string]string{"app": "web"})
+	obj.SetAnnotations(map[string]string{"owner": "team-a"})
+	var s map[string]any
+	must(f.t, json.Unmarshal([]byte(spec), &s))
+	obj.Object["spec"] = s
+	must(f.t, k8s.Create(f.ctx, obj))
+	return f.getUnstructured(kind)
+}
+
+func (f *fixture) getUnstructured(kind string) *unstructured.Unstructured {
+	f.t.Helper()
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("networking.istio.io/v1")
+	obj.SetKind(kind)
+	return f.get("web", obj).(*unstructured.Unstructured)
+}
+
+func specJSON(t *testing.T, obj *unstructured.Unstructured) string {
+	t.Helper()
+	b, err := json.Marshal(obj.Object["spec"])
+	must(t, err)
+	return string(b)
+}
+
+// vsDestinations lists "host=weight" of the VirtualService's http routes.
+func vsDestinations(t *testing.T, vs *unstructured.Unstructured) []string {
+	t.Helper()
+	var spec struct {
+		HTTP []struct {
+			Route []struct {
+				Destination struct{ Host string }
+				Weight      *int
+			}
+		}
+	}
+	b, _ := json.Marshal(vs.Object["spec"])
+	must(t, json.Unmarshal(b, &spec))
+	var out []string
+	for _, h := range spec.HTTP {
+		for _, r := range h.Route {
+			w := "-"
+			if r.Weight != nil {
+				b, _ := json.Marshal(*r.Weight)
+				w = string(b)
+			}
+			out = append(out, r.Destination.Host+"="+w)
+		}
+	}
+	return out
+}
+
+func TestCustomVirtualServiceThroughLua(t *testing.T) {
+	f := newFixture(t, istioRefs())
+	dr, vs := f.createIstio()
+	r := f.router()
+
+	f.ensure(r, desired(20))
+	if got, want := vsDestinations(t, f.getUnstructured("VirtualService")), []string{"web=80", "web-canary=20", "docs=-"}; !equalStrings(got, want) {
+		t.Errorf("20%%: destinations %v, want %v", got, want)
+	}
+	if !strings.Contains(specJSON(t, f.getUnstructured("DestinationRule")), `"canary"`) {
+		t.Error("DestinationRule has no canary subset")
+	}
+	f.ensure(r, desired(50))
+	at50 := f.getUnstructured("VirtualService")
+	if got, want := vsDestinations(t, at50), []string{"web=50", "web-canary=50", "docs=-"}; !equalStrings(got, want) {
+		t.Errorf("50%% (computed from the original): %v, want %v", got, want)
+	}
+	f.ensure(f.router(), desired(50))
+	if rv := f.getUnstructured("VirtualService").GetResourceVersion(); rv != at50.GetResourceVersion() {
+		t.Errorf("same step written again: %s -> %s", at50.GetResourceVersion(), rv)
+	}
+
+	d := desired(0)
+	d.Matches = []v1alpha1.HttpRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X-Canary", Value: "yes"}}}}
+	f.ensure(r, d)
+	if got, want := vsDestinations(t, f.getUnstructured("VirtualService")), []string{"web-canary=-", "web=-", "docs=-"}; !equalStrings(got, want) {
+		t.Errorf("matches: destinations %v, want %v", got, want)
+	}
+
+	f.restore(r)
+	for _, before := range []*unstructured.Unstructured{dr, vs} {
+		after := f.getUnstructured(before.GetKind())
+		if a, b := specJSON(t, after), specJSON(t, before); a != b {
+			t.Errorf("%s restored spec:\n got %s\nwant %s", before.GetKind(), a, b)
+		}
+		if _, ok := after.GetAnnotations()[v1alpha1.AnnotationOriginal]; ok || after.GetAnnotations()["owner"] != "team-a" {
+			t.Errorf("%s restored annotations %v", before.GetKind(), after.GetAnnotations())
+		}
+	}
+}
+
+func TestCustomScriptErrorLeavesObjectUntouched(t *testing.T) {
+	f := newFixture(t, istioRefs())
+	f.createIstio()
+	f.opts.LuaOverrides = map[string]string{
+		"lua.traffic.routing.VirtualService.networking.istio.io": "local spec = obj.data.spec\nlocal broken = nil\nreturn broken.spec\n",
+	}
+	before := f.getUnstructured("VirtualService")
+	_, err := f.step(f.router(), desired(20))
+	wantErr(t, err, traffic.ErrScript)
+	if msg := err.Error(); !strings.Contains(msg, "lua.traffic.routing.VirtualService.networking.istio.io") || !strings.Contains(msg, "line 3") {
+		t.Errorf("error does not name the script and line: %v", err)
+	}
+	if rv := f.getUnstructured("VirtualService").GetResourceVersion(); rv != before.GetResourceVersion() {
+		t.Errorf("VirtualService written despite the script error: %s -> %s", before.GetResourceVersion(), rv)
+	}
+}
+
+func TestCustomScriptSyntaxError(t *testing.T) {
+	ref := v1alpha1.TrafficRoutingRef{Service: "web", CustomNetworkRefs: []v1alpha1.ObjectRef{
+		{APIVersion: "networking.istio.io/v1", Kind: "DestinationRule", Name: "web"},
+	}}
+	f := newFixture(t, ref)
+	f.createIstio()
+	f.opts.LuaOverrides = map[string]string{"lua.traffic.routing.DestinationRule.networking.istio.io": "return {"}
+	_, err := f.step(f.router(), desired(20))
+	wantErr(t, err, traffic.ErrScript)
+}

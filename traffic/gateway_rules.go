@@ -1,0 +1,338 @@
+package traffic
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// Limits of the HTTPRoute CRD (gateway-api v1.6).
+const (
+	maxRouteRules        = 16
+	maxMatchesPerRule    = 64
+	maxMatchesPerRoute   = 128
+	maxBackendWeight     = 1_000_000
+	canaryRuleNameSuffix = "-canary"
+)
+
+// HTTPRouteRules computes the rules of an HTTPRoute in namespace for d from
+// its declared rules. It is pure, so an admission webhook can re-assert a
+// step's routes on an HTTPRoute that a GitOps tool re-applies.
+//
+// Every declared rule with a backendRef to d.StableService (kind Service in
+// the route's namespace) is changed:
+//
+//   - weights (when d.Matches is empty): the stable backendRef of weight W
+//     becomes W*(100-w) and a copy pointing at d.CanaryService gets W*w
+//     (other backendRefs of the rule are scaled by 100, so their share is
+//     kept); with w = 0 the rule stays as declared.
+//     d.RequestHeaderModifier becomes a filter of that copy (backendRef
+//     filters have "Extended" support in the Gateway API).
+//   - matches (they take precedence: the weight is then ignored and the
+//     declared rules stay as they are): for each such rule a new rule,
+//     sent only to the canary, is placed before all declared rules. Its
+//     matches are every declared
+//     match of the rule combined with every entry of d.Matches: the entry's
+//     headers and query parameters are added (they replace a declared
+//     condition of the same name) and its path, when set, replaces the
+//     declared path. Adding conditions makes the new match more specific
+//     than the declared one, and ties go to the earlier rule, so the new
+//     rule takes precedence. d.RequestHeaderModifier becomes a rule filter
+//     (merged into a declared RequestHeaderModifier filter).
+//
+// Rules that do not reach the stable Service are kept as declared. The
+// result must fit the CRD's limits (16 rules, 64 matches per rule, 128 in
+// all); otherwise, or when no rule reaches the stable Service, the error
+// wraps ErrInvalid.
+func HTTPRouteRules(declared []gatewayv1.HTTPRouteRule, namespace string, d Desired) ([]gatewayv1.HTTPRouteRule, error) {
+	if d.CanaryWeight < 0 || d.CanaryWeight > 100 {
+		return nil, fmt.Errorf("%w: canary weight %d is not within 0-100", ErrInvalid, d.CanaryWeight)
+	}
+	var canaryRules, weighted []gatewayv1.HTTPRouteRule
+	found := false
+	for _, r := range declared {
+		stable := serviceRefs(r.BackendRefs, namespace, d.StableService)
+		if len(stable) == 0 {
+			weighted = append(weighted, *r.DeepCopy())
+			continue
+		}
+		found = true
+		if len(d.Matches) > 0 {
+			canaryRules = append(canaryRules, matchRule(r, stable, d))
+			weighted = append(weighted, *r.DeepCopy())
+		} else {
+			weighted = append(weighted, weightRule(r, stable, d))
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: no rule has a backendRef to Service %q", ErrInvalid, d.StableService)
+	}
+	out := append(canaryRules, weighted...)
+	return out, checkRouteLimits(out)
+}
+
+// serviceRefs returns the indexes of refs pointing at Service name in ns.
+func serviceRefs(refs []gatewayv1.HTTPBackendRef, ns, name string) []int {
+	var out []int
+	for i, ref := range refs {
+		if isServiceRef(ref.BackendObjectReference, ns, name) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func isServiceRef(ref gatewayv1.BackendObjectReference, ns, name string) bool {
+	return string(ref.Name) == name &&
+		(ref.Group == nil || *ref.Group == "") &&
+		(ref.Kind == nil || *ref.Kind == "Service") &&
+		(ref.Namespace == nil || string(*ref.Namespace) == ns)
+}
+
+// referencesService reports whether any rule has a backendRef to name.
+func referencesService(rules []gatewayv1.HTTPRouteRule, ns, name string) bool {
+	for _, r := range rules {
+		if len(serviceRefs(r.BackendRefs, ns, name)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// canaryRef is a copy of a stable backendRef that points at the canary.
+func canaryRef(ref gatewayv1.HTTPBackendRef, canary string) gatewayv1.HTTPBackendRef {
+	c := *ref.DeepCopy()
+	c.Name = gatewayv1.ObjectName(canary)
+	return c
+}
+
+// weightRule splits the weight of the stable backendRefs of r.
+func weightRule(r gatewayv1.HTTPRouteRule, stable []int, d Desired) gatewayv1.HTTPRouteRule {
+	out := *r.DeepCopy()
+	if d.CanaryWeight == 0 {
+		return out
+	}
+	w := d.CanaryWeight
+	refs := make([]gatewayv1.HTTPBackendRef, 0, len(r.BackendRefs)+len(stable))
+	for i, ref := range out.BackendRefs {
+		weight := ptr.Deref(ref.Weight, 1)
+		if !slices.Contains(stable, i) {
+			ref.Weight = ptr.To(weight * 100)
+			refs = append(refs, ref)
+			continue
+		}
+		c := canaryRef(ref, d.CanaryService)
+		c.Weight = ptr.To(weight * w)
+		if d.RequestHeaderModifier != nil {
+			c.Filters = withHeaderModifier(c.Filters, d.RequestHeaderModifier)
+		}
+		ref.Weight = ptr.To(weight * (100 - w))
+		refs = append(refs, ref, c)
+	}
+	out.BackendRefs = scaleWeights(refs)
+	return out
+}
+
+// scaleWeights divides all weights when one exceeds the CRD's maximum,
+// keeping a non-zero weight non-zero.
+func scaleWeights(refs []gatewayv1.HTTPBackendRef) []gatewayv1.HTTPBackendRef {
+	var top int32
+	for _, r := range refs {
+		top = max(top, ptr.Deref(r.Weight, 0))
+	}
+	if top <= maxBackendWeight {
+		return refs
+	}
+	factor := (top + maxBackendWeight - 1) / maxBackendWeight
+	for i := range refs {
+		w := ptr.Deref(refs[i].Weight, 0)
+		scaled := w / factor
+		if w > 0 && scaled == 0 {
+			scaled = 1
+		}
+		refs[i].Weight = ptr.To(scaled)
+	}
+	return refs
+}
+
+// matchRule builds the rule that sends r's requests matching d.Matches to
+// the canary.
+func matchRule(r gatewayv1.HTTPRouteRule, stable []int, d Desired) gatewayv1.HTTPRouteRule {
+	out := *r.DeepCopy()
+	if out.Name != nil {
+		name := string(*out.Name) + canaryRuleNameSuffix
+		out.Name = nil
+		if len(name) <= 253 {
+			out.Name = ptr.To(gatewayv1.SectionName(name))
+		}
+	}
+	refs := make([]gatewayv1.HTTPBackendRef, 0, len(stable))
+	var total int32
+	for _, i := range stable {
+		c := canaryRef(r.BackendRefs[i], d.CanaryService)
+		total += ptr.Deref(c.Weight, 1)
+		refs = append(refs, c)
+	}
+	if total == 0 {
+		for i := range refs {
+			refs[i].Weight = ptr.To[int32](1)
+		}
+	}
+	out.BackendRefs = refs
+	declared := r.Matches
+	if len(declared) == 0 {
+		declared = []gatewayv1.HTTPRouteMatch{{Path: defaultPath(nil)}}
+	}
+	out.Matches = make([]gatewayv1.HTTPRouteMatch, 0, len(declared)*len(d.Matches))
+	for _, om := range declared {
+		for _, m := range d.Matches {
+			out.Matches = append(out.Matches, mergeMatch(om, m))
+		}
+	}
+	if d.RequestHeaderModifier != nil {
+		out.Filters = withHeaderModifier(out.Filters, d.RequestHeaderModifier)
+	}
+	return out
+}
+
+// mergeMatch narrows a declared match by a step's match.
+func mergeMatch(om gatewayv1.HTTPRouteMatch, m v1alpha1.HttpRouteMatch) gatewayv1.HTTPRouteMatch {
+	out := *om.DeepCopy()
+	if m.Path != nil {
+		out.Path = defaultPath(m.Path)
+	}
+	headers := make([]gatewayv1.HTTPHeaderMatch, 0, len(m.Headers)+len(om.Headers))
+	for _, h := range m.Headers {
+		h.Type = ptr.To(ptr.Deref(h.Type, gatewayv1.HeaderMatchExact))
+		headers = append(headers, h)
+	}
+	for _, h := range om.Headers {
+		if !hasHeader(m.Headers, h.Name) {
+			headers = append(headers, h)
+		}
+	}
+	out.Headers = headers
+	params := make([]gatewayv1.HTTPQueryParamMatch, 0, len(m.QueryParams)+len(om.QueryParams))
+	for _, q := range m.QueryParams {
+		q.Type = ptr.To(ptr.Deref(q.Type, gatewayv1.QueryParamMatchExact))
+		params = append(params, q)
+	}
+	for _, q := range om.QueryParams {
+		if !hasParam(m.QueryParams, q.Name) {
+			params = append(params, q)
+		}
+	}
+	out.QueryParams = params
+	return out
+}
+
+// defaultPath applies the CRD's defaults to a path match (PathPrefix "/").
+func defaultPath(p *gatewayv1.HTTPPathMatch) *gatewayv1.HTTPPathMatch {
+	out := &gatewayv1.HTTPPathMatch{}
+	if p != nil {
+		out = p.DeepCopy()
+	}
+	out.Type = ptr.To(ptr.Deref(out.Type, gatewayv1.PathMatchPathPrefix))
+	out.Value = ptr.To(ptr.Deref(out.Value, "/"))
+	return out
+}
+
+func hasHeader(hs []gatewayv1.HTTPHeaderMatch, name gatewayv1.HTTPHeaderName) bool {
+	for _, h := range hs {
+		if strings.EqualFold(string(h.Name), string(name)) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasParam(qs []gatewayv1.HTTPQueryParamMatch, name gatewayv1.HTTPHeaderName) bool {
+	for _, q := range qs {
+		if q.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// withHeaderModifier adds mod to filters, merged into an existing
+// RequestHeaderModifier filter (the CRD allows only one): mod's set entries
+// replace those of the same name, add and remove entries are appended.
+func withHeaderModifier(filters []gatewayv1.HTTPRouteFilter, mod *gatewayv1.HTTPHeaderFilter) []gatewayv1.HTTPRouteFilter {
+	out := make([]gatewayv1.HTTPRouteFilter, 0, len(filters)+1)
+	merged := false
+	for _, f := range filters {
+		f = *f.DeepCopy()
+		if f.Type == gatewayv1.HTTPRouteFilterRequestHeaderModifier && f.RequestHeaderModifier != nil {
+			f.RequestHeaderModifier = mergeHeaderFilter(f.RequestHeaderModifier, mod)
+			merged = true
+		}
+		out = append(out, f)
+	}
+	if !merged {
+		out = append(out, gatewayv1.HTTPRouteFilter{
+			Type:                  gatewayv1.HTTPRouteFilterRequestHeaderModifier,
+			RequestHeaderModifier: mod.DeepCopy(),
+		})
+	}
+	return out
+}
+
+func mergeHeaderFilter(base, mod *gatewayv1.HTTPHeaderFilter) *gatewayv1.HTTPHeaderFilter {
+	out := mod.DeepCopy()
+	for _, h := range base.Set {
+		if !hasHTTPHeader(out.Set, h.Name) {
+			out.Set = append(out.Set, h)
+		}
+	}
+	out.Add = append(append([]gatewayv1.HTTPHeader(nil), base.Add...), mod.Add...)
+	for _, r := range base.Remove {
+		if !containsFold(out.Remove, r) {
+			out.Remove = append(out.Remove, r)
+		}
+	}
+	return out
+}
+
+func hasHTTPHeader(hs []gatewayv1.HTTPHeader, name gatewayv1.HTTPHeaderName) bool {
+	for _, h := range hs {
+		if strings.EqualFold(string(h.Name), string(name)) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRouteLimits applies the CRD's size limits, so the user reads which
+// limit a step breaks instead of a CEL message from the API server.
+func checkRouteLimits(rules []gatewayv1.HTTPRouteRule) error {
+	if len(rules) > maxRouteRules {
+		return fmt.Errorf("%w: the HTTPRoute would need %d rules, more than %d: use fewer matches or split the route",
+			ErrInvalid, len(rules), maxRouteRules)
+	}
+	total := 0
+	for _, r := range rules {
+		if len(r.Matches) > maxMatchesPerRule {
+			return fmt.Errorf("%w: a rule would need %d matches, more than %d", ErrInvalid, len(r.Matches), maxMatchesPerRule)
+		}
+		total += len(r.Matches)
+	}
+	if total > maxMatchesPerRoute {
+		return fmt.Errorf("%w: the HTTPRoute would need %d matches, more than %d", ErrInvalid, total, maxMatchesPerRoute)
+	}
+	return nil
+}

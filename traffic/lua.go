@@ -1,0 +1,105 @@
+package traffic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rollgate/rollgate/luascripts"
+)
+
+// library returns the caller's script library, or a fresh one (which
+// compiles each built-in script again).
+func (o Options) library() *luascripts.Library {
+	if o.Scripts != nil {
+		return o.Scripts
+	}
+	return luascripts.NewLibrary()
+}
+
+// scriptTarget is the part of a script's input every step shares.
+func scriptTarget(o Options, d Desired) luascripts.Target {
+	return luascripts.Target{
+		StableService:    d.StableService,
+		CanaryService:    d.CanaryService,
+		StableRevision:   d.StableRevision,
+		CanaryRevision:   d.CanaryRevision,
+		RevisionLabelKey: o.revisionLabel(),
+		PatchPodMetadata: d.PatchPodMetadata,
+	}
+}
+
+// scriptWeight is the weight scripts see: -1 when matches are set (they
+// take precedence over the weight), else the weight.
+func scriptWeight(d Desired) (int32, error) {
+	if d.CanaryWeight < 0 || d.CanaryWeight > 100 {
+		return 0, fmt.Errorf("%w: canary weight %d is not within 0-100", ErrInvalid, d.CanaryWeight)
+	}
+	if len(d.Matches) > 0 {
+		return -1, nil
+	}
+	return d.CanaryWeight, nil
+}
+
+// ingressAnnotations runs the dialect script of classType on the canary
+// Ingress's copied annotations and returns its annotations.
+func ingressAnnotations(ctx context.Context, o Options, classType string, annotations map[string]string, d Desired) (map[string]string, error) {
+	w, err := scriptWeight(d)
+	if err != nil {
+		return nil, err
+	}
+	script, err := o.library().ResolveIngress(classType, o.LuaOverrides)
+	if err != nil {
+		return nil, scriptError(err)
+	}
+	in := luascripts.IngressInput{
+		Annotations: annotations, Weight: w, Matches: d.Matches,
+		RequestHeaderModifier: d.RequestHeaderModifier,
+		StableService:         d.StableService, CanaryService: d.CanaryService,
+	}
+	out, err := luascripts.Runner{Limits: o.Lua}.RunIngress(ctx, script, in)
+	if err != nil {
+		return nil, scriptError(err)
+	}
+	return out, nil
+}
+
+// customScript runs the script of kind.group on a resource's original.
+func customScript(ctx context.Context, o Options, kind, group string, original objectState, d Desired) (objectState, error) {
+	w, err := scriptWeight(d)
+	if err != nil {
+		return objectState{}, err
+	}
+	script, err := o.library().Resolve(kind, group, o.LuaOverrides)
+	if err != nil {
+		return objectState{}, scriptError(err)
+	}
+	stable := int32(-1)
+	if w >= 0 {
+		stable = 100 - w
+	}
+	in := luascripts.CustomInput{
+		Data: luascripts.ObjectData{
+			Spec: original.Spec, Labels: original.Labels, Annotations: original.Annotations,
+		},
+		CanaryWeight: w, StableWeight: stable, Matches: d.Matches,
+		RequestHeaderModifier: d.RequestHeaderModifier,
+		Target:                scriptTarget(o, d),
+	}
+	out, err := luascripts.Runner{Limits: o.Lua}.RunCustom(ctx, script, in)
+	if err != nil {
+		return objectState{}, scriptError(err)
+	}
+	return objectState{Spec: out.Spec, Labels: out.Labels, Annotations: out.Annotations}, nil
+}
+
+// scriptError classifies a luascripts error: a missing script or an
+// invalid input is ErrInvalid (the configuration must change), anything
+// else ErrScript. The luascripts error (with the script name and line) is
+// kept in the chain.
+func scriptError(err error) error {
+	if errors.Is(err, luascripts.ErrNoScript) || errors.Is(err, luascripts.ErrInput) {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return fmt.Errorf("%w: %w", ErrScript, err)
+}

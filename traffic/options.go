@@ -1,0 +1,57 @@
+package traffic
+
+import (
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/luascripts"
+)
+
+// DefaultFieldOwner is the field manager rollgate writes with.
+const DefaultFieldOwner = "rollgate"
+
+// Options configure the routers New builds. The zero value works.
+type Options struct {
+	// LuaOverrides are the data of the controller's ConfigMap. Keys
+	// lua.traffic.routing.ingress.<classType> and
+	// lua.traffic.routing.<Kind>.<group> replace the built-in scripts.
+	LuaOverrides map[string]string
+	// Lua bounds each script run; zero fields take luascripts' defaults.
+	Lua luascripts.Limits
+	// Scripts resolves and caches compiled scripts. Share one Library
+	// between reconciles; nil makes a new one per router (built-in scripts
+	// are then compiled on every call).
+	Scripts *luascripts.Library
+	// RevisionLabel is the pod label that tells the revisions apart;
+	// empty means v1alpha1.LabelRevision. A reconciler that narrows by
+	// pod-template-hash passes that key here.
+	RevisionLabel string
+	// FieldOwner is the field manager of rollgate's writes; empty means
+	// DefaultFieldOwner.
+	FieldOwner string
+	// Now reads the clock (grace periods); nil means time.Now.
+	Now func() time.Time
+}
+
+func (o Options) revisionLabel() string {
+	if o.RevisionLabel == "" {
+		return v1alpha1.LabelRevision
+	}
+	return o.RevisionLabel
+}
+
+func (o Options) fieldOwner() client.FieldOwner {
+	if o.FieldOwner == "" {
+		return DefaultFieldOwner
+	}
+	return client.FieldOwner(o.FieldOwner)
+}
+
+func (o Options) now() time.Time {
+	if o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}

@@ -1,0 +1,139 @@
+package traffic_test
+
+import (
+	"encoding/json"
+	"maps"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/traffic"
+)
+
+func (f *fixture) service(name string) *corev1.Service {
+	f.t.Helper()
+	return f.get(name, &corev1.Service{}).(*corev1.Service)
+}
+
+func TestServicesCanaryCreatedAndStableNarrowedThenRestored(t *testing.T) {
+	f := newFixture(t, gatewayRef(0))
+	f.createRoute()
+	before := f.service("web")
+	r := f.router()
+	f.ensure(r, desired(10))
+
+	canary := f.service("web-canary")
+	if ref := metav1.GetControllerOf(canary); ref == nil || ref.UID != f.ro.UID || ref.Kind != "Rollout" {
+		t.Errorf("canary Service owner %+v, want the Rollout", ref)
+	}
+	want := map[string]string{"app": "web", v1alpha1.LabelRevision: "v2"}
+	if !maps.Equal(canary.Spec.Selector, want) {
+		t.Errorf("canary selector %v, want %v", canary.Spec.Selector, want)
+	}
+	if canary.Spec.ClusterIP == before.Spec.ClusterIP || canary.Spec.ClusterIP == "" {
+		t.Errorf("canary clusterIP %q, stable %q", canary.Spec.ClusterIP, before.Spec.ClusterIP)
+	}
+	if canary.Labels[v1alpha1.LabelRevision] != "v2" || canary.Annotations["team"] != "payments" {
+		t.Errorf("canary metadata: labels %v annotations %v", canary.Labels, canary.Annotations)
+	}
+	for _, k := range []string{"argocd.argoproj.io/tracking-id", "kustomize.toolkit.fluxcd.io/name"} {
+		if _, ok := canary.Annotations[k]; ok {
+			t.Errorf("canary Service copied GitOps annotation %s", k)
+		}
+		if _, ok := canary.Labels[k]; ok {
+			t.Errorf("canary Service copied GitOps label %s", k)
+		}
+	}
+
+	stable := f.service("web")
+	want = map[string]string{"app": "web", v1alpha1.LabelRevision: "v1"}
+	if !maps.Equal(stable.Spec.Selector, want) {
+		t.Errorf("stable selector %v, want %v", stable.Spec.Selector, want)
+	}
+	var saved map[string]map[string]string
+	must(t, json.Unmarshal([]byte(stable.Annotations[v1alpha1.AnnotationOriginal]), &saved))
+	if !maps.Equal(saved["selector"], before.Spec.Selector) {
+		t.Errorf("saved selector %v, want %v", saved, before.Spec.Selector)
+	}
+
+	f.restore(r)
+	after := f.service("web")
+	if !maps.Equal(after.Spec.Selector, before.Spec.Selector) || !maps.Equal(after.Annotations, before.Annotations) {
+		t.Errorf("restored Service: selector %v annotations %v, want %v %v",
+			after.Spec.Selector, after.Annotations, before.Spec.Selector, before.Annotations)
+	}
+	f.absent("web-canary", &corev1.Service{})
+}
+
+func TestServicesNotNarrowedWithoutStableRevision(t *testing.T) {
+	f := newFixture(t, gatewayRef(0))
+	f.createRoute()
+	d := desired(10)
+	d.StableRevision = ""
+	f.ensure(f.router(), d)
+	stable := f.service("web")
+	if _, ok := stable.Spec.Selector[v1alpha1.LabelRevision]; ok {
+		t.Errorf("stable Service narrowed without a stable revision: %v", stable.Spec.Selector)
+	}
+	if _, ok := stable.Annotations[v1alpha1.AnnotationOriginal]; ok {
+		t.Error("stable Service annotated although not narrowed")
+	}
+}
+
+func TestServicesLoadBalancerCanaryIsNodePortWithoutFixedPorts(t *testing.T) {
+	f := newFixture(t, gatewayRef(0))
+	must(t, k8s.Delete(f.ctx, f.service("web")))
+	lb := f.createService("web", corev1.ServiceTypeLoadBalancer)
+	f.createRoute()
+	f.ensure(f.router(), desired(10))
+	canary := f.service("web-canary")
+	lb = f.service(lb.Name)
+	if canary.Spec.Type != corev1.ServiceTypeNodePort {
+		t.Errorf("canary type %s, want NodePort", canary.Spec.Type)
+	}
+	if canary.Spec.Ports[0].NodePort == lb.Spec.Ports[0].NodePort {
+		t.Errorf("canary took the stable node port %d", lb.Spec.Ports[0].NodePort)
+	}
+}
+
+func TestServicesCanaryNameTakenByAnotherObject(t *testing.T) {
+	f := newFixture(t, gatewayRef(0))
+	f.createRoute()
+	f.createService("web-canary", corev1.ServiceTypeClusterIP)
+	_, err := f.router().EnsureRoutes(f.ctx, desired(10))
+	wantErr(t, err, traffic.ErrConflict)
+}
+
+func TestGracePeriodAfterEachChangeSurvivesRestart(t *testing.T) {
+	f := newFixture(t, gatewayRef(3))
+	f.createRoute()
+	grace := 3 * time.Second
+
+	_, err := f.router().EnsureRoutes(f.ctx, desired(10))
+	if wait, ok := traffic.RetryAfter(err); !ok || wait != grace {
+		t.Fatalf("after the Services changed: %v, want a wait of %s", err, grace)
+	}
+	f.clock.Advance(time.Second)
+	_, err = f.router().EnsureRoutes(f.ctx, desired(10)) // a restarted controller
+	if wait, ok := traffic.RetryAfter(err); !ok || wait != 2*time.Second {
+		t.Fatalf("1s later: %v, want a wait of 2s", err)
+	}
+	if w := weights(f.route().Spec.Rules[0]); len(w) != 1 {
+		t.Fatalf("routes changed during the Services' grace period: %v", w)
+	}
+	f.clock.Advance(2 * time.Second)
+	_, err = f.router().EnsureRoutes(f.ctx, desired(10))
+	if wait, ok := traffic.RetryAfter(err); !ok || wait != grace {
+		t.Fatalf("after the routes changed: %v, want a wait of %s", err, grace)
+	}
+	f.clock.Advance(grace)
+	if done, err := f.router().EnsureRoutes(f.ctx, desired(10)); !done || err != nil {
+		t.Fatalf("after the grace period: done=%v err=%v", done, err)
+	}
+	if calls := f.restore(f.router()); calls != 3 {
+		t.Errorf("Restore took %d calls, want 3 (selector, wait, routes, wait, delete)", calls)
+	}
+}
