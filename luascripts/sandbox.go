@@ -155,11 +155,13 @@ func (r Runner) run(ctx context.Context, s Script, in any, decode decodeFunc) (a
 // touches that state.
 func execute(ctx context.Context, s Script, lim Limits, in any, decode decodeFunc) outcome {
 	L := lua.NewState(lua.Options{
-		SkipOpenLibs:        true,
-		CallStackSize:       lim.CallStackSize,
-		RegistrySize:        1024,
-		RegistryMaxSize:     lim.RegistrySlots,
-		MinimizeStackMemory: true,
+		SkipOpenLibs:    true,
+		CallStackSize:   lim.CallStackSize,
+		RegistrySize:    1024,
+		RegistryMaxSize: lim.RegistrySlots,
+		// A fixed call stack: gopher-lua's growing one panics without a
+		// line number when it is full.
+		MinimizeStackMemory: false,
 	})
 	defer L.Close()
 	sb := openSandbox(L, lim)

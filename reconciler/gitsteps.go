@@ -31,7 +31,16 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, rel *release, 
 	if err := r.git.fetchIfDue(ctx, e, branch, rel.now); err != nil {
 		return fmt.Errorf("fetching %s of %s: %w", branch, e.repo, err)
 	}
-	found, err := gitsync.ApprovalsOnBranch(ctx, e.repo, branch, ro.Spec.Git.Path, ro.Namespace, ro.Name)
+	// Read what the last fetch brought; fetchIfDue keeps to the interval.
+	snap, err := e.repo.LocalSnapshot(branch)
+	if err != nil {
+		return fmt.Errorf("reading %s of %s: %w", branch, e.repo, err)
+	}
+	manifest, err := snap.ReadFile(ro.Spec.Git.Path)
+	if err != nil {
+		return fmt.Errorf("reading %s from %s of %s: %w", ro.Spec.Git.Path, branch, e.repo, err)
+	}
+	found, err := gitsync.ApprovalsIn(manifest, ro.Namespace, ro.Name)
 	if err != nil {
 		return fmt.Errorf("reading approvals from %s of %s: %w", ro.Spec.Git.Path, e.repo, err)
 	}

@@ -21,6 +21,13 @@
 // status asks for; the planner trusts it only while the next status asks
 // for the same traffic, so a new traffic target is never taken as done.
 //
+// Write the next status before carrying out a plan that changes it. A
+// controller that dies between the two then redoes the actions of the
+// written status. Acting first is still safe (no gate is skipped, no step
+// done twice), but a lost status write makes the next reconcile apply the
+// older status's traffic again before moving on, and status writes that keep
+// failing would make traffic flap.
+//
 // # The step machine
 //
 //	 new revision (template != stable, not the release in status)

@@ -154,7 +154,6 @@ func TestWebProviderTrustsCAFromSecret(t *testing.T) {
 
 func TestWebProviderHeadersAndTimeout(t *testing.T) {
 	block := make(chan struct{})
-	defer close(block)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Org") == "slow" {
 			<-block
@@ -162,6 +161,7 @@ func TestWebProviderHeadersAndTimeout(t *testing.T) {
 		_, _ = w.Write([]byte(`{"org":"` + r.Header.Get("X-Org") + `"}`))
 	}))
 	defer srv.Close()
+	defer close(block) // before srv.Close, which waits for the handler
 	q := webQuery(srv.URL, "{.org}")
 	q.Web.Headers = []v1alpha1.HTTPHeader{{Name: "X-Org", Value: "42"}}
 	if v, err := (&WebProvider{}).Measure(context.Background(), q); err != nil || v.String() != "42" {

@@ -25,10 +25,10 @@ func TestPlanScale(t *testing.T) {
 			want: []int32{1, 9},
 		},
 		{
-			name:     "no budget while new pods are not available: old stays",
+			name:     "no budget while new pods are not available: only the unavailable old pod goes",
 			rss:      []replicaSet{{Spec: 2, Available: 0, Target: 2}, {Spec: 10, Available: 9, Target: 8}},
 			replicas: 10, surge: 3, unav: 1,
-			want: []int32{2, 10},
+			want: []int32{2, 9},
 		},
 		{
 			name:     "new pods available: old scales down",
@@ -61,10 +61,10 @@ func TestPlanScale(t *testing.T) {
 			want: []int32{5, 8},
 		},
 		{
-			name:     "rollback: once stable pods are available the canary goes",
+			name:     "rollback: once stable pods are available the canary goes, stable waits for room",
 			rss:      []replicaSet{{Spec: 5, Available: 5, Target: 0}, {Spec: 8, Available: 8, Target: 10}},
 			replicas: 10, surge: 3, unav: 0,
-			want: []int32{2, 10},
+			want: []int32{2, 8},
 		},
 		{
 			name:     "done: nothing moves",

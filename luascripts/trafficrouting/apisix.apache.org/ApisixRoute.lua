@@ -72,16 +72,59 @@ local function expr(scope, name, typ, value)
   return rollgate.object({ subject = subject, op = op, value = value })
 end
 
-local function addPath(r, path)
-  if path.type == "Exact" then
-    r.match.paths = rollgate.array({ path.value })
-  elseif path.type == "PathPrefix" then
-    local v = path.value
-    if v:sub(-1) ~= "/" then v = v .. "/" end
-    r.match.paths = rollgate.array({ path.value, v .. "*" })
-  else
-    table.insert(r.match.exprs, expr("Path", nil, path.type, path.value))
+local function startsWith(s, p)
+  return s:sub(1, #p) == p
+end
+
+-- prefixPaths is an APISIX path list for a Gateway API path prefix.
+local function prefixPaths(v)
+  if v:sub(-1) == "/" then
+    return { v .. "*" }
   end
+  return { v, v .. "/*" }
+end
+
+-- narrowPaths returns the route's paths ANDed with the step path (Exact or
+-- PathPrefix); an empty list means no request can match both.
+local function narrowPaths(paths, path)
+  local exact = path.type == "Exact"
+  local stepPaths = exact and { path.value } or prefixPaths(path.value)
+  if paths == nil or #paths == 0 then
+    return stepPaths
+  end
+  local out, seen = {}, {}
+  local function add(list)
+    for _, p in ipairs(list) do
+      if not seen[p] then
+        seen[p] = true
+        table.insert(out, p)
+      end
+    end
+  end
+  for _, p in ipairs(paths) do
+    local isPrefix = p:sub(-1) == "*"
+    local base = isPrefix and p:sub(1, -2) or p
+    if isPrefix and startsWith(path.value, base) then
+      add(stepPaths)
+    elseif not exact and startsWith(base, path.value) then
+      add({ p })
+    elseif exact and not isPrefix and base == path.value then
+      add({ p })
+    end
+  end
+  return out
+end
+
+-- addPath ANDs the step path into route r; it returns false when nothing
+-- can match.
+local function addPath(r, path)
+  if path.type == "RegularExpression" then
+    table.insert(r.match.exprs, expr("Path", nil, path.type, path.value))
+    return true
+  end
+  local paths = narrowPaths(r.match.paths, path)
+  r.match.paths = rollgate.array(paths)
+  return #paths > 0
 end
 
 local function headerPlugin(r)
@@ -119,18 +162,23 @@ local function canaryRoutes(route, backend)
     r.priority = (route.priority or 0) + 1
     r.match = r.match or rollgate.object()
     r.match.exprs = r.match.exprs or rollgate.array()
-    if m.path ~= nil then addPath(r, m.path) end
+    local possible = m.path == nil or addPath(r, m.path)
     for _, h in ipairs(m.headers) do
       table.insert(r.match.exprs, expr("Header", h.name, h.type, h.value))
     end
     for _, q in ipairs(m.queryParams) do
       table.insert(r.match.exprs, expr("Query", q.name, q.type, q.value))
     end
+    if #r.match.exprs == 0 then
+      r.match.exprs = nil
+    end
     local c = canaryBackend(backend)
     c.weight = nil
     r.backends = rollgate.array({ c })
     headerPlugin(r)
-    table.insert(out, r)
+    if possible then
+      table.insert(out, r)
+    end
   end
   return out
 end

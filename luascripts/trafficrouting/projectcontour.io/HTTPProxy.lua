@@ -94,35 +94,67 @@ end
 
 local pathKeys = { Exact = "exact", PathPrefix = "prefix", RegularExpression = "regex" }
 
-local function canaryRoutes(route, service)
-  local out = {}
-  for _, m in ipairs(obj.matches) do
-    local r = rollgate.copy(route)
-    local conditions = rollgate.array()
-    for _, c in ipairs(route.conditions or {}) do
-      local isPath = c.prefix ~= nil or c.exact ~= nil or c.regex ~= nil
-      if not (isPath and m.path ~= nil) then
-        table.insert(conditions, rollgate.copy(c))
-      end
-    end
-    if m.path ~= nil then
-      local path = rollgate.object()
-      path[pathKeys[m.path.type]] = m.path.value
-      table.insert(conditions, path)
-    end
-    for _, h in ipairs(m.headers) do
-      table.insert(conditions, condition("header", h))
-    end
-    for _, q in ipairs(m.queryParams) do
-      table.insert(conditions, condition("queryParameter", q))
-    end
-    r.conditions = conditions
-    local c = canaryService(service, true)
-    c.weight = nil
-    r.services = rollgate.array({ c })
-    table.insert(out, r)
+local function startsWith(s, p)
+  return s:sub(1, #p) == p
+end
+
+local function isPath(c)
+  return c.prefix ~= nil or c.exact ~= nil or c.regex ~= nil
+end
+
+-- pathCondition returns the path condition of (route path AND step path),
+-- or nil when no request can match both. Regular expressions cannot be
+-- reasoned about: the step's path is used.
+local function pathCondition(routePath, step)
+  local stepCond = rollgate.object()
+  stepCond[pathKeys[step.type]] = step.value
+  if routePath == nil or routePath.regex ~= nil or stepCond.regex ~= nil then
+    return stepCond
   end
-  return out
+  local b = routePath.prefix or routePath.exact
+  if b == step.value then
+    return routePath.exact ~= nil and rollgate.copy(routePath) or stepCond
+  end
+  if routePath.prefix ~= nil and startsWith(step.value, b) then
+    return stepCond
+  end
+  if stepCond.prefix ~= nil and startsWith(b, step.value) then
+    return rollgate.copy(routePath)
+  end
+  return nil
+end
+
+-- canaryRoute copies route for one step match, or returns nil when the
+-- route and the match cannot both hold.
+local function canaryRoute(route, service, m)
+  local r = rollgate.copy(route)
+  local conditions = rollgate.array()
+  local routePath
+  for _, c in ipairs(route.conditions or {}) do
+    if isPath(c) and m.path ~= nil then
+      routePath = c
+    else
+      table.insert(conditions, rollgate.copy(c))
+    end
+  end
+  if m.path ~= nil then
+    local path = pathCondition(routePath, m.path)
+    if path == nil then
+      return nil
+    end
+    table.insert(conditions, path)
+  end
+  for _, h in ipairs(m.headers) do
+    table.insert(conditions, condition("header", h))
+  end
+  for _, q in ipairs(m.queryParams) do
+    table.insert(conditions, condition("queryParameter", q))
+  end
+  r.conditions = conditions
+  local c = canaryService(service, true)
+  c.weight = nil
+  r.services = rollgate.array({ c })
+  return r
 end
 
 local w = obj.canaryWeight
@@ -143,7 +175,10 @@ elseif w == -1 and #obj.matches > 0 and spec.routes ~= nil then
   for _, route in ipairs(spec.routes) do
     local service = stableService(route)
     if service then
-      for _, r in ipairs(canaryRoutes(route, service)) do table.insert(out, r) end
+      for _, m in ipairs(obj.matches) do
+        local r = canaryRoute(route, service, m)
+        if r ~= nil then table.insert(out, r) end
+      end
     end
     table.insert(out, route)
   end

@@ -1,0 +1,58 @@
+-- Argo CD action "approve": opens the gate a rollgate.dev Rollout waits at,
+-- by adding {revision, step, approvedBy = "argocd"} to spec.approvals for
+-- the revision and step in status.awaitingApproval. Merging the approval
+-- pull request is the usual way; this action is for emergencies.
+--
+-- Running it again changes nothing: an approval for the same revision and
+-- step already opens the gate.
+--
+-- Argo CD cannot make a list that the live object already has longer: it
+-- fails with "index out of range" (argoproj/argo-cd#6248). So when
+-- spec.approvals already has entries, the approval takes the place of one
+-- that can open no gate of this release any more: first an approval of
+-- another revision, else one of an earlier step of this revision. Git
+-- still holds every approval merged there.
+
+local gate = nil
+if obj.status ~= nil then
+  gate = obj.status.awaitingApproval
+end
+if gate == nil or gate.revision == nil or gate.step == nil then
+  error("nothing to approve: status.awaitingApproval is empty, no gate is waiting", 0)
+end
+
+local approval = {revision = gate.revision, step = gate.step, approvedBy = "argocd"}
+local approvals = obj.spec.approvals
+if approvals == nil then
+  obj.spec.approvals = {approval}
+  return obj
+end
+
+for _, a in ipairs(approvals) do
+  if a.revision == approval.revision and a.step == approval.step then
+    return obj
+  end
+end
+
+local free = nil
+for i, a in ipairs(approvals) do
+  if a.revision ~= approval.revision then
+    free = i
+    break
+  end
+end
+if free == nil then
+  for i, a in ipairs(approvals) do
+    if a.step ~= nil and a.step < approval.step then
+      free = i
+      break
+    end
+  end
+end
+if free == nil then
+  error("cannot approve from Argo CD: spec.approvals has no entry this approval can replace, and Argo CD " ..
+    "cannot add one to a list that is not empty (argoproj/argo-cd#6248); merge the approval pull request " ..
+    "or run: rollgate approve", 0)
+end
+approvals[free] = approval
+return obj

@@ -1,0 +1,162 @@
+// Package webhooktest runs rollgate's admission webhook for tests: a
+// manager serving it on a loopback URL against a test API server (envtest
+// or kwok), registered the way a controller running outside the cluster
+// registers it.
+package webhooktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/webhook"
+)
+
+// Namespace holds the certificate Secret and the readiness probe objects.
+const Namespace = "rollgate-system"
+
+// Server is a running webhook.
+type Server struct {
+	// Keeper keeps the certificates (Sync renews them by hand).
+	Keeper *webhook.Keeper
+	// URL is the registered base URL.
+	URL string
+	// Name is the name of the webhook configurations.
+	Name string
+	// Clock is the keeper's clock: real time plus Offset.
+	Clock *Clock
+}
+
+// Clock is a clock the test can move forward.
+type Clock struct{ offset atomic.Int64 }
+
+// Now returns real time plus the offset.
+func (c *Clock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// Run starts the webhook against cfg until ctx ends and returns once the
+// API server calls it (a dry-run image change of a probe Deployment comes
+// back held). scheme must hold the built-in kinds and rollgate's API.
+func Run(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, name string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{URL: fmt.Sprintf("https://127.0.0.1:%d", port), Name: name, Clock: &Clock{}}
+	c := mgr.GetClient()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if err := client.IgnoreAlreadyExists(directCreate(ctx, cfg, scheme, ns)); err != nil {
+		return nil, err
+	}
+	s.Keeper, err = webhook.New(mgr, webhook.Options{
+		Registration:    webhook.Registration{Name: name, URL: s.URL},
+		SecretNamespace: Namespace,
+		SecretName:      name + "-certs",
+		Now:             s.Clock.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-done:
+			return false, fmt.Errorf("manager stopped: %w", err)
+		default:
+		}
+		return probe(ctx, c, name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook never answered: %w", err)
+	}
+	return s, nil
+}
+
+func directCreate(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, obj client.Object) error {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	return c.Create(ctx, obj)
+}
+
+// probe creates a Rollout and a covered Deployment (once) and reports
+// whether a dry-run image change comes back held.
+func probe(ctx context.Context, c client.Client, name string) (bool, error) {
+	labels := map[string]string{"app": name + "-probe"}
+	ro := &v1alpha1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-probe", Namespace: Namespace},
+		Spec: v1alpha1.RolloutSpec{
+			WorkloadRef: v1alpha1.WorkloadRef{APIVersion: "apps/v1", Kind: "Deployment", Name: name + "-probe"},
+			Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{
+				Steps: []v1alpha1.CanaryStep{{Replicas: ptr.To(intstr.FromInt32(1))}},
+			}},
+		},
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-probe", Namespace: Namespace,
+			Labels: map[string]string{v1alpha1.LabelControlled: "true"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe:v1"}}},
+			},
+		},
+	}
+	for _, obj := range []client.Object{ro, d} {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, err
+		}
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		return false, nil // the cache may not have it yet
+	}
+	d.Spec.Template.Spec.Containers[0].Image = "probe:v2"
+	if err := c.Update(ctx, d, client.DryRunAll); err != nil {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			return false, nil // the API server cannot reach the webhook yet
+		}
+		return false, err
+	}
+	return d.Spec.Paused, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
