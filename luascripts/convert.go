@@ -158,7 +158,7 @@ func newDecoder(m marks, budget int) *decoder {
 func (d *decoder) decode(v lua.LValue, path string, depth int) (any, error) {
 	d.budget--
 	if d.budget < 0 {
-		return nil, fmt.Errorf("%w: result has too many values", ErrMemoryLimit)
+		return nil, fmt.Errorf("%w: result has too many values", ErrLimit)
 	}
 	if depth > maxDepth {
 		return nil, fmt.Errorf("%s: nested deeper than %d levels", path, maxDepth)

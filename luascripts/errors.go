@@ -24,9 +24,10 @@ var (
 	ErrRuntime = errors.New("lua runtime error")
 	// ErrTimeout: the script ran longer than Limits.Time.
 	ErrTimeout = errors.New("lua time limit exceeded")
-	// ErrMemoryLimit: the script built a string, pattern match or heap
-	// larger than the sandbox allows.
-	ErrMemoryLimit = errors.New("lua memory limit exceeded")
+	// ErrLimit: the script went over a resource limit other than time:
+	// heap growth, string size, pattern complexity, call depth, value
+	// stack, result size.
+	ErrLimit = errors.New("lua resource limit exceeded")
 	// ErrResult: the script returned something that is not the documented
 	// result (not a table, a table mixing array and object keys, a
 	// non-string label, ...).
@@ -93,7 +94,7 @@ func compileError(name string, err error) *ScriptError {
 }
 
 // runtimeError turns a gopher-lua runtime error into a ScriptError. kind is
-// normally ErrRuntime; the caller passes ErrTimeout or ErrMemoryLimit when it
+// normally ErrRuntime; the caller passes ErrTimeout or ErrLimit when it
 // knows the run was stopped for that reason.
 func runtimeError(name string, kind error, err error) *ScriptError {
 	var ae *lua.ApiError

@@ -41,7 +41,7 @@ type Limits struct {
 
 // DefaultLimits returns the limits used for zero fields of Limits: 1s,
 // 1 MiB strings, 64 MiB heap growth, 200 nested calls, 64k stack slots,
-// 2e7 pattern steps and 200k result values.
+// 1e7 pattern steps and 200k result values.
 func DefaultLimits() Limits {
 	return Limits{
 		Time:            time.Second,
@@ -49,7 +49,7 @@ func DefaultLimits() Limits {
 		HeapGrowthBytes: 64 << 20,
 		CallStackSize:   200,
 		RegistrySlots:   64 * 1024,
-		PatternSteps:    2e7,
+		PatternSteps:    1e7,
 		ResultValues:    200_000,
 	}
 }
@@ -179,8 +179,8 @@ func execute(ctx context.Context, s Script, lim Limits, in any, decode decodeFun
 	v, err := decode(newDecoder(sb.marks, lim.ResultValues), L.Get(-1))
 	if err != nil {
 		kind := ErrResult
-		if errors.Is(err, ErrMemoryLimit) {
-			kind = ErrMemoryLimit
+		if errors.Is(err, ErrLimit) {
+			kind = ErrLimit
 		}
 		return outcome{prints: sb.prints.Bytes(), err: scriptErr(s.Name, kind, 0, "result: %v", err)}
 	}
@@ -195,7 +195,7 @@ func classify(name string, err error, parent, runCtx context.Context, lim Limits
 	}
 	switch cause := context.Cause(runCtx); {
 	case errors.Is(cause, errHeapLimit):
-		out := runtimeError(name, ErrMemoryLimit, err)
+		out := runtimeError(name, ErrLimit, err)
 		out.Reason = fmt.Sprintf("heap grew by more than %d bytes", lim.HeapGrowthBytes)
 		return out
 	case errors.Is(cause, errTimeLimit):
@@ -209,7 +209,7 @@ func classify(name string, err error, parent, runCtx context.Context, lim Limits
 	}
 	out := runtimeError(name, ErrRuntime, err)
 	if isResourceError(out.Reason) {
-		out.Kind = ErrMemoryLimit
+		out.Kind = ErrLimit
 	}
 	return out
 }

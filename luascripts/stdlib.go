@@ -8,7 +8,7 @@ import (
 )
 
 // limitPhrase appears in every error raised by a guard, so such errors are
-// reported as ErrMemoryLimit.
+// reported as ErrLimit.
 const limitPhrase = "sandbox limit"
 
 // sandbox is the per-run environment: the marker tables, the print buffer

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
-	"k8s.io/client-go/util/workqueue"
 )
 
 // eventTarget names a Repository whose tracked branch moved.
@@ -80,4 +80,3 @@ func pushSource(in <-chan eventTarget, r *RolloutReconciler) source.Source {
 		return nil
 	})
 }
-

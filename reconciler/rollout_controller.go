@@ -47,13 +47,13 @@ type RolloutReconciler struct {
 
 // release is everything one reconcile of a Rollout works with.
 type release struct {
-	ro       *v1alpha1.Rollout
-	adapter  workload.Adapter
-	obs      workload.Observation
-	router   traffic.Router
-	git      *gitEntry
-	repo     *v1alpha1.Repository
-	now      time.Time
+	ro      *v1alpha1.Rollout
+	adapter workload.Adapter
+	obs     workload.Observation
+	router  traffic.Router
+	git     *gitEntry
+	repo    *v1alpha1.Repository
+	now     time.Time
 	// applied is the traffic last sent to the routers in this reconcile;
 	// trafficDone, trafficWait and trafficE are their answer.
 	applied     strategy.Traffic
@@ -257,4 +257,3 @@ func (r *RolloutReconciler) patchStatus(ctx context.Context, ro *v1alpha1.Rollou
 		patch.WithFieldOwner("rollgate"),
 	)
 }
-

@@ -87,4 +87,3 @@ func trafficMessage(rel *release) string {
 func (r *RolloutReconciler) markGit(ro *v1alpha1.Rollout, status metav1.ConditionStatus, reason, msg string) {
 	conditions.Set(ro, &metav1.Condition{Type: v1alpha1.GitSyncedCondition, Status: status, Reason: reason, Message: msg})
 }
-

@@ -83,4 +83,3 @@ func diffLines(want, got string) string {
 	}
 	return b.String()
 }
-
