@@ -228,12 +228,13 @@ func isResourceError(msg string) bool {
 // heapSampleEvery is how often watchHeap samples the heap.
 const heapSampleEvery = 5 * time.Millisecond
 
-// watchHeap cancels ctx with errHeapLimit once the process has allocated
-// more than limit bytes since its first sample. It returns when ctx ends.
+// watchHeap cancels ctx with errHeapLimit once the process's heap objects
+// (live, or dead but not yet swept) exceed its first sample by more than
+// limit bytes. It returns when ctx ends.
 func watchHeap(ctx context.Context, cancel context.CancelCauseFunc, limit uint64) {
 	tick := time.NewTicker(heapSampleEvery)
 	defer tick.Stop()
-	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	var base uint64
 	for first := true; ; first = false {
 		select {
@@ -250,7 +251,7 @@ func watchHeap(ctx context.Context, cancel context.CancelCauseFunc, limit uint64
 			base = now
 			continue
 		}
-		if now-base > limit {
+		if now > base && now-base > limit {
 			cancel(errHeapLimit)
 			return
 		}

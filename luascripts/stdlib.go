@@ -36,6 +36,18 @@ func allowedGlobal(name string) bool {
 	return false
 }
 
+// removedGlobal lists names a script may expect from standard Lua that the
+// sandbox does not offer; reading one raises an error saying so.
+func removedGlobal(name string) bool {
+	switch name {
+	case "os", "io", "package", "debug", "coroutine", "channel", "require",
+		"dofile", "loadfile", "load", "loadstring", "module", "collectgarbage",
+		"getfenv", "setfenv", "newproxy":
+		return true
+	}
+	return false
+}
+
 // openSandbox opens base, table, string and math in L, removes what is not
 // allowed, installs the guards, print and the rollgate helper table. No io,
 // os, package, debug, coroutine or channel library is ever opened.
@@ -55,6 +67,14 @@ func openSandbox(L *lua.LState, lim Limits) *sandbox {
 	for _, k := range drop {
 		g.RawSet(k, lua.LNil)
 	}
+	mt := L.NewTable()
+	mt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		if name, ok := L.Get(2).(lua.LString); ok && removedGlobal(string(name)) {
+			L.RaiseError("%s is not available in the sandbox", string(name))
+		}
+		return 0
+	}))
+	g.Metatable = mt
 	// math.random would make results differ between runs of the same step.
 	math := g.RawGetString("math").(*lua.LTable)
 	math.RawSetString("random", lua.LNil)

@@ -20,8 +20,9 @@ type Options struct {
 	WebhookURL string
 	// WebhookSecret holds the webhook CA and serving certificate.
 	WebhookSecret string
-	// WebhookCertDir is where the serving certificate is written.
-	WebhookCertDir string
+	// WebhookHost and WebhookPort are where the webhook server listens.
+	WebhookHost string
+	WebhookPort int
 	// WebhookConfigName is the MutatingWebhookConfiguration to keep current.
 	WebhookConfigName string
 	// GitWebhookAddr is the listen address of the push-webhook endpoint;

@@ -2,10 +2,25 @@ package reconciler
 
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/rollgate/rollgate/reconciler/webhook"
 )
 
-// setupWebhook registers the workload admission webhook and keeps its
-// certificate and registration current.
+// setupWebhook registers the workload admission webhook; its certificate
+// and registration are kept current by the webhook package.
 func setupWebhook(mgr ctrl.Manager, opts Options) error {
-	return nil
+	reg := webhook.Registration{Name: orDefault(opts.WebhookConfigName, "rollgate")}
+	if opts.WebhookURL != "" {
+		reg.URL = opts.WebhookURL
+	} else {
+		reg.Service = &webhook.ServiceRef{Namespace: opts.Namespace, Name: opts.WebhookService}
+	}
+	return webhook.Setup(mgr, webhook.Options{
+		Registration:    reg,
+		Host:            opts.WebhookHost,
+		Port:            opts.WebhookPort,
+		SecretNamespace: opts.Namespace,
+		SecretName:      opts.WebhookSecret,
+		Now:             opts.Now,
+	})
 }

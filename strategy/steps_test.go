@@ -59,7 +59,7 @@ func TestResolveReplicasRejectsBadValues(t *testing.T) {
 func TestResolveSteps(t *testing.T) {
 	spec := routedSpec(
 		step("5%", num(1), gatePause()),
-		step("", pct("20%"), nil), // keeps 5%
+		step("", pct("20%"), nil),                                        // keeps 5%
 		withAnalysis(step("40%", nil, timedPause(intstr.FromInt32(30)))), // replicas follow traffic
 		step("100%", pct("100%"), nil),
 	)

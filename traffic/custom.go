@@ -31,7 +31,9 @@ import (
 // the live object. A script error leaves the resource untouched and is
 // returned wrapping ErrScript, with the script's name and line. Restore
 // puts the saved spec, labels and annotations back, which also removes the
-// annotation.
+// annotation. Keys of GitOps tools and kubectl (Argo CD's tracking id,
+// kubectl's last-applied configuration, Flux's labels) are always kept as
+// they are live, never replaced by their saved values.
 //
 // Done as soon as the resource is written. GitOps: the resource is
 // declared in Git; with Argo CD ignore /spec and the annotation during a
@@ -148,6 +150,7 @@ func liveState(obj *unstructured.Unstructured) objectState {
 func (r *CustomRouter) write(ctx context.Context, obj *unstructured.Unstructured, s objectState) error {
 	live := objectState{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
 	live.Spec, _ = obj.Object["spec"].(map[string]any)
+	s.Labels, s.Annotations = withToolKeys(s.Labels, live.Labels), withToolKeys(s.Annotations, live.Annotations)
 	if equality.Semantic.DeepEqual(live.Spec, s.Spec) && mapsEqual(live.Labels, s.Labels) &&
 		mapsEqual(live.Annotations, s.Annotations) {
 		return nil
@@ -164,6 +167,27 @@ func (r *CustomRouter) write(ctx context.Context, obj *unstructured.Unstructured
 	}
 	return nil
 }
+
+// withToolKeys returns m with the keys of GitOps tools and kubectl (see
+// gitopsKey) taken from live: they may have changed since the original was
+// saved, and writing an old tracking id or last-applied configuration back
+// would confuse the tool. rollgate's own keys are left as m has them.
+func withToolKeys(m, live map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if !gitopsKey(k) || ownKey(k) {
+			out[k] = v
+		}
+	}
+	for k, v := range live {
+		if gitopsKey(k) && !ownKey(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func ownKey(k string) bool { return k == v1alpha1.AnnotationOriginal || k == annotationProgress }
 
 // Restore implements Router.
 func (r *CustomRouter) Restore(ctx context.Context) (bool, error) {

@@ -2,6 +2,7 @@ package traffic_test
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 
@@ -117,14 +118,24 @@ func TestCustomVirtualServiceThroughLua(t *testing.T) {
 		t.Errorf("matches: destinations %v, want %v", got, want)
 	}
 
+	// Argo CD starts tracking the VirtualService mid-release.
+	tracked := f.getUnstructured("VirtualService")
+	tracked.SetAnnotations(map[string]string{"owner": "team-a", "argocd.argoproj.io/tracking-id": "apps:x",
+		v1alpha1.AnnotationOriginal: tracked.GetAnnotations()[v1alpha1.AnnotationOriginal]})
+	must(t, k8s.Update(f.ctx, tracked))
+
 	f.restore(r)
+	if id := f.getUnstructured("VirtualService").GetAnnotations()["argocd.argoproj.io/tracking-id"]; id != "apps:x" {
+		t.Errorf("Restore dropped the tracking id Argo CD set mid-release: %q", id)
+	}
+	vs.SetAnnotations(map[string]string{"owner": "team-a", "argocd.argoproj.io/tracking-id": "apps:x"})
 	for _, before := range []*unstructured.Unstructured{dr, vs} {
 		after := f.getUnstructured(before.GetKind())
 		if a, b := specJSON(t, after), specJSON(t, before); a != b {
 			t.Errorf("%s restored spec:\n got %s\nwant %s", before.GetKind(), a, b)
 		}
-		if _, ok := after.GetAnnotations()[v1alpha1.AnnotationOriginal]; ok || after.GetAnnotations()["owner"] != "team-a" {
-			t.Errorf("%s restored annotations %v", before.GetKind(), after.GetAnnotations())
+		if !maps.Equal(after.GetAnnotations(), before.GetAnnotations()) {
+			t.Errorf("%s restored annotations %v, want %v", before.GetKind(), after.GetAnnotations(), before.GetAnnotations())
 		}
 	}
 }

@@ -98,7 +98,8 @@ func (s *services) ensure(ctx context.Context, d Desired) (bool, *corev1.Service
 
 // declaredSelector is the stable Service's selector as declared: the saved
 // one while the live selector carries rollgate's revision key, otherwise
-// the live one (never narrowed, or re-applied from Git since).
+// the live one (never narrowed, or re-applied from Git since) without that
+// key.
 func (s *services) declaredSelector(stable *corev1.Service) (map[string]string, error) {
 	rev := s.opts.revisionLabel()
 	if raw, ok := stable.Annotations[v1alpha1.AnnotationOriginal]; ok {
@@ -111,14 +112,14 @@ func (s *services) declaredSelector(stable *corev1.Service) (map[string]string, 
 			return saved.Selector, nil
 		}
 	}
-	if len(stable.Spec.Selector) == 0 {
+	// Without the annotation (someone removed it), the revision key can
+	// only be rollgate's: the rest is the declared selector.
+	declared := maps.Clone(stable.Spec.Selector)
+	delete(declared, rev)
+	if len(declared) == 0 {
 		return nil, fmt.Errorf("%w: Service %s/%s has no selector", ErrInvalid, stable.Namespace, stable.Name)
 	}
-	if _, ok := stable.Spec.Selector[rev]; ok {
-		return nil, fmt.Errorf("%w: Service %s/%s already selects %s in Git; remove it from the declared selector",
-			ErrInvalid, stable.Namespace, stable.Name, rev)
-	}
-	return maps.Clone(stable.Spec.Selector), nil
+	return declared, nil
 }
 
 // narrow sets the stable Service's selector to declared plus the stable

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -38,7 +37,7 @@ type controllerFlags struct {
 	luaConfigMap       string
 	webhookPort        int
 	webhookHost        string
-	webhookCertDir     string
+	webhookConfig      string
 	webhookService     string
 	webhookSecret      string
 	webhookURL         string
@@ -66,7 +65,7 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.luaConfigMap, "lua-configmap", "rollgate-lua", "ConfigMap in --namespace with user Lua scripts (keys lua.traffic.routing.<Kind>.<group>, lua.traffic.routing.ingress.<class>); they override built-ins of the same key")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server")
 	fs.StringVar(&f.webhookHost, "webhook-bind-host", "", "Host the admission webhook server binds to (e.g. 127.0.0.1 when running outside the cluster)")
-	fs.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/rollgate/certs", "Directory where the self-generated webhook serving certificate is written")
+	fs.StringVar(&f.webhookConfig, "webhook-config-name", "rollgate", "Name of the MutatingWebhookConfiguration the controller keeps current (CA bundle, rules)")
 	fs.StringVar(&f.webhookService, "webhook-service", "rollgate-webhook", "Service in --namespace in front of the webhook server (in-cluster registration)")
 	fs.StringVar(&f.webhookSecret, "webhook-secret", "rollgate-webhook-cert", "Secret in --namespace holding the webhook CA and serving certificate, shared by replicas")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "Register the webhook with this URL instead of the Service, e.g. https://127.0.0.1:9443 when the controller runs as a local process next to a (kwok) cluster")
@@ -153,9 +152,6 @@ func runController(f *controllerFlags) error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        f.leaderElectionID,
 		LeaderElectionNamespace: f.namespace,
-		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
-			Host: f.webhookHost, Port: f.webhookPort, CertDir: f.webhookCertDir,
-		}),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -164,9 +160,6 @@ func runController(f *controllerFlags) error {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
@@ -180,7 +173,9 @@ func (f *controllerFlags) options() reconciler.Options {
 		WebhookService:     f.webhookService,
 		WebhookSecret:      f.webhookSecret,
 		WebhookURL:         f.webhookURL,
-		WebhookCertDir:     f.webhookCertDir,
+		WebhookHost:        f.webhookHost,
+		WebhookPort:        f.webhookPort,
+		WebhookConfigName:  f.webhookConfig,
 		GitWebhookAddr:     f.gitWebhookAddr,
 		GitDefaultInterval: f.gitDefaultInterval,
 		GitStatusBranch:    f.gitStatusBranch,

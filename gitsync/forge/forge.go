@@ -1,0 +1,264 @@
+package forge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Providers accepted by New; they match ForgeSpec.Provider.
+const (
+	// GitHub is github.com or GitHub Enterprise Server (REST API v3).
+	GitHub = "github"
+	// GitLab is gitlab.com or a self-managed GitLab (REST API v4).
+	GitLab = "gitlab"
+	// Gitea is Gitea or Forgejo (REST API v1).
+	Gitea = "gitea"
+)
+
+// Sentinel errors. Test with errors.Is.
+var (
+	// ErrInvalidConfig means New was given an unusable provider, URL,
+	// project or token: a configuration error, not worth retrying.
+	ErrInvalidConfig = errors.New("invalid forge configuration")
+	// ErrInvalidRequest means a method was called with missing or
+	// contradictory arguments (a bug in the caller).
+	ErrInvalidRequest = errors.New("invalid forge request")
+	// ErrAuth means the forge rejected the token (HTTP 401) or denied the
+	// operation to it (HTTP 403 other than a rate limit).
+	ErrAuth = errors.New("forge authentication failed")
+	// ErrNotFound means the project or pull request does not exist, or is
+	// hidden from the token (HTTP 404).
+	ErrNotFound = errors.New("forge resource not found")
+	// ErrRejected means the forge refused the request as invalid or
+	// conflicting (HTTP 409 or 422), for example because the head branch
+	// is not pushed yet or has no commit that the base lacks.
+	ErrRejected = errors.New("forge rejected the request")
+	// ErrRateLimited means the forge asked to slow down (HTTP 429, or 403
+	// with an exhausted rate limit). Retry later.
+	ErrRateLimited = errors.New("forge rate limit exceeded")
+)
+
+// PullRequest is the pull request EnsurePullRequest wants open.
+type PullRequest struct {
+	// Head is the branch with the changes, in the project itself (not a
+	// fork), such as rollgate/approve/demo/echo/abc123-step-2.
+	Head string
+	// Base is the branch to merge into: the tracked branch.
+	Base string
+	// Title of the pull request. Required.
+	Title string
+	// Body is its Markdown description (see ApprovalBody and RevertBody).
+	Body string
+	// Labels are added when missing; labels someone else added are kept.
+	// On Gitea, labels that do not exist in the repository are skipped.
+	Labels []string
+}
+
+// Client manages the pull requests of one repository on one forge. Its
+// methods are idempotent and safe for concurrent use.
+type Client interface {
+	// EnsurePullRequest makes sure one open pull request goes from pr.Head
+	// to pr.Base and returns its web URL. An open one is reused, with its
+	// title and body updated when they differ and missing labels added;
+	// otherwise one is created. ErrRejected usually means pr.Head is not
+	// pushed yet or has nothing to merge.
+	EnsurePullRequest(ctx context.Context, pr PullRequest) (url string, err error)
+	// ClosePullRequests closes the open pull requests whose head branch (in
+	// the project itself) starts with headPrefix and that keep rejects
+	// (nil keep rejects all), leaving a comment that says why. It returns
+	// the head branches of the pull requests it closed, sorted. headPrefix
+	// must not be empty.
+	ClosePullRequests(ctx context.Context, headPrefix string, keep func(head string) bool) (closed []string, err error)
+	// MergedPullRequest reports whether a pull request from head (in the
+	// project itself) has been merged, and the URL of the latest such one.
+	// Approvals are detected from Git; this serves messages and events.
+	MergedPullRequest(ctx context.Context, head string) (merged bool, url string, err error)
+}
+
+// defaultTimeout bounds each API call when New builds the HTTP client.
+const defaultTimeout = 30 * time.Second
+
+// New returns the Client for provider (GitHub, GitLab or Gitea) serving
+// project at apiURL, authenticated with token.
+//
+// apiURL is the API root, such as https://api.github.com (the default for
+// GitHub; https://github.com is accepted too), https://ghe.example.com/api/v3,
+// https://gitlab.com (the default for GitLab) or https://gitea.example.com;
+// "/api/v4" (GitLab) and "/api/v1" (Gitea) are appended when missing.
+// project is owner/name on GitHub and Gitea, and the project path
+// (group/subgroup/name) or numeric ID on GitLab. Surrounding white space
+// in token (a Secret written with echo) is ignored. A nil httpClient means
+// a client with a 30s timeout. The client follows redirects only within
+// the API's host, so the token never leaves it.
+//
+// Errors wrap ErrInvalidConfig and name the offending field.
+func New(provider, apiURL, project, token string, httpClient *http.Client) (Client, error) {
+	provider = strings.ToLower(strings.TrimSpace(provider))
+	base, err := apiBase(provider, strings.TrimSpace(apiURL))
+	if err != nil {
+		return nil, err
+	}
+	project = strings.Trim(strings.TrimSpace(project), "/")
+	if err := checkProject(provider, project); err != nil {
+		return nil, err
+	}
+	token = strings.TrimSpace(token)
+	if err := checkToken(token); err != nil {
+		return nil, err
+	}
+	a := newAPI(provider, base, token, httpClient)
+	switch provider {
+	case GitHub:
+		return newGitHub(a, project), nil
+	case GitLab:
+		return newGitLab(a, project), nil
+	default:
+		return newGitea(a, project), nil
+	}
+}
+
+// invalid returns an ErrInvalidConfig error about field.
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+// apiBase validates apiURL and returns the API root of provider.
+func apiBase(provider, apiURL string) (*url.URL, error) {
+	switch provider {
+	case GitHub, GitLab, Gitea:
+	case "":
+		return nil, invalid("provider", "required (github, gitlab or gitea)")
+	default:
+		return nil, invalid("provider", "%q is not github, gitlab or gitea", provider)
+	}
+	if apiURL == "" {
+		switch provider {
+		case GitHub:
+			apiURL = "https://api.github.com"
+		case GitLab:
+			apiURL = "https://gitlab.com"
+		default:
+			return nil, invalid("url", "required for gitea")
+		}
+	}
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		return nil, invalid("url", "not a URL")
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, invalid("url", "scheme must be http or https")
+	case u.Host == "":
+		return nil, invalid("url", "no host")
+	case u.User != nil:
+		return nil, invalid("url", "must not hold credentials; put the token in the Secret")
+	case u.RawQuery != "" || u.Fragment != "":
+		return nil, invalid("url", "must not have a query or fragment")
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	switch {
+	case provider == GitHub && (u.Host == "github.com" || u.Host == "www.github.com") && u.Path == "":
+		u.Host = "api.github.com"
+	case provider == GitLab && !strings.HasSuffix(u.Path, "/api/v4"):
+		u.Path += "/api/v4"
+	case provider == Gitea && !strings.HasSuffix(u.Path, "/api/v1"):
+		u.Path += "/api/v1"
+	}
+	return u, nil
+}
+
+// checkProject validates the project for provider.
+func checkProject(provider, project string) error {
+	if project == "" {
+		return invalid("project", "required")
+	}
+	if strings.IndexFunc(project, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return invalid("project", "%q holds white space", project)
+	}
+	parts := strings.Split(project, "/")
+	for _, p := range parts {
+		if p == "" || p == "." || p == ".." {
+			return invalid("project", "%q has an empty or relative segment", project)
+		}
+	}
+	if provider != GitLab && len(parts) != 2 {
+		return invalid("project", "%q is not owner/name", project)
+	}
+	return nil
+}
+
+// checkToken validates the token without ever quoting it.
+func checkToken(token string) error {
+	if token == "" {
+		return invalid("token", "required (the Secret's %q key is empty or missing)", "token")
+	}
+	if strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return invalid("token", "holds white space or control characters")
+	}
+	return nil
+}
+
+// checkPullRequest validates the arguments of EnsurePullRequest.
+func checkPullRequest(pr PullRequest) error {
+	switch {
+	case strings.TrimSpace(pr.Head) == "":
+		return fmt.Errorf("%w: Head is required", ErrInvalidRequest)
+	case strings.TrimSpace(pr.Base) == "":
+		return fmt.Errorf("%w: Base is required", ErrInvalidRequest)
+	case pr.Head == pr.Base:
+		return fmt.Errorf("%w: Head and Base are both %q", ErrInvalidRequest, pr.Head)
+	case strings.TrimSpace(pr.Title) == "":
+		return fmt.Errorf("%w: Title is required", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// checkPrefix refuses an empty head prefix, which would select every
+// branch of the project.
+func checkPrefix(headPrefix string) error {
+	if headPrefix == "" {
+		return fmt.Errorf("%w: headPrefix is required", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// sameText reports whether two titles or bodies read the same once line
+// endings and surrounding white space (which forges may normalize) are
+// set aside, so an unchanged body is never rewritten.
+func sameText(a, b string) bool {
+	norm := func(s string) string { return strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n")) }
+	return norm(a) == norm(b)
+}
+
+// missingLabels returns the labels of want not in have (case-insensitive).
+func missingLabels(want, have []string) []string {
+	var out []string
+	for _, w := range want {
+		w = strings.TrimSpace(w)
+		found := w == ""
+		for _, h := range have {
+			found = found || strings.EqualFold(w, h)
+		}
+		for _, o := range out {
+			found = found || strings.EqualFold(w, o)
+		}
+		if !found {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// staleComment is the comment left on a pull request ClosePullRequests
+// closes.
+func staleComment(head string) string {
+	return "rollgate closed this pull request: branch `" + head + "` is stale, " +
+		"superseded by a newer revision or step of the rollout. Merging it would change nothing."
+}

@@ -1,0 +1,248 @@
+package luascripts
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runHostile compiles src as script "hostile" and runs it as an Ingress
+// script with empty input.
+func runHostile(t *testing.T, r Runner, src string) (map[string]string, error) {
+	t.Helper()
+	s, err := NewScript("hostile", src)
+	if err != nil {
+		return nil, err
+	}
+	return r.RunIngress(context.Background(), s, IngressInput{Weight: -1})
+}
+
+// TestHostileScripts: every script here must fail with the named kind of
+// error and a message saying why, and must not change anything outside
+// the sandbox.
+func TestHostileScripts(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "pwned")
+	tests := []struct {
+		name, src string
+		kind      error
+		msg       string
+		line      int
+	}{
+		{"os.execute", `os.execute("touch ` + marker + `")`, ErrRuntime, "os is not available in the sandbox", 1},
+		{"io.open", "\nio.open(\"" + marker + "\", \"w\")", ErrRuntime, "io is not available", 2},
+		{"require", `require("os")`, ErrRuntime, "require is not available", 1},
+		{"dofile", `dofile("/etc/passwd")`, ErrRuntime, "dofile is not available", 1},
+		{"loadfile", `loadfile("/etc/passwd")`, ErrRuntime, "loadfile is not available", 1},
+		{"load", `load(function() return nil end)`, ErrRuntime, "load is not available", 1},
+		{"loadstring", `loadstring("return 1")()`, ErrRuntime, "loadstring is not available", 1},
+		{"package.loadlib", `package.loadlib("libc.so.6", "system")`, ErrRuntime, "package is not available", 1},
+		{"debug", `debug.getinfo(1)`, ErrRuntime, "debug is not available", 1},
+		{"coroutine", `coroutine.wrap(function() end)()`, ErrRuntime, "coroutine is not available", 1},
+		{"collectgarbage", `collectgarbage()`, ErrRuntime, "collectgarbage is not available", 1},
+		{"setfenv", `setfenv(1, {})`, ErrRuntime, "setfenv is not available", 1},
+		{"string.dump", `string.dump(print)`, ErrRuntime, "attempt to call", 1},
+		{"math.random", `return {x = tostring(math.random())}`, ErrRuntime, "attempt to call", 1},
+		{"infinite loop", "local i = 0\nwhile true do i = i + 1 end", ErrTimeout, "time limit of 1s exceeded", 2},
+		{"loop swallowing errors", `while true do pcall(function() while true do end end) end`, ErrTimeout, "time limit", 1},
+		{"string.rep bomb", `local s = string.rep("x", 1e10)`, ErrLimit, "string.rep: a result of 10000000000 bytes exceeds the sandbox limit", 1},
+		{"string.format bomb", `local s = string.format("%999999s%999999s", "a", "b")`, ErrLimit, "string.format", 1},
+		{"gsub bomb", `local s = string.rep("x", 1e6); s = s:gsub(".", s)`, ErrLimit, "string.gsub", 1},
+		{"table.concat bomb", "local t = {}\nfor i = 1, 2000 do t[i] = string.rep('x', 1000) end\nreturn {x = table.concat(t)}", ErrLimit, "table.concat", 3},
+		{"concatenation bomb", `local s = "x" for i = 1, 40 do s = s .. s end`, ErrLimit, "heap grew", 1},
+		{"table growth", `local t = {} for i = 1, 1e9 do t[i] = {i} end`, ErrLimit, "heap grew", 1},
+		{"deep recursion", "local function f(n)\n  return 1 + f(n + 1)\nend\nf(1)", ErrLimit, "stack overflow", 2},
+		{"pattern bomb", `local s = string.rep("a", 5000) return {x = tostring(s:find(".-.-.-b"))}`, ErrLimit, "string.find: pattern", 1},
+		{"unpack bomb", `local t = {} for i = 1, 1e6 do t[i] = i end return {x = select("#", unpack(t))}`, ErrLimit, "overflow", 1},
+		{"non-table result", `return "annotations"`, ErrResult, "expected the annotations table, got string", 0},
+		{"nil result", `local x = 1`, ErrResult, "got nil", 0},
+		{"function in result", `return {a = print}`, ErrResult, "expected a string, got function", 0},
+		{"runtime error line", "local a = {}\n\nlocal b = a.b.c", ErrRuntime, "attempt to index", 3},
+		{"error() line", "\n\n\n\nerror(\"boom\")", ErrRuntime, "boom", 5},
+		{"syntax error line", "return {\n  a = 1\n  b = 2\n}", ErrCompile, "near", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			out, err := runHostile(t, Runner{}, tt.src)
+			elapsed := time.Since(start)
+			if err == nil {
+				t.Fatalf("no error; result %v", out)
+			}
+			var se *ScriptError
+			if !errors.As(err, &se) {
+				t.Fatalf("error %v is a %T, not a *ScriptError", err, err)
+			}
+			if !errors.Is(err, tt.kind) {
+				t.Errorf("error kind: got %v, want %v (%v)", se.Kind, tt.kind, err)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error %q does not contain %q", err, tt.msg)
+			}
+			if !strings.HasPrefix(err.Error(), `lua script "hostile": `) {
+				t.Errorf("error %q does not name the script", err)
+			}
+			if tt.line > 0 && se.Line != tt.line {
+				t.Errorf("line: got %d, want %d (%v)", se.Line, tt.line, err)
+			}
+			if elapsed > 1500*time.Millisecond {
+				t.Errorf("took %v; limits must stop a script within about 1s", elapsed)
+			}
+		})
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("a hostile script created %s", marker)
+	}
+}
+
+// TestAbandonStuckLibraryCall: a library call that ignores the time limit
+// (a pattern match allowed by a huge PatternSteps) is given up on shortly
+// after the limit; the caller gets ErrTimeout and does not wait for it.
+func TestAbandonStuckLibraryCall(t *testing.T) {
+	r := Runner{Limits: Limits{Time: 50 * time.Millisecond, PatternSteps: 1e18, HeapGrowthBytes: 1 << 40}}
+	start := time.Now()
+	_, err := runHostile(t, r, `local s = string.rep("a", 400) return {x = tostring(s:find(".-.-.-b"))}`)
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "abandoned") {
+		t.Fatalf("got %v, want an abandoned-run timeout", err)
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("returned after %v", elapsed)
+	}
+}
+
+func TestRunsAreIsolated(t *testing.T) {
+	s, err := NewScript("isolated", `
+		leaked = (leaked or 0) + 1
+		string.upper = function() return "hijacked" end
+		return {count = tostring(leaked), up = ("a"):upper()}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		out, err := Runner{}.RunIngress(context.Background(), s, IngressInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out["count"] != "1" || out["up"] != "hijacked" {
+			t.Fatalf("run %d saw state of an earlier run: %v", i, out)
+		}
+	}
+	out, err := runHostile(t, Runner{}, `return {up = ("a"):upper()}`)
+	if err != nil || out["up"] != "A" {
+		t.Fatalf("string library changed by another script: %v %v", out, err)
+	}
+}
+
+func TestPrintIsCaptured(t *testing.T) {
+	var buf bytes.Buffer
+	_, err := runHostile(t, Runner{Print: &buf}, `print("weight", obj.weight, nil) return {}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := buf.String(); got != "weight\t-1\tnil\n" {
+		t.Errorf("print output %q", got)
+	}
+	buf.Reset()
+	_, err = runHostile(t, Runner{Print: &buf, Limits: Limits{MaxStringBytes: 64}},
+		`for i = 1, 100 do print("line", i) end return {}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(buf.String(), "... print output truncated\n") || buf.Len() > 200 {
+		t.Errorf("print output not bounded: %q", buf.String())
+	}
+	if _, err := runHostile(t, Runner{}, `print("discarded") return {}`); err != nil {
+		t.Errorf("print without a writer: %v", err)
+	}
+}
+
+func TestCallerCancellation(t *testing.T) {
+	s, err := NewScript("loop", `while true do end`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = Runner{}.RunIngress(ctx, s, IngressInput{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want the caller's deadline", err)
+	}
+	if time.Since(start) > 500*time.Millisecond {
+		t.Errorf("cancellation took %v", time.Since(start))
+	}
+}
+
+func TestUncompiledScript(t *testing.T) {
+	_, err := Runner{}.RunIngress(context.Background(), Script{Name: "empty"}, IngressInput{})
+	if !errors.Is(err, ErrCompile) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestPatternCost(t *testing.T) {
+	tests := []struct {
+		pat  string
+		n    int
+		want float64
+	}{
+		{"abc", 9, 10},
+		{"%s+", 9, 10},              // a final repetition only scans
+		{"a*c", 9, 100},             // a repetition followed by more
+		{"^a*c", 9, 10},             // anchored
+		{"[*+-]x", 9, 10},           // quantifier characters in a set
+		{"%*x", 9, 10},              // escaped
+		{".-.-b", 9, 1000},          // nested
+		{"%b()x", 9, 100},           // balanced match
+		{"a?b?c", 9, 40},            // optional items
+		{"(.-)%s*$", 9, 1000},       // captures do not hide repetitions
+		{"x(a*)", 9, 10},            // final repetition inside a capture
+		{"[%]]*y", 9, 100},          // escaped ] inside a set
+		{strings.Repeat("a*", 40), 99, 1e8 * 100},
+	}
+	for _, tt := range tests {
+		got := patternCost(tt.pat, tt.n, 1e8)
+		if tt.want >= 1e8 {
+			if got <= 1e8 {
+				t.Errorf("patternCost(%q, %d) = %g, want over the limit", tt.pat, tt.n, got)
+			}
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("patternCost(%q, %d) = %g, want %g", tt.pat, tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestLegitStringFunctionsStillWork(t *testing.T) {
+	out, err := runHostile(t, Runner{}, `
+		local s = "  X-Canary  "
+		local trimmed = s:match("^%s*(.-)%s*$")
+		local parts = {}
+		for p in ("a,b,c"):gmatch("[^,]+") do table.insert(parts, p) end
+		return {
+			trimmed = trimmed,
+			joined = table.concat(parts, "|"),
+			fmt = string.format("%s=%d%%", "w", 5),
+			rep = string.rep("ab", 3, nil),
+			gsub = (("a-b-c"):gsub("-", function(x) return "+" end)),
+			gsubt = (("$x and $y"):gsub("%$(%w+)", {x = "1", y = "2"})),
+			plain = tostring(("a.b"):find(".", 1, true)),
+		}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"trimmed": "X-Canary", "joined": "a|b|c", "fmt": "w=5%", "rep": "ababab",
+		"gsub": "a+b+c", "gsubt": "1 and 2", "plain": "2",
+	}
+	for k, v := range want {
+		if out[k] != v {
+			t.Errorf("%s: got %q, want %q", k, out[k], v)
+		}
+	}
+}
