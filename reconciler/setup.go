@@ -18,26 +18,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/traffic"
 )
-
-// workloadIndex indexes Rollouts by "<kind>/<name>" of their workloadRef.
-const workloadIndex = "spec.workloadRef"
 
 // repositoryIndex indexes Rollouts by the Repository their spec.git names.
 const repositoryIndex = "spec.git.repository"
 
 // Setup registers the Rollout controller, the admission webhook and the Git
-// push endpoint with mgr.
+// push endpoint with mgr. The webhook registers the index of Rollouts by
+// workload (workload.RolloutWorkloadIndex) that the controller uses too.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &v1alpha1.Rollout{}, workloadIndex, func(o client.Object) []string {
-		ref := o.(*v1alpha1.Rollout).Spec.WorkloadRef
-		return []string{ref.Kind + "/" + ref.Name}
-	}); err != nil {
-		return err
-	}
 	if err := idx.IndexField(ctx, &v1alpha1.Rollout{}, repositoryIndex, func(o client.Object) []string {
 		if g := o.(*v1alpha1.Rollout).Spec.Git; g != nil {
 			return []string{g.Repository}
@@ -94,7 +87,7 @@ func (r *RolloutReconciler) rolloutsOfWorkload(ctx context.Context, o client.Obj
 	case *appsv1.DaemonSet:
 		kind = "DaemonSet"
 	}
-	return r.rolloutsBy(ctx, o.GetNamespace(), workloadIndex, kind+"/"+o.GetName())
+	return r.rolloutsBy(ctx, o.GetNamespace(), workload.RolloutWorkloadIndex, workload.WorkloadKey(kind, o.GetName()))
 }
 
 // rolloutsOfReplicaSet maps a ReplicaSet event to the Rollouts of the
@@ -102,7 +95,7 @@ func (r *RolloutReconciler) rolloutsOfWorkload(ctx context.Context, o client.Obj
 func (r *RolloutReconciler) rolloutsOfReplicaSet(ctx context.Context, o client.Object) []reconcile.Request {
 	for _, ref := range o.GetOwnerReferences() {
 		if ref.Kind == "Deployment" && ref.Controller != nil && *ref.Controller {
-			reqs := r.rolloutsBy(ctx, o.GetNamespace(), workloadIndex, "Deployment/"+ref.Name)
+			reqs := r.rolloutsBy(ctx, o.GetNamespace(), workload.RolloutWorkloadIndex, workload.WorkloadKey("Deployment", ref.Name))
 			if len(reqs) > 0 {
 				return reqs
 			}

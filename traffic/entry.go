@@ -71,8 +71,11 @@ func (e *entry) EnsureRoutes(ctx context.Context, d Desired) (bool, error) {
 	if err != nil || !done {
 		return false, err
 	}
-	err = e.settleOnce(ctx, canary, progress{Stage: stageRoutes, Desired: shortHash(d)},
-		fmt.Sprintf("routes carry %d%% and %d matches", d.CanaryWeight, len(d.Matches)))
+	reason := fmt.Sprintf("routes send %d%% to the canary", d.CanaryWeight)
+	if len(d.Matches) > 0 {
+		reason = fmt.Sprintf("routes send %d matches to the canary", len(d.Matches))
+	}
+	err = e.settleOnce(ctx, canary, progress{Stage: stageRoutes, Desired: shortHash(d)}, reason)
 	return err == nil, err
 }
 

@@ -137,3 +137,29 @@ func TestGracePeriodAfterEachChangeSurvivesRestart(t *testing.T) {
 		t.Errorf("Restore took %d calls, want 3 (selector, wait, routes, wait, delete)", calls)
 	}
 }
+
+func TestServicesSelectorReappliedFromGitBecomesDeclared(t *testing.T) {
+	f := newFixture(t, gatewayRef(0))
+	f.createRoute()
+	f.ensure(f.router(), desired(10))
+
+	// A GitOps sync writes the selector from Git, now with a second key;
+	// the annotation (another manager's key) stays.
+	stable := f.service("web")
+	stable.Spec.Selector = map[string]string{"app": "web", "tier": "frontend"}
+	must(t, k8s.Update(f.ctx, stable))
+
+	f.ensure(f.router(), desired(10))
+	want := map[string]string{"app": "web", "tier": "frontend", v1alpha1.LabelRevision: "v1"}
+	if got := f.service("web").Spec.Selector; !maps.Equal(got, want) {
+		t.Errorf("stable selector %v, want %v", got, want)
+	}
+	want[v1alpha1.LabelRevision] = "v2"
+	if got := f.service("web-canary").Spec.Selector; !maps.Equal(got, want) {
+		t.Errorf("canary selector %v, want %v", got, want)
+	}
+	f.restore(f.router())
+	if got := f.service("web").Spec.Selector; !maps.Equal(got, map[string]string{"app": "web", "tier": "frontend"}) {
+		t.Errorf("restored selector %v, want the one from Git", got)
+	}
+}

@@ -20,18 +20,70 @@
 // The package never writes Rollout status or events: it returns values and
 // wrapped errors, and the reconciler maps them to conditions.
 //
+// # Use
+//
+// Build the Router on every reconcile (it holds no state; the progress of
+// a release lives in the cluster, on the objects themselves):
+//
+//	r, err := traffic.New(c, rollout, opts)
+//	done, err := r.EnsureRoutes(ctx, desired) // each step, once its pods are ready
+//	done, err := r.Restore(ctx)               // at the end, and last on rollback
+//
+// done=false with a nil error: requeue shortly (or on a watch of the
+// routing objects). RetryAfter(err) reports a grace period: requeue after
+// it. Any other error: ErrInvalid and ErrConflict need a spec or object
+// change (Stalled), ErrScript a script or ConfigMap change, ErrRejected a
+// Gateway change, ErrRouteNotFound the object; others are transient.
+//
+// On success call Restore before the workload replaces the remaining
+// stable pods: it first restores the stable Service's selector (which then
+// selects every pod), then the routes, then deletes the canary objects, so
+// no step leaves a Service without pods. On rollback, while stable pods
+// are ready, call EnsureRoutes with CanaryWeight 0 and no matches first
+// (the canary gets no request at once), then roll the workload back, then
+// Restore.
+//
 // # GitOps
 //
-// Objects rollgate creates (canary Service, canary Ingress) carry an owner
-// reference to the Rollout; Argo CD and Flux neither prune nor diff them.
-// Objects declared in Git that a release must edit (the stable Service's
-// selector, an HTTPRoute's rules, a custom resource) keep their declared
-// state in the annotation rollgate.dev/original until the release ends.
-// With Argo CD, add ignoreDifferences for those fields (see the doc
-// comments of ServicesRouter and GatewayRouter) and the sync option
-// RespectIgnoreDifferences=true; with Flux, server-side apply keeps the
-// fields owned by the rollgate field manager unless the Kustomization
-// forces them back, in which case the next reconcile re-asserts them.
+// Objects rollgate creates (the canary Service and canary Ingress) carry a
+// controller owner reference to the Rollout and none of the user's GitOps
+// tracking metadata: Argo CD shows them as children of the Rollout and
+// neither prunes nor diffs them; Flux does not know them.
+//
+// Objects declared in Git that a release must edit keep their declared
+// state in the annotation rollgate.dev/original until the release ends:
+// the stable Service (one selector key), the HTTPRoute (spec.rules) and
+// custom resources (spec, labels, annotations). With Argo CD, ignore those
+// fields and set RespectIgnoreDifferences=true, so neither the diff nor a
+// self-heal sync undoes a step:
+//
+//	spec:
+//	  syncPolicy:
+//	    syncOptions: [RespectIgnoreDifferences=true]
+//	  ignoreDifferences:
+//	  - kind: Service
+//	    name: <service>
+//	    jsonPointers:
+//	    - /spec/selector/rollgate.dev~1revision
+//	    - /metadata/annotations/rollgate.dev~1original
+//	  - group: gateway.networking.k8s.io
+//	    kind: HTTPRoute
+//	    name: <route>
+//	    jsonPointers: [/spec/rules, /metadata/annotations/rollgate.dev~1original]
+//	  - group: networking.istio.io      # each customNetworkRefs object
+//	    kind: VirtualService
+//	    name: <name>
+//	    jsonPointers: [/spec, /metadata/annotations/rollgate.dev~1original]
+//
+// With Flux, server-side apply keeps the annotation (a key another field
+// manager owns) but takes back the stable Service's selector (an atomic
+// map) and an HTTPRoute's rules (an atomic list) at its next apply, with
+// force. Whenever a GitOps tool writes the declared state back
+// mid-release, the next EnsureRoutes re-asserts the step, so the caller
+// should watch the objects it routes through; for the stable Service and
+// the HTTPRoute the re-applied state also becomes the new declared one, so
+// a change merged in Git during a release is kept at the end. An admission
+// webhook can re-assert a step before the write lands with HTTPRouteRules.
 package traffic
 
 import (

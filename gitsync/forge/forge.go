@@ -76,8 +76,9 @@ type Client interface {
 	// must not be empty.
 	ClosePullRequests(ctx context.Context, headPrefix string, keep func(head string) bool) (closed []string, err error)
 	// MergedPullRequest reports whether a pull request from head (in the
-	// project itself) has been merged, and the URL of the latest such one.
-	// Approvals are detected from Git; this serves messages and events.
+	// project itself) has been merged, and its URL (the first one the forge
+	// lists, normally the newest). Approvals are detected from Git; this
+	// serves messages and events.
 	MergedPullRequest(ctx context.Context, head string) (merged bool, url string, err error)
 }
 
@@ -113,14 +114,16 @@ func New(provider, apiURL, project, token string, httpClient *http.Client) (Clie
 		return nil, err
 	}
 	a := newAPI(provider, base, token, httpClient)
+	c := &client{desc: "forge " + provider + " client for " + project + " at " + base.String()}
 	switch provider {
 	case GitHub:
-		return newGitHub(a, project), nil
+		c.b = newGitHub(a, project)
 	case GitLab:
-		return newGitLab(a, project), nil
+		c.b = newGitLab(a, project)
 	default:
-		return newGitea(a, project), nil
+		c.b = newGitea(a, project)
 	}
+	return c, nil
 }
 
 // invalid returns an ErrInvalidConfig error about field.
@@ -260,5 +263,5 @@ func missingLabels(want, have []string) []string {
 // closes.
 func staleComment(head string) string {
 	return "rollgate closed this pull request: branch `" + head + "` is stale, " +
-		"superseded by a newer revision or step of the rollout. Merging it would change nothing."
+		"superseded by a newer revision or step of the rollout."
 }

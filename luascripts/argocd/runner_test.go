@@ -145,6 +145,10 @@ func runScript(script string, obj map[string]any) ([]byte, error) {
 	L.SetContext(ctx)
 	L.SetGlobal("obj", toLua(L, obj))
 	if err := L.DoString(script); err != nil {
+		var apiErr *lua.ApiError
+		if errors.As(err, &apiErr) && apiErr.Object != nil {
+			return nil, errors.New(apiErr.Object.String()) // the message, without the traceback
+		}
 		return nil, err
 	}
 	ret := L.Get(-1)

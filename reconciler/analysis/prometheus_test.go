@@ -63,7 +63,7 @@ func startPrometheus(t testing.TB) (*app, *prom.Server) {
 	target := httptest.NewServer(a)
 	t.Cleanup(target.Close)
 	srv := prom.Start(t, prom.Options{Targets: []string{strings.TrimPrefix(target.URL, "http://")}, ScrapeInterval: time.Second})
-	q := Query{Prometheus: &v1alpha1.PrometheusMetric{Address: srv.URL, Query: errorRateQuery}}
+	q := Query{Prometheus: &v1alpha1.PrometheusMetric{Address: srv.URL, Query: echoErrorRate}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		q.Time = time.Now()
@@ -79,6 +79,9 @@ func startPrometheus(t testing.TB) (*app, *prom.Server) {
 }
 
 const errorRateQuery = `sum(rate(http_requests_total{service="{{args.service}}",code="500"}[3s])) / sum(rate(http_requests_total{service="{{args.service}}"}[3s]))`
+
+// echoErrorRate is errorRateQuery expanded for service "echo".
+var echoErrorRate = strings.ReplaceAll(errorRateQuery, "{{args.service}}", "echo")
 
 func errorRateTemplate(address string, count, errLimit int32) v1alpha1.AnalysisTemplate {
 	m := v1alpha1.Metric{Name: "error-rate", Interval: &metav1.Duration{Duration: time.Second}, Count: &count,
@@ -192,8 +195,7 @@ func TestPrometheusResultShapes(t *testing.T) {
 
 func BenchmarkPrometheusInstantQuery(b *testing.B) {
 	_, srv := startPrometheus(b)
-	q := Query{Prometheus: &v1alpha1.PrometheusMetric{Address: srv.URL,
-		Query: strings.ReplaceAll(errorRateQuery, "{{args.service}}", "echo")}}
+	q := Query{Prometheus: &v1alpha1.PrometheusMetric{Address: srv.URL, Query: echoErrorRate}}
 	b.ResetTimer()
 	for b.Loop() {
 		q.Time = time.Now()

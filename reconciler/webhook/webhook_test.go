@@ -381,7 +381,7 @@ func TestRotationKeepsTheWebhookWorking(t *testing.T) {
 	var before corev1.Secret
 	get(t, &before, webhooktest.Namespace, suite.server.Name+"-certs")
 
-	suite.server.Clock.Advance(245 * 24 * time.Hour)
+	suite.server.Clock.Advance(rotationAge)
 	if err := suite.server.Keeper.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}

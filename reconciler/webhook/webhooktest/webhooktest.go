@@ -44,8 +44,15 @@ type Server struct {
 	Clock *Clock
 }
 
-// Clock is a clock the test can move forward.
+// Clock is a clock the test can move: real time plus an offset.
 type Clock struct{ offset atomic.Int64 }
+
+// NewClock returns a clock offset from real time (negative: in the past).
+func NewClock(offset time.Duration) *Clock {
+	c := &Clock{}
+	c.offset.Store(int64(offset))
+	return c
+}
 
 // Now returns real time plus the offset.
 func (c *Clock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
@@ -56,7 +63,10 @@ func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 // Run starts the webhook against cfg until ctx ends and returns once the
 // API server calls it (a dry-run image change of a probe Deployment comes
 // back held). scheme must hold the built-in kinds and rollgate's API.
-func Run(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, name string) (*Server, error) {
+// clock is the certificate keeper's clock; nil means real time. (API
+// servers check certificates against real time: start a clock in the past
+// and move it towards now to test a rotation.)
+func Run(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, name string, clock *Clock) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -69,7 +79,10 @@ func Run(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, name str
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: fmt.Sprintf("https://127.0.0.1:%d", port), Name: name, Clock: &Clock{}}
+	s := &Server{URL: fmt.Sprintf("https://127.0.0.1:%d", port), Name: name, Clock: clock}
+	if clock == nil {
+		s.Clock = NewClock(0)
+	}
 	c := mgr.GetClient()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
 	if err := client.IgnoreAlreadyExists(directCreate(ctx, cfg, scheme, ns)); err != nil {

@@ -8,16 +8,15 @@
 --
 -- Argo CD cannot make a list that the live object already has longer: it
 -- fails with "index out of range" (argoproj/argo-cd#6248). So when
--- spec.approvals already has entries, the approval takes the place of one
--- that can open no gate of this release any more: first an approval of
--- another revision, else one of an earlier step of this revision. Git
--- still holds every approval merged there.
+-- spec.approvals already has entries, the new approval takes the place of
+-- one this release has no use for: first an approval of another revision,
+-- else one of an earlier step of this revision, whose gate is behind (a
+-- retry of the release would wait there again). Approvals merged in Git
+-- stay in Git, and the next sync brings them back.
 
-local gate = nil
-if obj.status ~= nil then
-  gate = obj.status.awaitingApproval
-end
-if gate == nil or gate.revision == nil or gate.step == nil then
+local status = obj.status or {}
+local gate = status.awaitingApproval
+if gate == nil or gate.revision == nil or gate.step == nil or status.phase == "Failed" then
   error("nothing to approve: status.awaitingApproval is empty, no gate is waiting", 0)
 end
 

@@ -4,10 +4,8 @@
 
 local status = obj.status or {}
 local state = status.currentStepState
-local releasing = status.canaryRevision ~= nil and state ~= "Completed" and state ~= "RollingBack" and
-  (status.phase == "Progressing" or (status.phase == "Paused" and (status.currentStepIndex or 0) > 0))
-if not releasing then
-  error("nothing to promote: no release is in progress", 0)
+if status.phase ~= "Progressing" or status.canaryRevision == nil or state == "Completed" or state == "RollingBack" then
+  error("nothing to promote: no release is moving (a paused release must be resumed first)", 0)
 end
 obj.spec.promote = {revision = status.canaryRevision}
 return obj

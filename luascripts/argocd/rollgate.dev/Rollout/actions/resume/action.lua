@@ -1,5 +1,8 @@
 -- Argo CD action "resume": lets a paused rollgate.dev Rollout go on by
--- setting spec.strategy.paused to false.
+-- setting spec.strategy.paused to false. A Rollout that is not paused is
+-- left as it is.
 
-obj.spec.strategy.paused = false
+if obj.spec.strategy.paused == true then
+  obj.spec.strategy.paused = false
+end
 return obj

@@ -1,0 +1,151 @@
+package forge
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// giteaPageSize is the page size asked of Gitea (its default maximum).
+const giteaPageSize = 50
+
+// gitea is the backend for the Gitea (and Forgejo) REST API v1.
+type gitea struct {
+	api  *api
+	repo string // escaped "/repos/{owner}/{name}"
+}
+
+func newGitea(a *api, project string) *gitea {
+	owner, name, _ := strings.Cut(project, "/")
+	return &gitea{api: a, repo: "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(name)}
+}
+
+// gtPull is the part of a Gitea pull request rollgate reads.
+type gtPull struct {
+	Number  int64  `json:"number"`
+	HTMLURL string `json:"html_url"`
+	Title   string `json:"title"`
+	Body    string `json:"body"`
+	Merged  bool   `json:"merged"`
+	Head    gtRef  `json:"head"`
+	Base    gtRef  `json:"base"`
+	Labels  []struct {
+		Name string `json:"name"`
+	} `json:"labels"`
+}
+
+// gtRef is the head or base of a Gitea pull request.
+type gtRef struct {
+	Ref    string `json:"ref"`
+	RepoID int64  `json:"repo_id"`
+}
+
+// gtLabel is a repository label.
+type gtLabel struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+}
+
+func (g *gitea) pull(p gtPull) pull {
+	out := pull{
+		id: strconv.FormatInt(p.Number, 10), url: p.HTMLURL, title: p.Title, body: p.Body,
+		head: p.Head.Ref, base: p.Base.Ref, merged: p.Merged,
+		own: p.Head.RepoID != 0 && p.Head.RepoID == p.Base.RepoID,
+	}
+	for _, l := range p.Labels {
+		out.labels = append(out.labels, l.Name)
+	}
+	return out
+}
+
+// giteaNext pages with the page parameter: Gitea has no head filter, so
+// listings page with page and limit, stopping at X-Total-Count (or at an
+// empty page when the header is missing).
+func giteaNext(cur *url.URL, h http.Header, seen int) string {
+	if total, err := strconv.Atoi(strings.TrimSpace(h.Get("X-Total-Count"))); err == nil && seen >= total {
+		return ""
+	}
+	return withPage(cur, pageNumber(cur)+1)
+}
+
+// list pages through GET /repos/{owner}/{repo}/pulls: open ones, or
+// closed ones for merged queries. client filters by head and base.
+func (g *gitea) list(ctx context.Context, q query, visit func(pull) bool) error {
+	v := url.Values{"state": {"open"}, "limit": {strconv.Itoa(giteaPageSize)}, "page": {"1"}}
+	if q.merged {
+		v.Set("state", "closed")
+	}
+	return each(ctx, g.api, g.api.url(g.repo+"/pulls", v), giteaNext, func(p gtPull) bool {
+		return visit(g.pull(p))
+	})
+}
+
+// create opens pr with POST /repos/{owner}/{repo}/pulls.
+func (g *gitea) create(ctx context.Context, pr PullRequest) (pull, error) {
+	in := struct {
+		Head  string `json:"head"`
+		Base  string `json:"base"`
+		Title string `json:"title"`
+		Body  string `json:"body"`
+	}{pr.Head, pr.Base, pr.Title, pr.Body}
+	var out gtPull
+	if _, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/pulls", nil), in, &out); err != nil {
+		return pull{}, err
+	}
+	return g.pull(out), nil
+}
+
+// update sets title and body with PATCH /repos/{owner}/{repo}/pulls/{n}.
+func (g *gitea) update(ctx context.Context, p pull, pr PullRequest) error {
+	in := struct {
+		Title string `json:"title"`
+		Body  string `json:"body"`
+	}{pr.Title, pr.Body}
+	_, err := g.api.call(ctx, http.MethodPatch, g.api.url(g.repo+"/pulls/"+p.id, nil), in, nil)
+	return err
+}
+
+// addLabels resolves label names to the repository's label IDs (names it
+// does not know are skipped: Gitea does not create labels on the fly) and
+// adds them with the issues API.
+func (g *gitea) addLabels(ctx context.Context, p pull, labels []string) error {
+	var ids []int64
+	v := url.Values{"limit": {strconv.Itoa(giteaPageSize)}, "page": {"1"}}
+	err := each(ctx, g.api, g.api.url(g.repo+"/labels", v), giteaNext, func(l gtLabel) bool {
+		for _, want := range labels {
+			if strings.EqualFold(want, l.Name) {
+				ids = append(ids, l.ID)
+				break
+			}
+		}
+		return true
+	})
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	in := struct {
+		Labels []int64 `json:"labels"`
+	}{ids}
+	_, err = g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/issues/"+p.id+"/labels", nil), in, nil)
+	return err
+}
+
+// close sets state=closed with PATCH /repos/{owner}/{repo}/pulls/{n}.
+func (g *gitea) close(ctx context.Context, p pull) error {
+	in := struct {
+		State string `json:"state"`
+	}{"closed"}
+	_, err := g.api.call(ctx, http.MethodPatch, g.api.url(g.repo+"/pulls/"+p.id, nil), in, nil)
+	return err
+}
+
+// comment posts to the pull request's conversation (the issues API).
+func (g *gitea) comment(ctx context.Context, p pull, body string) error {
+	in := struct {
+		Body string `json:"body"`
+	}{body}
+	_, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/issues/"+p.id+"/comments", nil), in, nil)
+	return err
+}

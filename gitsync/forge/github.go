@@ -1,0 +1,131 @@
+package forge
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// github is the backend for the GitHub REST API v3 (github.com and GitHub
+// Enterprise Server).
+type github struct {
+	api     *api
+	project string // owner/name
+	owner   string
+	repo    string // escaped "/repos/{owner}/{name}"
+}
+
+func newGitHub(a *api, project string) *github {
+	owner, name, _ := strings.Cut(project, "/")
+	return &github{api: a, project: project, owner: owner,
+		repo: "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(name)}
+}
+
+// ghPull is the part of a GitHub pull request rollgate reads.
+type ghPull struct {
+	Number   int64   `json:"number"`
+	HTMLURL  string  `json:"html_url"`
+	Title    string  `json:"title"`
+	Body     string  `json:"body"`
+	MergedAt *string `json:"merged_at"`
+	Head     ghRef   `json:"head"`
+	Base     ghRef   `json:"base"`
+	Labels   []struct {
+		Name string `json:"name"`
+	} `json:"labels"`
+}
+
+// ghRef is the head or base of a GitHub pull request. Repo is null when
+// the fork it came from was deleted.
+type ghRef struct {
+	Ref  string `json:"ref"`
+	Repo *struct {
+		FullName string `json:"full_name"`
+	} `json:"repo"`
+}
+
+func (g *github) pull(p ghPull) pull {
+	out := pull{
+		id: strconv.FormatInt(p.Number, 10), url: p.HTMLURL, title: p.Title, body: p.Body,
+		head: p.Head.Ref, base: p.Base.Ref, merged: p.MergedAt != nil,
+		own: p.Head.Repo != nil && strings.EqualFold(p.Head.Repo.FullName, g.project),
+	}
+	for _, l := range p.Labels {
+		out.labels = append(out.labels, l.Name)
+	}
+	return out
+}
+
+// list pages through GET /repos/{owner}/{repo}/pulls, narrowed with
+// head=owner:branch and base; pages follow the Link header.
+func (g *github) list(ctx context.Context, q query, visit func(pull) bool) error {
+	v := url.Values{"state": {"open"}, "per_page": {"100"}}
+	if q.merged {
+		v.Set("state", "closed")
+	}
+	if q.head != "" {
+		v.Set("head", g.owner+":"+q.head)
+	}
+	if q.base != "" {
+		v.Set("base", q.base)
+	}
+	next := func(_ *url.URL, h http.Header, _ int) string { return linkNext(h) }
+	return each(ctx, g.api, g.api.url(g.repo+"/pulls", v), next, func(p ghPull) bool {
+		return visit(g.pull(p))
+	})
+}
+
+// create opens pr with POST /repos/{owner}/{repo}/pulls.
+func (g *github) create(ctx context.Context, pr PullRequest) (pull, error) {
+	in := struct {
+		Title string `json:"title"`
+		Head  string `json:"head"`
+		Base  string `json:"base"`
+		Body  string `json:"body"`
+	}{pr.Title, pr.Head, pr.Base, pr.Body}
+	var out ghPull
+	if _, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/pulls", nil), in, &out); err != nil {
+		return pull{}, err
+	}
+	return g.pull(out), nil
+}
+
+// update sets title and body with PATCH /repos/{owner}/{repo}/pulls/{n}.
+func (g *github) update(ctx context.Context, p pull, pr PullRequest) error {
+	in := struct {
+		Title string `json:"title"`
+		Body  string `json:"body"`
+	}{pr.Title, pr.Body}
+	_, err := g.api.call(ctx, http.MethodPatch, g.api.url(g.repo+"/pulls/"+p.id, nil), in, nil)
+	return err
+}
+
+// addLabels uses the issues API (a pull request is an issue on GitHub),
+// which creates labels that do not exist yet.
+func (g *github) addLabels(ctx context.Context, p pull, labels []string) error {
+	in := struct {
+		Labels []string `json:"labels"`
+	}{labels}
+	_, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/issues/"+p.id+"/labels", nil), in, nil)
+	return err
+}
+
+// close sets state=closed with PATCH /repos/{owner}/{repo}/pulls/{n}.
+func (g *github) close(ctx context.Context, p pull) error {
+	in := struct {
+		State string `json:"state"`
+	}{"closed"}
+	_, err := g.api.call(ctx, http.MethodPatch, g.api.url(g.repo+"/pulls/"+p.id, nil), in, nil)
+	return err
+}
+
+// comment posts to the pull request's conversation (the issues API).
+func (g *github) comment(ctx context.Context, p pull, body string) error {
+	in := struct {
+		Body string `json:"body"`
+	}{body}
+	_, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/issues/"+p.id+"/comments", nil), in, nil)
+	return err
+}

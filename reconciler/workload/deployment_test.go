@@ -1,0 +1,199 @@
+package workload_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/workload"
+)
+
+func newDeployment(t *testing.T, ns, name string, replicas int32) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: podTemplate(name, name+":v1"),
+		},
+	}
+	create(t, d)
+	waitDeploymentComplete(t, d)
+	return d
+}
+
+func waitDeploymentComplete(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	eventually(t, 60*time.Second, "Deployment "+d.Name+" complete", func(ctx context.Context) (bool, error) {
+		if err := suite.c.Get(ctx, key(d.Namespace, d.Name), d); err != nil {
+			return false, err
+		}
+		r, st := *d.Spec.Replicas, d.Status
+		return st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == r && st.Replicas == r && st.AvailableReplicas == r, nil
+	})
+}
+
+// Given a Deployment of 10 pods, when Git bumps the image, then the webhook
+// holds it; batches of 2 and 5 new pods come up next to 8 and 5 old ones
+// without dropping below 8 available pods; and when the release is
+// finalised the Deployment controller adopts rollgate's ReplicaSet and
+// finishes the rollout with it.
+func TestDeploymentPartitionStyle(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	d := newDeployment(t, ns, "web", 10)
+	_, a := cover(t, d, nil)
+
+	setImage(t, d, "web:v2")
+	if !d.Spec.Paused || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Fatalf("image bump not held: paused=%v strategy=%s", d.Spec.Paused, d.Spec.Strategy.Type)
+	}
+	o := observe(t, a)
+	if !o.Held || o.MaxUnavailable != 2 || o.CanaryRevision != workload.Revision(&d.Spec.Template) {
+		t.Fatalf("observation after the bump = %+v", o)
+	}
+	wantPods(t, "stable", o.Stable, 10, 10)
+	rolloutID := "web-" + o.CanaryRevision
+
+	drive(t, "batch 1 (2 pods)", a, 2, func(ctx context.Context) (bool, error) {
+		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 2, RolloutID: rolloutID, BatchID: 1})
+	})
+	o = observe(t, a)
+	wantPods(t, "canary", o.Canary, 2, 2)
+	wantPods(t, "stable", o.Stable, 8, 8)
+	if got := batchLabels(t, ns, "web", o.CanaryRevision, rolloutID); got["1"] != 2 {
+		t.Fatalf("canary pods by batch = %v, want 2 of batch 1", got)
+	}
+
+	drive(t, "batch 2 (5 pods)", a, 2, func(ctx context.Context) (bool, error) {
+		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 5, RolloutID: rolloutID, BatchID: 2})
+	})
+	o = observe(t, a)
+	wantPods(t, "canary", o.Canary, 5, 5)
+	wantPods(t, "stable", o.Stable, 5, 5)
+	if got := batchLabels(t, ns, "web", o.CanaryRevision, rolloutID); got["1"] != 2 || got["2"] != 3 {
+		t.Fatalf("canary pods by batch = %v, want 2 of batch 1 and 3 of batch 2", got)
+	}
+	get(t, d)
+	if !d.Spec.Paused || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Fatalf("the Deployment is no longer held mid-release: paused=%v strategy=%s", d.Spec.Paused, d.Spec.Strategy.Type)
+	}
+	ours := "web-" + o.CanaryRevision
+
+	drive(t, "finalize", a, 2, a.Finalize)
+	o = observe(t, a)
+	if o.Held || !o.Complete {
+		t.Fatalf("after Finalize: %+v, want released and complete", o)
+	}
+	wantPods(t, "new revision", o.Stable, 10, 10)
+	get(t, d)
+	if d.Spec.Paused || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || d.Annotations[v1alpha1.AnnotationControl] != "" {
+		t.Fatalf("declared settings not restored: paused=%v strategy=%+v", d.Spec.Paused, d.Spec.Strategy)
+	}
+	rss := replicaSets(t, d)
+	if len(rss) != 2 {
+		t.Fatalf("ReplicaSets = %d, want 2 (the old one and rollgate's, adopted)", len(rss))
+	}
+	for _, rs := range rss {
+		if rs.Name == ours && *rs.Spec.Replicas != 10 || rs.Name != ours && *rs.Spec.Replicas != 0 {
+			t.Fatalf("ReplicaSet %s has %d replicas; want %s at 10 and the old one at 0", rs.Name, *rs.Spec.Replicas, ours)
+		}
+	}
+	_ = ctx
+}
+
+// Given a Deployment mid-release, when the release fails, then Rollback
+// removes the new pods and ReplicaSet while the template is still new (held);
+// and when Git reverts the image, Rollback releases the Deployment.
+func TestDeploymentRollback(t *testing.T) {
+	ns := namespace(t)
+	d := newDeployment(t, ns, "api", 4)
+	_, a := cover(t, d, nil)
+	setImage(t, d, "api:v2")
+	o := observe(t, a)
+	rolloutID := "api-" + o.CanaryRevision
+	drive(t, "batch 1 (2 pods)", a, 1, func(ctx context.Context) (bool, error) {
+		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 2, RolloutID: rolloutID, BatchID: 1})
+	})
+
+	drive(t, "rollback while the template is new", a, 1, a.Rollback)
+	o = observe(t, a)
+	if !o.Held || o.Rollback {
+		t.Fatalf("after Rollback with the new template: %+v, want still held", o)
+	}
+	wantPods(t, "canary", o.Canary, 0, 0)
+	wantPods(t, "stable", o.Stable, 4, 4)
+	if n := len(replicaSets(t, d)); n != 1 {
+		t.Fatalf("ReplicaSets = %d, want only the stable one", n)
+	}
+
+	setImage(t, d, "api:v1")
+	if o = observe(t, a); !o.Rollback {
+		t.Fatalf("after the revert: %+v, want Rollback", o)
+	}
+	drive(t, "rollback after the revert", a, 1, a.Rollback)
+	o = observe(t, a)
+	if o.Held || !o.Complete {
+		t.Fatalf("after the revert and Rollback: %+v, want released and complete", o)
+	}
+	get(t, d)
+	if d.Spec.Paused || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		t.Fatalf("declared settings not restored: paused=%v strategy=%s", d.Spec.Paused, d.Spec.Strategy.Type)
+	}
+	if n := len(replicaSets(t, d)); n != 1 {
+		t.Fatalf("ReplicaSets = %d, want only the stable one", n)
+	}
+}
+
+// Given enableExtraWorkloadForCanary, the Deployment keeps its old pods and
+// a canary Deployment owned by the Rollout runs the new ones, with the
+// Rollout's patchPodTemplateMetadata; Finalize lets the Deployment roll
+// out and then removes the canary Deployment.
+func TestDeploymentCanaryStyle(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	d := newDeployment(t, ns, "shop", 4)
+	ro, a := cover(t, d, func(ro *v1alpha1.Rollout) {
+		ro.Spec.Strategy.Canary.EnableExtraWorkloadForCanary = true
+		ro.Spec.Strategy.Canary.PatchPodTemplateMetadata = &v1alpha1.PatchPodTemplateMetadata{Labels: map[string]string{"track": "canary"}}
+	})
+	setImage(t, d, "shop:v2")
+	if !d.Spec.Paused || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		t.Fatalf("canary style hold: paused=%v strategy=%s, want only paused", d.Spec.Paused, d.Spec.Strategy.Type)
+	}
+	o := observe(t, a)
+	rolloutID := "shop-" + o.CanaryRevision
+	drive(t, "batch 1 (2 canary pods)", a, 0, func(ctx context.Context) (bool, error) {
+		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 2, RolloutID: rolloutID, BatchID: 1})
+	})
+	o = observe(t, a)
+	wantPods(t, "canary", o.Canary, 2, 2)
+	wantPods(t, "stable", o.Stable, 4, 4)
+	canary := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: workload.CanaryName("shop", o.CanaryRevision)}}
+	get(t, canary)
+	if ref := metav1.GetControllerOf(canary); ref == nil || ref.UID != ro.UID {
+		t.Fatalf("canary Deployment owner = %v, want the Rollout", canary.OwnerReferences)
+	}
+	for _, p := range pods(t, ns, "shop") {
+		if p.Labels[v1alpha1.LabelRevision] == o.CanaryRevision && (p.Labels["track"] != "canary" || p.Labels[v1alpha1.LabelBatchID] != "1") {
+			t.Fatalf("canary pod %s labels = %v", p.Name, p.Labels)
+		}
+	}
+
+	drive(t, "finalize", a, 0, a.Finalize)
+	o = observe(t, a)
+	if o.Held || !o.Complete {
+		t.Fatalf("after Finalize: %+v", o)
+	}
+	wantPods(t, "new revision", o.Stable, 4, 4)
+	if err := suite.c.Get(ctx, key(ns, canary.Name), canary); !apierrors.IsNotFound(err) {
+		t.Fatalf("canary Deployment still exists (err %v)", err)
+	}
+}

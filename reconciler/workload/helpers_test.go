@@ -1,0 +1,211 @@
+package workload_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/workload"
+)
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-" + rand.String(6)}}
+	if err := suite.c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func podTemplate(app, image string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: app, Image: image}}},
+	}
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := suite.c.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func get(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := suite.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually polls cond until it holds; it fails the test with what after
+// timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, cond)
+	if err != nil {
+		t.Fatalf("%s: not after %v: %v", what, timeout, err)
+	}
+	t.Logf("%s after %v", what, time.Since(start).Round(100*time.Millisecond))
+}
+
+// cover creates the Rollout of a workload, labels the workload through the
+// adapter and waits until the webhook holds its template changes.
+func cover(t *testing.T, obj client.Object, mutate func(*v1alpha1.Rollout)) (*v1alpha1.Rollout, workload.Adapter) {
+	t.Helper()
+	kind := map[string]string{"*v1.Deployment": "Deployment", "*v1.StatefulSet": "StatefulSet", "*v1.DaemonSet": "DaemonSet"}[fmt.Sprintf("%T", obj)]
+	ro := &v1alpha1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Name: obj.GetName(), Namespace: obj.GetNamespace()},
+		Spec: v1alpha1.RolloutSpec{
+			WorkloadRef: v1alpha1.WorkloadRef{APIVersion: "apps/v1", Kind: kind, Name: obj.GetName()},
+			Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{
+				Steps: []v1alpha1.CanaryStep{{Replicas: ptr.To(intstr.FromInt32(1))}},
+			}},
+		},
+	}
+	if mutate != nil {
+		mutate(ro)
+	}
+	create(t, ro)
+	a, err := workload.For(suite.c, ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Cover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "webhook sees the Rollout", func(ctx context.Context) (bool, error) {
+		probe := obj.DeepCopyObject().(client.Object)
+		if err := suite.c.Get(ctx, client.ObjectKeyFromObject(obj), probe); err != nil {
+			return false, err
+		}
+		tpl, _ := workload.PodTemplate(probe)
+		tpl.Annotations = map[string]string{"probe": rand.String(4)}
+		if err := suite.c.Update(ctx, probe, client.DryRunAll); err != nil {
+			return false, err
+		}
+		_, held := probe.GetAnnotations()[v1alpha1.AnnotationControl]
+		return held, nil
+	})
+	return ro, a
+}
+
+// setImage changes the image of the workload's first container, as a
+// GitOps tool applying a new commit would.
+func setImage(t *testing.T, obj client.Object, image string) {
+	t.Helper()
+	get(t, obj)
+	tpl, err := workload.PodTemplate(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl.Spec.Containers[0].Image = image
+	if err := suite.c.Update(context.Background(), obj); err != nil {
+		t.Fatalf("set image %s: %v", image, err)
+	}
+}
+
+func observe(t *testing.T, a workload.Adapter) workload.Observation {
+	t.Helper()
+	o, err := a.Observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// drive calls step until it reports done, checking after every call that
+// no more than maxUnavailable of the workload's pods are unavailable.
+func drive(t *testing.T, what string, a workload.Adapter, maxUnavailable int32, step func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	floor := int32(-1)
+	eventually(t, 90*time.Second, what, func(ctx context.Context) (bool, error) {
+		done, err := step(ctx)
+		if err != nil {
+			t.Logf("%s: %v (retrying)", what, err)
+			return false, nil
+		}
+		o := observe(t, a)
+		avail := o.Stable.Ready + o.Canary.Ready + o.Other.Ready
+		if floor < 0 || avail < floor {
+			floor = avail
+		}
+		if avail < o.Replicas-maxUnavailable {
+			t.Fatalf("%s: %d pods available, below %d - %d (stable %+v canary %+v other %+v)",
+				what, avail, o.Replicas, maxUnavailable, o.Stable, o.Canary, o.Other)
+		}
+		return done, nil
+	})
+	t.Logf("%s: at least %d pods available throughout", what, floor)
+}
+
+// pods lists the live pods of a workload by label app.
+func pods(t *testing.T, ns, app string) []corev1.Pod {
+	t.Helper()
+	var list corev1.PodList
+	if err := suite.c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// batchLabels counts the canary pods by batch id and fails the test when a
+// canary pod lacks the rollout id.
+func batchLabels(t *testing.T, ns, app, canaryRev, rolloutID string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, p := range pods(t, ns, app) {
+		if p.Labels[v1alpha1.LabelRevision] != canaryRev {
+			continue
+		}
+		if p.Labels[v1alpha1.LabelRolloutID] != rolloutID {
+			t.Fatalf("canary pod %s has rollout id %q, want %q", p.Name, p.Labels[v1alpha1.LabelRolloutID], rolloutID)
+		}
+		out[p.Labels[v1alpha1.LabelBatchID]]++
+	}
+	return out
+}
+
+func wantPods(t *testing.T, what string, got workload.Pods, total, ready int32) {
+	t.Helper()
+	if got.Total != total || got.Ready != ready {
+		t.Fatalf("%s pods = %+v, want %d total, %d ready", what, got, total, ready)
+	}
+}
+
+// replicaSets lists the ReplicaSets a Deployment controls.
+func replicaSets(t *testing.T, d *appsv1.Deployment) []appsv1.ReplicaSet {
+	t.Helper()
+	var list appsv1.ReplicaSetList
+	if err := suite.c.List(context.Background(), &list, client.InNamespace(d.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []appsv1.ReplicaSet
+	for _, rs := range list.Items {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == d.UID {
+			out = append(out, rs)
+		}
+	}
+	return out
+}
+
+func key(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }

@@ -1,0 +1,75 @@
+package workload_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/webhook/webhooktest"
+	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// The suite shares one kwok cluster (real kube-controller-manager and
+// scheduler, three fake nodes) with rollgate's webhook registered on a
+// loopback URL; every test works in its own namespace.
+var suite struct {
+	c client.Client
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cluster, err := kwok.Create(ctx, kwok.Options{Nodes: 3, Scheme: scheme, Timeout: 3 * time.Minute})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := 1
+	defer func() {
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "kwok cluster %s logs:\n%s", cluster.Name, cluster.LogTails(30))
+		}
+		if err := cluster.Delete(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	root, err := repo.FindRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if _, err := crenvtest.InstallCRDs(cluster.RESTConfig, crenvtest.CRDInstallOptions{
+		Scheme: scheme, Paths: []string{filepath.Join(root, "charts", "rollgate", "crds")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "install CRDs:", err)
+		return 1
+	}
+	if _, err := webhooktest.Run(ctx, cluster.RESTConfig, scheme, "rollgate-kwok", nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	suite.c = cluster.Client
+	code = m.Run()
+	return code
+}

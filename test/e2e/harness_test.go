@@ -1,0 +1,299 @@
+// Package e2e tells rollgate's story end to end on a real control plane
+// (kwok: kube-apiserver, controller-manager, scheduler, fake kubelets), with
+// a real Git server on loopback and the controller running in-process
+// exactly as `rollgate controller --webhook-url https://127.0.0.1:<port>`
+// runs it next to a development cluster.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler"
+	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// fluxManager is the field manager Flux's kustomize-controller applies with.
+const fluxManager = "kustomize-controller"
+
+// world is one cluster, one Git server and the rollgate controller.
+type world struct {
+	t       *testing.T
+	cluster *kwok.Cluster
+	c       client.Client
+	git     *gitserver.Server
+	stop    func()
+	// logsDone stops controller logs from reaching t after the test.
+	logsDone *atomic.Bool
+}
+
+func newScheme(t *testing.T) *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// newWorld starts a kwok cluster with three nodes and the rollgate and
+// Gateway API CRDs, a Git server, and the controller.
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	scheme := newScheme(t)
+	cl := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
+	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}), logsDone: &atomic.Bool{}}
+	w.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
+	w.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
+	w.ensureNamespace("rollgate-system")
+	w.startController()
+	t.Cleanup(func() {
+		w.stopController()
+		w.logsDone.Store(true)
+	})
+	return w
+}
+
+func (w *world) ensureNamespace(name string) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := w.c.Create(context.Background(), ns); err != nil && !strings.Contains(err.Error(), "already exists") {
+		w.t.Fatal(err)
+	}
+}
+
+// applyFiles creates every object in a YAML file or folder and waits for
+// CRDs to be established.
+func (w *world) applyFiles(path string) {
+	w.t.Helper()
+	files := []string{path}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		files, _ = filepath.Glob(filepath.Join(path, "*.yaml"))
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for _, u := range decode(w.t, string(data)) {
+			w.apply(u, "e2e")
+			if u.GetKind() == "CustomResourceDefinition" {
+				w.waitCRD(u.GetName())
+			}
+		}
+	}
+}
+
+func (w *world) waitCRD(name string) {
+	w.eventually(30*time.Second, "CRD "+name+" established", func(ctx context.Context) (bool, error) {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := w.c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+			return false, nil
+		}
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func decode(t *testing.T, docs string) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if err.Error() == "EOF" {
+				return out
+			}
+			t.Fatalf("decode: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+// apply server-side applies obj as fieldManager, the way Flux applies a
+// Git change.
+func (w *world) apply(obj *unstructured.Unstructured, fieldManager string) {
+	w.t.Helper()
+	obj.SetManagedFields(nil)
+	obj.SetResourceVersion("")
+	if err := w.c.Patch(context.Background(), obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		w.t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
+	}
+}
+
+// applyYAML applies every document of docs as Flux would.
+func (w *world) applyYAML(docs string) {
+	w.t.Helper()
+	for _, u := range decode(w.t, docs) {
+		w.apply(u, fluxManager)
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startController runs the controller in-process against the cluster,
+// registering its webhook with a loopback URL.
+func (w *world) startController() {
+	w.t.Helper()
+	port := freePort(w.t)
+	mgr, err := ctrl.NewManager(w.cluster.RESTConfig, ctrl.Options{
+		Scheme:                 newScheme(w.t),
+		Logger:                 zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{w.t, w.logsDone})),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// A restarted controller registers the same controller name again
+		// in this process' metrics registry.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{"rollgate-system": {}}},
+		}},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	err = reconciler.Setup(mgr, reconciler.Options{
+		Namespace:          "rollgate-system",
+		Concurrent:         2,
+		LuaConfigMap:       "rollgate-lua",
+		WebhookURL:         fmt.Sprintf("https://127.0.0.1:%d", port),
+		WebhookSecret:      "rollgate-webhook-cert",
+		GitWebhookAddr:     "127.0.0.1:0",
+		GitDefaultInterval: time.Second,
+		GitStatusBranch:    "rollgate/status",
+		GitStatusWindow:    time.Second,
+		GitInsecureHTTP:    true,
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	w.stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			w.t.Errorf("controller: %v", err)
+		}
+	}
+	w.eventually(30*time.Second, "webhook registered", func(ctx context.Context) (bool, error) {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err != nil {
+			return false, nil
+		}
+		conn.Close()
+		return true, nil
+	})
+}
+
+func (w *world) stopController() {
+	if w.stop != nil {
+		w.stop()
+		w.stop = nil
+	}
+}
+
+// eventually polls cond until it holds or timeout passes.
+func (w *world) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	w.t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, cond); err != nil {
+		w.t.Fatalf("%s: not within %s: %v", what, timeout, err)
+	}
+}
+
+// rollout reads a Rollout.
+func (w *world) rollout(ns, name string) *v1alpha1.Rollout {
+	ro := &v1alpha1.Rollout{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ro); err != nil {
+		w.t.Fatal(err)
+	}
+	return ro
+}
+
+// pods counts the pods of a Deployment by image: ready and total.
+func (w *world) pods(ns, app string) map[string][2]int {
+	var list corev1.PodList
+	if err := w.c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string][2]int{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		img := p.Spec.Containers[0].Image
+		c := out[img]
+		c[1]++
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				c[0]++
+			}
+		}
+		out[img] = c
+	}
+	return out
+}
+
+func (w *world) deployment(ns, name string) *appsv1.Deployment {
+	d := &appsv1.Deployment{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		w.t.Fatal(err)
+	}
+	return d
+}
+
+// testWriter sends controller logs to the test log (shown on failure)
+// until the test ends.
+type testWriter struct {
+	t    *testing.T
+	done *atomic.Bool
+}
+
+func (tw testWriter) Write(p []byte) (int, error) {
+	if !tw.done.Load() {
+		tw.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
