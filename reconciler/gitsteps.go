@@ -67,6 +67,9 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *release, plan str
 			a.Branch = p.Branch
 		}
 	}
+	if err := r.revertInGit(ctx, rel); err != nil {
+		return err
+	}
 	rel.git.writer.Enqueue(stateOf(ro, rel, plan))
 	if ro.Status.Git == nil {
 		ro.Status.Git = &v1alpha1.GitStatus{}

@@ -171,19 +171,27 @@ func TestPrometheusResultShapes(t *testing.T) {
 		name, query string
 		rng         *v1alpha1.PrometheusRange
 		kind        plan.Kind
-		want        string
+		cond        string // must hold for the value
 	}{
-		{"scalar", "scalar(vector(0.5))", nil, plan.KindList, "0.5"},
-		{"vector sorted by labels", `build_info`, nil, plan.KindList, "[1, 2]"},
-		{"empty vector", `nonexistent_metric`, nil, plan.KindList, "[]"},
-		{"matrix", `build_info{version="2"}`, &v1alpha1.PrometheusRange{Duration: metav1.Duration{Duration: 2 * time.Second},
-			Step: metav1.Duration{Duration: time.Second}}, plan.KindMatrix, "[[2, 2, 2]]"},
+		{"scalar", "scalar(vector(0.5))", nil, plan.KindList, "result == [0.5]"},
+		{"vector sorted by labels", `build_info`, nil, plan.KindList, "result == [1.0, 2.0]"},
+		{"empty vector", `nonexistent_metric`, nil, plan.KindList, "size(result) == 0"},
+		{"matrix", `build_info`, &v1alpha1.PrometheusRange{Duration: metav1.Duration{Duration: 2 * time.Second},
+			Step: metav1.Duration{Duration: time.Second}}, plan.KindMatrix,
+			"size(result) == 2 && size(result[1]) >= 2 && result[0].all(v, v == 1.0) && result[1].all(v, v == 2.0)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := Query{Time: time.Now(), Prometheus: &v1alpha1.PrometheusMetric{Address: srv.URL, Query: tc.query, Range: tc.rng}}
 			v, err := (&PrometheusProvider{}).Measure(context.Background(), q)
-			if err != nil || v.Kind() != tc.kind || v.String() != tc.want {
-				t.Fatalf("Measure(%s) = %v (kind %v), %v; want %s", tc.query, v, v.Kind(), err, tc.want)
+			if err != nil || v.Kind() != tc.kind {
+				t.Fatalf("Measure(%s) = %v (kind %v), %v; want kind %v", tc.query, v, v.Kind(), err, tc.kind)
+			}
+			c, err := plan.Compile(tc.cond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := c.Eval(v); !ok || err != nil {
+				t.Fatalf("Measure(%s) = %v; want %s", tc.query, v, tc.cond)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/workload"
@@ -81,10 +82,22 @@ func TestDeploymentPartitionStyle(t *testing.T) {
 	if got := batchLabels(t, ns, "web", o.CanaryRevision, rolloutID); got["1"] != 2 || got["2"] != 3 {
 		t.Fatalf("canary pods by batch = %v, want 2 of batch 1 and 3 of batch 2", got)
 	}
+
+	// Argo CD self-heal puts the declared strategy back mid-release: the
+	// stored object never carries it, so the Deployment controller never
+	// sees an unpaused RollingUpdate.
 	get(t, d)
-	if !d.Spec.Paused || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Fatalf("the Deployment is no longer held mid-release: paused=%v strategy=%s", d.Spec.Paused, d.Spec.Strategy.Type)
+	d.Spec.Paused = false
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType}
+	if err := suite.c.Update(ctx, d, client.FieldOwner("argocd-controller")); err != nil {
+		t.Fatal(err)
 	}
+	if !d.Spec.Paused || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Fatalf("self-heal went through mid-release: paused=%v strategy=%s", d.Spec.Paused, d.Spec.Strategy.Type)
+	}
+	o = observe(t, a)
+	wantPods(t, "canary after the self-heal", o.Canary, 5, 5)
+	wantPods(t, "stable after the self-heal", o.Stable, 5, 5)
 	ours := "web-" + o.CanaryRevision
 
 	drive(t, "finalize", a, 2, a.Finalize)
@@ -106,7 +119,6 @@ func TestDeploymentPartitionStyle(t *testing.T) {
 			t.Fatalf("ReplicaSet %s has %d replicas; want %s at 10 and the old one at 0", rs.Name, *rs.Spec.Replicas, ours)
 		}
 	}
-	_ = ctx
 }
 
 // Given a Deployment mid-release, when the release fails, then Rollback

@@ -1,0 +1,147 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/reconciler/workload"
+)
+
+// revertInGit writes the revert of a failed release to Git, once: the
+// stable images go back into the workload's manifest (plain manifests,
+// kustomize images, or Helm values marked with a setter comment) on a
+// revert branch or, with revertPolicy Commit, on the tracked branch. Until
+// Git changes, the workload stays held at the stable revision, so a
+// re-apply of the bad version by the GitOps tool moves no pod.
+func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *release) error {
+	ro := rel.ro
+	if rel.git == nil || ro.Status.Phase != v1alpha1.PhaseFailed || ro.Status.StableRevision == "" ||
+		ro.Status.CanaryRevision == ro.Status.StableRevision {
+		return nil
+	}
+	if ro.Status.Git != nil && ro.Status.Git.RevertBranch != "" {
+		return nil
+	}
+	images, err := r.stableImages(ctx, ro)
+	if err != nil {
+		return err
+	}
+	policy := gitsync.RevertPropose
+	if rel.repo.Spec.RevertPolicy == "Commit" {
+		policy = gitsync.RevertDirect
+	}
+	out, err := gitsync.Revert(ctx, rel.git.repo, gitsync.RevertOptions{
+		TrackedBranch: trackedBranch(ro, rel.repo),
+		Paths:         []string{path.Dir(ro.Spec.Git.Path)},
+		Policy:        policy,
+		By:            "rollgate",
+	}, gitsync.RevertRequest{
+		Namespace: ro.Namespace, Name: ro.Name, Revision: ro.Status.CanaryRevision,
+		Workload: gitsync.WorkloadRef{Kind: ro.Spec.WorkloadRef.Kind, Name: ro.Spec.WorkloadRef.Name},
+		Images:   images,
+	})
+	if err != nil {
+		return fmt.Errorf("writing the revert of revision %s to Git: %w", ro.Status.CanaryRevision, err)
+	}
+	if ro.Status.Git == nil {
+		ro.Status.Git = &v1alpha1.GitStatus{}
+	}
+	ro.Status.Git.RevertBranch = out.Branch
+	if r.Recorder != nil {
+		msg := fmt.Sprintf("revert of revision %s written to branch %s (commit %s)", ro.Status.CanaryRevision, out.Branch, out.Commit)
+		if len(out.Missing) > 0 {
+			msg += fmt.Sprintf("; no image location found in Git for containers %v", out.Missing)
+		}
+		r.Recorder.Event(ro, corev1.EventTypeNormal, "RevertProposed", msg)
+	}
+	return nil
+}
+
+// stableImages returns container name -> image of the stable revision's
+// pod template, read from the workload's history (the ReplicaSet or the
+// ControllerRevision of that revision).
+func (r *RolloutReconciler) stableImages(ctx context.Context, ro *v1alpha1.Rollout) (map[string]string, error) {
+	tpl, err := r.templateOf(ctx, ro, ro.Status.StableRevision)
+	if err != nil {
+		return nil, err
+	}
+	images := map[string]string{}
+	for _, c := range append(tpl.Spec.InitContainers, tpl.Spec.Containers...) {
+		images[c.Name] = c.Image
+	}
+	return images, nil
+}
+
+func (r *RolloutReconciler) templateOf(ctx context.Context, ro *v1alpha1.Rollout, revision string) (*corev1.PodTemplateSpec, error) {
+	ref := ro.Spec.WorkloadRef
+	key := client.ObjectKey{Namespace: ro.Namespace, Name: ref.Name}
+	if ref.Kind == "Deployment" {
+		var d appsv1.Deployment
+		if err := r.Get(ctx, key, &d); err != nil {
+			return nil, err
+		}
+		var list appsv1.ReplicaSetList
+		if err := r.List(ctx, &list, client.InNamespace(ro.Namespace)); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			rs := &list.Items[i]
+			if owned(rs.OwnerReferences, d.UID) && workload.Revision(&rs.Spec.Template) == revision {
+				return &rs.Spec.Template, nil
+			}
+		}
+		return nil, fmt.Errorf("no ReplicaSet of Deployment %s holds stable revision %s", ref.Name, revision)
+	}
+	var uid any
+	switch ref.Kind {
+	case "StatefulSet":
+		var s appsv1.StatefulSet
+		if err := r.Get(ctx, key, &s); err != nil {
+			return nil, err
+		}
+		uid = s.UID
+	case "DaemonSet":
+		var s appsv1.DaemonSet
+		if err := r.Get(ctx, key, &s); err != nil {
+			return nil, err
+		}
+		uid = s.UID
+	}
+	var list appsv1.ControllerRevisionList
+	if err := r.List(ctx, &list, client.InNamespace(ro.Namespace)); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if !owned(cr.OwnerReferences, uid) {
+			continue
+		}
+		var data struct {
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}
+		if json.Unmarshal(cr.Data.Raw, &data) == nil && workload.Revision(&data.Spec.Template) == revision {
+			return &data.Spec.Template, nil
+		}
+	}
+	return nil, fmt.Errorf("no ControllerRevision of %s %s holds stable revision %s", ref.Kind, ref.Name, revision)
+}
+
+func owned(refs []metav1.OwnerReference, uid any) bool {
+	for _, o := range refs {
+		if any(o.UID) == uid {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
+)
+
+// TestAbortRollsBackAndRevertsInGit: a release aborted from Git returns
+// traffic and pods to the stable revision and proposes the revert in Git,
+// so the GitOps tool does not re-apply the failed version.
+func TestAbortRollsBackAndRevertsInGit(t *testing.T) {
+	w := newWorld(t)
+	w.ensureNamespace("demo")
+	repoURL, err := w.git.CreateRepo("app", map[string]string{
+		"apps/echoserver/rollout.yaml":    echoRollout,
+		"apps/echoserver/deployment.yaml": "# the app, as the team keeps it\n" + strings.TrimPrefix(echoApp("echo:1.0"), "\n"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.applyYAML(fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Repository
+metadata: {name: app-repo, namespace: demo}
+spec: {url: %q, interval: 1s, status: {window: 1s}}
+`, repoURL))
+	w.applyYAML(echoApp("echo:1.0"))
+	w.applyYAML(echoRollout)
+	w.eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
+		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(w.rollout("demo", "echoserver")), nil
+	})
+
+	w.applyYAML(echoApp("echo:2.0"))
+	var ro *v1alpha1.Rollout
+	w.eventually(90*time.Second, "step 1 waiting for approval", func(ctx context.Context) (bool, error) {
+		ro = w.rollout("demo", "echoserver")
+		return ro.Status.AwaitingApproval != nil, nil
+	})
+	canary := ro.Status.CanaryRevision
+
+	// When the release is aborted (spec.abort, applied from Git).
+	w.applyYAML(echoRollout + fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", canary))
+
+	// Then no new pod is left, all traffic is on stable, the Rollout says
+	// why it stopped, and Git holds the revert.
+	w.eventually(60*time.Second, "rolled back", func(ctx context.Context) (bool, error) {
+		ro = w.rollout("demo", "echoserver")
+		return ro.Status.Phase == v1alpha1.PhaseFailed && w.pods("demo", "echoserver")["echo:2.0"][1] == 0 &&
+			w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
+	})
+	if !conditions.IsStalled(ro) || conditions.GetReason(ro, v1alpha1.StalledCondition) != v1alpha1.ReasonAborted {
+		t.Fatalf("want Stalled=True with reason Aborted, got %+v", ro.Status.Conditions)
+	}
+	assertWeights(t, w, 100, 0)
+	branch := gitsync.RevertBranch("demo", "echoserver", canary)
+	w.eventually(30*time.Second, "revert branch in Git", func(ctx context.Context) (bool, error) {
+		s, err := w.git.ReadFile("app", branch, "apps/echoserver/deployment.yaml")
+		return err == nil && strings.Contains(s, "image: echo:1.0") && strings.HasPrefix(s, "# the app, as the team keeps it"), nil
+	})
+	if ro = w.rollout("demo", "echoserver"); ro.Status.Git == nil || ro.Status.Git.RevertBranch != branch {
+		t.Fatalf("status.git.revertBranch = %+v, want %s", ro.Status.Git, branch)
+	}
+
+	// While Git still declares v2, a re-apply by the GitOps tool moves no pod.
+	w.applyYAML(echoApp("echo:2.0"))
+	time.Sleep(2 * time.Second)
+	if got := w.pods("demo", "echoserver"); got["echo:2.0"][1] != 0 {
+		t.Fatalf("a re-apply of the failed version started new pods: %v", got)
+	}
+
+	// When the revert is merged and applied, the workload is released at v1.
+	if _, err := w.git.Merge("app", "main", branch, "Merge revert"); err != nil {
+		t.Fatal(err)
+	}
+	w.applyYAML(echoApp("echo:1.0"))
+	w.eventually(60*time.Second, "healthy on v1", func(ctx context.Context) (bool, error) {
+		ro = w.rollout("demo", "echoserver")
+		d := w.deployment("demo", "echoserver")
+		return ro.Status.Phase == v1alpha1.PhaseHealthy && !d.Spec.Paused && w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
+	})
+}
