@@ -61,7 +61,7 @@ func stringMap(v any, path string) (map[string]string, error) {
 	return nil, fmt.Errorf("%w: %s is a %T, not an object", ErrInput, path, v)
 }
 
-// ApplyTo writes d into an unstructured object's content: spec,
+// ApplyTo writes d into an unstructured object's content, in place: spec,
 // metadata.labels and metadata.annotations (empty ones are removed).
 func (d ObjectData) ApplyTo(obj map[string]any) {
 	if d.Spec != nil {

@@ -111,7 +111,7 @@ func TestInvalidResults(t *testing.T) {
 		{`return {spec = {}, label = {}}`, `unknown key "label"`},
 		{`return {labels = {}}`, "the result has no spec"},
 		{`return {spec = {}, labels = {a = {}}}`, `labels["a"]: expected a string, got table`},
-		{`return {spec = {[true] = 1}}`, "object has a non-string key true"},
+		{`local o = rollgate.object() o[true] = 1 return {spec = {a = o}}`, "spec.a: object has a non-string key true"},
 	}
 	for _, tt := range tests {
 		_, err := runCustomSource(t, tt.src, CustomInput{})
@@ -239,7 +239,7 @@ func TestObjectDataFromAndApplyTo(t *testing.T) {
 	obj := mustYAML(t, `
 apiVersion: v1
 kind: X
-metadata: {name: n, labels: {a: "1"}, annotations: {b: "2"}}
+metadata: {name: obj, labels: {a: "1"}, annotations: {b: "2"}}
 spec: {x: 1}
 `)
 	d, err := ObjectDataFrom(obj)
@@ -249,12 +249,12 @@ spec: {x: 1}
 	if d.Labels["a"] != "1" || d.Annotations["b"] != "2" || d.Spec["x"] != float64(1) {
 		t.Fatalf("%+v", d)
 	}
-	ObjectData{Spec: map[string]any{"y": 2}, Labels: map[string]string{"c": "3"}}.ApplyTo(obj)
+	ObjectData{Spec: map[string]any{"z": 2}, Labels: map[string]string{"c": "3"}}.ApplyTo(obj)
 	assertSameJSON(t, obj, mustYAML(t, `
 apiVersion: v1
 kind: X
-metadata: {name: n, labels: {c: "3"}}
-spec: {y: 2}
+metadata: {name: obj, labels: {c: "3"}}
+spec: {z: 2}
 `))
 	if _, err := ObjectDataFrom(map[string]any{"metadata": map[string]any{"labels": map[string]any{"a": 1}}}); !errors.Is(err, ErrInput) {
 		t.Errorf("non-string label: %v", err)

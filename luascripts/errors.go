@@ -51,7 +51,9 @@ type ScriptError struct {
 	Line int
 	// Reason is the message without the script name and line.
 	Reason string
-	// Kind is one of the sentinel errors of this package.
+	// Kind is one of the sentinel errors of this package, or the caller's
+	// context error (context.Canceled, context.DeadlineExceeded) when the
+	// caller stopped the run.
 	Kind error
 	// Traceback is the Lua stack traceback, when one exists.
 	Traceback string

@@ -18,8 +18,10 @@ func TestResolvePrecedence(t *testing.T) {
 		builtinAs string
 	}{
 		{
-			name:      "custom resource",
-			resolve:   func(l *Library, o map[string]string) (Script, error) { return l.Resolve("VirtualService", "networking.istio.io", o) },
+			name: "custom resource",
+			resolve: func(l *Library, o map[string]string) (Script, error) {
+				return l.Resolve("VirtualService", "networking.istio.io", o)
+			},
 			key:       "lua.traffic.routing.VirtualService.networking.istio.io",
 			builtinAs: "built-in VirtualService.networking.istio.io",
 		},

@@ -157,8 +157,11 @@ func execute(ctx context.Context, s Script, lim Limits, in any, decode decodeFun
 	L := lua.NewState(lua.Options{
 		SkipOpenLibs:    true,
 		CallStackSize:   lim.CallStackSize,
-		RegistrySize:    1024,
+		RegistrySize:    256,
 		RegistryMaxSize: lim.RegistrySlots,
+		// gopher-lua grows the value stack linearly; small steps make a
+		// large unpack quadratic.
+		RegistryGrowStep: 4096,
 		// A fixed call stack: gopher-lua's growing one panics without a
 		// line number when it is full.
 		MinimizeStackMemory: false,

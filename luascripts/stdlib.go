@@ -24,7 +24,8 @@ type sandbox struct {
 // loadfile, load, loadstring, require, module (code loading), print
 // (replaced), collectgarbage (forces a GC of the whole controller),
 // getfenv and setfenv (environment tampering), newproxy and _printregs
-// (internals, _printregs writes to stdout).
+// (internals, _printregs writes to stdout). rawset and rawget stay: with
+// a fresh state per run, a script can only change its own globals.
 func allowedGlobal(name string) bool {
 	switch name {
 	case "assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal",
@@ -141,13 +142,14 @@ func (sb *sandbox) raiseSize(L *lua.LState, fn string, size int64) {
 }
 
 // formatSize bounds the length of string.format's result: the format, every
-// argument's text and every width and precision written in the format.
+// argument's text (four times, for %q escapes) and every width and
+// precision written in the format.
 func formatSize(L *lua.LState) int64 {
 	f := L.CheckString(1)
 	size := int64(len(f))
 	for i := 2; i <= L.GetTop(); i++ {
 		if s, ok := L.Get(i).(lua.LString); ok {
-			size += int64(len(s))
+			size += 4 * int64(len(s))
 		} else {
 			size += 32
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
 	"github.com/rollgate/rollgate/traffic"
@@ -41,6 +42,8 @@ type RolloutReconciler struct {
 	Options   Options
 	// Routers builds the traffic routers of a Rollout.
 	Routers traffic.Registry
+	// Scripts caches the compiled Lua scripts, shared by every router.
+	Scripts *luascripts.Library
 
 	git *gitRepos
 }
@@ -84,13 +87,13 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if !ro.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(ro, Finalizer) {
 		return reconcile.Result{}, nil
 	}
-	return r.reconcileRelease(ctx, ro)
+	return r.reconcileRelease(ctx, ro, patcher)
 }
 
 // reconcileRelease runs the phases of one reconcile in order: observe the
 // workload, the routes, analysis and approvals; plan; act on the workload,
 // the routes and Git; record.
-func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.Rollout) (reconcile.Result, error) {
+func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.Rollout, patcher *patch.SerialPatcher) (reconcile.Result, error) {
 	rel := &release{ro: ro, now: r.Options.now()}
 	if err := r.observeWorkload(ctx, rel); err != nil {
 		return r.stallOrRetry(ro, err)
@@ -105,9 +108,17 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.R
 	}
 
 	plan, err := strategy.Decide(&ro.Spec, &ro.Status, obs, rel.now)
-	r.record(ro, plan)
+	moved := r.record(ro, plan)
 	if err != nil {
 		return reconcile.Result{}, nil // Stalled with InvalidSpec; a spec change triggers the next reconcile
+	}
+	// The status is the planner's only memory: persist a new step or state
+	// before acting on it, so a crash right after the action cannot bring
+	// back the old state's traffic or pods.
+	if moved {
+		if err := r.patchStatus(ctx, ro, patcher); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	if err := r.actOnWorkload(ctx, rel, plan); err != nil {
 		return r.stallOrRetry(ro, err)

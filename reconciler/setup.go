@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/traffic"
 )
@@ -49,7 +50,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	r := &RolloutReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
-		Options: opts, Routers: traffic.DefaultRegistry(), git: git,
+		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), git: git,
 	}
 	if err := setupWebhook(mgr, opts); err != nil {
 		return err
@@ -128,7 +129,7 @@ func (r *RolloutReconciler) rolloutsBy(ctx context.Context, ns, index, value str
 // trafficOptions reads the user's Lua scripts from the controller's
 // ConfigMap (missing ConfigMap: none).
 func (r *RolloutReconciler) trafficOptions(ctx context.Context) traffic.Options {
-	o := traffic.Options{FieldOwner: "rollgate", Now: r.Options.Now}
+	o := traffic.Options{FieldOwner: "rollgate", Now: r.Options.Now, Scripts: r.Scripts}
 	if r.Options.LuaConfigMap == "" {
 		return o
 	}

@@ -15,9 +15,13 @@ const (
 )
 
 // record writes the plan's status and conditions into ro and emits the
-// plan's event (transitions only).
-func (r *RolloutReconciler) record(ro *v1alpha1.Rollout, plan strategy.Plan) {
+// plan's event (transitions only). It reports whether the release moved:
+// another step, state, phase, revision or traffic.
+func (r *RolloutReconciler) record(ro *v1alpha1.Rollout, plan strategy.Plan) bool {
 	keep := ro.Status
+	moved := keep.CurrentStepIndex != plan.Status.CurrentStepIndex || keep.CurrentStepState != plan.Status.CurrentStepState ||
+		keep.Phase != plan.Status.Phase || keep.CanaryRevision != plan.Status.CanaryRevision ||
+		keep.Attempt != plan.Status.Attempt || keep.Traffic != plan.Status.Traffic
 	ro.Status = plan.Status
 	ro.Status.Conditions = keep.Conditions
 	ro.Status.Analysis = keep.Analysis
@@ -36,6 +40,7 @@ func (r *RolloutReconciler) record(ro *v1alpha1.Rollout, plan strategy.Plan) {
 		}
 		r.Recorder.Event(ro, typ, plan.Event.Reason, plan.Event.Message)
 	}
+	return moved
 }
 
 // markStalled reports that the controller cannot act without a change:

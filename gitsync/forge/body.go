@@ -84,7 +84,7 @@ func RevertBody(ns, name, revision, reason string, facts map[string]string) stri
 	if reason = strings.Join(strings.Fields(reason), " "); reason != "" {
 		b.WriteString(": " + text(strings.TrimSuffix(reason, ".")))
 	}
-	b.WriteString(". Git still declares it.\n\n")
+	b.WriteString(". Git still declares that revision.\n\n")
 	table(&b, [][2]string{
 		{"Rollout", code(ns + "/" + name)},
 		{"Failed revision", code(revision)},

@@ -89,14 +89,15 @@ func (c *client) EnsurePullRequest(ctx context.Context, pr PullRequest) (string,
 			return "", err
 		}
 	}
+	// From here on the pull request exists: its URL goes with any error.
 	if !sameText(p.title, pr.Title) || !sameText(p.body, pr.Body) {
 		if err := c.b.update(ctx, p, pr); err != nil {
-			return "", err
+			return p.url, err
 		}
 	}
 	if add := missingLabels(pr.Labels, p.labels); len(add) > 0 {
 		if err := c.b.addLabels(ctx, p, add); err != nil {
-			return "", err
+			return p.url, err
 		}
 	}
 	return p.url, nil

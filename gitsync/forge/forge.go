@@ -66,8 +66,11 @@ type Client interface {
 	// EnsurePullRequest makes sure one open pull request goes from pr.Head
 	// to pr.Base and returns its web URL. An open one is reused, with its
 	// title and body updated when they differ and missing labels added;
-	// otherwise one is created. ErrRejected usually means pr.Head is not
-	// pushed yet or has nothing to merge.
+	// otherwise one is created. When the pull request exists but updating
+	// it or adding labels fails, the URL comes back with the error.
+	// ErrRejected usually means pr.Head is not pushed yet or has nothing
+	// to merge. A pull request someone closed unmerged is not reopened: a
+	// new one is opened, so call this only while approval is wanted.
 	EnsurePullRequest(ctx context.Context, pr PullRequest) (url string, err error)
 	// ClosePullRequests closes the open pull requests whose head branch (in
 	// the project itself) starts with headPrefix and that keep rejects

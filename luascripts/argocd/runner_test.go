@@ -35,7 +35,7 @@ import (
 
 // errListGrew is the failure Argo CD hits when an action makes a list of
 // the live object longer.
-var errListGrew = errors.New("argo CD cannot add elements to a list the live object already has (argoproj/argo-cd#6248)")
+var errListGrew = errors.New("an Argo CD action cannot add elements to a list the live object already has (argoproj/argo-cd#6248)")
 
 // healthResult is what Argo CD reads from a health script.
 type healthResult struct {

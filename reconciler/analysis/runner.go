@@ -76,7 +76,8 @@ type job struct {
 // Run takes the measurements that are due at in.Now, advances each
 // metric, and aggregates. Template problems are returned wrapped in
 // ErrInvalidTemplate before anything is measured; provider failures are not
-// returned but recorded as Error measurements.
+// returned but recorded as Error measurements. A cancelled ctx returns its
+// error and records nothing.
 func (r *Runner) Run(ctx context.Context, in Input) (Report, error) {
 	jobs, err := prepare(in)
 	if err != nil {
@@ -89,6 +90,11 @@ func (r *Runner) Run(ctx context.Context, in Input) (Report, error) {
 		}
 	}
 	r.measure(ctx, due, in.Now)
+	if err := ctx.Err(); err != nil {
+		// Cancelled (shutdown): measurements cut short are not the
+		// provider's fault and must not count as errors.
+		return Report{}, err
+	}
 	rep := Report{Measured: len(due)}
 	entries := make([]plan.Entry, 0, len(jobs))
 	for _, j := range jobs {

@@ -175,3 +175,12 @@ func TestRunTooManyMetrics(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestRunCancelledRecordsNothing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	fp := &fakeProvider{answer: func(Query) (Value, error) { cancel(); return Value{}, context.Canceled }}
+	rep, err := (&Runner{Provider: fp}).Run(ctx, input(template("t", promMetric("m", "true"))))
+	if !errors.Is(err, context.Canceled) || len(rep.Results) != 0 {
+		t.Fatalf("Run = %+v, %v; want context.Canceled and no results", rep, err)
+	}
+}

@@ -101,9 +101,9 @@ func authorization(s SecretData) (string, error) {
 	return "", nil
 }
 
-// headerTransport adds headers to each request, the Authorization header
-// only to requests for the configured host (so a redirect elsewhere does
-// not carry credentials), and caps response bodies.
+// headerTransport adds the metric's headers and the Authorization header
+// to requests for the configured host only (a redirect elsewhere carries
+// neither), and caps response bodies.
 type headerTransport struct {
 	next    http.RoundTripper
 	host    string
@@ -116,11 +116,13 @@ type headerTransport struct {
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.Header.Set("User-Agent", "rollgate-analysis")
-	for k, v := range t.headers {
-		req.Header.Set(k, v)
-	}
-	if t.authz != "" && req.URL.Host == t.host {
-		req.Header.Set("Authorization", t.authz)
+	if req.URL.Host == t.host {
+		for k, v := range t.headers {
+			req.Header.Set(k, v)
+		}
+		if t.authz != "" {
+			req.Header.Set("Authorization", t.authz)
+		}
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil || t.maxBody <= 0 {

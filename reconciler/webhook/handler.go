@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -153,7 +154,9 @@ func patchedPaths() [][]string {
 // the changed fields of obj copied in.
 func patch(raw []byte, obj client.Object) (admission.Response, error) {
 	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // keep every number exactly as sent
+	if err := dec.Decode(&doc); err != nil {
 		return admission.Response{}, err
 	}
 	typed, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)

@@ -47,6 +47,11 @@ type Keeper struct {
 // NeedLeaderElection is false: every replica serves the webhook.
 func (k *Keeper) NeedLeaderElection() bool { return false }
 
+// resyncAfterChange is how soon a replica checks again after it renewed
+// the certificates, so that a CA bundle another replica published from an
+// older read is put right well within Rotation.Grace.
+const resyncAfterChange = 30 * time.Second
+
 // Start syncs at once, then every check interval (retrying failures after
 // a few seconds), until ctx ends.
 func (k *Keeper) Start(ctx context.Context) error {
@@ -54,10 +59,14 @@ func (k *Keeper) Start(ctx context.Context) error {
 	backoff := time.Second
 	for {
 		wait := k.interval
-		if err := k.Sync(ctx); err != nil {
+		changed, err := k.sync(ctx)
+		switch {
+		case err != nil:
 			logger.Error(err, "sync webhook certificates", "secret", k.secret)
 			wait, backoff = backoff, min(2*backoff, 30*time.Second)
-		} else {
+		case changed:
+			wait, backoff = min(wait, resyncAfterChange), time.Second
+		default:
 			backoff = time.Second
 		}
 		select {
@@ -73,12 +82,18 @@ func (k *Keeper) Start(ctx context.Context) error {
 // CA bundle. A conflict with another replica's write is returned as an
 // error; the next sync reads the winner's certificates.
 func (k *Keeper) Sync(ctx context.Context) error {
+	_, err := k.sync(ctx)
+	return err
+}
+
+// sync is Sync, reporting whether it renewed the certificates.
+func (k *Keeper) sync(ctx context.Context) (bool, error) {
 	now := k.now()
 	secret := &corev1.Secret{}
 	err := k.reader.Get(ctx, k.secret, secret)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get Secret %s: %w", k.secret, err)
+		return false, fmt.Errorf("get Secret %s: %w", k.secret, err)
 	}
 	var cur *Certs
 	if exists {
@@ -86,25 +101,25 @@ func (k *Keeper) Sync(ctx context.Context) error {
 	}
 	next, changed, err := k.rotation.Next(cur, k.hosts, now)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if changed {
 		if err := k.write(ctx, secret, exists, next); err != nil {
-			return err
+			return false, err
 		}
 		log.FromContext(ctx).Info("webhook certificates renewed", "secret", k.secret, "caRotatedAt", next.CARotatedAt)
 	}
 	if err := k.publish(ctx, next.Bundle(now)); err != nil {
-		return err
+		return changed, err
 	}
 	pair, err := keyPair(next.Cert, next.Key)
 	if err != nil {
-		return err
+		return changed, err
 	}
 	k.mu.Lock()
 	k.serving = pair
 	k.mu.Unlock()
-	return nil
+	return changed, nil
 }
 
 func (k *Keeper) write(ctx context.Context, secret *corev1.Secret, exists bool, c *Certs) error {

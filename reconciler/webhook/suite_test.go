@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -16,12 +15,9 @@ import (
 	"github.com/rollgate/rollgate/test/envtest"
 )
 
-// rotationAge is the age at which the certificates of the suite are due
-// for renewal (two thirds of a year, and a day).
-const rotationAge = 244 * 24 * time.Hour
-
 // The suite shares one API server and one webhook server.
 var suite struct {
+	env    *envtest.Env
 	c      client.Client
 	server *webhooktest.Server
 }
@@ -50,15 +46,11 @@ func run(m *testing.M) int {
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The certificates start two thirds of a year old, so that
-	// TestRotationKeepsTheWebhookWorking can move the clock to now and see
-	// them renewed with certificates the API server accepts.
-	clock := webhooktest.NewClock(-rotationAge)
-	suite.server, err = webhooktest.Run(ctx, env.Config, scheme, "rollgate-test", clock)
+	suite.server, err = webhooktest.Run(ctx, env.Config, scheme, "rollgate-test", nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	suite.c = env.Client
+	suite.env, suite.c = env, env.Client
 	return m.Run()
 }

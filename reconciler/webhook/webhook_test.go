@@ -369,64 +369,86 @@ func TestCertificatesAndRegistration(t *testing.T) {
 	}
 }
 
-// TestRotationKeepsTheWebhookWorking moves the keeper's clock to two
-// thirds of the certificates' life: a new CA joins the bundle, then the
-// served certificate moves to it, and the API server keeps calling the
-// webhook throughout.
+// rotationAge is the age at which certificates are due for renewal: two
+// thirds of a year, and a day.
+const rotationAge = 244 * 24 * time.Hour
+
+// TestRotationKeepsTheWebhookWorking runs a second webhook server whose
+// certificates start two thirds of a year old (API servers check them
+// against real time, so the clock starts in the past and moves to now): a
+// new CA joins the bundle, then the served certificate moves to it, and
+// the API server trusts the webhook throughout.
 func TestRotationKeepsTheWebhookWorking(t *testing.T) {
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	server, err := webhooktest.Run(ctx, suite.env.Config, suite.env.Scheme, "rollgate-rotation", webhooktest.NewClock(-rotationAge))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		mwc := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: server.Name}}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: webhooktest.Namespace, Name: server.Name + "-certs"}}
+		for _, obj := range []client.Object{mwc, secret} {
+			if err := suite.c.Delete(context.Background(), obj); err != nil {
+				t.Errorf("delete the rotation test's %T: %v", obj, err)
+			}
+		}
+	})
 	ns := namespace(t)
 	apply(t, ns, fmt.Sprintf(deploymentYAML, "1", "v1"))
 	cover(t, ns, "Deployment", "web", nil)
+	secretName := server.Name + "-certs"
 	var before corev1.Secret
-	get(t, &before, webhooktest.Namespace, suite.server.Name+"-certs")
+	get(t, &before, webhooktest.Namespace, secretName)
+	handshake(t, server, before.Data["tls.crt"])
 
-	suite.server.Clock.Advance(rotationAge)
-	if err := suite.server.Keeper.Sync(ctx); err != nil {
+	server.Clock.Advance(rotationAge)
+	if err := server.Keeper.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var mid corev1.Secret
-	get(t, &mid, webhooktest.Namespace, suite.server.Name+"-certs")
+	get(t, &mid, webhooktest.Namespace, secretName)
 	if bytes.Equal(mid.Data["ca.crt"], before.Data["ca.crt"]) || !bytes.Equal(mid.Data["tls.crt"], before.Data["tls.crt"]) {
 		t.Fatal("at two thirds of its life: want a new CA and the same serving certificate")
 	}
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
-	if err := suite.c.Get(ctx, client.ObjectKey{Name: suite.server.Name}, &mwc); err != nil {
+	if err := suite.c.Get(ctx, client.ObjectKey{Name: server.Name}, &mwc); err != nil {
 		t.Fatal(err)
 	}
 	if b := mwc.Webhooks[0].ClientConfig.CABundle; !bytes.Contains(b, before.Data["ca.crt"]) || !bytes.Contains(b, mid.Data["ca.crt"]) {
 		t.Fatal("the CA bundle does not hold the old and the new CA")
 	}
-	handshake(t, before.Data["tls.crt"])
+	handshake(t, server, before.Data["tls.crt"])
 	waitHeldable(t, ns, "Deployment", "web")
 
-	suite.server.Clock.Advance(6 * time.Minute)
-	if err := suite.server.Keeper.Sync(ctx); err != nil {
+	server.Clock.Advance(6 * time.Minute)
+	if err := server.Keeper.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var after corev1.Secret
-	get(t, &after, webhooktest.Namespace, suite.server.Name+"-certs")
+	get(t, &after, webhooktest.Namespace, secretName)
 	if bytes.Equal(after.Data["tls.crt"], before.Data["tls.crt"]) {
 		t.Fatal("after the grace period the serving certificate was not renewed")
 	}
-	handshake(t, after.Data["tls.crt"])
+	handshake(t, server, after.Data["tls.crt"])
 	waitHeldable(t, ns, "Deployment", "web")
 }
 
 // handshake opens a new TLS connection to the webhook server trusting only
 // the registered CA bundle (as an API server does) and checks that the
 // server presents want.
-func handshake(t *testing.T, want []byte) {
+func handshake(t *testing.T, server *webhooktest.Server, want []byte) {
 	t.Helper()
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
-	if err := suite.c.Get(context.Background(), client.ObjectKey{Name: suite.server.Name}, &mwc); err != nil {
+	if err := suite.c.Get(context.Background(), client.ObjectKey{Name: server.Name}, &mwc); err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(mwc.Webhooks[0].ClientConfig.CABundle) {
 		t.Fatal("no certificate in the CA bundle")
 	}
-	conn, err := tls.Dial("tcp", strings.TrimPrefix(suite.server.URL, "https://"), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(server.URL, "https://"), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
 	if err != nil {
 		t.Fatalf("TLS handshake with the registered CA bundle: %v", err)
 	}

@@ -96,6 +96,7 @@ type Adapter interface {
 	// and labels the new pods. done is true when the canary pods are all
 	// available and the stable ones number replicas minus canary (the
 	// canary style keeps every stable pod). ErrNotHeld without a release.
+	// When Observation.Rollback is set, call Rollback instead.
 	EnsureBatch(ctx context.Context, b Batch) (done bool, err error)
 	// Finalize completes a release: the declared settings are restored,
 	// the annotation removed and the native controller finishes the

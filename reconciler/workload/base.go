@@ -93,9 +93,9 @@ func (b *base) listPods(ctx context.Context, selector *metav1.LabelSelector, own
 	return pods, nil
 }
 
-// labelCanary labels the pods of the canary revision with the batch's
+// labelPods labels the pods of the canary revision with the batch's
 // rollout id and batch id (pods already labelled for this rollout keep
-// the batch that created them) and every pod with its revision.
+// the batch that created them), and every pod with its revision.
 func (b *base) labelPods(ctx context.Context, pods []*corev1.Pod, revOf func(*corev1.Pod) string, canary string, batch Batch) error {
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {

@@ -208,4 +208,6 @@ func replicaSets(t *testing.T, d *appsv1.Deployment) []appsv1.ReplicaSet {
 	return out
 }
 
-func key(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+func key(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}

@@ -43,6 +43,9 @@ func TestConditionEval(t *testing.T) {
 		{"matrix every point", "result.all(s, s.all(v, v < 0.05))", Matrix([][]float64{{0.01, 0.02}, {0.03}}), true},
 		{"matrix flatten", "result.flatten().exists(v, v > 0.05)", Matrix([][]float64{{0.01, 0.2}}), true},
 		{"size", "size(result) == 2", List([]float64{1, 2}), true},
+		{"math abs", "math.abs(result[0]) < 0.1", List([]float64{-0.05}), true},
+		{"k8s indexOf", "result.indexOf(2.0) == 1", List([]float64{1, 2}), true},
+		{"k8s isSorted", "result.isSorted()", List([]float64{1, 2, 3}), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Compile(tc.expr)

@@ -14,14 +14,15 @@ const MaxResults = 20
 var ErrTooManyResults = errors.New("too many metric results")
 
 // MergeResults puts the results of the analysis of one step (0 for
-// background) into status.analysis: it replaces that step's entries and
-// keeps only the background entries besides, since the analyses of earlier
-// steps are over. The background analysis' counters must survive, so
-// results that do not fit are an error, not silently dropped.
+// background) into status.analysis, replacing that step's entries. Merging
+// a step's results also drops the entries of other steps, whose analyses
+// are over; background entries always stay. The background analysis'
+// counters must survive, so results that do not fit are an error, not
+// silently dropped; status is then returned unchanged.
 func MergeResults(status []v1alpha1.MetricResult, step int32, run []v1alpha1.MetricResult) ([]v1alpha1.MetricResult, error) {
 	out := make([]v1alpha1.MetricResult, 0, len(status)+len(run))
 	for _, r := range status {
-		if r.Step == 0 && step != 0 {
+		if r.Step != step && (r.Step == 0 || step == 0) {
 			out = append(out, r)
 		}
 	}

@@ -131,6 +131,7 @@ func TestJudge(t *testing.T) {
 		{"provider error", both, Value{}, fmt.Errorf("connection refused"), PhaseError, "connection refused"},
 		{"condition cannot evaluate", onlySuccess, Scalar(0.01), nil, PhaseError, "evaluating condition"},
 		{"no condition", Conditions{}, List([]float64{0.01}), nil, PhaseError, "no condition"},
+		{"zero value without error", onlySuccess, Value{}, nil, PhaseError, "no data"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := Judge(tc.c, tc.value, tc.err, t0)

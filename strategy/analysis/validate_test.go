@@ -72,11 +72,17 @@ func TestValidateTemplate(t *testing.T) {
 			"spec.metrics[1].provider.web.timeout: Invalid value: \"0s\": must be positive"},
 		{"bad json path", func(t *v1alpha1.AnalysisTemplate) { t.Spec.Metrics[1].Provider.Web.JSONPath = "{.data[}" },
 			"spec.metrics[1].provider.web.jsonPath: Invalid value"},
-		{"two providers", func(t *v1alpha1.AnalysisTemplate) { t.Spec.Metrics[1].Provider.Prometheus = t.Spec.Metrics[0].Provider.Prometheus },
+		{"two providers", func(t *v1alpha1.AnalysisTemplate) {
+			t.Spec.Metrics[1].Provider.Prometheus = t.Spec.Metrics[0].Provider.Prometheus
+		},
 			"spec.metrics[1].provider: Forbidden: set exactly one of prometheus or web"},
-		{"address with credentials", func(t *v1alpha1.AnalysisTemplate) { t.Spec.Metrics[0].Provider.Prometheus.Address = "http://u:secret@prom:9090" },
+		{"address with credentials", func(t *v1alpha1.AnalysisTemplate) {
+			t.Spec.Metrics[0].Provider.Prometheus.Address = "http://u:secret@prom:9090"
+		},
 			`spec.metrics[0].provider.prometheus.address: Invalid value: "(redacted)": must not carry credentials`},
-		{"placeholder in address", func(t *v1alpha1.AnalysisTemplate) { t.Spec.Metrics[0].Provider.Prometheus.Address = "http://{{args.service}}:9090" },
+		{"placeholder in address", func(t *v1alpha1.AnalysisTemplate) {
+			t.Spec.Metrics[0].Provider.Prometheus.Address = "http://{{args.service}}:9090"
+		},
 			"spec.metrics[0].provider.prometheus.address: Invalid value: \"http://{{args.service}}:9090\": placeholders are not allowed here"},
 		{"bad header", func(t *v1alpha1.AnalysisTemplate) {
 			t.Spec.Metrics[0].Provider.Prometheus.Headers = []v1alpha1.HTTPHeader{{Name: "X Org", Value: "1"}}

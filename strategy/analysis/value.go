@@ -12,9 +12,12 @@ type Kind int
 
 // Shapes of a Value, as the CEL variable `result` sees them.
 const (
+	// KindNone is the zero Value: nothing was measured. It is judged like
+	// an empty result, never as a number.
+	KindNone Kind = iota
 	// KindScalar is one number; `result` is a double. The web provider
 	// returns it when the JSON path picks one number.
-	KindScalar Kind = iota
+	KindScalar
 	// KindList is a list of numbers; `result` is list(double). Prometheus
 	// scalars (one element) and instant vectors (one element per series)
 	// have this shape.
@@ -27,7 +30,8 @@ const (
 // maxRenderedValue bounds Value.String so status stays small.
 const maxRenderedValue = 200
 
-// Value is what a provider measured. Build one with Scalar, List or Matrix.
+// Value is what a provider measured. Build one with Scalar, List or Matrix;
+// the zero Value holds nothing and is judged an Error.
 type Value struct {
 	kind   Kind
 	scalar float64
@@ -51,6 +55,8 @@ func (v Value) Kind() Kind { return v.kind }
 // Empty reports whether v holds no number at all.
 func (v Value) Empty() bool {
 	switch v.kind {
+	case KindNone:
+		return true
 	case KindScalar:
 		return false
 	case KindList:
@@ -111,6 +117,8 @@ func (v Value) cel() any {
 func (v Value) String() string {
 	var b strings.Builder
 	switch {
+	case v.kind == KindNone:
+		return ""
 	case v.kind == KindScalar:
 		b.WriteString(formatFloat(v.scalar))
 	case v.kind == KindList && len(v.list) == 1:

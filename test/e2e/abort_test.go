@@ -56,9 +56,12 @@ spec: {url: %q, interval: 1s, status: {window: 1s}}
 		return ro.Status.Phase == v1alpha1.PhaseFailed && w.pods("demo", "echoserver")["echo:2.0"][1] == 0 &&
 			w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
 	})
-	if !conditions.IsStalled(ro) || conditions.GetReason(ro, v1alpha1.StalledCondition) != v1alpha1.ReasonAborted {
-		t.Fatalf("want Stalled=True with reason Aborted, got %+v", ro.Status.Conditions)
-	}
+	defer func() { t.Logf("final conditions: %+v", w.rollout("demo", "echoserver").Status.Conditions) }()
+	w.eventually(30*time.Second, "Stalled=True with reason Aborted", func(ctx context.Context) (bool, error) {
+		ro = w.rollout("demo", "echoserver")
+		return conditions.IsStalled(ro) && conditions.GetReason(ro, v1alpha1.StalledCondition) == v1alpha1.ReasonAborted &&
+			!conditions.IsReady(ro), nil
+	})
 	assertWeights(t, w, 100, 0)
 	branch := gitsync.RevertBranch("demo", "echoserver", canary)
 	w.eventually(30*time.Second, "revert branch in Git", func(ctx context.Context) (bool, error) {

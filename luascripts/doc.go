@@ -1,0 +1,59 @@
+// Package luascripts runs the Lua scripts that translate a Rollout step into
+// changes of a traffic resource: Ingress annotation dialects (nginx,
+// higress, aliyun-alb, mse) and any custom resource named in a Rollout's
+// customNetworkRefs (Istio VirtualService and DestinationRule, APISIX
+// ApisixRoute, Traefik TraefikService, Contour HTTPProxy, SMI TrafficSplit,
+// or a user script).
+//
+// It has three parts:
+//
+//   - A Library of scripts: the built-ins, embedded with go:embed, and
+//     overrides from the controller's ConfigMap. Library.Resolve and
+//     Library.ResolveIngress apply one precedence rule: a ConfigMap key
+//     (lua.traffic.routing.<Kind>.<group> or
+//     lua.traffic.routing.ingress.<classType>) always wins over the
+//     built-in of the same key.
+//   - A sandboxed Runner: each run gets a fresh Lua 5.1 state with only the
+//     base (minus code loading and environment functions), string, table
+//     and math libraries, a time limit and resource limits (see Limits).
+//     Runner.RunCustom and Runner.RunIngress return the script's result or
+//     a *ScriptError naming the script and the line; on error the caller
+//     leaves the resource untouched.
+//   - RunCases, the golden test runner behind `rollgate lua test <dir>`.
+//
+// # Script contract
+//
+// A script reads the global obj and returns its result. Custom resources
+// (CustomInput):
+//
+//	obj.data                  {spec=..., labels=..., annotations=...} of the object
+//	                          as it was before the release (steps are idempotent)
+//	obj.canaryWeight          0-100, or -1 when the step routes by matches or
+//	                          sets no traffic (matches take precedence)
+//	obj.stableWeight          100-canaryWeight, or -1
+//	obj.matches               list of {path={type,value}, headers={{type,name,value}},
+//	                          queryParams={{type,name,value}}}; types default as in
+//	                          the Gateway API (PathPrefix "/", Exact); headers and
+//	                          queryParams are always lists, path may be nil
+//	obj.canaryService         the canary Service ("<service>-canary"; equal to
+//	obj.stableService         stableService when there is none: use subsets)
+//	obj.requestHeaderModifier nil or {set={{name,value}}, add={{name,value}}, remove={names}}
+//	obj.patchPodMetadata      nil or {labels={...}, annotations={...}}
+//	obj.stableRevision        revision label values, and the label key
+//	obj.canaryRevision        (pod-template-hash or controller-revision-hash)
+//	obj.revisionLabelKey
+//
+// and return {spec=..., labels=..., annotations=...}; spec is required,
+// labels or annotations left out stay as they were. Ingress dialects
+// (IngressInput) read obj.annotations, obj.weight, obj.matches,
+// obj.canaryService, obj.stableService and obj.requestHeaderModifier, and
+// return the canary Ingress's annotations (numbers and booleans become
+// strings). Field names are exactly those of the Rollout YAML.
+//
+// Scripts also get print (captured, see Runner.Print) and a rollgate table:
+// rollgate.array(t) and rollgate.object(t) mark a table as a JSON list or
+// object, rollgate.copy(v) deep-copies keeping those marks, rollgate.null is
+// the JSON null of list elements. The conversion rules between Go and Lua
+// values (including empty tables) are described in convert.go and the
+// README.
+package luascripts
