@@ -8,6 +8,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -30,7 +31,7 @@ func (r *RolloutReconciler) observeAnalysis(ctx context.Context, rel *release, o
 	prev := ro.Status.Analysis
 	merged := prev
 	if bg := backgroundAnalysis(ro); bg != nil && st.ReleaseStartedAt != nil {
-		rep, err := r.runAnalysis(ctx, rel, bg, 0, st.ReleaseStartedAt.Time, prev)
+		rep, err := r.runAnalysis(ctx, rel, bg, 0, st.ReleaseStartedAt.Time, since(prev, st.ReleaseStartedAt.Time))
 		if err != nil {
 			return r.analysisSpecError(ro, err)
 		}
@@ -63,8 +64,10 @@ func (r *RolloutReconciler) runAnalysis(ctx context.Context, rel *release, a *v1
 	in := analysis.Input{Args: a.Args, Step: step, StartedAt: started, Previous: prev, Now: rel.now, Facts: facts(ro)}
 	for _, name := range a.Templates {
 		var t v1alpha1.AnalysisTemplate
-		if err := r.Get(ctx, types.NamespacedName{Namespace: ro.Namespace, Name: name}, &t); err != nil {
-			return analysis.Report{}, fmt.Errorf("%w: AnalysisTemplate %s/%s: %v", analysis.ErrInvalidTemplate, ro.Namespace, name, err)
+		if err := r.Get(ctx, types.NamespacedName{Namespace: ro.Namespace, Name: name}, &t); apierrors.IsNotFound(err) {
+			return analysis.Report{}, fmt.Errorf("%w: AnalysisTemplate %s/%s named in the Rollout's analysis does not exist", analysis.ErrInvalidTemplate, ro.Namespace, name)
+		} else if err != nil {
+			return analysis.Report{}, err
 		}
 		in.Templates = append(in.Templates, t)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/patch"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
@@ -22,16 +21,16 @@ import (
 	"github.com/rollgate/rollgate/traffic"
 )
 
+// movedRequeue is how soon a Rollout whose release moved is reconciled again.
+const movedRequeue = 500 * time.Millisecond
+
+// releaseResync bounds the time between two reconciles of a release in
+// progress.
+const releaseResync = 30 * time.Second
+
 // Finalizer keeps a Rollout until traffic is restored and its workload is
 // handed back to the workload's own controller.
 const Finalizer = "rollgate.dev/finalizer"
-
-// ownedConditions are the condition types this controller writes.
-var ownedConditions = []string{
-	v1alpha1.ReadyCondition, v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition,
-	v1alpha1.ProgressingCondition, v1alpha1.AwaitingApprovalCondition,
-	v1alpha1.TrafficShiftedCondition, v1alpha1.AnalysisCondition, v1alpha1.GitSyncedCondition,
-}
 
 // RolloutReconciler releases the workload of each Rollout step by step.
 type RolloutReconciler struct {
@@ -73,9 +72,9 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if err := r.Get(ctx, req.NamespacedName, ro); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	patcher := patch.NewSerialPatcher(ro, r.Client)
+	patcher := newStatusPatcher(r.Client, ro)
 	defer func() {
-		if err := r.patchStatus(ctx, ro, patcher); err != nil && !apierrors.IsNotFound(err) {
+		if err := patcher.patch(ctx, ro); err != nil && !apierrors.IsNotFound(err) {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
@@ -93,7 +92,7 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 // reconcileRelease runs the phases of one reconcile in order: observe the
 // workload, the routes, analysis and approvals; plan; act on the workload,
 // the routes and Git; record.
-func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.Rollout, patcher *patch.SerialPatcher) (reconcile.Result, error) {
+func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.Rollout, patcher *statusPatcher) (reconcile.Result, error) {
 	rel := &release{ro: ro, now: r.Options.now()}
 	if err := r.observeWorkload(ctx, rel); err != nil {
 		return r.stallOrRetry(ro, err)
@@ -116,7 +115,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.R
 	// before acting on it, so a crash right after the action cannot bring
 	// back the old state's traffic or pods.
 	if moved {
-		if err := r.patchStatus(ctx, ro, patcher); err != nil {
+		if err := patcher.patch(ctx, ro); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -135,7 +134,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.R
 	if plan.Released {
 		return r.letGo(ctx, rel)
 	}
-	return reconcile.Result{RequeueAfter: r.requeue(rel, plan)}, nil
+	return reconcile.Result{RequeueAfter: r.requeue(rel, plan, moved)}, nil
 }
 
 // observeWorkload reads the workload and makes sure the webhook covers it.
@@ -245,8 +244,19 @@ func (r *RolloutReconciler) letGo(ctx context.Context, rel *release) (reconcile.
 	return reconcile.Result{}, nil
 }
 
-func (r *RolloutReconciler) requeue(rel *release, plan strategy.Plan) time.Duration {
+// requeue says when to look again. A release that just moved is looked at
+// again soon: its own status changes trigger no watch event, and the next
+// state may already hold.
+func (r *RolloutReconciler) requeue(rel *release, plan strategy.Plan, moved bool) time.Duration {
 	d := plan.RequeueAfter
+	if moved && (d == 0 || d > movedRequeue) {
+		d = movedRequeue
+	}
+	// During a release, look again now and then even without events, so a
+	// route or Service re-applied by the GitOps tool is re-asserted.
+	if ph := rel.ro.Status.Phase; (ph == v1alpha1.PhaseProgressing || ph == v1alpha1.PhasePaused) && (d == 0 || d > releaseResync) {
+		d = releaseResync
+	}
 	if !rel.analysisAt.IsZero() {
 		if a := max(rel.analysisAt.Sub(rel.now), time.Second); d == 0 || a < d {
 			d = a
@@ -258,13 +268,4 @@ func (r *RolloutReconciler) requeue(rel *release, plan strategy.Plan) time.Durat
 		}
 	}
 	return d
-}
-
-// patchStatus writes the status and the finalizer.
-func (r *RolloutReconciler) patchStatus(ctx context.Context, ro *v1alpha1.Rollout, p *patch.SerialPatcher) error {
-	return p.Patch(ctx, ro,
-		patch.WithOwnedConditions{Conditions: ownedConditions},
-		patch.WithStatusObservedGeneration{},
-		patch.WithFieldOwner("rollgate"),
-	)
 }

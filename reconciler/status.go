@@ -57,10 +57,15 @@ func (r *RolloutReconciler) markStalled(ro *v1alpha1.Rollout, reason, msg string
 	ro.Status.Message = msg
 }
 
-// markError reports a transient failure: Ready=False, still Reconciling.
+// markError reports a transient failure (retried with backoff): still
+// Reconciling, and Ready=False unless the release already failed, whose
+// Stalled condition (and its reason, which the planner reads back) stays.
 func (r *RolloutReconciler) markError(ro *v1alpha1.Rollout, err error) {
+	if conditions.IsTrue(ro, v1alpha1.StalledCondition) {
+		return
+	}
 	conditions.MarkFalse(ro, v1alpha1.ReadyCondition, v1alpha1.ReasonProgressing, "retrying: %s", err.Error())
-	conditions.MarkReconciling(ro, v1alpha1.ReasonProgressing, "retrying: %s", err.Error())
+	conditions.MarkTrue(ro, v1alpha1.ReconcilingCondition, v1alpha1.ReasonProgressing, "retrying: %s", err.Error())
 }
 
 // markTraffic sets TrafficShifted from the routers' last answer.

@@ -33,6 +33,7 @@ failed release is reverted in Git.`,
 	}
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newDemoCommand())
 	addCLICommands(root)
 	return root
 }

@@ -75,7 +75,8 @@ type Client interface {
 	// ClosePullRequests closes the open pull requests whose head branch (in
 	// the project itself) starts with headPrefix and that keep rejects
 	// (nil keep rejects all), leaving a comment that says why. It returns
-	// the head branches of the pull requests it closed, sorted. headPrefix
+	// the head branches of the pull requests it closed, sorted, also when
+	// err reports that closing or commenting on others failed. headPrefix
 	// must not be empty.
 	ClosePullRequests(ctx context.Context, headPrefix string, keep func(head string) bool) (closed []string, err error)
 	// MergedPullRequest reports whether a pull request from head (in the

@@ -38,6 +38,11 @@ spec: {url: %q, interval: 1s, status: {window: 1s}}
 		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(w.rollout("demo", "echoserver")), nil
 	})
 
+	// A developer bumps the image in Git; Flux applies it.
+	bumped := "# the app, as the team keeps it\n" + strings.TrimPrefix(echoApp("echo:2.0"), "\n")
+	if _, err := w.git.Commit("app", "main", "Bump echoserver to 2.0", map[string]string{"apps/echoserver/deployment.yaml": bumped}); err != nil {
+		t.Fatal(err)
+	}
 	w.applyYAML(echoApp("echo:2.0"))
 	var ro *v1alpha1.Rollout
 	w.eventually(90*time.Second, "step 1 waiting for approval", func(ctx context.Context) (bool, error) {

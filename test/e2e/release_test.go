@@ -53,7 +53,8 @@ spec:
     metadata: {labels: {app: echoserver}}
     spec:
       containers:
-      - {name: echoserver, image: %s}
+      - name: echoserver
+        image: %s
 ---
 apiVersion: v1
 kind: Service
@@ -160,7 +161,8 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	})
 }
 
-// assertWeights checks the split of the HTTPRoute's first rule.
+// assertWeights checks the share of requests each backend of the
+// HTTPRoute's first rule gets, in percent (a missing backend gets none).
 func assertWeights(t *testing.T, w *world, stable, canary int32) {
 	t.Helper()
 	w.eventually(30*time.Second, fmt.Sprintf("HTTPRoute split %d/%d", stable, canary), func(ctx context.Context) (bool, error) {
@@ -168,12 +170,18 @@ func assertWeights(t *testing.T, w *world, stable, canary int32) {
 		if err := w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &route); err != nil {
 			return false, err
 		}
-		got := map[string]int32{}
+		got, total := map[string]int32{}, int32(0)
 		for _, ref := range route.Spec.Rules[0].BackendRefs {
+			weight := int32(1)
 			if ref.Weight != nil {
-				got[string(ref.Name)] = *ref.Weight
+				weight = *ref.Weight
 			}
+			got[string(ref.Name)] += weight
+			total += weight
 		}
-		return got["echoserver"] == stable && got["echoserver-canary"] == canary, nil
+		if total == 0 {
+			return false, nil
+		}
+		return got["echoserver"]*100/total == stable && got["echoserver-canary"]*100/total == canary, nil
 	})
 }

@@ -14,6 +14,12 @@
 # only places to change them.
 TOOLS_KUBE_VERSION := $(shell sed -n 's|^require k8s.io/kubernetes \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))kbins/go.mod)
 TOOLS_ETCD_VERSION := $(shell sed -n 's|^require go.etcd.io/etcd/server/v3 \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))etcdbin/go.mod)
+# The Flux controllers (source-controller and kustomize-controller, for the
+# demo) are pinned in their wrapper module, test/tools/flux/go.mod; the stamp
+# also carries a digest of that go.mod, so a changed replace line rebuilds them.
+TOOLS_FLUX_SOURCE_VERSION := $(shell sed -n 's|^\tgithub.com/fluxcd/source-controller \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))flux/go.mod)
+TOOLS_FLUX_KUSTOMIZE_VERSION := $(shell sed -n 's|^\tgithub.com/fluxcd/kustomize-controller \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))flux/go.mod)
+TOOLS_FLUX_GOMOD_DIGEST := $(firstword $(shell sha256sum $(dir $(lastword $(MAKEFILE_LIST)))flux/go.mod))
 TOOLS_KWOK_VERSION := v0.8.0
 TOOLS_HELM_VERSION := v3.22.0
 # Debian package (its version follows the distribution: bookworm has 2.42).
@@ -27,6 +33,8 @@ TOOLS_ROOT := $(abspath $(TOOLS_DIR)/../..)
 TOOLS_BIN := $(TOOLS_ROOT)/bin
 TOOLS_K8S_BIN := $(TOOLS_BIN)/k8s
 TOOLS_STAMPS := $(TOOLS_BIN)/.stamps
+TOOLS_FLUX_BIN := $(TOOLS_BIN)/flux
+TOOLS_FLUX_COMPONENTS := source-controller kustomize-controller
 TOOLS_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 TOOLS_K8S_COMPONENTS := kube-apiserver kube-controller-manager kube-scheduler
@@ -68,10 +76,10 @@ define tools-apt
 	@test -x $(1) || { echo "$(1) is still missing after installing $(2)" >&2; exit 1; }
 endef
 
-.PHONY: tools tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-clean .tools-force
+.PHONY: tools tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-clean .tools-force
 .tools-force:
 
-tools: tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus ## Install or build every test tool into bin/ (cheap when up to date)
+tools: tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux ## Install or build every test tool into bin/ (cheap when up to date)
 
 tools-k8s: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_K8S_COMPONENTS)) ## Build kube-apiserver, kube-controller-manager and kube-scheduler into bin/k8s/
 
@@ -83,14 +91,19 @@ tools-helm: $(TOOLS_BIN)/helm ## Build helm into bin/
 
 tools-prometheus: $(TOOLS_BIN)/prometheus ## Install Prometheus (Debian) and link it as bin/prometheus
 
+tools-flux: $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_FLUX_COMPONENTS)) $(TOOLS_FLUX_BIN)/crds ## Build Flux source-controller and kustomize-controller into bin/flux/, with their CRDs in bin/flux/crds/
+
 tools-clean: ## Remove every tool from bin/ (the next `make tools` rebuilds them)
-	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_STAMPS) $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus)
+	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_FLUX_BIN) $(TOOLS_STAMPS) $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus)
 
 $(TOOLS_STAMPS)/k8s: .tools-force
 	$(call tools-stamp,$@,k8s.io/kubernetes $(TOOLS_KUBE_VERSION) $(TOOLS_K8S_LDFLAGS))
 
 $(TOOLS_STAMPS)/etcd: .tools-force
 	$(call tools-stamp,$@,go.etcd.io/etcd/server/v3 $(TOOLS_ETCD_VERSION))
+
+$(TOOLS_STAMPS)/flux: .tools-force
+	$(call tools-stamp,$@,fluxcd source-controller $(TOOLS_FLUX_SOURCE_VERSION) kustomize-controller $(TOOLS_FLUX_KUSTOMIZE_VERSION) go.mod $(TOOLS_FLUX_GOMOD_DIGEST))
 
 $(TOOLS_STAMPS)/kwok: .tools-force
 	$(call tools-stamp,$@,sigs.k8s.io/kwok $(TOOLS_KWOK_VERSION))
@@ -103,6 +116,28 @@ $(TOOLS_K8S_BIN)/%: $(TOOLS_STAMPS)/k8s
 	@echo "building $* $(TOOLS_KUBE_VERSION)"
 	cd $(TOOLS_DIR)/kbins && go build -ldflags '$(TOOLS_K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/$*
 	@mv -f $@.tmp $@
+
+# Both controllers build from one wrapper module (test/tools/flux), whose
+# replace lines are the controllers' own: a required module's replace lines do
+# not apply, so `go install ...@version` cannot build them.
+$(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_FLUX_COMPONENTS)): $(TOOLS_FLUX_BIN)/%: $(TOOLS_STAMPS)/flux
+	@test -n "$(TOOLS_FLUX_SOURCE_VERSION)" -a -n "$(TOOLS_FLUX_KUSTOMIZE_VERSION)" || { echo "cannot read the Flux pins from test/tools/flux/go.mod" >&2; exit 1; }
+	@echo "building $*"
+	@mkdir -p $(@D)
+	cd $(TOOLS_DIR)/flux && go build -ldflags '-s -w' -o $@.tmp github.com/fluxcd/$*
+	@mv -f $@.tmp $@
+
+# The CRDs ship in each controller's module (config/crd/bases); copy them
+# from the module cache, replacing the folder as a whole.
+$(TOOLS_FLUX_BIN)/crds: $(TOOLS_STAMPS)/flux
+	@echo "copying the Flux CRDs into $@"
+	@rm -rf $@.tmp && mkdir -p $@.tmp
+	@set -e; for m in $(TOOLS_FLUX_COMPONENTS); do \
+		dir=$$(cd $(TOOLS_DIR)/flux && go mod download -json github.com/fluxcd/$$m | sed -n 's|^\t"Dir": "\(.*\)",$$|\1|p'); \
+		test -d "$$dir/config/crd/bases" || { echo "no CRDs in github.com/fluxcd/$$m ($$dir)" >&2; exit 1; }; \
+		install -m 0644 "$$dir"/config/crd/bases/*.yaml $@.tmp/; \
+	done
+	@rm -rf $@ && mv $@.tmp $@ && touch $@
 
 # Both binaries come from one module at one version: one `go install` (a
 # grouped target). `go install` leaves an up-to-date binary untouched, hence the

@@ -50,8 +50,8 @@ if free == nil then
 end
 if free == nil then
   error("cannot approve from Argo CD: spec.approvals has no entry this approval can replace, and Argo CD " ..
-    "cannot add one to a list that is not empty (argoproj/argo-cd#6248); merge the approval pull request " ..
-    "or run: rollgate approve", 0)
+    "cannot add one to a list that is not empty (argoproj/argo-cd#6248); merge the approval pull request, " ..
+    "or approve in Git with: rollgate approve <namespace>/<name> --repo <url> --direct", 0)
 end
 approvals[free] = approval
 return obj

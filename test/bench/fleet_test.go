@@ -1,0 +1,357 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler"
+	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+const (
+	// ns holds every benchmarked workload.
+	ns = "bench"
+	// fluxManager is the field manager Flux's kustomize-controller applies
+	// with: the benchmark changes images the way Flux does.
+	fluxManager = "kustomize-controller"
+	// replicas is the size of every Deployment; step 1 releases one pod.
+	replicas = 4
+	// applyWorkers apply manifests in parallel, as a GitOps tool applying
+	// one large commit does.
+	applyWorkers = 8
+)
+
+// fleet is a kwok cluster with n Deployments, each under its own Rollout,
+// and the rollgate controller running in-process.
+type fleet struct {
+	b       *testing.B
+	cluster *kwok.Cluster
+	c       client.Client
+	scheme  *runtime.Scheme
+	names   []string
+	stop    func()
+	// stable is each Rollout's stable revision before the next release.
+	stable map[string]string
+	// heapBase is the process heap before the controller started (MiB).
+	heapBase float64
+}
+
+func newScheme(b *testing.B) *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
+		if err := add(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
+}
+
+// startFleet brings up the cluster and the controller, then n released
+// workloads, and waits until every Rollout is Healthy.
+func startFleet(b *testing.B, n int) *fleet {
+	b.Helper()
+	start := time.Now()
+	scheme := newScheme(b)
+	// kwok's fake nodes take 110 pods each.
+	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n*replicas/80+1), Scheme: scheme})
+	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}}
+	f.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
+	f.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
+	f.ensureNamespace("rollgate-system")
+	f.ensureNamespace(ns)
+	f.heapBase = heapMiB()
+	f.startController()
+	b.Cleanup(f.stopController)
+	for i := range n {
+		f.names = append(f.names, fmt.Sprintf("app-%03d", i))
+	}
+	f.parallel(func(name string) { f.applyYAML(appYAML(name, "app:1.0") + rolloutYAML(name)) })
+	f.waitHealthy(5*time.Minute, nil)
+	b.Logf("fleet of %d rollouts (%d pods) healthy %v after start", n, n*replicas, time.Since(start).Round(time.Second))
+	return f
+}
+
+// appYAML is a workload: Deployment, Service and HTTPRoute.
+func appYAML(name, image string) string {
+	return fmt.Sprintf(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s, namespace: %[3]s}
+spec:
+  replicas: %[4]d
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+      containers:
+      - {name: app, image: %[2]s}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: %[1]s, namespace: %[3]s}
+spec:
+  selector: {app: %[1]s}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: %[1]s, namespace: %[3]s}
+spec:
+  parentRefs: [{name: public}]
+  rules:
+  - backendRefs: [{name: %[1]s, port: 80}]
+`, name, image, ns, replicas)
+}
+
+// rolloutYAML is the Rollout of one workload: batch 1 is one pod and 20%
+// of traffic behind a manual gate.
+func rolloutYAML(name string) string {
+	return fmt.Sprintf(`
+---
+apiVersion: rollgate.dev/v1alpha1
+kind: Rollout
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s}
+  strategy:
+    canary:
+      steps:
+      - {traffic: "20%%", replicas: 1, pause: {}}
+      - {traffic: "50%%", replicas: "50%%", pause: {}}
+      - {traffic: "100%%", replicas: "100%%"}
+      trafficRoutings:
+      - service: %[1]s
+        gracePeriodSeconds: 0
+        gateway: {httpRouteName: %[1]s}
+`, name, ns)
+}
+
+// parallel runs fn for every workload name on applyWorkers goroutines.
+func (f *fleet) parallel(fn func(name string)) {
+	names := make(chan string)
+	var wg sync.WaitGroup
+	for range applyWorkers {
+		wg.Go(func() {
+			for name := range names {
+				fn(name)
+			}
+		})
+	}
+	for _, name := range f.names {
+		names <- name
+	}
+	close(names)
+	wg.Wait()
+}
+
+// waitHealthy waits until every Rollout is Healthy and Ready, its
+// Deployment is covered by the webhook and (when want is set) its stable
+// revision differs from want's entry; it records the stable revisions.
+func (f *fleet) waitHealthy(timeout time.Duration, unlike map[string]string) {
+	f.b.Helper()
+	f.poll(timeout, "all Rollouts healthy", func(ctx context.Context) (bool, error) {
+		var list v1alpha1.RolloutList
+		if err := f.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, nil
+		}
+		if len(list.Items) != len(f.names) {
+			return false, nil
+		}
+		for _, ro := range list.Items {
+			st := ro.Status
+			if st.Phase != v1alpha1.PhaseHealthy || st.StableRevision == "" || st.ObservedGeneration != ro.Generation ||
+				(unlike != nil && st.StableRevision == unlike[ro.Name]) {
+				return false, nil
+			}
+		}
+		for _, ro := range list.Items {
+			f.stable[ro.Name] = ro.Status.StableRevision
+		}
+		return f.allCovered(ctx), nil
+	})
+}
+
+// allCovered reports whether every Deployment carries the label that makes
+// the admission webhook hold it on the next image change, and has all its
+// pods ready.
+func (f *fleet) allCovered(ctx context.Context) bool {
+	var list unstructured.UnstructuredList
+	list.SetAPIVersion("apps/v1")
+	list.SetKind("DeploymentList")
+	if err := f.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return false
+	}
+	for _, d := range list.Items {
+		ready, _, _ := unstructured.NestedInt64(d.Object, "status", "readyReplicas")
+		if d.GetLabels()[v1alpha1.LabelControlled] == "" || ready != replicas {
+			return false
+		}
+	}
+	return len(list.Items) == len(f.names)
+}
+
+// poll polls cond every 500 ms until it holds or timeout passes.
+func (f *fleet) poll(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	f.b.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, cond); err != nil {
+		f.b.Fatalf("%s: not within %s: %v", what, timeout, err)
+	}
+}
+
+func (f *fleet) ensureNamespace(name string) {
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := f.c.Create(context.Background(), obj); err != nil && !strings.Contains(err.Error(), "already exists") {
+		f.b.Fatal(err)
+	}
+}
+
+// applyFiles applies every object of a YAML file or folder and waits for
+// CRDs to be established.
+func (f *fleet) applyFiles(path string) {
+	f.b.Helper()
+	files := []string{path}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		files, _ = filepath.Glob(filepath.Join(path, "*.yaml"))
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.b.Fatal(err)
+		}
+		f.applyYAML(string(data))
+	}
+	f.poll(30*time.Second, "CRDs established", func(ctx context.Context) (bool, error) {
+		var crds apiextensionsv1.CustomResourceDefinitionList
+		if err := f.c.List(ctx, &crds); err != nil {
+			return false, nil
+		}
+		for _, crd := range crds.Items {
+			if !established(&crd) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// applyYAML server-side applies every document of docs as Flux would.
+func (f *fleet) applyYAML(docs string) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err == io.EOF {
+			return
+		} else if err != nil {
+			f.b.Errorf("decode: %v", err)
+			return
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		err := f.c.Patch(context.Background(), u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership)
+		if err != nil {
+			f.b.Errorf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// startController runs the controller in-process with the production
+// defaults (4 concurrent reconciles, client-side rate limiting off as
+// ctrl.GetConfig sets it in a cluster), its webhook on a loopback URL and
+// its logs discarded.
+func (f *fleet) startController() {
+	f.b.Helper()
+	port := freePort(f.b)
+	cfg := *f.cluster.RESTConfig
+	cfg.QPS, cfg.Burst = -1, 0
+	mgr, err := ctrl.NewManager(&cfg, ctrl.Options{
+		Scheme:                 f.scheme,
+		Logger:                 zap.New(zap.WriteTo(io.Discard)),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{"rollgate-system": {}}},
+		}},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	err = reconciler.Setup(mgr, reconciler.Options{
+		Namespace: "rollgate-system", Concurrent: 4, LuaConfigMap: "rollgate-lua",
+		WebhookURL: fmt.Sprintf("https://127.0.0.1:%d", port), WebhookSecret: "rollgate-webhook-cert",
+		GitWebhookAddr: "0", GitDefaultInterval: time.Minute,
+	})
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	f.stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			f.b.Errorf("controller: %v", err)
+		}
+	}
+	f.poll(30*time.Second, "webhook serving", func(ctx context.Context) (bool, error) {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil, nil
+	})
+}
+
+func (f *fleet) stopController() {
+	if f.stop != nil {
+		f.stop()
+		f.stop = nil
+	}
+}
+
+func freePort(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

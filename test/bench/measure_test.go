@@ -1,0 +1,159 @@
+package bench
+
+import (
+	"context"
+	"maps"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// gateWatch timestamps, from a watch on the Rollouts, the moment each one
+// first waits at the step-1 gate for a revision other than its stable one.
+type gateWatch struct {
+	mu     sync.Mutex
+	seen   map[string]time.Time
+	want   int
+	stable map[string]string
+	done   chan struct{}
+	// rewatches counts watches the API server closed (re-opened at once).
+	rewatches int
+}
+
+// watchGates starts watching before the images change, so that no
+// transition is missed; it stops when ctx ends.
+func (f *fleet) watchGates(ctx context.Context) *gateWatch {
+	f.b.Helper()
+	wc, err := client.NewWithWatch(f.cluster.RESTConfig, client.Options{Scheme: f.scheme})
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	g := &gateWatch{seen: map[string]time.Time{}, want: len(f.names), stable: maps.Clone(f.stable), done: make(chan struct{})}
+	first, err := wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(ns))
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	go func() {
+		for w := first; ; {
+			g.consume(w.ResultChan())
+			w.Stop()
+			if ctx.Err() != nil {
+				return
+			}
+			g.mu.Lock()
+			g.rewatches++
+			g.mu.Unlock()
+			var err error
+			if w, err = wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(ns)); err != nil {
+				return
+			}
+		}
+	}()
+	return g
+}
+
+// consume records gates from events until the channel closes.
+func (g *gateWatch) consume(events <-chan watch.Event) {
+	for ev := range events {
+		ro, ok := ev.Object.(*v1alpha1.Rollout)
+		if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) {
+			continue
+		}
+		a := ro.Status.AwaitingApproval
+		if a == nil || a.Step != 1 || a.Revision == g.stable[ro.Name] {
+			continue
+		}
+		g.mu.Lock()
+		if _, dup := g.seen[ro.Name]; !dup {
+			g.seen[ro.Name] = time.Now()
+			if len(g.seen) == g.want {
+				close(g.done)
+			}
+		}
+		g.mu.Unlock()
+	}
+}
+
+// wait returns the gate times once every Rollout is at its gate, or false
+// after timeout.
+func (g *gateWatch) wait(timeout time.Duration) (map[string]time.Time, bool) {
+	select {
+	case <-g.done:
+	case <-time.After(timeout):
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return maps.Clone(g.seen), len(g.seen) == g.want
+}
+
+// percentile is the nearest-rank p-th percentile (0 < p <= 100) of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(rank, 0)]
+}
+
+// heapMiB is the live heap of this process after a full collection: the
+// controller's caches and work queues, plus the benchmark's own small
+// client.
+func heapMiB() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / (1 << 20)
+}
+
+// reconcileStats are controller-runtime's counters for the Rollout
+// controller, read from its metrics registry (the same numbers /metrics
+// serves).
+type reconcileStats struct {
+	reconciles, errors float64
+	// seconds is the total time spent in Reconcile.
+	seconds float64
+}
+
+// readReconcileStats reads the counters; take a difference of two reads.
+func readReconcileStats(t testing.TB) reconcileStats {
+	mfs, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s reconcileStats
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			rollout := false
+			for _, l := range m.GetLabel() {
+				rollout = rollout || (l.GetName() == "controller" && l.GetValue() == "rollout")
+			}
+			if !rollout {
+				continue
+			}
+			switch mf.GetName() {
+			case "controller_runtime_reconcile_total":
+				s.reconciles += m.GetCounter().GetValue()
+			case "controller_runtime_reconcile_errors_total":
+				s.errors += m.GetCounter().GetValue()
+			case "controller_runtime_reconcile_time_seconds":
+				s.seconds += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return s
+}
+
+func (s reconcileStats) minus(o reconcileStats) reconcileStats {
+	return reconcileStats{reconciles: s.reconciles - o.reconciles, errors: s.errors - o.errors, seconds: s.seconds - o.seconds}
+}

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package demo
+
+import "syscall"
+
+// processAttr puts a child in its own process group.
+func processAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

@@ -1,0 +1,301 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// fieldManager is the field manager of what the demo applies as the
+// platform team (CRDs, namespaces, the Flux objects).
+const fieldManager = "rollgate-demo"
+
+// world is everything the demo starts. close tears it down.
+type world struct {
+	opts    Options
+	p       *printer
+	tmp     string
+	tools   tools
+	cluster *kwok.Cluster
+	c       client.Client
+	git     *gitserver.Server
+	repoURL string
+	procs   []*process
+	// webhookAddr and gitWebhookAddr are the rollgate controller's
+	// admission webhook and Git push endpoint.
+	webhookAddr, gitWebhookAddr string
+}
+
+// tools are the binaries and files the demo needs from bin/.
+type tools struct {
+	rollgate, sourceController, kustomizeController, fluxCRDs string
+}
+
+func findTools(rollgate string) (tools, error) {
+	t := tools{rollgate: rollgate}
+	var errs []error
+	for _, x := range []struct {
+		name string
+		dst  *string
+	}{{"flux/source-controller", &t.sourceController}, {"flux/kustomize-controller", &t.kustomizeController}} {
+		p, err := repo.LookTool(x.name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w (make tools-flux)", err))
+		}
+		*x.dst = p
+	}
+	t.fluxCRDs = filepath.Join(repo.ToolsDir(), "flux", "crds")
+	if _, err := os.Stat(t.fluxCRDs); err != nil {
+		errs = append(errs, fmt.Errorf("Flux CRDs: %w (make tools-flux)", err))
+	}
+	if _, err := os.Stat(rollgate); err != nil {
+		errs = append(errs, fmt.Errorf("rollgate binary: %w (make build)", err))
+	}
+	return t, errors.Join(errs...)
+}
+
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// startCluster creates the kwok cluster and installs the CRDs: rollgate's,
+// the Gateway API HTTPRoute and Flux's.
+func (w *world) startCluster(ctx context.Context) error {
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	w.p.step("starting a Kubernetes cluster: kwok, 3 simulated nodes (real API server, scheduler, controllers)")
+	if w.cluster, err = kwok.Create(ctx, kwok.Options{Nodes: 3, Scheme: scheme}); err != nil {
+		return err
+	}
+	w.c = w.cluster.Client
+	root := repo.Root()
+	for _, path := range []string{
+		filepath.Join(root, "charts", "rollgate", "crds"),
+		filepath.Join(root, "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"),
+		w.tools.fluxCRDs,
+	} {
+		if err := w.applyFiles(ctx, path); err != nil {
+			return err
+		}
+	}
+	for _, ns := range []string{Namespace, ControllerNamespace, FluxNamespace} {
+		err := w.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	w.p.step("cluster up (%s); CRDs installed: rollgate, Gateway API HTTPRoute, Flux", w.cluster.RESTConfig.Host)
+	return nil
+}
+
+// applyFiles applies every object of a YAML file, or of the *.yaml files of
+// a folder, and waits for CRDs to be established.
+func (w *world) applyFiles(ctx context.Context, path string) error {
+	files := []string{path}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		files, _ = filepath.Glob(filepath.Join(path, "*.yaml"))
+	}
+	var crds []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		objs, err := w.applyYAML(ctx, string(data))
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		for _, u := range objs {
+			if u.GetKind() == "CustomResourceDefinition" {
+				crds = append(crds, u.GetName())
+			}
+		}
+	}
+	for _, name := range crds {
+		if err := w.waitFor(ctx, 30*time.Second, "CRD "+name+" established", func(ctx context.Context) (bool, error) {
+			return crdEstablished(ctx, w.c, name), nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func crdEstablished(ctx context.Context, c client.Client, name string) bool {
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+		return false
+	}
+	for _, cond := range crd.Status.Conditions {
+		if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// applyYAML server-side applies every document of docs as the platform
+// team.
+func (w *world) applyYAML(ctx context.Context, docs string) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return objs, err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := w.c.Patch(ctx, u, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+			return objs, fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		objs = append(objs, u)
+	}
+}
+
+// startGit starts the Git server and seeds the application repository.
+func (w *world) startGit() error {
+	var err error
+	if w.git, err = gitserver.New(gitserver.Options{}); err != nil {
+		return err
+	}
+	url := w.git.URL + "/" + RepoName + ".git"
+	if w.repoURL, err = w.git.CreateRepo(RepoName, appFiles(url)); err != nil {
+		return err
+	}
+	head, err := w.git.Head(RepoName, Branch)
+	if err != nil {
+		return err
+	}
+	w.p.step("Git server up; repository %s seeded: %s/{deployment,rollout,repository,kustomization}.yaml (main@%s)", w.repoURL, AppPath, short(head))
+	return nil
+}
+
+// startRollgate runs `rollgate controller` as a child process, the way a
+// developer runs it next to a development cluster, and waits until its
+// admission webhook is registered and serving.
+func (w *world) startRollgate(ctx context.Context) error {
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	w.webhookAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	w.gitWebhookAddr = fmt.Sprintf("127.0.0.1:%d", ports[2])
+	args := []string{"controller",
+		"--kubeconfig", w.cluster.Kubeconfig,
+		"--namespace", ControllerNamespace,
+		"--webhook-url", "https://" + w.webhookAddr,
+		"--webhook-bind-host", "127.0.0.1",
+		"--webhook-port", fmt.Sprint(ports[0]),
+		"--metrics-bind-address", "0",
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--git-webhook-bind-address", w.gitWebhookAddr,
+	}
+	proc, err := startProcess(w.tmp, "rollgate-controller", w.tools.rollgate, args, nil)
+	if err != nil {
+		return err
+	}
+	w.procs = append(w.procs, proc)
+	err = w.waitFor(ctx, 60*time.Second, "the rollgate admission webhook", func(ctx context.Context) (bool, error) {
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		if err := w.c.Get(ctx, client.ObjectKey{Name: "rollgate"}, &cfg); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return listening(w.webhookAddr), nil
+	})
+	if err != nil {
+		return err
+	}
+	w.p.step("rollgate controller running: %s controller (webhook https://%s)", w.tools.rollgate, w.webhookAddr)
+	return nil
+}
+
+// waitFor polls cond every 250 ms until it holds, failing early when a
+// child process died.
+func (w *world) waitFor(ctx context.Context, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) error {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, p := range w.procs {
+			if err := p.exited(); err != nil {
+				return false, err
+			}
+		}
+		return cond(ctx)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("waiting for %s (up to %s): %w", what, timeout, err)
+	}
+	return nil
+}
+
+// close stops everything the demo started, children first, and removes its
+// temporary files.
+func (w *world) close() error {
+	errs := []error{stopAll(w.procs)}
+	if w.cluster != nil {
+		errs = append(errs, w.cluster.Delete())
+	}
+	if w.git != nil {
+		errs = append(errs, w.git.Close())
+	}
+	if w.tmp != "" {
+		errs = append(errs, os.RemoveAll(w.tmp))
+	}
+	return errors.Join(errs...)
+}
+
+// failureReport returns the last lines of the log of every child that is
+// still running (one that exited is named in the error).
+func (w *world) failureReport() string {
+	var b strings.Builder
+	for _, p := range w.procs {
+		if p.exited() == nil {
+			fmt.Fprintf(&b, "\n== %s: last lines of its log ==\n%s\n", p.name, tail(p.log, 10))
+		}
+	}
+	return b.String()
+}
+
+func short(hash string) string {
+	if len(hash) > 7 {
+		return hash[:7]
+	}
+	return hash
+}
