@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollgate/rollgate/reconciler/webhook"
 )
@@ -22,5 +23,6 @@ func setupWebhook(mgr ctrl.Manager, opts Options) error {
 		SecretNamespace: opts.Namespace,
 		SecretName:      opts.WebhookSecret,
 		Now:             opts.Now,
+		Hooks:           []webhook.HookHandler{templateHook(admission.NewDecoder(mgr.GetScheme()))},
 	})
 }

@@ -35,5 +35,6 @@ failed release is reverted in Git.`,
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newDemoCommand())
 	addCLICommands(root)
+	root.AddCommand(newLuaCommand())
 	return root
 }

@@ -98,8 +98,29 @@ func startFleet(b *testing.B, n int) *fleet {
 	return f
 }
 
-// appYAML is a workload: Deployment, Service and HTTPRoute.
+// appYAML is a workload: its Deployment, Service and HTTPRoute.
 func appYAML(name, image string) string {
+	return deploymentYAML(name, image) + fmt.Sprintf(`
+---
+apiVersion: v1
+kind: Service
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  selector: {app: %[1]s}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  parentRefs: [{name: public}]
+  rules:
+  - backendRefs: [{name: %[1]s, port: 80}]
+`, name, ns)
+}
+
+// deploymentYAML is the Deployment of a workload running image.
+func deploymentYAML(name, image string) string {
 	return fmt.Sprintf(`
 apiVersion: apps/v1
 kind: Deployment
@@ -112,21 +133,6 @@ spec:
     spec:
       containers:
       - {name: app, image: %[2]s}
----
-apiVersion: v1
-kind: Service
-metadata: {name: %[1]s, namespace: %[3]s}
-spec:
-  selector: {app: %[1]s}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: %[1]s, namespace: %[3]s}
-spec:
-  parentRefs: [{name: public}]
-  rules:
-  - backendRefs: [{name: %[1]s, port: 80}]
 `, name, image, ns, replicas)
 }
 

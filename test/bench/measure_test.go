@@ -157,3 +157,7 @@ func readReconcileStats(t testing.TB) reconcileStats {
 func (s reconcileStats) minus(o reconcileStats) reconcileStats {
 	return reconcileStats{reconciles: s.reconciles - o.reconciles, errors: s.errors - o.errors, seconds: s.seconds - o.seconds}
 }
+
+func (s reconcileStats) plus(o reconcileStats) reconcileStats {
+	return reconcileStats{reconciles: s.reconciles + o.reconciles, errors: s.errors + o.errors, seconds: s.seconds + o.seconds}
+}

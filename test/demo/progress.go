@@ -173,6 +173,10 @@ func (o *observation) waitingFor() string {
 		return "a fix: " + conditions.GetMessage(o.ro, v1alpha1.StalledCondition)
 	case s.Phase == v1alpha1.PhaseHealthy && s.StableRevision == s.CanaryRevision:
 		return "nothing: released"
+	case s.CurrentStepState == v1alpha1.StepPaused && o.canary != s.CanaryWeight:
+		// Flux re-applied the HTTPRoute as Git declares it (one backend)
+		// in the middle of a step; the controller puts the split back.
+		return fmt.Sprintf("rollgate to restore %d/%d: Flux re-applied the HTTPRoute from Git", 100-s.CanaryWeight, s.CanaryWeight)
 	}
 	switch s.CurrentStepState {
 	case v1alpha1.StepUpgrade:

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -218,7 +219,11 @@ func (w *world) startController() {
 			w.t.Errorf("controller: %v", err)
 		}
 	}
-	w.eventually(30*time.Second, "webhook registered", func(ctx context.Context) (bool, error) {
+	w.eventually(30*time.Second, "webhooks registered and served", func(ctx context.Context) (bool, error) {
+		var v admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := w.c.Get(ctx, client.ObjectKey{Name: "rollgate"}, &v); err != nil || len(v.Webhooks) == 0 || len(v.Webhooks[0].ClientConfig.CABundle) == 0 {
+			return false, nil
+		}
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 		if err != nil {
 			return false, nil
