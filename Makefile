@@ -18,7 +18,7 @@ include test/tools/tools.mk
 
 .PHONY: help
 help: ## List every target
-	@grep -hE '^[a-zA-Z_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-20s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-20s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## Build the rollgate binary into bin/rollgate (and bin/kubectl-rollgate)

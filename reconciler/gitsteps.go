@@ -65,10 +65,22 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *release, plan str
 		}
 		if !p.AlreadyApproved {
 			a.Branch = p.Branch
+			// Approval branches of earlier gates that were never merged
+			// can no longer approve anything: remove them.
+			keep := func(b string) bool { return b == p.Branch }
+			if _, err := gitsync.CleanupApprovalBranches(ctx, rel.git.repo, ro.Namespace, ro.Name, keep); err != nil {
+				return err
+			}
 		}
+	}
+	if err := r.openApprovalRequest(ctx, rel); err != nil {
+		return fmt.Errorf("approval pull request: %w", err)
 	}
 	if err := r.revertInGit(ctx, rel); err != nil {
 		return err
+	}
+	if err := r.openRevertRequest(ctx, rel, ro.Status.Message); err != nil {
+		return fmt.Errorf("revert pull request: %w", err)
 	}
 	rel.git.writer.Enqueue(stateOf(ro, rel, plan))
 	if ro.Status.Git == nil {

@@ -306,9 +306,13 @@ func (f *fleet) startController() {
 	port := freePort(f.b)
 	cfg := *f.cluster.RESTConfig
 	cfg.QPS, cfg.Burst = -1, 0
+	// The event recorder logs through ctrl.Log, which warns with a stack
+	// trace when no logger was ever set.
+	discard := zap.New(zap.WriteTo(io.Discard))
+	ctrl.SetLogger(discard)
 	mgr, err := ctrl.NewManager(&cfg, ctrl.Options{
 		Scheme:                 f.scheme,
-		Logger:                 zap.New(zap.WriteTo(io.Discard)),
+		Logger:                 discard,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},

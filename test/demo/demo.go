@@ -62,8 +62,9 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // Run runs the demo and tears everything down before it returns. It
-// returns nil when the release completed and Git reports it Healthy;
-// ctx.Err() when interrupted.
+// returns nil when the release completed and Git reports it Healthy, and
+// ctx.Err() when ctx was cancelled (with Keep, only before the release
+// completed).
 func Run(ctx context.Context, opts Options) (err error) {
 	opts, err = opts.withDefaults()
 	if err != nil {
@@ -76,22 +77,24 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if w.tmp, err = os.MkdirTemp("", "rollgate-demo-"); err != nil {
 		return err
 	}
+	completed := false
 	defer func() {
-		if err != nil && !errors.Is(err, context.Canceled) {
+		switch {
+		case ctx.Err() != nil && !completed: // Ctrl-C, whatever it broke on its way
+			err = ctx.Err()
+			fmt.Fprintln(opts.Out, "\ninterrupted")
+		case err != nil:
 			fmt.Fprintf(opts.Out, "\nthe demo failed: %v\n%s", err, w.failureReport())
 		}
-		if errors.Is(err, context.Canceled) {
-			fmt.Fprintln(opts.Out, "\ninterrupted")
-		}
-		took := time.Since(w.p.start)
 		fmt.Fprintln(opts.Out, "\ntearing down: controllers, Flux, cluster, Git server, temporary files")
+		down := time.Now()
 		if cerr := w.close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("teardown: %w", cerr))
 		}
-		fmt.Fprintf(opts.Out, "done: the demo took %s (teardown %s)\n",
-			took.Round(100*time.Millisecond), (time.Since(w.p.start) - took).Round(100*time.Millisecond))
+		fmt.Fprintf(opts.Out, "done in %s (teardown %s)\n",
+			time.Since(w.p.start).Round(100*time.Millisecond), time.Since(down).Round(100*time.Millisecond))
 	}()
-	fmt.Fprintf(opts.Out, "rollgate demo: release %s of %s with Flux applying Git and rollgate gating each step\n\n", NewImage, App)
+	fmt.Fprintf(opts.Out, "rollgate demo: release %s of %s with Flux applying Git and rollgate gating each step\n", NewImage, App)
 	runCtx := ctx
 	if !opts.Interactive && !opts.Keep {
 		var cancel context.CancelFunc
@@ -106,6 +109,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	if opts.Keep {
 		w.printConnect()
+		completed = true // Ctrl-C now ends the demo: not an interruption
 		<-ctx.Done()
 	}
 	return nil

@@ -165,6 +165,10 @@ func (o *observation) waitingFor() string {
 	switch {
 	case s.Phase == "" || s.Phase == v1alpha1.PhaseInitial:
 		return "rollgate to take the Deployment over"
+	case s.CurrentStepState == v1alpha1.StepPaused && o.canary != s.CanaryWeight:
+		// Flux re-applied the HTTPRoute as Git declares it (one backend)
+		// in the middle of a step; the controller puts the split back.
+		return fmt.Sprintf("rollgate to restore %d/%d: Flux re-applied the HTTPRoute from Git", 100-s.CanaryWeight, s.CanaryWeight)
 	case s.AwaitingApproval != nil && s.AwaitingApproval.Branch != "":
 		return "approval: merge " + s.AwaitingApproval.Branch
 	case s.AwaitingApproval != nil:
@@ -173,10 +177,6 @@ func (o *observation) waitingFor() string {
 		return "a fix: " + conditions.GetMessage(o.ro, v1alpha1.StalledCondition)
 	case s.Phase == v1alpha1.PhaseHealthy && s.StableRevision == s.CanaryRevision:
 		return "nothing: released"
-	case s.CurrentStepState == v1alpha1.StepPaused && o.canary != s.CanaryWeight:
-		// Flux re-applied the HTTPRoute as Git declares it (one backend)
-		// in the middle of a step; the controller puts the split back.
-		return fmt.Sprintf("rollgate to restore %d/%d: Flux re-applied the HTTPRoute from Git", 100-s.CanaryWeight, s.CanaryWeight)
 	}
 	switch s.CurrentStepState {
 	case v1alpha1.StepUpgrade:
@@ -209,22 +209,29 @@ func (o *observation) stepTraffic() string {
 // watchUntil prints the live view, a line whenever the release changes and
 // one when Flux applies a new revision, until done holds.
 func (w *world) watchUntil(ctx context.Context, timeout time.Duration, what string, done func(ctx context.Context, o *observation) (bool, error)) (*observation, error) {
-	var last *observation
 	err := w.waitFor(ctx, timeout, what, func(ctx context.Context) (bool, error) {
 		o, err := w.observe(ctx)
 		if err != nil {
 			return false, err
 		}
+		last := w.last
 		if last != nil && o.fluxRevision != last.fluxRevision && o.fluxRevision != "" {
 			w.p.step("Flux applied %s", shortRevision(o.fluxRevision))
 		}
-		if last == nil || o.line() != last.line() {
-			w.p.step("%s", o.line())
+		if w.lastLine == "" || o.line() != w.lastLine {
+			w.lastLine = o.line()
+			w.p.step("%s", w.lastLine)
 		}
-		last = o
+		w.last = o
 		return done(ctx, o)
 	})
-	return last, err
+	return w.last, err
+}
+
+// header starts a live view: the column names, then every line anew.
+func (w *world) header() {
+	w.p.block(progressHeader())
+	w.lastLine = ""
 }
 
 // shortRevision shortens Flux's "main@sha1:<hash>".

@@ -16,7 +16,7 @@ import (
 // waitV1 waits until version 1 runs and rollgate has taken the Deployment
 // under its control.
 func (w *world) waitV1(ctx context.Context) error {
-	w.p.block(progressHeader())
+	w.header()
 	o, err := w.watchUntil(ctx, 90*time.Second, "version 1 running and the Rollout Ready", func(_ context.Context, o *observation) (bool, error) {
 		return o.ro != nil && conditions.IsReady(o.ro) && o.pods[OldImage] == [2]int{5, 5} &&
 			o.deployment != nil && o.deployment.Labels[v1alpha1.LabelControlled] != "", nil
@@ -37,7 +37,7 @@ func (w *world) release(ctx context.Context) error {
 		return err
 	}
 	w.p.step("developer: pushed %s to %s: %s image %s -> %s", short(commit), Branch, deploymentFile, OldImage, NewImage)
-	w.p.block(progressHeader())
+	w.header()
 	o, err := w.watchUntil(ctx, 3*time.Minute, "step 1 to wait for approval", func(_ context.Context, o *observation) (bool, error) {
 		return o.ro != nil && o.ro.Status.AwaitingApproval != nil && o.ro.Status.AwaitingApproval.Branch != "", nil
 	})

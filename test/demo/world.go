@@ -47,6 +47,10 @@ type world struct {
 	// webhookAddr and gitWebhookAddr are the rollgate controller's
 	// admission webhook and Git push endpoint.
 	webhookAddr, gitWebhookAddr string
+	// last is the latest observation of the live view and lastLine its
+	// last printed line.
+	last     *observation
+	lastLine string
 }
 
 // tools are the binaries and files the demo needs from bin/.

@@ -436,9 +436,16 @@ func TestAnalysisFailsSafeWhenPrometheusStops(t *testing.T) {
 	if res.Phase != "Error" || res.ConsecutiveErrors != 3 || res.Failed != 0 {
 		t.Fatalf("step %d analysis: want Error after 3 consecutive errors and no failure, got %+v", analysedStep, res)
 	}
+	// Errors are retried after min(interval, 10s): the third one, two
+	// retries after the first, fails the release.
 	firstError, _ := firstWithPhase(res, "Error")
-	t.Logf("Prometheus stopped -> first error: ~%v; first error -> release Failed: %v; measurements %+v",
-		firstError.Sub(stopped).Round(time.Second), stalled.LastTransitionTime.Sub(firstError), res.Measurements)
+	decision := stalled.LastTransitionTime.Sub(firstError)
+	bound := min(analysisInterval, 10*time.Second)*2 + 2*time.Second
+	t.Logf("Prometheus stopped -> first error: ~%v; first error -> release Failed: %v (bound %v); measurements %+v",
+		firstError.Sub(stopped).Round(time.Second), decision, bound, res.Measurements)
+	if decision < 0 || decision > bound {
+		t.Fatalf("release failed %v after the first error, want within 2 retries + 2s = %v", decision, bound)
+	}
 	assertRolledBack(t, s, failedAt)
 }
 
