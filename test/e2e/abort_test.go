@@ -67,6 +67,7 @@ spec: {url: %q, interval: 1s, status: {window: 1s}}
 		return conditions.IsStalled(ro) && conditions.GetReason(ro, v1alpha1.StalledCondition) == v1alpha1.ReasonAborted &&
 			!conditions.IsReady(ro), nil
 	})
+	assertKstatus(t, ro)
 	assertWeights(t, w, 100, 0)
 	branch := gitsync.RevertBranch("demo", "echoserver", canary)
 	w.eventually(30*time.Second, "revert branch in Git", func(ctx context.Context) (bool, error) {

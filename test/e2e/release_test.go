@@ -118,6 +118,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	if conditions.IsStalled(ro) || conditions.IsReady(ro) || !conditions.IsTrue(ro, v1alpha1.AwaitingApprovalCondition) {
 		t.Fatalf("waiting for approval must be AwaitingApproval=True, Ready=False, not Stalled: %+v", ro.Status.Conditions)
 	}
+	assertKstatus(t, ro)
 	branch := ro.Status.AwaitingApproval.Branch
 	if want := gitsync.ApprovalBranch("demo", "echoserver", ro.Status.CanaryRevision, 1); branch != want {
 		t.Fatalf("approval branch %q, want %q", branch, want)
@@ -146,6 +147,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 		d := w.deployment("demo", "echoserver")
 		return w.pods("demo", "echoserver")["echo:2.0"] == [2]int{5, 5} && !d.Spec.Paused && d.Spec.Strategy.Type != "Recreate", nil
 	})
+	assertKstatus(t, w.rollout("demo", "echoserver"))
 	var route gatewayv1.HTTPRoute
 	if err := w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &route); err != nil {
 		t.Fatal(err)
