@@ -261,7 +261,7 @@ func (p *planner) graceLeft() time.Duration {
 	if st := p.next.StepStartedAt; st != nil && st.After(start) {
 		start = st.Time
 	}
-	return start.Add(time.Duration(rs[0].GracePeriodSeconds) * time.Second).Sub(p.now)
+	return start.Add(rs[0].GracePeriod()).Sub(p.now)
 }
 
 // workloadSettled reports whether the workload is released and runs its

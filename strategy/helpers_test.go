@@ -60,8 +60,9 @@ func routedSpec(steps ...v1alpha1.CanaryStep) *v1alpha1.RolloutSpec {
 		Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{
 			Steps: steps,
 			TrafficRoutings: []v1alpha1.TrafficRoutingRef{{
-				Service: "echoserver",
-				Gateway: &v1alpha1.GatewayTrafficRouting{HTTPRouteName: ptr("echoserver")},
+				Service:            "echoserver",
+				GracePeriodSeconds: ptr(int32(0)),
+				Gateway:            &v1alpha1.GatewayTrafficRouting{HTTPRouteName: ptr("echoserver")},
 			}},
 		}},
 	}

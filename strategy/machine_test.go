@@ -72,7 +72,7 @@ func TestTrafficRoutingWaitsForTheRoutersAndTheGracePeriod(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := echoSpec()
-			spec.Strategy.Canary.TrafficRoutings[0].GracePeriodSeconds = tt.grace
+			spec.Strategy.Canary.TrafficRoutings[0].GracePeriodSeconds = &tt.grace
 			obs := observed(10, 1)
 			obs.TrafficDone = tt.done
 			if tt.changedAt != 0 {
@@ -109,7 +109,7 @@ func TestTrafficDoneForAnotherTargetDoesNotCount(t *testing.T) {
 
 func TestUnchangedTrafficNeedsNoGracePeriod(t *testing.T) {
 	spec := routedSpec(step("10%", num(1), nil), step("", num(2), gatePause()))
-	spec.Strategy.Canary.TrafficRoutings[0].GracePeriodSeconds = 30
+	spec.Strategy.Canary.TrafficRoutings[0].GracePeriodSeconds = ptr(int32(30))
 	p := decide(t, spec, releasing(2, v1alpha1.StepUpgrade, 0), observed(10, 2), at(time.Second))
 	if w := whereOf(&p.Status); w.State != v1alpha1.StepPaused || p.Status.AwaitingApproval == nil {
 		t.Errorf("at %+v, want the gate of step 2 (%s)", w, p.Status.Message)

@@ -18,7 +18,7 @@ import (
 // CRD's default (3s): the tests' clock jumps over it.
 func gatewayRef(grace int32) v1alpha1.TrafficRoutingRef {
 	return v1alpha1.TrafficRoutingRef{
-		Service: "web", GracePeriodSeconds: grace,
+		Service: "web", GracePeriodSeconds: &grace,
 		Gateway: &v1alpha1.GatewayTrafficRouting{HTTPRouteName: ptr.To("web")},
 	}
 }

@@ -3,7 +3,6 @@ package traffic
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -77,7 +76,7 @@ func (r Registry) New(c client.Client, ro *v1alpha1.Rollout, opts Options) (Rout
 		entries = append(entries, &entry{
 			svc:    &services{c: c, ro: ro, stable: ref.Service, opts: opts},
 			routes: routes,
-			grace:  time.Duration(ref.GracePeriodSeconds) * time.Second,
+			grace:  ref.GracePeriod(),
 			opts:   opts,
 		})
 	}

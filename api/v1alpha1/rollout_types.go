@@ -40,6 +40,7 @@ type RolloutList struct {
 // RolloutSpec is the desired release behaviour for one workload.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.strategy.canary) || !has(self.strategy.canary.enableExtraWorkloadForCanary) || !self.strategy.canary.enableExtraWorkloadForCanary || self.workloadRef.kind == 'Deployment'",message="spec.strategy.canary.enableExtraWorkloadForCanary is only supported for workloadRef.kind Deployment: remove it, or point workloadRef at a Deployment"
+// +kubebuilder:validation:XValidation:rule="!has(self.strategy.blueGreen) || self.workloadRef.kind == 'Deployment'",message="spec.strategy.blueGreen is only supported for workloadRef.kind Deployment: use spec.strategy.canary for a StatefulSet or DaemonSet"
 type RolloutSpec struct {
 	// WorkloadRef names the workload this Rollout releases, in the Rollout's
 	// namespace. It cannot be changed; create a new Rollout instead.

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -33,9 +35,10 @@ type HttpRouteMatch struct { //nolint:revive // the name follows Kruise Rollout
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.ingress), has(self.gateway), has(self.customNetworkRefs) && size(self.customNetworkRefs) > 0].filter(x, x).size() == 1",message="a trafficRoutings entry must set exactly one of ingress, gateway or customNetworkRefs"
 type TrafficRoutingRef struct {
-	// Service is the stable Service in front of the workload.
+	// Service is the stable Service in front of the workload. At most 56
+	// characters, so that the canary Service "<service>-canary" fits in 63.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:MaxLength=56
 	Service string `json:"service"`
 
 	// GracePeriodSeconds to wait after each traffic change before the next
@@ -44,7 +47,7 @@ type TrafficRoutingRef struct {
 	// +kubebuilder:validation:Maximum=3600
 	// +kubebuilder:default=3
 	// +optional
-	GracePeriodSeconds int32 `json:"gracePeriodSeconds,omitempty"`
+	GracePeriodSeconds *int32 `json:"gracePeriodSeconds,omitempty"`
 
 	// Ingress routes through a canary Ingress that rollgate owns, beside the
 	// user's Ingress.
@@ -84,6 +87,14 @@ type GatewayTrafficRouting struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	HTTPRouteName *string `json:"httpRouteName"`
+}
+
+// GracePeriod returns gracePeriodSeconds as a duration (3s when unset).
+func (r TrafficRoutingRef) GracePeriod() time.Duration {
+	if r.GracePeriodSeconds == nil {
+		return 3 * time.Second
+	}
+	return time.Duration(*r.GracePeriodSeconds) * time.Second
 }
 
 // ObjectRef names an object in the Rollout's namespace.

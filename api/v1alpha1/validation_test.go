@@ -162,6 +162,13 @@ func TestRolloutRefusedWithHelpfulMessage(t *testing.T) {
 			spec(u)["workloadRef"].(map[string]any)["kind"] = "StatefulSet"
 			canary(u)["enableExtraWorkloadForCanary"] = true
 		}, []string{"spec", "enableExtraWorkloadForCanary is only supported for workloadRef.kind Deployment"}},
+		{"blue-green for a DaemonSet", func(u *unstructured.Unstructured) {
+			spec(u)["workloadRef"].(map[string]any)["kind"] = "DaemonSet"
+			spec(u)["strategy"] = map[string]any{"blueGreen": map[string]any{"steps": []any{map[string]any{"replicas": "100%"}}}}
+		}, []string{"spec", "blueGreen is only supported for workloadRef.kind Deployment"}},
+		{"Service name too long for its canary", func(u *unstructured.Unstructured) {
+			canary(u)["trafficRoutings"].([]any)[0].(map[string]any)["service"] = strings.Repeat("s", 57)
+		}, []string{"spec.strategy.canary.trafficRoutings[0].service", "may not be more than 56 bytes"}},
 		{"bad failureThreshold", func(u *unstructured.Unstructured) { canary(u)["failureThreshold"] = "many" },
 			[]string{"spec.strategy.canary.failureThreshold", "number of pods (>= 0) or a percentage"}},
 		{"approval for step 0", func(u *unstructured.Unstructured) {
