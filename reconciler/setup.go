@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
@@ -25,6 +26,10 @@ import (
 
 // repositoryIndex indexes Rollouts by the Repository their spec.git names.
 const repositoryIndex = "spec.git.repository"
+
+// routeIndex indexes Rollouts by the objects their trafficRoutings name:
+// "Service/<name>", "HTTPRoute/<name>".
+const routeIndex = "spec.trafficRoutings"
 
 // Setup registers the Rollout controller, the admission webhook and the Git
 // push endpoint with mgr. The webhook registers the index of Rollouts by
@@ -37,6 +42,18 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return []string{g.Repository}
 		}
 		return nil
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.Rollout{}, routeIndex, func(o client.Object) []string {
+		var keys []string
+		for _, ref := range routings(o.(*v1alpha1.Rollout)) {
+			keys = append(keys, "Service/"+ref.Service)
+			if g := ref.Gateway; g != nil && g.HTTPRouteName != nil {
+				keys = append(keys, "HTTPRoute/"+*g.HTTPRouteName)
+			}
+		}
+		return keys
 	}); err != nil {
 		return err
 	}
@@ -66,7 +83,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 
 func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pushes <-chan eventTarget) error {
 	workloadEvents := handler.EnqueueRequestsFromMapFunc(r.rolloutsOfWorkload)
-	return ctrl.NewControllerManagedBy(mgr).
+	// A route or Service re-applied by the GitOps tool mid-release is
+	// re-asserted at once: watch them (HTTPRoutes only where the CRD is).
+	b := ctrl.NewControllerManagedBy(mgr).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfRoute("Service")))
+	if _, err := mgr.GetRESTMapper().RESTMapping(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute").GroupKind(), gatewayv1.SchemeGroupVersion.Version); err == nil {
+		b = b.Watches(&gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfRoute("HTTPRoute")))
+	}
+	return b.
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&appsv1.Deployment{}, workloadEvents).
 		Watches(&appsv1.StatefulSet{}, workloadEvents).
@@ -75,6 +99,14 @@ func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pus
 		WatchesRawSource(pushSource(pushes, r)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrent, 1)}).
 		Complete(r)
+}
+
+// rolloutsOfRoute maps an event of a routing object to the Rollouts that
+// route through it.
+func (r *RolloutReconciler) rolloutsOfRoute(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		return r.rolloutsBy(ctx, o.GetNamespace(), routeIndex, kind+"/"+o.GetName())
+	}
 }
 
 // rolloutsOfWorkload maps a workload event to the Rollouts pointing at it.
