@@ -58,8 +58,11 @@ func (s *pushServer) Start(ctx context.Context) error {
 	return nil
 }
 
-// NeedLeaderElection: only the leader fetches and acts.
-func (s *pushServer) NeedLeaderElection() bool { return true }
+// NeedLeaderElection is false: every replica answers the forge (202), and
+// only the leader, which holds the repositories, fetches at once; on the
+// others the call changes nothing and the leader sees the push at its next
+// fetch interval.
+func (s *pushServer) NeedLeaderElection() bool { return false }
 
 // pushSource turns push events into reconciles of the Rollouts that use the
 // Repository.

@@ -46,6 +46,7 @@ type controllerFlags struct {
 	gitStatusBranch    string
 	gitStatusWindow    time.Duration
 	eventsAddr         string
+	gitInsecureHTTP    bool
 	logLevel           string
 	logDev             bool
 }
@@ -73,6 +74,7 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.gitDefaultInterval, "git-default-interval", 5*time.Second, "Interval between fetches of a tracked branch when its Repository sets none")
 	fs.StringVar(&f.gitStatusBranch, "git-status-branch", "rollgate/status", "Status branch when a Repository sets none")
 	fs.DurationVar(&f.gitStatusWindow, "git-status-window", 10*time.Second, "Window over which status writes are coalesced into one commit when a Repository sets none")
+	fs.BoolVar(&f.gitInsecureHTTP, "git-allow-insecure-http", false, "Allow sending Git credentials over plain http:// (in-cluster Git servers, tests); https:// and ssh:// need nothing")
 	fs.StringVar(&f.eventsAddr, "events-addr", "", "Forward events to Flux's notification-controller at this address (optional)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info or error")
 	fs.BoolVar(&f.logDev, "log-dev", false, "Human-readable console logs instead of JSON")
@@ -181,5 +183,6 @@ func (f *controllerFlags) options() reconciler.Options {
 		GitStatusBranch:    f.gitStatusBranch,
 		GitStatusWindow:    f.gitStatusWindow,
 		EventsAddr:         f.eventsAddr,
+		GitInsecureHTTP:    f.gitInsecureHTTP,
 	}
 }

@@ -1,6 +1,10 @@
 package main
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+)
 
 // Exit codes that scripts can rely on.
 const (
@@ -34,5 +38,22 @@ func exitCode(err error) int {
 		return exitNotFound
 	default:
 		return exitError
+	}
+}
+
+// markUsageErrors makes bad flags and bad argument counts exit with
+// exitUsage, on every command.
+func markUsageErrors(c *cobra.Command) {
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		markUsageErrors(sub)
 	}
 }

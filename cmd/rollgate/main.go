@@ -36,5 +36,6 @@ failed release is reverted in Git.`,
 	root.AddCommand(newDemoCommand())
 	addCLICommands(root)
 	root.AddCommand(newLuaCommand())
+	markUsageErrors(root)
 	return root
 }
