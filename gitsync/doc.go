@@ -6,7 +6,9 @@
 //
 //   - Repository: a local copy of the branch heads of one remote, with
 //     Snapshot/ReadFile to read files and Update to write one commit with
-//     fetch-rebuild-push retries when another writer wins a race.
+//     fetch-rebuild-push retries when another writer wins a race. Every
+//     exchange with the remote is bounded by Options.Timeout; an on-disk
+//     copy (Options.Dir) found damaged is dropped and fetched afresh.
 //   - Credentials: HTTPS (basic, token, bearer) or SSH (identity plus
 //     mandatory known_hosts) built from Secret data. Secrets never appear
 //     in errors, commit messages or status files. Optional OpenPGP commit

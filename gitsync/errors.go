@@ -1,15 +1,25 @@
 package gitsync
 
 import (
+	"compress/flate"
+	"compress/zlib"
 	"context"
 	"encoding/base64"
 	"errors"
+	"io"
+	"net"
 	"net/url"
 	"regexp"
 	"sort"
 	"strings"
 
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
+	"github.com/go-git/go-git/v5/plumbing/format/objfile"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 	"github.com/skeema/knownhosts"
 )
 
@@ -184,4 +194,29 @@ func classify(err error) []error {
 		}
 	}
 	return kinds
+}
+
+// isStorageError reports whether err says the local object store cannot
+// be read: objects missing or undecodable, pack or index files damaged,
+// repository files gone. Network errors never are, even when they wrap
+// io.EOF.
+func isStorageError(err error) bool {
+	var urlErr *url.Error
+	var netErr net.Error
+	if errors.As(err, &urlErr) || errors.As(err, &netErr) {
+		return false
+	}
+	for _, e := range []error{
+		plumbing.ErrObjectNotFound, plumbing.ErrInvalidType, dotgit.ErrPackfileNotFound,
+		idxfile.ErrMalformedIdxFile, packfile.ErrMalformedPackFile, objfile.ErrNegativeSize,
+		git.ErrRemoteNotFound, git.ErrRepositoryNotExists,
+		zlib.ErrChecksum, zlib.ErrHeader, zlib.ErrDictionary, io.EOF, io.ErrUnexpectedEOF,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var corrupt flate.CorruptInputError
+	var packErr *packfile.Error
+	return errors.As(err, &corrupt) || errors.As(err, &packErr)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +34,9 @@ const (
 	// DefaultMaxCachedObjects bounds an in-memory store: past it the store is
 	// dropped after a write and the next fetch starts afresh.
 	DefaultMaxCachedObjects = 200_000
+	// DefaultTimeout bounds each exchange with the remote (a listing, a
+	// fetch, a push).
+	DefaultTimeout = time.Minute
 )
 
 // Options configure a Repository.
@@ -67,6 +72,10 @@ type Options struct {
 	MaxCachedObjects int
 	// Now returns the commit time. nil means time.Now.
 	Now func() time.Time
+	// Timeout bounds each exchange with the remote, so a Git host that
+	// accepts connections but never answers cannot hold the Repository
+	// (and every caller waiting for it) forever. 0 means DefaultTimeout.
+	Timeout time.Duration
 }
 
 // Repository is a local copy of one remote Git repository, holding only the
@@ -82,6 +91,9 @@ type Repository struct {
 	safeURL string
 	repo    *git.Repository
 	mem     *memory.Storage
+	// damaged is set when the on-disk store (Options.Dir) failed to read
+	// or write objects; the next fetch drops it and starts afresh.
+	damaged bool
 }
 
 // Open prepares a Repository for opts. It does not touch the network.
@@ -100,7 +112,15 @@ func Open(opts Options) (*Repository, error) {
 		return nil, red.wrap("", fmt.Errorf("%w: put the password in a Secret, not in the URL", ErrInvalidCredentials))
 	}
 	r := &Repository{opts: opts, ep: ep, auth: auth, red: red, safeURL: red.text(opts.URL)}
-	if err := r.initStorage(); err != nil {
+	err = r.initStorage()
+	if err != nil && opts.Dir != "" {
+		// An on-disk copy that cannot be opened (a garbled config, a
+		// half-written HEAD) holds nothing that is not on the remote.
+		if err = clearStore(opts.Dir); err == nil {
+			err = r.initStorage()
+		}
+	}
+	if err != nil {
 		return nil, r.red.wrap("initializing repository", err)
 	}
 	return r, nil
@@ -150,6 +170,15 @@ func (r *Repository) depth() int {
 	}
 }
 
+// netContext bounds one exchange with the remote by Options.Timeout.
+func (r *Repository) netContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := r.opts.Timeout
+	if d <= 0 {
+		d = DefaultTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 func (r *Repository) now() time.Time {
 	if r.opts.Now != nil {
 		return r.opts.Now()
@@ -165,8 +194,12 @@ func trackingRef(branch string) plumbing.ReferenceName {
 func (r *Repository) listRemote(ctx context.Context) (map[string]plumbing.Hash, error) {
 	remote, err := r.repo.Remote(remoteName)
 	if err != nil {
+		// initStorage configured the remote: the local copy is damaged.
+		r.noteDamage(git.ErrRemoteNotFound)
 		return nil, err
 	}
+	ctx, cancel := r.netContext(ctx)
+	defer cancel()
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: r.auth, CABundle: r.opts.Credentials.caBundleData()})
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return map[string]plumbing.Hash{}, nil
@@ -187,12 +220,21 @@ func (r *Repository) listRemote(ctx context.Context) (map[string]plumbing.Hash, 
 // missing on the remote is absent from the result. Heads whose commit is
 // already present locally are not downloaded again. Caller holds r.mu.
 func (r *Repository) fetch(ctx context.Context, branches ...string) (map[string]plumbing.Hash, error) {
+	if err := r.repair(); err != nil {
+		return nil, err
+	}
+	heads, err := r.fetchHeads(ctx, branches...)
+	return heads, r.noteDamage(err)
+}
+
+func (r *Repository) fetchHeads(ctx context.Context, branches ...string) (map[string]plumbing.Hash, error) {
 	remote, err := r.listRemote(ctx)
 	if err != nil {
 		return nil, err
 	}
 	heads := map[string]plumbing.Hash{}
 	var specs []config.RefSpec
+	var fetched []string
 	for _, b := range branches {
 		h, ok := remote[b]
 		if !ok {
@@ -207,11 +249,14 @@ func (r *Repository) fetch(ctx context.Context, branches ...string) (map[string]
 			continue
 		}
 		specs = append(specs, config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", b, trackingRef(b))))
+		fetched = append(fetched, b)
 	}
 	if len(specs) == 0 {
 		return heads, nil
 	}
-	err = r.repo.FetchContext(ctx, &git.FetchOptions{
+	fctx, cancel := r.netContext(ctx)
+	defer cancel()
+	err = r.repo.FetchContext(fctx, &git.FetchOptions{
 		RemoteName: remoteName,
 		RefSpecs:   specs,
 		Depth:      r.depth(),
@@ -223,6 +268,16 @@ func (r *Repository) fetch(ctx context.Context, branches ...string) (map[string]
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return nil, err
 	}
+	// The branch may have moved between the listing and the fetch, which
+	// then brought the newer head (and, shallow, not the listed one): the
+	// head is what the tracking ref now points at.
+	for _, b := range fetched {
+		ref, err := r.repo.Storer.Reference(trackingRef(b))
+		if err != nil {
+			return nil, err
+		}
+		heads[b] = ref.Hash()
+	}
 	return heads, nil
 }
 
@@ -232,6 +287,9 @@ func (r *Repository) Fetch(ctx context.Context, branches ...string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, err := r.fetch(ctx, branches...)
+	if err != nil && r.damaged {
+		_, err = r.fetch(ctx, branches...)
+	}
 	return r.red.wrap("fetching "+strings.Join(branches, ", ")+" from "+r.safeURL, err)
 }
 
@@ -276,6 +334,8 @@ func (r *Repository) DeleteBranches(ctx context.Context, branches ...string) err
 	for _, b := range branches {
 		specs = append(specs, config.RefSpec(":refs/heads/"+b))
 	}
+	ctx, cancel := r.netContext(ctx)
+	defer cancel()
 	err := r.repo.PushContext(ctx, &git.PushOptions{
 		RemoteName: remoteName, RefSpecs: specs, Auth: r.auth,
 		CABundle: r.opts.Credentials.caBundleData(),
@@ -295,16 +355,22 @@ func (r *Repository) DeleteBranches(ctx context.Context, branches ...string) err
 func (r *Repository) Snapshot(ctx context.Context, branch string) (*Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	heads, err := r.fetch(ctx, branch)
-	if err != nil {
-		return nil, r.red.wrap("fetching "+branch+" from "+r.safeURL, err)
+	for retried := false; ; retried = true {
+		heads, err := r.fetch(ctx, branch)
+		if err == nil {
+			var s *Snapshot
+			if s, err = r.snapshot(branch, heads); err == nil {
+				s.lock = &r.mu
+				return s, nil
+			}
+			err = fmt.Errorf("reading %s: %w", branch, err)
+		} else {
+			err = fmt.Errorf("fetching %s from %s: %w", branch, r.safeURL, err)
+		}
+		if retried || !r.damaged {
+			return nil, r.red.wrap("", err)
+		}
 	}
-	s, err := r.snapshot(branch, heads)
-	if err != nil {
-		return nil, r.red.wrap("reading "+branch, err)
-	}
-	s.lock = &r.mu
-	return s, nil
 }
 
 // LocalSnapshot returns the head of branch as last fetched (by Fetch,
@@ -328,30 +394,35 @@ func (r *Repository) LocalSnapshot(branch string) (*Snapshot, error) {
 
 // ReadFile fetches branch and returns the file at path of its head.
 func (r *Repository) ReadFile(ctx context.Context, branch, path string) ([]byte, error) {
-	s, err := r.Snapshot(ctx, branch)
-	if err != nil {
-		return nil, err
-	}
-	if !s.Exists() {
-		return nil, fmt.Errorf("%w: %s", ErrBranchNotFound, branch)
-	}
-	return s.ReadFile(path)
+	var data []byte
+	err := r.retryDamaged(func() error {
+		s, err := r.Snapshot(ctx, branch)
+		if err != nil {
+			return err
+		}
+		if !s.Exists() {
+			return fmt.Errorf("%w: %s", ErrBranchNotFound, branch)
+		}
+		data, err = s.ReadFile(path)
+		return err
+	})
+	return data, err
 }
 
 // snapshot builds a Snapshot of branch from fetched heads. Caller holds r.mu.
 func (r *Repository) snapshot(branch string, heads map[string]plumbing.Hash) (*Snapshot, error) {
-	s := &Snapshot{Branch: branch}
+	s := &Snapshot{Branch: branch, repo: r, store: r.repo}
 	h, ok := heads[branch]
 	if !ok {
 		return s, nil
 	}
 	c, err := r.repo.CommitObject(h)
 	if err != nil {
-		return nil, err
+		return nil, r.noteDamage(err)
 	}
 	t, err := c.Tree()
 	if err != nil {
-		return nil, err
+		return nil, r.noteDamage(err)
 	}
 	s.Commit, s.commit, s.tree = h.String(), c, t
 	return s, nil
@@ -390,4 +461,57 @@ func (r *Repository) maybeReset() {
 	}
 	// On failure the old store is kept; it is still consistent.
 	_ = r.initStorage()
+}
+
+// noteDamage records err as damage of the on-disk store when it says that
+// objects or repository files cannot be read, and returns err. Caller holds
+// r.mu.
+func (r *Repository) noteDamage(err error) error {
+	if err != nil && r.opts.Dir != "" && isStorageError(err) {
+		r.damaged = true
+	}
+	return err
+}
+
+// repair replaces a damaged on-disk store by an empty one; the caller then
+// fetches afresh. Caller holds r.mu.
+func (r *Repository) repair() error {
+	if !r.damaged {
+		return nil
+	}
+	if err := clearStore(r.opts.Dir); err != nil {
+		return fmt.Errorf("dropping the damaged local copy: %w", err)
+	}
+	if err := r.initStorage(); err != nil {
+		return err
+	}
+	r.damaged = false
+	return nil
+}
+
+// retryDamaged runs f, and once more when it failed on a damaged store
+// (f's next fetch repairs it).
+func (r *Repository) retryDamaged(f func() error) error {
+	err := f()
+	if err == nil {
+		return nil
+	}
+	r.mu.Lock()
+	damaged := r.damaged
+	r.mu.Unlock()
+	if !damaged {
+		return err
+	}
+	return f()
+}
+
+// clearStore removes the bare repository files in dir (not dir itself,
+// which may be a mounted volume, nor files that are not Git's).
+func clearStore(dir string) error {
+	for _, name := range []string{"objects", "refs", "packed-refs", "shallow", "HEAD", "config", "index", "info", "logs", "FETCH_HEAD", "ORIG_HEAD", "description", "hooks"} {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package gitsync
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -197,8 +198,15 @@ func readBlob(t *object.Tree, p string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s", ErrFileNotFound, p)
 	}
 	f, err := t.File(p)
-	if err != nil {
+	if errors.Is(err, object.ErrFileNotFound) {
+		if e, ferr := t.FindEntry(p); ferr == nil && e.Mode.IsFile() {
+			// The tree lists the file, but its blob is not in the store.
+			return nil, fmt.Errorf("reading %s: %w", p, plumbing.ErrObjectNotFound)
+		}
 		return nil, fmt.Errorf("%w: %s", ErrFileNotFound, p)
+	}
+	if err != nil {
+		return nil, err
 	}
 	r, err := f.Reader()
 	if err != nil {

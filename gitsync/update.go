@@ -28,6 +28,19 @@ type Snapshot struct {
 	// lock guards reads from the shared object store; nil while the
 	// Repository lock is already held (inside Update).
 	lock sync.Locker
+	// repo and store let a failed read mark the store damaged (see
+	// Repository.noteDamage), unless it was replaced since.
+	repo  *Repository
+	store *git.Repository
+}
+
+// noteDamage is Repository.noteDamage for reads of s. Caller holds the
+// Repository lock.
+func (s *Snapshot) noteDamage(err error) error {
+	if s.repo != nil && s.store == s.repo.repo && !errors.Is(err, ErrFileNotFound) {
+		s.repo.noteDamage(err)
+	}
+	return err
 }
 
 // Exists reports whether the branch exists.
@@ -48,7 +61,8 @@ func (s *Snapshot) ReadFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer s.acquire()()
-	return readBlob(s.tree, p)
+	data, err := readBlob(s.tree, p)
+	return data, s.noteDamage(err)
 }
 
 // Files lists the regular files under dir ("" for all), sorted.
@@ -72,7 +86,7 @@ func (s *Snapshot) Files(dir string) ([]string, error) {
 		return nil
 	})
 	sort.Strings(out)
-	return out, err
+	return out, s.noteDamage(err)
 }
 
 // Change is the content of one commit.
@@ -129,9 +143,16 @@ func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildF
 	if req.From == "" {
 		req.From = req.Branch
 	}
+	repaired := false
 	for attempt := 1; ; attempt++ {
 		res, err := r.tryUpdate(ctx, req, build)
 		res.Attempts = attempt
+		if err != nil && !repaired && r.isDamaged() {
+			// The local copy is damaged: the next attempt drops it and
+			// fetches afresh, at once.
+			repaired = true
+			continue
+		}
 		if err == nil || !errors.Is(err, ErrNonFastForward) || attempt >= r.attempts() {
 			if err != nil && errors.Is(err, ErrNonFastForward) {
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
@@ -146,6 +167,13 @@ func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildF
 		case <-t.C:
 		}
 	}
+}
+
+// isDamaged reports whether the local store was found damaged.
+func (r *Repository) isDamaged() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.damaged
 }
 
 // tryUpdate runs one fetch-build-commit-push cycle.
@@ -165,7 +193,7 @@ func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build Bui
 	}
 	change, err := build(base)
 	if err != nil {
-		return UpdateResult{}, err
+		return UpdateResult{}, r.noteDamage(err)
 	}
 	res := UpdateResult{Commit: base.Commit}
 	if change == nil {
@@ -177,14 +205,14 @@ func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build Bui
 	}
 	commit, err := r.commitChanges(base, changes, change)
 	if err != nil {
-		return res, r.red.wrap("committing to "+req.Branch, err)
+		return res, r.red.wrap("committing to "+req.Branch, r.noteDamage(err))
 	}
 	var expected *plumbing.Hash
 	if h, ok := heads[req.Branch]; ok {
 		expected = &h
 	}
 	if err := r.push(ctx, req.Branch, commit, expected); err != nil {
-		return res, r.red.wrap("pushing "+req.Branch+" to "+r.safeURL, err)
+		return res, r.red.wrap("pushing "+req.Branch+" to "+r.safeURL, r.noteDamage(err))
 	}
 	r.maybeReset()
 	res.Commit = commit.String()
@@ -253,6 +281,8 @@ func (r *Repository) push(ctx context.Context, branch string, commit plumbing.Ha
 	if expected != nil {
 		opts.ForceWithLease = &git.ForceWithLease{RefName: local, Hash: *expected}
 	}
+	ctx, cancel := r.netContext(ctx)
+	defer cancel()
 	err := r.repo.PushContext(ctx, opts)
 	switch {
 	case errors.Is(err, git.NoErrAlreadyUpToDate):

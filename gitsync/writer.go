@@ -63,7 +63,8 @@ type FlushResult struct {
 	// Changed lists "<namespace>/<name>" of the files written or deleted;
 	// empty when the branch already held every state.
 	Changed []string
-	// Attempts is the number of fetch-build-push cycles used.
+	// Attempts is the number of fetch-build-push cycles used, also by a
+	// flush that failed.
 	Attempts int
 }
 
@@ -138,12 +139,7 @@ func NewWriter(repo *Repository, opts WriterOptions) (*Writer, error) {
 // Free text is passed through the repository's redactor, so a credential
 // or a URL with userinfo never reaches Git.
 func (w *Writer) Enqueue(s RolloutState) {
-	s = s.normalize(w.opts.MaxMeasurements)
-	s.Message = w.repo.red.text(s.Message)
-	s.Git.Repository = w.repo.red.text(s.Git.Repository)
-	for i := range s.Analysis {
-		s.Analysis[i].Message = w.repo.red.text(s.Analysis[i].Message)
-	}
+	s = w.clean(s)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := s.key()
@@ -151,6 +147,59 @@ func (w *Writer) Enqueue(s RolloutState) {
 	w.states[k] = s
 	w.seq[k] = w.gen
 	delete(w.removed, k)
+}
+
+// clean normalizes s and redacts its free text.
+func (w *Writer) clean(s RolloutState) RolloutState {
+	s = s.normalize(w.opts.MaxMeasurements)
+	s.Message = w.repo.red.text(s.Message)
+	s.Git.Repository = w.repo.red.text(s.Git.Repository)
+	for i := range s.Analysis {
+		s.Analysis[i].Message = w.repo.red.text(s.Analysis[i].Message)
+	}
+	return s
+}
+
+// Adopt takes over the states and removals old holds for Rollouts this
+// Writer has none for, so nothing is lost when a Writer replaces another
+// (new credentials, a changed Repository spec) while the old one still
+// had states it could not write. States already in Git cost nothing: a
+// flush writes only the files that differ from the branch.
+func (w *Writer) Adopt(old *Writer) {
+	if old == nil || old == w {
+		return
+	}
+	old.mu.Lock()
+	states := make([]RolloutState, 0, len(old.states))
+	for _, s := range old.states {
+		states = append(states, s)
+	}
+	removed := make([]string, 0, len(old.removed))
+	for k := range old.removed {
+		removed = append(removed, k)
+	}
+	old.mu.Unlock()
+	for i, s := range states {
+		states[i] = w.clean(s)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range states {
+		k := s.key()
+		if _, ok := w.states[k]; ok || w.removed[k] {
+			continue
+		}
+		w.gen++
+		w.states[k] = s
+		w.seq[k] = w.gen
+	}
+	for _, k := range removed {
+		if _, ok := w.states[k]; ok || w.removed[k] {
+			continue
+		}
+		w.removed[k] = true
+		w.gen++
+	}
 }
 
 // Remove deletes a Rollout's status file at the next flush (the Rollout
@@ -269,7 +318,7 @@ func (w *Writer) write(ctx context.Context, states map[string]RolloutState, remo
 			return change, err
 		})
 	if err != nil {
-		return FlushResult{}, fmt.Errorf("writing rollout status to %s: %w", w.opts.Branch, err)
+		return FlushResult{Attempts: res.Attempts}, fmt.Errorf("writing rollout status to %s: %w", w.opts.Branch, err)
 	}
 	if len(res.Changed) == 0 {
 		changed = nil
@@ -281,8 +330,12 @@ func (w *Writer) write(ctx context.Context, states map[string]RolloutState, remo
 // base, keeping the files of other writers.
 func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed []string) (*Change, []string, error) {
 	// Parse only the files of other writers, for the overview; ours are
-	// rendered from memory. Unreadable files are left alone.
-	all, _ := readStates(base, w.opts.PathPrefix, func(key string) bool { _, ours := states[key]; return ours })
+	// rendered from memory. Files that do not parse are left alone; a tree
+	// that cannot be read (a damaged local store) is an error.
+	all, err := readStates(base, w.opts.PathPrefix, func(key string) bool { _, ours := states[key]; return ours })
+	if all == nil {
+		return nil, nil, err
+	}
 	files := map[string][]byte{}
 	var data CommitData
 	var keys []string
@@ -368,8 +421,21 @@ func sortedKeys(m map[string]RolloutState) []string {
 	return keys
 }
 
-// isStatusFile reports whether data is a status file.
+// statusHeader ends the fixed header RenderStatus writes after its first
+// (per-Rollout) comment line.
+var statusHeader = []byte("\n# Do not edit: the controller overwrites this file.\n" +
+	"apiVersion: " + StatusAPIVersion + "\nkind: " + StatusKind + "\n")
+
+// isStatusFile reports whether data is a status file. A file that starts
+// as RenderStatus writes it is one without parsing: the check runs for
+// every changed file on every push attempt, inside the window in which
+// another writer can win the race.
 func isStatusFile(data []byte) bool {
+	if bytes.HasPrefix(data, []byte("# Progress of Rollout ")) {
+		if i := bytes.IndexByte(data, '\n'); i > 0 && bytes.HasPrefix(data[i:], statusHeader) {
+			return true
+		}
+	}
 	_, ok, err := ParseStatus(data)
 	return ok && err == nil
 }

@@ -72,9 +72,7 @@ func (g *gitRepos) markStale(key types.NamespacedName) bool {
 	if e == nil {
 		return false
 	}
-	e.mu.Lock()
-	e.stale = true
-	e.mu.Unlock()
+	e.markStale()
 	return true
 }
 
@@ -96,18 +94,24 @@ func (g *gitRepos) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*gitEn
 	}
 	entryKey := entryKey(r.Spec, secretVersion)
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if e := g.entries[key]; e != nil && e.key == entryKey {
+		g.mu.Unlock()
 		return e, &r, nil
 	}
 	e, err := g.open(r.Spec, data, entryKey)
 	if err != nil {
+		g.mu.Unlock()
 		return nil, nil, fmt.Errorf("Repository %s: %w", key, err)
 	}
-	if old := g.entries[key]; old != nil {
-		old.stop()
-	}
+	old := g.entries[key]
 	g.entries[key] = e
+	g.mu.Unlock()
+	if old != nil {
+		// The spec or its Secret changed: the new writer takes over what
+		// the old one had not written yet.
+		old.stop()
+		e.writer.Adopt(old.writer)
+	}
 	return e, &r, nil
 }
 
@@ -196,6 +200,13 @@ func (g *gitRepos) fetchIfDue(ctx context.Context, e *gitEntry, branch string, n
 	e.lastFetch, e.stale = now, false
 	e.mu.Unlock()
 	return nil
+}
+
+// markStale makes the next read fetch at once.
+func (e *gitEntry) markStale() {
+	e.mu.Lock()
+	e.stale = true
+	e.mu.Unlock()
 }
 
 func orDefault(s, def string) string {

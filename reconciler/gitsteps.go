@@ -34,10 +34,12 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, rel *release, 
 	// Read what the last fetch brought; fetchIfDue keeps to the interval.
 	snap, err := e.repo.LocalSnapshot(branch)
 	if err != nil {
+		e.markStale()
 		return fmt.Errorf("reading %s of %s: %w", branch, e.repo, err)
 	}
 	manifest, err := snap.ReadFile(ro.Spec.Git.Path)
 	if err != nil {
+		e.markStale()
 		return fmt.Errorf("reading %s from %s of %s: %w", ro.Spec.Git.Path, branch, e.repo, err)
 	}
 	found, err := gitsync.ApprovalsIn(manifest, ro.Namespace, ro.Name)
@@ -95,7 +97,11 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *release, plan str
 	if c, err := rel.git.repo.Head(trackedBranch(ro, rel.repo)); err == nil {
 		ro.Status.Git.ObservedCommit = c
 	}
-	r.markGit(ro, metav1True, v1alpha1.ReasonGitSynced, "progress queued for "+ro.Status.Git.StatusBranch)
+	if _, _, err := rel.git.writer.LastFlush(); err != nil && rel.git.writer.Pending() {
+		r.markGit(ro, metav1False, v1alpha1.ReasonGitError, "writing progress to "+ro.Status.Git.StatusBranch+": "+err.Error())
+	} else if !rel.gitFailed {
+		r.markGit(ro, metav1True, v1alpha1.ReasonGitSynced, "progress queued for "+ro.Status.Git.StatusBranch)
+	}
 	return nil
 }
 

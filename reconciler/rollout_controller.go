@@ -62,6 +62,8 @@ type release struct {
 	trafficDone bool
 	trafficWait time.Duration
 	trafficE    error
+	// gitFailed is set when Git could not be read in this reconcile.
+	gitFailed bool
 	// analysisAt is when an analysis measurement is next due.
 	analysisAt time.Time
 }
@@ -103,6 +105,8 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.R
 		return reconcile.Result{}, err
 	}
 	if err := r.observeApprovals(ctx, rel, &obs); err != nil {
+		// Without Git no approval from Git counts: gates hold, nothing else stops.
+		rel.gitFailed = true
 		r.markGit(ro, metav1False, v1alpha1.ReasonGitError, err.Error())
 	}
 

@@ -46,8 +46,10 @@ type Observation struct {
 	// Stable, Canary and Other count the pods of the stable revision, the
 	// canary revision and any other revision (an abandoned canary).
 	Stable, Canary, Other Pods
-	// Held is true while a release holds the workload (the control
-	// annotation is present); Control is its content.
+	// Held is true while a release holds the workload: the control
+	// annotation is present (Control is its content), or the canary
+	// style's canary Deployment is still to be removed (Control nil;
+	// Finalize or Rollback removes it).
 	Held    bool
 	Control *Control
 	// Rollback is true when the workload is held but its template is back
@@ -73,11 +75,22 @@ type Batch struct {
 	// workload's declared maxUnavailable.
 	MaxUnavailable *intstr.IntOrString
 	// RolloutID labels the new pods (rollgate.dev/rollout-id), by
-	// convention <rollout name>-<canary revision>.
+	// convention RolloutID(rollout name, canary revision).
 	RolloutID string
 	// BatchID labels the new pods (rollgate.dev/batch-id): the 1-based
 	// step that created them.
 	BatchID int32
+}
+
+// RolloutID is the rollout id of the release of revision by the Rollout
+// named rollout: <rollout>-<revision>, keeping the last 63 characters (a
+// label value).
+func RolloutID(rollout, revision string) string {
+	id := rollout + "-" + revision
+	if len(id) > 63 {
+		id = id[len(id)-63:]
+	}
+	return id
 }
 
 // Adapter moves one workload through a release. Every method is
@@ -98,9 +111,12 @@ type Adapter interface {
 	// canary style keeps every stable pod). ErrNotHeld without a release.
 	// When Observation.Rollback is set, call Rollback instead.
 	EnsureBatch(ctx context.Context, b Batch) (done bool, err error)
-	// Finalize completes a release: the declared settings are restored,
-	// the annotation removed and the native controller finishes the
-	// rollout; done when it has (and any canary Deployment is gone).
+	// Finalize completes a release: the canary pods no EnsureBatch has
+	// labelled get the batch id of the Rollout's current step (the last
+	// batch's pods may become available before a reconcile sees them), the
+	// declared settings are restored, the annotation removed and the
+	// native controller finishes the rollout; done when it has (and any
+	// canary Deployment is gone).
 	Finalize(ctx context.Context) (done bool, err error)
 	// Rollback returns every pod to the stable revision and removes the
 	// canary pods, ReplicaSet or Deployment. When the workload's template

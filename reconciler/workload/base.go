@@ -130,6 +130,19 @@ func (b *base) labelPods(ctx context.Context, pods []*corev1.Pod, revOf func(*co
 	return nil
 }
 
+// labelLastBatch labels the canary pods that no EnsureBatch labelled, as
+// Finalize starts: the pods of the last batch can become available before
+// a reconcile sees them, and the release then completes without another
+// EnsureBatch. They get the batch id of the Rollout's current step, which
+// the reconciler records before it acts: the step that created them.
+func (b *base) labelLastBatch(ctx context.Context, pods []*corev1.Pod, revOf func(*corev1.Pod) string, ctrl *Control) error {
+	step := b.ro.Status.CurrentStepIndex
+	if ctrl == nil || ctrl.Rollback || step < 1 || b.ro.Status.CanaryRevision != ctrl.CanaryRevision {
+		return nil
+	}
+	return b.labelPods(ctx, pods, revOf, ctrl.CanaryRevision, Batch{RolloutID: RolloutID(b.ro.Name, ctrl.CanaryRevision), BatchID: step})
+}
+
 // deletePods deletes pods (already running ones with a precondition on
 // their UID, so a replacement is never deleted by mistake).
 func (b *base) deletePods(ctx context.Context, pods []*corev1.Pod) error {

@@ -165,6 +165,9 @@ func (a *daemonSet) Finalize(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if st.ctrl != nil {
+		if err := a.labelLastBatch(ctx, st.pods, st.h.revOf, st.ctrl); err != nil {
+			return false, err
+		}
 		return false, a.release(ctx, st)
 	}
 	return daemonSetComplete(st.ds), nil

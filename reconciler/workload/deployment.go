@@ -134,7 +134,12 @@ func (a *deployment) Observe(ctx context.Context) (Observation, error) {
 	}
 	tally(&o, s.pods, s.revOf, s.d.Spec.MinReadySeconds, s.now)
 	_, o.MaxUnavailable = deploymentBudget(s.d, s.ctrl, nil)
-	o.Complete = !o.Held && len(s.canaries) == 0 && deploymentComplete(s.d)
+	// The canary style's release ends when Finalize has removed the
+	// canary Deployment, after the Deployment itself rolled out: until
+	// then the release still holds the workload, so that the reconciler
+	// keeps finalizing (and the planner does not call it Healthy).
+	o.Held = o.Held || len(s.canaries) > 0
+	o.Complete = !o.Held && deploymentComplete(s.d)
 	return o, nil
 }
 
@@ -330,6 +335,9 @@ func (a *deployment) Finalize(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if s.ctrl != nil {
+		if err := a.labelLastBatch(ctx, s.pods, s.revOf, s.ctrl); err != nil {
+			return false, err
+		}
 		return false, a.release(ctx, s)
 	}
 	if !deploymentComplete(s.d) {

@@ -199,6 +199,15 @@ func TestDeploymentCanaryStyle(t *testing.T) {
 		}
 	}
 
+	// The first call releases the Deployment; until the canary Deployment
+	// is gone the release still holds it, so the reconciler calls Finalize
+	// again (it calls Finalize only while the workload is held).
+	if done, err := a.Finalize(ctx); err != nil || done {
+		t.Fatalf("first Finalize = %v, %v; want the Deployment released, not done", done, err)
+	}
+	if o = observe(t, a); !o.Held || o.Control != nil || o.Complete {
+		t.Fatalf("released with the canary Deployment left: want held without control, got %+v", o)
+	}
 	drive(t, "finalize", a, 0, a.Finalize)
 	o = observe(t, a)
 	if o.Held || !o.Complete {
@@ -207,5 +216,40 @@ func TestDeploymentCanaryStyle(t *testing.T) {
 	wantPods(t, "new revision", o.Stable, 4, 4)
 	if err := suite.c.Get(ctx, key(ns, canary.Name), canary); !apierrors.IsNotFound(err) {
 		t.Fatalf("canary Deployment still exists (err %v)", err)
+	}
+}
+
+// Given a release whose last batch's pods became available before any
+// EnsureBatch saw them (the reconciler then goes straight to Finalize),
+// Finalize labels them with the rollout id and the batch id of the
+// Rollout's current step; the earlier batch keeps its own.
+func TestFinalizeLabelsTheLastBatch(t *testing.T) {
+	ns := namespace(t)
+	d := newDeployment(t, ns, "last", 4)
+	ro, a := cover(t, d, nil)
+	setImage(t, d, "last:v2")
+	o := observe(t, a)
+	rolloutID := workload.RolloutID(ro.Name, o.CanaryRevision)
+	drive(t, "batch 1 (2 pods)", a, 1, func(ctx context.Context) (bool, error) {
+		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 2, RolloutID: rolloutID, BatchID: 1})
+	})
+	drive(t, "batch 2 (4 pods), its new pods unseen", a, 1, func(ctx context.Context) (bool, error) {
+		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 4})
+	})
+	unlabelled := 0
+	for _, p := range pods(t, ns, "last") {
+		if p.Labels[v1alpha1.LabelRevision] == o.CanaryRevision && p.Labels[v1alpha1.LabelRolloutID] == "" {
+			unlabelled++
+		}
+	}
+	if unlabelled != 2 {
+		t.Fatalf("before Finalize: %d canary pods without a rollout id, want the 2 of batch 2", unlabelled)
+	}
+
+	// The reconciler records the last step before it finalizes.
+	ro.Status.CanaryRevision, ro.Status.CurrentStepIndex = o.CanaryRevision, 2
+	drive(t, "finalize", a, 1, a.Finalize)
+	if got := batchLabels(t, ns, "last", o.CanaryRevision, rolloutID); got["1"] != 2 || got["2"] != 2 {
+		t.Fatalf("canary pods by batch = %v, want 2 of batch 1 and 2 of batch 2", got)
 	}
 }

@@ -17,7 +17,10 @@ type replicaSet struct {
 //     spec.replicas never exceeds replicas + maxSurge;
 //   - scale-downs (in slice order) first take pods that are not available
 //     (the ReplicaSet controller deletes those first), then available ones
-//     only while replicas - maxUnavailable pods stay available.
+//     only while replicas - maxUnavailable pods stay available. Available
+//     pods above a ReplicaSet's spec.replicas do not count: the ReplicaSet
+//     controller is about to delete them (a scale-down it has not carried
+//     out yet when the next call comes).
 //
 // Called again as pods become available, it converges on the targets.
 // With maxSurge and maxUnavailable both 0 it cannot progress; callers
@@ -28,7 +31,7 @@ func planScale(rss []replicaSet, replicas, maxSurge, maxUnavailable int32) []int
 	for i, rs := range rss {
 		out[i] = rs.Spec
 		total += rs.Spec
-		avail += rs.Available
+		avail += min(rs.Available, rs.Spec)
 	}
 	room := replicas + maxSurge - total
 	for i, rs := range rss {

@@ -67,6 +67,12 @@ func TestPlanScale(t *testing.T) {
 			want: []int32{2, 8},
 		},
 		{
+			name:     "an old pod above its ReplicaSet's spec is going: it leaves no budget",
+			rss:      []replicaSet{{Spec: 1, Available: 1, Target: 3}, {Spec: 3, Available: 4, Target: 2}},
+			replicas: 5, surge: 0, unav: 1,
+			want: []int32{2, 3},
+		},
+		{
 			name:     "done: nothing moves",
 			rss:      []replicaSet{{Spec: 5, Available: 5, Target: 5}, {Spec: 5, Available: 5, Target: 5}},
 			replicas: 10, surge: 3, unav: 2,

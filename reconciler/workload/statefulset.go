@@ -185,6 +185,9 @@ func (a *statefulSet) Finalize(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if st.ctrl != nil {
+		if err := a.labelLastBatch(ctx, st.pods, st.h.revOf, st.ctrl); err != nil {
+			return false, err
+		}
 		return false, a.release(ctx, st)
 	}
 	return statefulSetComplete(st.s), nil

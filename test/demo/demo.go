@@ -74,8 +74,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if w.tools, err = findTools(opts.Rollgate); err != nil {
 		return err
 	}
-	if w.tmp, err = os.MkdirTemp("", "rollgate-demo-"); err != nil {
+	removeStale()
+	if w.tmp, err = os.MkdirTemp("", tmpPattern); err != nil {
 		return err
+	}
+	if err := claimTmp(w.tmp); err != nil {
+		return errors.Join(err, os.RemoveAll(w.tmp))
 	}
 	completed := false
 	defer func() {

@@ -67,10 +67,11 @@ func (w *world) approve(ctx context.Context, gate v1alpha1.ApprovalRequest) erro
 		return w.waitForUser(ctx, gate)
 	}
 	w.p.step("reviewer: looking at the approval branch for %s ...", w.opts.ApprovalDelay)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(w.opts.ApprovalDelay):
+	until := time.Now().Add(w.opts.ApprovalDelay)
+	if _, err := w.watchUntil(ctx, w.opts.ApprovalDelay+time.Minute, "the reviewer", func(context.Context, *observation) (bool, error) {
+		return time.Now().After(until), nil // the live view goes on meanwhile
+	}); err != nil {
+		return err
 	}
 	msg := fmt.Sprintf("Merge branch '%s'\n\nApprove step %d of %s/%s (revision %s).", gate.Branch, gate.Step, Namespace, App, gate.Revision)
 	merged, err := w.git.Merge(RepoName, Branch, gate.Branch, msg)

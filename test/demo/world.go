@@ -198,6 +198,9 @@ func (w *world) startGit() error {
 	if w.git, err = gitserver.New(gitserver.Options{}); err != nil {
 		return err
 	}
+	if err := recordGitRoot(w.tmp, w.git.Root); err != nil {
+		return err
+	}
 	url := w.git.URL + "/" + RepoName + ".git"
 	if w.repoURL, err = w.git.CreateRepo(RepoName, appFiles(url)); err != nil {
 		return err
