@@ -151,7 +151,9 @@ func stepAnalysis(ro *v1alpha1.Rollout, idx int32) *v1alpha1.RolloutAnalysis {
 func since(results []v1alpha1.MetricResult, t time.Time) []v1alpha1.MetricResult {
 	var out []v1alpha1.MetricResult
 	for _, r := range results {
-		if n := len(r.Measurements); n > 0 && !r.Measurements[n-1].At.Time.Before(t.Truncate(time.Second)) {
+		// Status times have whole seconds and step stamps are rounded up:
+		// allow one second.
+		if n := len(r.Measurements); n > 0 && !r.Measurements[n-1].At.Time.Before(t.Add(-time.Second)) {
 			out = append(out, r)
 		}
 	}

@@ -44,7 +44,7 @@ type planner struct {
 	in    *v1alpha1.RolloutStatus
 	obs   Observed
 	now   time.Time
-	stamp time.Time // now, with the second precision status times have
+	stamp time.Time // now rounded up to the second precision status times have
 
 	canary, stable string
 	steps          []Step
@@ -58,7 +58,13 @@ type planner struct {
 }
 
 func newPlanner(spec *v1alpha1.RolloutSpec, status *v1alpha1.RolloutStatus, obs Observed, now time.Time) *planner {
-	p := &planner{spec: spec, in: status, obs: obs, now: now, stamp: now.Truncate(time.Second)}
+	// Status times have whole seconds; round up, so that a pause or a grace
+	// period counted from a stamp never ends early.
+	stamp := now.Truncate(time.Second)
+	if stamp.Before(now) {
+		stamp = stamp.Add(time.Second)
+	}
+	p := &planner{spec: spec, in: status, obs: obs, now: now, stamp: stamp}
 	p.next = *status.DeepCopy()
 	p.canary = obs.UpdateRevision
 	p.stable = firstNonEmpty(status.StableRevision, obs.StableRevision, obs.UpdateRevision)

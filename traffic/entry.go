@@ -35,9 +35,11 @@ type progress struct {
 // entry is the Router of one trafficRoutings entry: Services first, then
 // the routes, with the grace period after each change.
 //
-// EnsureRoutes: (1) canary Service and stable selector; if they changed,
-// wait the grace period; (2) the routes; once they are done, wait the grace
-// period once per desired state.
+// EnsureRoutes: (1) canary Service and stable selector; if the canary
+// Service was created or changed, wait the grace period (narrowing the
+// stable Service again after a GitOps sync is no new change: no wait, so
+// the routes the same sync took back return at once); (2) the routes; once
+// they are done, wait the grace period once per desired state.
 //
 // Restore: (1) the stable Service's declared selector (it then selects the
 // pods of every revision, so the next step cannot leave it without pods);

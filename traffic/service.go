@@ -63,7 +63,11 @@ func (s *services) key(name string) types.NamespacedName {
 func (s *services) canaryName() string { return CanaryServiceName(s.stable) }
 
 // ensure creates or updates the canary Service and narrows the stable one.
-// It returns whether anything changed and the canary Service as stored.
+// It returns whether the canary Service was created or changed (routes
+// must not send it requests before its endpoints settle) and the canary
+// Service as stored. A stable Service narrowed again, after a GitOps tool
+// wrote its declared selector back, is not reported: it is no new traffic
+// change, and the routes the same sync took back must come back at once.
 func (s *services) ensure(ctx context.Context, d Desired) (bool, *corev1.Service, error) {
 	if d.CanaryRevision == "" {
 		return false, nil, fmt.Errorf("%w: the canary revision is empty", ErrInvalid)
@@ -72,7 +76,6 @@ func (s *services) ensure(ctx context.Context, d Desired) (bool, *corev1.Service
 		return false, nil, fmt.Errorf("%w: canary Service name %q: %v (shorten spec.strategy.*.trafficRoutings[].service)",
 			ErrInvalid, s.canaryName(), errs)
 	}
-	var changedStable bool
 	var declared map[string]string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		stable := &corev1.Service{}
@@ -83,7 +86,7 @@ func (s *services) ensure(ctx context.Context, d Desired) (bool, *corev1.Service
 		if declared, err = s.declaredSelector(stable); err != nil {
 			return err
 		}
-		changedStable, err = s.narrow(ctx, stable, declared, d.StableRevision)
+		_, err = s.narrow(ctx, stable, declared, d.StableRevision)
 		return err
 	})
 	if err != nil {
@@ -93,7 +96,7 @@ func (s *services) ensure(ctx context.Context, d Desired) (bool, *corev1.Service
 	if err != nil {
 		return false, nil, err
 	}
-	return changedStable || changedCanary, canary, nil
+	return changedCanary, canary, nil
 }
 
 // declaredSelector is the stable Service's selector as declared: the saved

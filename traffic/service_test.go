@@ -138,6 +138,34 @@ func TestGracePeriodAfterEachChangeSurvivesRestart(t *testing.T) {
 	}
 }
 
+// A GitOps sync that writes back the stable Service and the HTTPRoute
+// mid-release gets the step back in the next call: narrowing the stable
+// Service again is no new traffic change to wait a grace period after.
+func TestReappliedServiceAndRouteAreReassertedInOneCall(t *testing.T) {
+	f := newFixture(t, gatewayRef(3))
+	declared := f.createRoute()
+	f.ensure(f.router(), desired(10))
+	f.clock.Advance(time.Minute)
+
+	stable := f.service("web")
+	stable.Spec.Selector = map[string]string{"app": "web"}
+	must(t, k8s.Update(f.ctx, stable))
+	route := f.route()
+	route.Spec.Rules = declared.Spec.Rules
+	must(t, k8s.Update(f.ctx, route))
+
+	done, err := f.router().EnsureRoutes(f.ctx, desired(10))
+	if !done || err != nil {
+		t.Errorf("EnsureRoutes after the re-apply: done=%v err=%v, want done at once", done, err)
+	}
+	if got := w(f.route().Spec.Rules[0]); got != "web=90,web-canary=10" {
+		t.Errorf("routes after the re-apply: %s, want web=90,web-canary=10", got)
+	}
+	if got := f.service("web").Spec.Selector[v1alpha1.LabelRevision]; got != "v1" {
+		t.Errorf("stable Service not narrowed again: %v", f.service("web").Spec.Selector)
+	}
+}
+
 func TestServicesSelectorReappliedFromGitBecomesDeclared(t *testing.T) {
 	f := newFixture(t, gatewayRef(0))
 	f.createRoute()

@@ -1,0 +1,1116 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// The traffic stories: one release of five pods in three steps (20% of the
+// requests on one new pod, 60% on three, then all of them), told once per
+// kind of router. At every step the routing objects carry exactly that
+// step, and once the release is done they are exactly what Git declared.
+
+// threeSteps are the steps of every traffic story but the A/B one.
+const threeSteps = `
+      steps:
+      - traffic: "20%"
+        replicas: 1
+        pause: {duration: 1}
+      - traffic: "60%"
+        replicas: "60%"
+        pause: {duration: 1}
+      - traffic: "100%"
+        replicas: "100%"`
+
+// routedRollout is the Rollout of Deployment echoserver with steps and one
+// trafficRoutings entry for Service echoserver; routing is the rest of the
+// entry (its router), indented to sit in it.
+func routedRollout(steps, routing string) string {
+	return fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Rollout
+metadata: {name: echoserver, namespace: demo}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
+  strategy:
+    canary:%s
+      trafficRoutings:
+      - service: echoserver
+%s
+`, steps, routing)
+}
+
+// routedApp is the application as Git declares it: Deployment echoserver
+// (five pods of image), Service echoserver, and the routing objects.
+func routedApp(image, routes string) string {
+	return fmt.Sprintf(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: echoserver, namespace: demo}
+spec:
+  replicas: 5
+  selector: {matchLabels: {app: echoserver}}
+  template:
+    metadata: {labels: {app: echoserver}}
+    spec:
+      containers:
+      - name: echoserver
+        image: %s
+---`, image) + stableService + "---" + routes
+}
+
+const stableService = `
+apiVersion: v1
+kind: Service
+metadata: {name: echoserver, namespace: demo, labels: {team: web}, annotations: {owner: web-team}}
+spec:
+  selector: {app: echoserver}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+`
+
+// Parts of a trafficRoutings entry: no grace period after traffic changes
+// (the steps' pauses are enough here), and the HTTPRoute router.
+const (
+	noGrace        = "        gracePeriodSeconds: 0\n"
+	gatewayRouting = "        gateway: {httpRouteName: echoserver}"
+)
+
+const httpRoute = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: echoserver, namespace: demo, labels: {team: web}, annotations: {owner: web-team}}
+spec:
+  parentRefs: [{name: public}]
+  rules:
+  - matches: [{path: {value: /static}}]
+    backendRefs: [{name: assets, port: 80}]
+  - backendRefs: [{name: echoserver, port: 80}]
+`
+
+// Rules of httpRoute as stored (with the CRD's defaults), and the parts the
+// steps build from them.
+const (
+	assetsRule = `
+- backendRefs: [{group: "", kind: Service, name: assets, port: 80, weight: 1}]
+  matches: [{path: {type: PathPrefix, value: /static}}]`
+	stableRule = `
+- backendRefs: [{group: "", kind: Service, name: echoserver, port: 80, weight: 1}]
+  matches: [{path: {type: PathPrefix, value: /}}]`
+	declaredRules = assetsRule + stableRule
+	// headerRule sends requests with x-canary: yes to the canary only.
+	headerRule = `
+- backendRefs: [{group: "", kind: Service, name: echoserver-canary, port: 80, weight: 1}]
+  matches: [{path: {type: PathPrefix, value: /}, headers: [{name: x-canary, type: Exact, value: "yes"}]}]`
+)
+
+// weightedRules are the rules of httpRoute at a weight step.
+func weightedRules(canary int) string {
+	return assetsRule + fmt.Sprintf(`
+- backendRefs:
+  - {group: "", kind: Service, name: echoserver, port: 80, weight: %d}
+  - {group: "", kind: Service, name: echoserver-canary, port: 80, weight: %d}
+  matches: [{path: {type: PathPrefix, value: /}}]`, 100-canary, canary)
+}
+
+// Selectors of the two Services: as declared, and narrowed to a revision
+// ($STABLE and $CANARY are the stable and canary revisions).
+const (
+	declaredSelector = `{app: echoserver}`
+	stableSelector   = `{app: echoserver, rollgate.dev/revision: $STABLE}`
+	canarySelector   = `{app: echoserver, rollgate.dev/revision: $CANARY}`
+)
+
+// serviceStates are the states of the stable and canary Services in each
+// phase of a release (see routePhases).
+func serviceStates() map[routedKey]routePhases {
+	return map[routedKey]routePhases{
+		{"Service", "echoserver"}:        {declaredSelector, stableSelector, stableSelector, stableSelector, stableSelector, declaredSelector},
+		{"Service", "echoserver-canary"}: {absentObject, canarySelector, canarySelector, canarySelector, canarySelector, absentObject},
+	}
+}
+
+var (
+	serviceGVK    = corev1.SchemeGroupVersion.WithKind("Service")
+	podGVK        = corev1.SchemeGroupVersion.WithKind("Pod")
+	rolloutGVK    = v1alpha1.GroupVersion.WithKind("Rollout")
+	httpRouteGVK  = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
+	ingressGVK    = schema.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}
+	virtualSvcGVK = schema.GroupVersionKind{Group: "networking.istio.io", Version: "v1", Kind: "VirtualService"}
+	destRuleGVK   = schema.GroupVersionKind{Group: "networking.istio.io", Version: "v1", Kind: "DestinationRule"}
+	selectorView  = routeViewOf("spec", "selector")
+	rulesView     = routeViewOf("spec", "rules")
+	specView      = routeViewOf("spec")
+	// metaView is what a GitOps tool compares: labels, annotations, spec.
+	metaView routeView = func(u *unstructured.Unstructured) any {
+		return map[string]any{"labels": u.GetLabels(), "annotations": u.GetAnnotations(), "spec": u.Object["spec"]}
+	}
+	rolloutKey = routedKey{"Rollout", "echoserver"}
+)
+
+const nginxCanaryWeight = "nginx.ingress.kubernetes.io/canary-weight"
+
+// TestGatewayAPIWeights: the HTTPRoute's stable backendRef is split by
+// weight at each step, rules that do not reach the workload are left
+// alone, the stable Service selects only stable pods while the release
+// lasts, and everything is as declared at the end.
+func TestGatewayAPIWeights(t *testing.T) {
+	s := givenRoutedApp(t, routedRollout(threeSteps, noGrace+gatewayRouting), httpRoute, httpRouteGVK)
+	want := serviceStates()
+	want[routedKey{"HTTPRoute", "echoserver"}] = routePhases{declaredRules, declaredRules, weightedRules(20), weightedRules(60), weightedRules(100), declaredRules}
+	s.release(want, map[string]routeView{"HTTPRoute": rulesView, "Service": selectorView})
+	s.assertAsApplied(httpRouteGVK, "echoserver")
+
+	// The canary Service was a copy of the stable one, owned by the Rollout.
+	canary := s.rec.first(routedKey{"Service", "echoserver-canary"})
+	copied := func(u *unstructured.Unstructured) any {
+		return map[string]any{"labels": u.GetLabels(), "annotations": u.GetAnnotations(), "ports": u.Object["spec"].(map[string]any)["ports"]}
+	}
+	if got, want := jsonValue(copied(canary)), s.norm(`
+labels: {team: web, rollgate.dev/revision: $CANARY}
+annotations: {owner: web-team}
+ports: [{name: http, port: 80, protocol: TCP, targetPort: 8080}]`); !reflect.DeepEqual(got, want) {
+		t.Errorf("the canary Service was created as\n%s\nwant\n%s", yamlOf(got), yamlOf(want))
+	}
+	if owner := metav1.GetControllerOf(canary); owner == nil || owner.Kind != "Rollout" || owner.Name != "echoserver" {
+		t.Errorf("the canary Service must be controlled by the Rollout, owner %+v", owner)
+	}
+}
+
+// TestGatewayAPIHeaderMatch: an A/B step puts a canary-only rule with the
+// step's header match in front of the declared rules; the weight steps
+// after it split the stable backendRef.
+func TestGatewayAPIHeaderMatch(t *testing.T) {
+	steps := `
+      steps:
+      - matches: [{headers: [{name: x-canary, value: "yes"}]}]
+        replicas: 1
+        pause: {duration: 1}
+      - traffic: "60%"
+        replicas: "60%"
+        pause: {duration: 1}
+      - traffic: "100%"
+        replicas: "100%"`
+	s := givenRoutedApp(t, routedRollout(steps, noGrace+gatewayRouting), httpRoute, httpRouteGVK)
+	want := serviceStates()
+	want[routedKey{"HTTPRoute", "echoserver"}] = routePhases{declaredRules, declaredRules, headerRule + declaredRules, weightedRules(60), weightedRules(100), declaredRules}
+	s.release(want, map[string]routeView{"HTTPRoute": rulesView, "Service": selectorView})
+	s.assertAsApplied(httpRouteGVK, "echoserver")
+}
+
+const userIngress = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: echoserver
+  namespace: demo
+  labels: {team: web}
+  annotations: {nginx.ingress.kubernetes.io/rewrite-target: /}
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: echo.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: echoserver, port: {number: 80}}}}
+`
+
+// canaryIngress is the canary Ingress rollgate keeps beside userIngress.
+func canaryIngress(weight int) string {
+	return fmt.Sprintf(`
+labels: {team: web, rollgate.dev/revision: $CANARY}
+annotations:
+  nginx.ingress.kubernetes.io/rewrite-target: /
+  nginx.ingress.kubernetes.io/canary: "true"
+  %s: "%d"
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: echo.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: echoserver-canary, port: {number: 80}}}}
+`, nginxCanaryWeight, weight)
+}
+
+// TestNginxCanaryIngress: the user's Ingress is never written to; a canary
+// Ingress owned by the Rollout carries each step's weight, and is deleted
+// at the end.
+func TestNginxCanaryIngress(t *testing.T) {
+	s := givenRoutedApp(t, routedRollout(threeSteps, noGrace+`        ingress: {name: echoserver}`), userIngress, ingressGVK)
+	user := yamlOf(jsonValue(metaView(s.rec.first(routedKey{"Ingress", "echoserver"}))))
+	want := serviceStates()
+	want[routedKey{"Ingress", "echoserver"}] = routePhases{user, user, user, user, user, user}
+	want[routedKey{"Ingress", "echoserver-canary"}] = routePhases{absentObject, canaryIngress(0), canaryIngress(20), canaryIngress(60), canaryIngress(100), absentObject}
+	s.release(want, map[string]routeView{"Ingress": metaView, "Service": selectorView})
+	if got := s.rec.versions(routedKey{"Ingress", "echoserver"}); len(got) != 1 {
+		t.Errorf("the user's Ingress must never be written to; it has %d versions:\n%s", len(got), describeVersions(got, metaView))
+	}
+	s.assertAsApplied(ingressGVK, "echoserver")
+	canary := s.rec.first(routedKey{"Ingress", "echoserver-canary"})
+	if owner := metav1.GetControllerOf(canary); owner == nil || owner.Kind != "Rollout" || owner.Name != "echoserver" {
+		t.Errorf("the canary Ingress must be controlled by the Rollout, owner %+v", owner)
+	}
+}
+
+const istioRoutes = `
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: echoserver, namespace: demo, labels: {team: web}, annotations: {owner: web-team}}
+spec:
+  host: echoserver
+  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echoserver, namespace: demo, labels: {team: web}, annotations: {owner: web-team}}
+spec:
+  hosts: [echo.example.com]
+  gateways: [public]
+  http:
+  - name: static
+    match: [{uri: {prefix: /static}}]
+    route: [{destination: {host: assets}}]
+  - name: primary
+    route: [{destination: {host: echoserver, port: {number: 80}}}]
+`
+
+const (
+	declaredDestinationRule = `{host: echoserver, trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}}`
+	subsetsDestinationRule  = `
+host: echoserver
+trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
+subsets:
+- {name: stable, labels: {rollgate.dev/revision: $STABLE}}
+- {name: canary, labels: {rollgate.dev/revision: $CANARY}}`
+)
+
+// virtualService is the spec of the VirtualService with canary percent
+// of the primary route's requests on the canary (0: as declared).
+func virtualService(canary int) string {
+	primary := `[{destination: {host: echoserver, port: {number: 80}}}]`
+	if canary > 0 {
+		primary = fmt.Sprintf(`
+    - {destination: {host: echoserver, port: {number: 80}}, weight: %d}
+    - {destination: {host: echoserver-canary, port: {number: 80}}, weight: %d}`, 100-canary, canary)
+	}
+	return `
+hosts: [echo.example.com]
+gateways: [public]
+http:
+- name: static
+  match: [{uri: {prefix: /static}}]
+  route: [{destination: {host: assets}}]
+- name: primary
+  route: ` + primary
+}
+
+// TestIstioThroughLua: the built-in Lua scripts split the VirtualService's
+// primary route and keep the DestinationRule's stable and canary subsets;
+// both are exactly as declared at the end.
+func TestIstioThroughLua(t *testing.T) {
+	routing := noGrace + `        customNetworkRefs:
+        - {apiVersion: networking.istio.io/v1, kind: DestinationRule, name: echoserver}
+        - {apiVersion: networking.istio.io/v1, kind: VirtualService, name: echoserver}`
+	s := givenRoutedApp(t, routedRollout(threeSteps, routing), istioRoutes, virtualSvcGVK, destRuleGVK)
+	want := serviceStates()
+	want[routedKey{"VirtualService", "echoserver"}] = routePhases{virtualService(0), virtualService(0), virtualService(20), virtualService(60), virtualService(100), virtualService(0)}
+	want[routedKey{"DestinationRule", "echoserver"}] = routePhases{declaredDestinationRule, subsetsDestinationRule, subsetsDestinationRule, subsetsDestinationRule, subsetsDestinationRule, declaredDestinationRule}
+	s.release(want, map[string]routeView{"VirtualService": specView, "DestinationRule": specView, "Service": selectorView})
+	s.assertAsApplied(virtualSvcGVK, "echoserver")
+	s.assertAsApplied(destRuleGVK, "echoserver")
+}
+
+// reassertBound is how long a re-applied HTTPRoute may carry the declared
+// split: one reconcile, triggered by the watch event of the HTTPRoute,
+// with room for a loaded machine.
+const reassertBound = 2 * time.Second
+
+// TestFluxReapplyAtGateIsUndone: at a gate, Flux applies the app as Git
+// declares it, which takes back the HTTPRoute's rules and the stable
+// Service's selector; the controller re-asserts the step at once, and the
+// release itself does not move.
+func TestFluxReapplyAtGateIsUndone(t *testing.T) {
+	steps := `
+      steps:
+      - traffic: "20%"
+        replicas: 1
+        pause: {}
+      - traffic: "100%"
+        replicas: "100%"`
+	// The default grace period of 3s: re-asserting a step waits for none.
+	s := givenRoutedApp(t, routedRollout(steps, gatewayRouting), httpRoute, httpRouteGVK)
+	stable := s.w.rollout("demo", "echoserver").Status.StableRevision
+	s.w.applyYAML(routedApp("echo:2.0", httpRoute))
+	var ro *v1alpha1.Rollout
+	s.w.eventually(45*time.Second, "step 1 at its gate", func(ctx context.Context) (bool, error) {
+		ro = s.w.rollout("demo", "echoserver")
+		return ro.Status.AwaitingApproval != nil && ro.Status.CurrentStepIndex == 1, nil
+	})
+	s.revs = strings.NewReplacer("$STABLE", stable, "$CANARY", ro.Status.CanaryRevision)
+	route, svc := routedKey{"HTTPRoute", "echoserver"}, routedKey{"Service", "echoserver"}
+	s.assertNow(route, rulesView, weightedRules(20))
+	s.assertNow(svc, selectorView, stableSelector)
+	pods := s.w.pods("demo", "echoserver")
+	// The controller looks again 500 ms after the release moves; past that
+	// only an event brings it back before its 30 s resync.
+	time.Sleep(2 * time.Second)
+	s.rec.catchUp(s.w)
+	since := len(s.rec.timeline())
+
+	// When Flux applies the Service and the HTTPRoute as Git declares them
+	// (it applies only the objects that differ from Git).
+	deployment := s.w.deployment("demo", "echoserver").ResourceVersion
+	applied := time.Now()
+	s.w.applyYAML(stableService + "---" + httpRoute)
+	returned := time.Since(applied)
+
+	// Then the HTTPRoute carries 20% again at once, and nothing moves after.
+	declared, weighted := s.norm(declaredRules), s.norm(weightedRules(20))
+	var samples []string
+	var lastDeclared time.Duration
+	for at := time.Since(applied); at < 10*time.Second; at = time.Since(applied) {
+		switch got := s.get(route, rulesView); {
+		case reflect.DeepEqual(got, declared):
+			lastDeclared = at // from the apply
+			samples = append(samples, "100/0")
+		case reflect.DeepEqual(got, weighted):
+			samples = append(samples, "80/20")
+		default:
+			t.Fatalf("%s after the re-apply the HTTPRoute carries neither the declared rules nor 20%%:\n%s", at, yamlOf(got))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.rec.catchUp(s.w)
+	writes := s.rec.timeline()[since:]
+	t.Logf("the re-apply returned after %s; the HTTPRoute, polled every 100ms for 10s: %s (last 100/0 sample at %s)",
+		returned.Round(time.Millisecond), runsOf(samples), lastDeclared.Round(time.Millisecond))
+	routeWindow := s.rec.window(writes, route, rulesView, declared).Round(time.Millisecond)
+	t.Logf("the watch saw the HTTPRoute carry the declared 100/0 split for %s, and the stable Service select every pod for %s",
+		routeWindow, s.rec.window(writes, svc, selectorView, s.norm(declaredSelector)).Round(time.Millisecond))
+	if samples[len(samples)-1] != "80/20" || lastDeclared > reassertBound || routeWindow > reassertBound {
+		t.Fatalf("the HTTPRoute carried the declared 100/0 split for %s after the re-apply, more than %s: the step must be "+
+			"re-asserted on the watch event of the re-applied objects (reconciler/setup.go), without a grace period (traffic/entry.go), "+
+			"not at the %s resync", routeWindow, reassertBound, 30*time.Second)
+	}
+	var routeWrites, svcWrites, statusWrites []objectVersion
+	for _, v := range writes {
+		switch v.key {
+		case route:
+			routeWrites = append(routeWrites, v)
+		case svc:
+			svcWrites = append(svcWrites, v)
+		case rolloutKey:
+			statusWrites = append(statusWrites, v)
+			var st v1alpha1.Rollout
+			fromUnstructured(t, v.obj, &st)
+			if a, b := releaseState(ro), releaseState(&st); a != b {
+				t.Errorf("the re-apply moved the release:\nbefore %s\nafter  %s", a, b)
+			}
+			if !conditions.IsTrue(&st, v1alpha1.TrafficShiftedCondition) {
+				t.Errorf("TrafficShifted went %s after the re-apply: %s", conditions.GetReason(&st, v1alpha1.TrafficShiftedCondition),
+					conditions.GetMessage(&st, v1alpha1.TrafficShiftedCondition))
+			}
+		}
+	}
+	t.Logf("after the re-apply: %d writes to the HTTPRoute, %d to the stable Service, %d to the Rollout",
+		len(routeWrites), len(svcWrites), len(statusWrites))
+	if len(routeWrites) != 2 {
+		t.Errorf("the HTTPRoute was written %d times after the re-apply, want 2 (the apply, the re-assertion):\n%s", len(routeWrites), describeVersions(routeWrites, rulesView))
+	}
+	if len(svcWrites) > 2 {
+		t.Errorf("the stable Service was written %d times after the re-apply, want at most 2 (the apply, the re-assertion):\n%s", len(svcWrites), describeVersions(svcWrites, selectorView))
+	}
+	s.assertNow(route, rulesView, weightedRules(20))
+	s.assertNow(svc, selectorView, stableSelector)
+	if got := s.w.pods("demo", "echoserver"); !reflect.DeepEqual(got, pods) {
+		t.Errorf("the re-apply moved pods: before %v, after %v", pods, got)
+	}
+	if rv := s.w.deployment("demo", "echoserver").ResourceVersion; rv != deployment {
+		t.Errorf("the Deployment changed (resourceVersion %s, then %s): its watch event, not the routes', may have brought the re-assertion", deployment, rv)
+	}
+}
+
+// releaseState is what must not change while a release waits at a gate.
+func releaseState(ro *v1alpha1.Rollout) string {
+	s := ro.Status
+	out := fmt.Sprintf("phase %s, step %d %s since %v, stable %s, canary %s, traffic %s",
+		s.Phase, s.CurrentStepIndex, s.CurrentStepState, s.StepStartedAt, s.StableRevision, s.CanaryRevision, s.Traffic)
+	if a := s.AwaitingApproval; a != nil {
+		out += fmt.Sprintf(", awaiting step %d of %s since %v", a.Step, a.Revision, a.Since)
+	}
+	return out
+}
+
+// Phases of a release, the index into routePhases: as declared (before
+// the release), to stable (the release started, every request on stable),
+// steps 1 to 3, and done.
+const (
+	phaseDeclared = iota
+	phaseToStable
+	phaseStep1
+	phaseStep2
+	phaseStep3
+	phaseDone
+	phaseCount
+)
+
+var phaseNames = [...]string{"as declared", "all to stable", "step 1", "step 2", "step 3", "done"}
+
+// routePhases holds one object's expected state in each phase, as YAML of
+// its view; absentObject means that the object does not exist.
+type routePhases [phaseCount]string
+
+const absentObject = "<absent>"
+
+// routeView picks the part of an object a story checks.
+type routeView func(*unstructured.Unstructured) any
+
+func routeViewOf(path ...string) routeView {
+	return func(u *unstructured.Unstructured) any {
+		v, _, _ := unstructured.NestedFieldNoCopy(u.Object, path...)
+		return v
+	}
+}
+
+type routedKey struct{ kind, name string }
+
+func (k routedKey) String() string { return k.kind + " " + k.name }
+
+// trafficStory is one cluster running the app of routedApp under its
+// Rollout, with a log of every write to the objects a release touches.
+type trafficStory struct {
+	t      *testing.T
+	w      *world
+	rec    *objectLog
+	routes string
+	gvks   map[string]schema.GroupVersionKind
+	// revs replaces $STABLE and $CANARY in expected states.
+	revs *strings.Replacer
+}
+
+// givenRoutedApp starts a world that runs v1 of routedApp with routes,
+// under rollout, and logs every version of the Rollout, pods, Services
+// and the routing objects of kinds gvks from before they exist.
+func givenRoutedApp(t *testing.T, rollout, routes string, gvks ...schema.GroupVersionKind) *trafficStory {
+	start := time.Now()
+	w := newWorld(t)
+	w.ensureNamespace("demo")
+	s := &trafficStory{t: t, w: w, routes: routes, gvks: map[string]schema.GroupVersionKind{}}
+	for _, gvk := range append(gvks, serviceGVK, podGVK, rolloutGVK) {
+		s.gvks[gvk.Kind] = gvk
+	}
+	if _, istio := s.gvks[virtualSvcGVK.Kind]; istio {
+		w.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "istio-networking-minimal.yaml"))
+	}
+	s.rec = w.watchObjects("demo", s.gvks)
+	w.applyYAML(routedApp("echo:1.0", routes))
+	w.applyYAML(rollout)
+	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+		ro := w.rollout("demo", "echoserver")
+		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
+			w.deployment("demo", "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+	})
+	t.Logf("v1 runs under its Rollout after %s", time.Since(start).Round(time.Millisecond))
+	return s
+}
+
+// release applies v2, waits for the release to complete, then goes through
+// every write the cluster made in its order, and checks that
+//
+//   - whatever the Rollout's status said, each object was in a state of
+//     the phases that status allows: the routes never ran ahead of the
+//     status nor behind it (the controller writes the status before it
+//     moves traffic, and a step is paused only once its traffic is in
+//     place);
+//   - the status was seen at step 1, step 2 and done with its traffic in
+//     place;
+//   - each object went through exactly the distinct states of want, in
+//     order, and through nothing else.
+//
+// It logs the time each Service received requests without a ready pod
+// behind it.
+func (s *trafficStory) release(want map[routedKey]routePhases, views map[string]routeView) {
+	t, w := s.t, s.w
+	start := time.Now()
+	stable := w.rollout("demo", "echoserver").Status.StableRevision
+	w.applyYAML(routedApp("echo:2.0", s.routes))
+	var ro *v1alpha1.Rollout
+	w.eventually(60*time.Second, "the release completes", func(ctx context.Context) (bool, error) {
+		ro = w.rollout("demo", "echoserver")
+		if ro.Status.Phase == v1alpha1.PhaseFailed {
+			return false, fmt.Errorf("the release failed: %s", ro.Status.Message)
+		}
+		return ro.Status.Phase == v1alpha1.PhaseHealthy && ro.Status.StableRevision != stable &&
+			ro.Status.StableRevision == ro.Status.CanaryRevision, nil
+	})
+	t.Logf("release of %s completed after %s", ro.Status.CanaryRevision, time.Since(start).Round(time.Millisecond))
+	s.revs = strings.NewReplacer("$STABLE", stable, "$CANARY", ro.Status.CanaryRevision)
+	s.rec.catchUp(w)
+	keys := make([]routedKey, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	s.replay(keys, want, views, stable)
+	for _, k := range keys {
+		s.assertHistory(k, views[k.kind], want[k])
+	}
+}
+
+// replay goes through the log in etcd's order (kwok runs one etcd, whose
+// revisions are the resourceVersions of every kind) and checks each state
+// of the objects of want against the Rollout status of the moment.
+func (s *trafficStory) replay(keys []routedKey, want map[routedKey]routePhases, views map[string]routeView, stable string) {
+	t := s.t
+	expected := map[routedKey][phaseCount]any{}
+	for k, p := range want {
+		var e [phaseCount]any
+		for i := range p {
+			e[i] = s.norm(p[i])
+		}
+		expected[k] = e
+	}
+	live := map[routedKey]*unstructured.Unstructured{}
+	var st *v1alpha1.RolloutStatus
+	settled := map[int]int{}
+	wrong := map[routedKey]bool{}
+	unserved := &servedLog{}
+	for _, ev := range s.rec.timeline() {
+		live[ev.key] = ev.obj
+		if ev.key == rolloutKey && ev.obj != nil {
+			var ro v1alpha1.Rollout
+			fromUnstructured(t, ev.obj, &ro)
+			st = &ro.Status
+		}
+		if st == nil {
+			continue
+		}
+		if st.CanaryRevision != "" && st.CanaryRevision != stable {
+			unserved.update(ev, live)
+		}
+		allowed := allowedPhases(st, stable)
+		if ev.key == rolloutKey && len(allowed) == 1 {
+			settled[allowed[0]]++
+		}
+		for _, k := range keys {
+			var got any
+			if live[k] != nil {
+				got = jsonValue(views[k.kind](live[k]))
+			}
+			ok := len(allowed) == 0
+			var names []string
+			for _, p := range allowed {
+				ok = ok || reflect.DeepEqual(got, expected[k][p])
+				names = append(names, phaseNames[p])
+			}
+			if !ok && !wrong[k] {
+				wrong[k] = true
+				t.Errorf("at resourceVersion %d (%s), with the Rollout at %s, %s is\n%s\nwant it %s:\n%s",
+					ev.rv, ev.key, position(st), k, yamlOf(got), strings.Join(names, " or "), yamlOf(expected[k][allowed[0]]))
+			}
+		}
+	}
+	t.Logf("status writes with their traffic in place, by phase: %s", describeCounts(settled))
+	for _, p := range []int{phaseStep1, phaseStep2, phaseDone} {
+		if settled[p] == 0 {
+			t.Errorf("the Rollout was never seen at %s with its traffic in place", phaseNames[p])
+		}
+	}
+	for _, line := range unserved.lines {
+		t.Logf("requests without a ready pod: %s", line)
+	}
+}
+
+// allowedPhases are the phases whose states the routing objects may be in
+// while a status holds; nil for a status that says nothing about them.
+func allowedPhases(st *v1alpha1.RolloutStatus, stable string) []int {
+	inRelease := st.CanaryRevision != "" && st.CanaryRevision != stable
+	switch {
+	case !inRelease && st.Phase == v1alpha1.PhaseHealthy:
+		return []int{phaseDeclared}
+	case !inRelease:
+		return nil
+	case st.Phase == v1alpha1.PhaseHealthy && st.StableRevision == st.CanaryRevision:
+		return []int{phaseDone}
+	case st.Phase != v1alpha1.PhaseProgressing:
+		return nil
+	}
+	step := phaseStep1 + int(st.CurrentStepIndex) - 1
+	switch st.CurrentStepState {
+	case v1alpha1.StepUpgrade:
+		if step == phaseStep1 {
+			return []int{phaseDeclared, phaseToStable}
+		}
+		return []int{step - 1} // the pods come up under the traffic of the step before
+	case v1alpha1.StepTrafficRouting:
+		return []int{step - 1, step}
+	case v1alpha1.StepMetricsAnalysis, v1alpha1.StepPaused, v1alpha1.StepReady:
+		return []int{step}
+	case v1alpha1.StepCompleted:
+		return []int{step, phaseDone}
+	}
+	return nil
+}
+
+func position(st *v1alpha1.RolloutStatus) string {
+	return fmt.Sprintf("%s, step %d %s", st.Phase, st.CurrentStepIndex, st.CurrentStepState)
+}
+
+func describeCounts(m map[int]int) string {
+	var parts []string
+	for p, name := range phaseNames {
+		if m[p] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", name, m[p]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// servedLog finds the spans during which a routing object sent requests
+// to a Service that selected no ready pod.
+type servedLog struct {
+	open  map[string]objectVersion
+	lines []string
+}
+
+func (l *servedLog) update(ev objectVersion, live map[routedKey]*unstructured.Unstructured) {
+	if l.open == nil {
+		l.open = map[string]objectVersion{}
+	}
+	targets := map[string]bool{}
+	for k, u := range live {
+		for _, svc := range receivers(k, u, live) {
+			targets[svc] = true
+		}
+	}
+	for svc := range targets {
+		if _, open := l.open[svc]; !open && readyBehind(live, svc) == 0 {
+			l.open[svc] = ev
+		}
+	}
+	for svc, from := range l.open {
+		if !targets[svc] || readyBehind(live, svc) > 0 {
+			l.lines = append(l.lines, fmt.Sprintf("Service %s for %s (resourceVersions %d to %d: %s, then %s)",
+				svc, ev.at.Sub(from.at).Round(time.Millisecond), from.rv, ev.rv, from.key, ev.key))
+			delete(l.open, svc)
+		}
+	}
+}
+
+// receivers are the Services an object sends requests to. An Ingress
+// sends none when a canary Ingress takes them all, or when it is a canary
+// Ingress that takes none.
+func receivers(k routedKey, u *unstructured.Unstructured, live map[routedKey]*unstructured.Unstructured) []string {
+	if u == nil {
+		return nil
+	}
+	var out []string
+	weighted := func(m map[string]any) bool {
+		w, ok, _ := unstructured.NestedInt64(m, "weight")
+		return !ok || w > 0
+	}
+	switch k.kind {
+	case "HTTPRoute":
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+		for _, r := range rules {
+			refs, _, _ := unstructured.NestedSlice(r.(map[string]any), "backendRefs")
+			for _, ref := range refs {
+				if m := ref.(map[string]any); weighted(m) {
+					out = append(out, m["name"].(string))
+				}
+			}
+		}
+	case "Ingress":
+		canary := func(u *unstructured.Unstructured, weight string) bool {
+			a := u.GetAnnotations()
+			return a["nginx.ingress.kubernetes.io/canary"] == "true" && a[nginxCanaryWeight] == weight && a["nginx.ingress.kubernetes.io/canary-by-header"] == ""
+		}
+		if c := live[routedKey{"Ingress", k.name + "-canary"}]; canary(u, "0") || c != nil && canary(c, "100") {
+			return nil
+		}
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+		for _, r := range rules {
+			paths, _, _ := unstructured.NestedSlice(r.(map[string]any), "http", "paths")
+			for _, p := range paths {
+				name, _, _ := unstructured.NestedString(p.(map[string]any), "backend", "service", "name")
+				out = append(out, name)
+			}
+		}
+	case "VirtualService":
+		routes, _, _ := unstructured.NestedSlice(u.Object, "spec", "http")
+		for _, r := range routes {
+			dests, _, _ := unstructured.NestedSlice(r.(map[string]any), "route")
+			for _, d := range dests {
+				host, _, _ := unstructured.NestedString(d.(map[string]any), "destination", "host")
+				if weighted(d.(map[string]any)) {
+					out = append(out, strings.Split(host, ".")[0])
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readyBehind counts the ready pods, not terminating, that Service svc
+// selects; a Service that does not exist has none.
+func readyBehind(live map[routedKey]*unstructured.Unstructured, svc string) int {
+	u := live[routedKey{"Service", svc}]
+	if u == nil {
+		return 0
+	}
+	sel, _, _ := unstructured.NestedStringMap(u.Object, "spec", "selector")
+	n := 0
+	for k, p := range live {
+		if k.kind != "Pod" || p == nil || p.GetDeletionTimestamp() != nil || !labels.SelectorFromSet(sel).Matches(labels.Set(p.GetLabels())) {
+			continue
+		}
+		conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
+		for _, c := range conds {
+			if m := c.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// assertHistory checks that the object went through exactly the distinct
+// states of want, in order.
+func (s *trafficStory) assertHistory(k routedKey, v routeView, want routePhases) {
+	s.t.Helper()
+	var wantStates []any
+	for _, p := range append([]string{absentObject}, want[:]...) {
+		st := s.norm(p)
+		if n := len(wantStates); n == 0 || !reflect.DeepEqual(wantStates[n-1], st) {
+			wantStates = append(wantStates, st)
+		}
+	}
+	got := []any{nil}
+	for _, x := range s.rec.versions(k) {
+		var st any
+		if x.obj != nil {
+			st = jsonValue(v(x.obj))
+		}
+		if !reflect.DeepEqual(got[len(got)-1], st) {
+			got = append(got, st)
+		}
+	}
+	if !reflect.DeepEqual(got, wantStates) {
+		s.t.Errorf("%s went through %d states, want %d:\n%s\nwant:\n%s", k, len(got), len(wantStates), yamlOf(got), yamlOf(wantStates))
+		return
+	}
+	s.t.Logf("%s went through the %d states expected", k, len(got))
+}
+
+// assertAsApplied checks that an object the user declared, and the stable
+// Service, are exactly as first stored: labels, annotations and spec.
+func (s *trafficStory) assertAsApplied(gvk schema.GroupVersionKind, name string) {
+	s.t.Helper()
+	for _, k := range []routedKey{{gvk.Kind, name}, {"Service", "echoserver"}} {
+		first := jsonValue(metaView(s.rec.first(k)))
+		if got := s.get(k, metaView); !reflect.DeepEqual(got, first) {
+			s.t.Errorf("%s is not as applied:\n%s\napplied:\n%s", k, yamlOf(got), yamlOf(first))
+		}
+	}
+}
+
+// assertNow checks one object's view now.
+func (s *trafficStory) assertNow(k routedKey, v routeView, want string) {
+	s.t.Helper()
+	if got, w := s.get(k, v), s.norm(want); !reflect.DeepEqual(got, w) {
+		s.t.Fatalf("%s is\n%s\nwant\n%s", k, yamlOf(got), yamlOf(w))
+	}
+}
+
+// get reads the view of an object; nil when it does not exist.
+func (s *trafficStory) get(k routedKey, v routeView) any {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(s.gvks[k.kind])
+	if err := s.w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: k.name}, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		s.t.Fatal(err)
+	}
+	return jsonValue(v(u))
+}
+
+// norm parses an expected state (YAML, revisions replaced); absentObject
+// is nil.
+func (s *trafficStory) norm(state string) any {
+	if state == absentObject {
+		return nil
+	}
+	if s.revs != nil {
+		state = s.revs.Replace(state)
+	}
+	b, err := yaml.YAMLToJSON([]byte(state))
+	if err != nil {
+		s.t.Fatalf("expected state %q: %v", state, err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+// jsonValue makes a value read from an object comparable with a parsed
+// one.
+func jsonValue(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+func yamlOf(v any) string {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func fromUnstructured(t *testing.T, u *unstructured.Unstructured, out any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func describeVersions(vs []objectVersion, v routeView) string {
+	var b strings.Builder
+	for _, x := range vs {
+		if x.obj == nil {
+			fmt.Fprintf(&b, "- %s %d deleted\n", x.at.Format("15:04:05.000"), x.rv)
+			continue
+		}
+		fmt.Fprintf(&b, "- %s %d:\n%s", x.at.Format("15:04:05.000"), x.rv, yamlOf(jsonValue(v(x.obj))))
+	}
+	return b.String()
+}
+
+// runsOf renders samples as runs: "100/0 x3, 80/20 x97".
+func runsOf(samples []string) string {
+	var parts []string
+	for i := 0; i < len(samples); {
+		j := i
+		for j < len(samples) && samples[j] == samples[i] {
+			j++
+		}
+		parts = append(parts, fmt.Sprintf("%s x%d", samples[i], j-i))
+		i = j
+	}
+	return strings.Join(parts, ", ")
+}
+
+// objectLog keeps every version of the objects of some kinds in one
+// namespace, from watches started before they exist.
+type objectLog struct {
+	ns   string
+	gvks map[string]schema.GroupVersionKind
+	mu   sync.Mutex
+	seen map[routedKey][]objectVersion
+}
+
+// objectVersion is one version of an object, when the watch delivered it;
+// obj is nil for a deletion.
+type objectVersion struct {
+	key routedKey
+	rv  uint64
+	at  time.Time
+	obj *unstructured.Unstructured
+}
+
+// watchObjects starts watching the kinds gvks in namespace ns until the
+// test ends. It returns once every watch is established.
+func (w *world) watchObjects(ns string, gvks map[string]schema.GroupVersionKind) *objectLog {
+	w.t.Helper()
+	wc, err := client.NewWithWatch(w.cluster.RESTConfig, client.Options{Scheme: w.c.Scheme()})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	l := &objectLog{ns: ns, gvks: gvks, seen: map[routedKey][]objectVersion{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, gvk := range gvks {
+		wi, err := wc.Watch(ctx, listOf(gvk), client.InNamespace(ns))
+		if err != nil {
+			cancel()
+			w.t.Fatalf("watch %s: %v", gvk.Kind, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.follow(ctx, wc, gvk, wi); err != nil && ctx.Err() == nil {
+				w.t.Errorf("watch %s: %v (its log is incomplete)", gvk.Kind, err)
+			}
+		}()
+	}
+	w.t.Cleanup(func() { cancel(); wg.Wait() })
+	return l
+}
+
+func listOf(gvk schema.GroupVersionKind) *unstructured.UnstructuredList {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return list
+}
+
+// follow logs the events of wi, and of a new watch from the last version
+// seen whenever the API server ends one.
+func (l *objectLog) follow(ctx context.Context, wc client.WithWatch, gvk schema.GroupVersionKind, wi watch.Interface) error {
+	last := ""
+	for {
+		for ev := range wi.ResultChan() {
+			switch ev.Type {
+			case watch.Added, watch.Modified, watch.Deleted:
+				u := ev.Object.(*unstructured.Unstructured)
+				last = u.GetResourceVersion()
+				if err := l.add(u, ev.Type == watch.Deleted); err != nil {
+					return err
+				}
+			case watch.Error:
+				wi.Stop()
+				return apierrors.FromObject(ev.Object)
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		var err error
+		if wi, err = wc.Watch(ctx, listOf(gvk), client.InNamespace(l.ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: last}}); err != nil {
+			return err
+		}
+	}
+}
+
+func (l *objectLog) add(u *unstructured.Unstructured, deleted bool) error {
+	rv, err := strconv.ParseUint(u.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return fmt.Errorf("resourceVersion of %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	k := routedKey{u.GetKind(), u.GetName()}
+	v := objectVersion{key: k, rv: rv, at: time.Now(), obj: u.DeepCopy()}
+	if deleted {
+		v.obj = nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen[k] = append(l.seen[k], v)
+	return nil
+}
+
+// versions returns the versions of an object logged so far.
+func (l *objectLog) versions(k routedKey) []objectVersion {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]objectVersion(nil), l.seen[k]...)
+}
+
+// first returns the object as first stored.
+func (l *objectLog) first(k routedKey) *unstructured.Unstructured {
+	for _, v := range l.versions(k) {
+		if v.obj != nil {
+			return v.obj
+		}
+	}
+	panic(fmt.Sprintf("%s was never seen", k))
+}
+
+// timeline returns every version logged, in the order etcd wrote them.
+func (l *objectLog) timeline() []objectVersion {
+	l.mu.Lock()
+	var out []objectVersion
+	for _, vs := range l.seen {
+		out = append(out, vs...)
+	}
+	l.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].rv < out[j].rv })
+	return out
+}
+
+// catchUp waits until the log holds the current version of every object
+// of its kinds, and no object that is gone.
+func (l *objectLog) catchUp(w *world) {
+	w.t.Helper()
+	w.eventually(15*time.Second, "the watches deliver every write", func(ctx context.Context) (bool, error) {
+		for _, gvk := range l.gvks {
+			list := listOf(gvk)
+			if err := w.c.List(ctx, list, client.InNamespace(l.ns)); err != nil {
+				return false, err
+			}
+			listed := map[string]string{}
+			for _, it := range list.Items {
+				listed[it.GetName()] = it.GetResourceVersion()
+			}
+			l.mu.Lock()
+			caught := true
+			for k, vs := range l.seen {
+				if k.kind != gvk.Kind {
+					continue
+				}
+				last, rv := vs[len(vs)-1], listed[k.name]
+				caught = caught && (last.obj == nil) == (rv == "") && (last.obj == nil || last.obj.GetResourceVersion() == rv)
+				delete(listed, k.name)
+			}
+			l.mu.Unlock()
+			if !caught || len(listed) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// window returns how long the object's view was state in writes: from the
+// first version in that state to the next version in another.
+func (l *objectLog) window(writes []objectVersion, k routedKey, v routeView, state any) time.Duration {
+	var start time.Time
+	for _, x := range writes {
+		if x.key != k || x.obj == nil {
+			continue
+		}
+		is := reflect.DeepEqual(jsonValue(v(x.obj)), state)
+		switch {
+		case is && start.IsZero():
+			start = x.at
+		case !is && !start.IsZero():
+			return x.at.Sub(start)
+		}
+	}
+	if start.IsZero() {
+		return 0
+	}
+	return time.Since(start)
+}
