@@ -244,9 +244,43 @@ func (p *planner) approved(step int32) bool {
 // target is the number of canary pods for step idx: the step's replicas,
 // but never fewer than the canary pods already running (up to the
 // workload's size), so that a release never moves pods backwards.
+//
+// A step that replaces every pod keeps the last stable pod until the
+// routers carry a traffic that sends nothing to stable: the stable Service
+// never loses its last pod while it still gets requests. (With an extra
+// canary Deployment the stable pods stay anyway.)
 func (p *planner) target(idx int32) int32 {
 	have := min(p.obs.Pods[p.canary].Total, max(p.obs.Replicas, 0))
-	return max(p.steps[idx-1].Replicas, have)
+	want := max(p.steps[idx-1].Replicas, have)
+	if want >= p.obs.Replicas && p.obs.Replicas > 1 && p.keepsStable() && p.stableStillServes(idx) {
+		want = max(p.obs.Replicas-1, have)
+	}
+	return want
+}
+
+// keepsStable reports whether the release replaces stable pods (partition
+// style), as opposed to adding canary pods beside them.
+func (p *planner) keepsStable() bool {
+	if c := p.spec.Strategy.Canary; c != nil {
+		return !c.EnableExtraWorkloadForCanary && len(c.TrafficRoutings) > 0
+	}
+	return false
+}
+
+// stableStillServes reports whether requests may still reach the stable
+// pods at step idx: before the routers confirmed the step's traffic, or
+// when that traffic leaves some requests on stable.
+func (p *planner) stableStillServes(idx int32) bool {
+	switch p.next.CurrentStepState {
+	case v1alpha1.StepUpgrade:
+		return true
+	case v1alpha1.StepTrafficRouting:
+		if !p.trafficDone() {
+			return true
+		}
+	}
+	t := p.steps[idx-1].Traffic
+	return t.Mode != TrafficCanary || len(t.Matches) > 0 || t.Weight < 100
 }
 
 // trafficBefore is the traffic while step idx's pods come up.
