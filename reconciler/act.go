@@ -23,7 +23,7 @@ func (r *RolloutReconciler) actOnWorkload(ctx context.Context, rel *release, pla
 		_, err = rel.adapter.EnsureBatch(ctx, workload.Batch{
 			CanaryReplicas: plan.CanaryReplicas,
 			MaxUnavailable: &mu,
-			RolloutID:      rolloutID(rel.ro.Name, plan.Status.CanaryRevision),
+			RolloutID:      workload.RolloutID(rel.ro.Name, plan.Status.CanaryRevision),
 			BatchID:        plan.Status.CurrentStepIndex,
 		})
 		if errors.Is(err, workload.ErrNotHeld) {
@@ -109,13 +109,4 @@ func hasRouting(ro *v1alpha1.Rollout) bool {
 		return len(b.TrafficRoutings) > 0
 	}
 	return false
-}
-
-// rolloutID labels the pods of one release.
-func rolloutID(name, revision string) string {
-	id := name + "-" + revision
-	if len(id) > 63 {
-		id = id[len(id)-63:]
-	}
-	return id
 }

@@ -100,6 +100,9 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.R
 		return r.stallOrRetry(ro, err)
 	}
 	r.observeTraffic(ctx, rel)
+	if rel.router != nil {
+		r.markTraffic(rel) // before a moved status is written
+	}
 	obs := r.observed(rel)
 	if err := r.observeAnalysis(ctx, rel, &obs); err != nil {
 		return reconcile.Result{}, err

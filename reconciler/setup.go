@@ -7,6 +7,7 @@ import (
 	eventv1 "github.com/fluxcd/pkg/runtime/events"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -57,7 +58,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}); err != nil {
 		return err
 	}
-	recorder, err := eventv1.NewRecorder(mgr, ctrl.Log.WithName("events"), opts.EventsAddr, "rollgate")
+	recorder, err := eventv1.NewRecorder(mgr, mgr.GetLogger().WithName("events"), opts.EventsAddr, "rollgate")
 	if err != nil {
 		return fmt.Errorf("event recorder: %w", err)
 	}
@@ -96,6 +97,7 @@ func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pus
 		Watches(&appsv1.StatefulSet{}, workloadEvents).
 		Watches(&appsv1.DaemonSet{}, workloadEvents).
 		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfReplicaSet)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfPod)).
 		WatchesRawSource(pushSource(pushes, r)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrent, 1)}).
 		Complete(r)
@@ -111,6 +113,10 @@ func (r *RolloutReconciler) rolloutsOfRoute(kind string) handler.MapFunc {
 
 // rolloutsOfWorkload maps a workload event to the Rollouts pointing at it.
 func (r *RolloutReconciler) rolloutsOfWorkload(ctx context.Context, o client.Object) []reconcile.Request {
+	if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "Rollout" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+		// A canary Deployment (canary style) belongs to its Rollout.
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
+	}
 	kind := ""
 	switch o.(type) {
 	case *appsv1.Deployment:
@@ -141,6 +147,28 @@ func (r *RolloutReconciler) rolloutsOfReplicaSet(ctx context.Context, o client.O
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// rolloutsOfPod maps a pod event to the Rollouts of the workload owning
+// it: a pod becoming ready or going away can finish a batch, and the
+// workload's own status event may have been handled before the pod cache
+// saw the change.
+func (r *RolloutReconciler) rolloutsOfPod(ctx context.Context, o client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOf(o)
+	if ref == nil {
+		return nil
+	}
+	switch ref.Kind {
+	case "ReplicaSet":
+		var rs appsv1.ReplicaSet
+		if err := r.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}, &rs); err != nil {
+			return nil
+		}
+		return r.rolloutsOfReplicaSet(ctx, &rs)
+	case "StatefulSet", "DaemonSet":
+		return r.rolloutsBy(ctx, o.GetNamespace(), workload.RolloutWorkloadIndex, workload.WorkloadKey(ref.Kind, ref.Name))
 	}
 	return nil
 }

@@ -75,9 +75,7 @@ func (r *RolloutReconciler) markTraffic(rel *release) {
 	case rel.trafficE != nil:
 		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficError, "%s", rel.trafficE.Error())
 	case rel.trafficDone:
-		if !conditions.IsTrue(ro, v1alpha1.TrafficShiftedCondition) || conditions.GetMessage(ro, v1alpha1.TrafficShiftedCondition) != trafficMessage(rel) {
-			conditions.MarkTrue(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficShifted, "%s", trafficMessage(rel))
-		}
+		conditions.MarkTrue(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficShifted, "%s", trafficMessage(rel))
 	default:
 		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficPending, "moving traffic: %s", trafficMessage(rel))
 	}

@@ -137,6 +137,12 @@ func runController(f *controllerFlags) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	if cfg.QPS == 0 {
+		// As in-cluster: no client-side throttling (client-go would
+		// default a kubeconfig to 5 requests/s); the API server's
+		// priority and fairness protects it.
+		cfg.QPS = -1
+	}
 	scheme, err := newScheme()
 	if err != nil {
 		return err

@@ -18,13 +18,15 @@ import (
 )
 
 // gateWatch timestamps, from a watch on the Rollouts, the moment each one
-// first waits at the step-1 gate for a revision other than its stable one.
+// starts releasing a revision other than its stable one, and the moment it
+// first waits at the step-1 gate for it.
 type gateWatch struct {
-	mu     sync.Mutex
-	seen   map[string]time.Time
-	want   int
-	stable map[string]string
-	done   chan struct{}
+	mu      sync.Mutex
+	started map[string]time.Time
+	seen    map[string]time.Time
+	want    int
+	stable  map[string]string
+	done    chan struct{}
 	// rewatches counts watches the API server closed (re-opened at once).
 	rewatches int
 }
@@ -37,7 +39,7 @@ func (f *fleet) watchGates(ctx context.Context) *gateWatch {
 	if err != nil {
 		f.b.Fatal(err)
 	}
-	g := &gateWatch{seen: map[string]time.Time{}, want: len(f.names), stable: maps.Clone(f.stable), done: make(chan struct{})}
+	g := &gateWatch{started: map[string]time.Time{}, seen: map[string]time.Time{}, want: len(f.names), stable: maps.Clone(f.stable), done: make(chan struct{})}
 	first, err := wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(ns))
 	if err != nil {
 		f.b.Fatal(err)
@@ -68,13 +70,19 @@ func (g *gateWatch) consume(events <-chan watch.Event) {
 		if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) {
 			continue
 		}
+		now := time.Now()
+		g.mu.Lock()
+		if _, dup := g.started[ro.Name]; !dup && releasing(ro, g.stable[ro.Name]) {
+			g.started[ro.Name] = now
+		}
+		g.mu.Unlock()
 		a := ro.Status.AwaitingApproval
 		if a == nil || a.Step != 1 || a.Revision == g.stable[ro.Name] {
 			continue
 		}
 		g.mu.Lock()
 		if _, dup := g.seen[ro.Name]; !dup {
-			g.seen[ro.Name] = time.Now()
+			g.seen[ro.Name] = now
 			if len(g.seen) == g.want {
 				close(g.done)
 			}
@@ -83,16 +91,30 @@ func (g *gateWatch) consume(events <-chan watch.Event) {
 	}
 }
 
-// wait returns the gate times once every Rollout is at its gate, or false
-// after timeout.
-func (g *gateWatch) wait(timeout time.Duration) (map[string]time.Time, bool) {
+// releasing reports whether ro releases a revision other than stable.
+func releasing(ro *v1alpha1.Rollout, stable string) bool {
+	st := ro.Status
+	return st.Phase == v1alpha1.PhaseProgressing && st.CanaryRevision != "" && st.CanaryRevision != stable
+}
+
+// wait returns the start and gate times once every Rollout is at its
+// gate, or false after timeout.
+func (g *gateWatch) wait(timeout time.Duration) (started, gated map[string]time.Time, ok bool) {
 	select {
 	case <-g.done:
 	case <-time.After(timeout):
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return maps.Clone(g.seen), len(g.seen) == g.want
+	return maps.Clone(g.started), maps.Clone(g.seen), len(g.seen) == g.want
+}
+
+// rewatched is how many times the API server closed the watch; after a
+// re-watch, transitions already passed are timestamped late.
+func (g *gateWatch) rewatched() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.rewatches
 }
 
 // percentile is the nearest-rank p-th percentile (0 < p <= 100) of ds.
@@ -123,6 +145,9 @@ type reconcileStats struct {
 	reconciles, errors float64
 	// seconds is the total time spent in Reconcile.
 	seconds float64
+	// requests and requestSeconds count every API request of the process
+	// (controller, webhook and the benchmark's own client) and their time.
+	requests, requestSeconds float64
 }
 
 // readReconcileStats reads the counters; take a difference of two reads.
@@ -134,6 +159,12 @@ func readReconcileStats(t testing.TB) reconcileStats {
 	var s reconcileStats
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "rest_client_requests_total":
+				s.requests += m.GetCounter().GetValue()
+			case "rest_client_request_duration_seconds":
+				s.requestSeconds += m.GetHistogram().GetSampleSum()
+			}
 			rollout := false
 			for _, l := range m.GetLabel() {
 				rollout = rollout || (l.GetName() == "controller" && l.GetValue() == "rollout")
@@ -155,9 +186,19 @@ func readReconcileStats(t testing.TB) reconcileStats {
 }
 
 func (s reconcileStats) minus(o reconcileStats) reconcileStats {
-	return reconcileStats{reconciles: s.reconciles - o.reconciles, errors: s.errors - o.errors, seconds: s.seconds - o.seconds}
+	return s.plus(o.times(-1))
 }
 
 func (s reconcileStats) plus(o reconcileStats) reconcileStats {
-	return reconcileStats{reconciles: s.reconciles + o.reconciles, errors: s.errors + o.errors, seconds: s.seconds + o.seconds}
+	return reconcileStats{
+		reconciles: s.reconciles + o.reconciles, errors: s.errors + o.errors, seconds: s.seconds + o.seconds,
+		requests: s.requests + o.requests, requestSeconds: s.requestSeconds + o.requestSeconds,
+	}
+}
+
+func (s reconcileStats) times(k float64) reconcileStats {
+	return reconcileStats{
+		reconciles: k * s.reconciles, errors: k * s.errors, seconds: k * s.seconds,
+		requests: k * s.requests, requestSeconds: k * s.requestSeconds,
+	}
 }

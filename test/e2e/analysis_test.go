@@ -239,10 +239,12 @@ func TestAnalysisPassesAndReleaseCompletes(t *testing.T) {
 	// When the image changes in Git and Flux applies it.
 	s.applyYAML(echoApp("echo:2.0"))
 
-	// Then step 2 waits for its analysis, which measures every 2 s.
+	// Then step 2 waits for its analysis, which measures every 2 s, with
+	// 60% of traffic on the canary.
 	s.follow(90*time.Second, "step 2 analysing", func(ro *v1alpha1.Rollout) (bool, error) {
 		return ro.Status.CurrentStepIndex == analysedStep && ro.Status.CurrentStepState == v1alpha1.StepMetricsAnalysis, nil
 	})
+	assertWeights(t, s.world, 40, 60)
 	ro := s.follow(60*time.Second, "the release completes", func(ro *v1alpha1.Rollout) (bool, error) {
 		if ro.Status.Phase == v1alpha1.PhaseFailed {
 			return false, fmt.Errorf("the release failed: %s", ro.Status.Message)
