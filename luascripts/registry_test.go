@@ -132,8 +132,8 @@ func TestBuiltinsCompileAndHaveCases(t *testing.T) {
 			t.Errorf("%s: %v", key, err)
 		}
 		cases, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
-		if len(cases) < 2 {
-			t.Errorf("%s: %d golden cases in %s, want at least 2", key, len(cases), dir)
+		if len(cases) < 3 {
+			t.Errorf("%s: %d golden cases in %s, want at least 3", key, len(cases), dir)
 		}
 	}
 }
