@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,8 +45,27 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		}
 	}
 
+	// The controller writes its CA bundle into the webhook configurations;
+	// an upgrade (say, in the middle of a release) must keep them, or
+	// covered workloads could not be updated until the controller notices.
+	bundle := []byte("test CA bundle written by the controller")
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := c.Client.Get(context.Background(), types.NamespacedName{Name: "rg-rollgate"}, &mwc); err != nil {
+		t.Fatal(err)
+	}
+	mwc.Webhooks[0].ClientConfig.CABundle = bundle
+	if err := c.Client.Update(context.Background(), &mwc); err != nil {
+		t.Fatal(err)
+	}
+
 	helm(t, "upgrade", "rg", chartDir(), kc, "-n", ns, "--set", "replicaCount=3", "--set", "logLevel=debug", "--wait", "--timeout=2m")
 	waitReplicas(t, c, ns, "rg-rollgate", 3)
+	if err := c.Client.Get(context.Background(), types.NamespacedName{Name: "rg-rollgate"}, &mwc); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(mwc.Webhooks[0].ClientConfig.CABundle); got != string(bundle) {
+		t.Fatalf("helm upgrade replaced the webhook CA bundle the controller wrote: %q", got)
+	}
 
 	helm(t, "uninstall", "rg", kc, "-n", ns, "--wait", "--timeout=2m")
 	var d appsv1.Deployment
