@@ -143,6 +143,30 @@ func (b *base) labelLastBatch(ctx context.Context, pods []*corev1.Pod, revOf fun
 	return b.labelPods(ctx, pods, revOf, ctrl.CanaryRevision, Batch{RolloutID: RolloutID(b.ro.Name, ctrl.CanaryRevision), BatchID: step})
 }
 
+// deleteWithin deletes the candidate pods that are not available at no
+// cost, and available ones only while no more than maxUnavailable of the
+// workload's desired pods (all is every pod it runs) would be unavailable.
+func (b *base) deleteWithin(ctx context.Context, all, candidates []*corev1.Pod, desired, maxUnavailable, minReady int32, now time.Time) error {
+	var avail int32
+	for _, p := range all {
+		if available(p, minReady, now) {
+			avail++
+		}
+	}
+	budget := maxUnavailable - (desired - avail)
+	var doomed []*corev1.Pod
+	for _, p := range candidates {
+		switch {
+		case !available(p, minReady, now):
+			doomed = append(doomed, p)
+		case budget > 0:
+			doomed = append(doomed, p)
+			budget--
+		}
+	}
+	return b.deletePods(ctx, doomed)
+}
+
 // deletePods deletes pods (already running ones with a precondition on
 // their UID, so a replacement is never deleted by mistake).
 func (b *base) deletePods(ctx context.Context, pods []*corev1.Pod) error {

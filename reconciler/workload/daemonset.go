@@ -136,27 +136,10 @@ func terminating(pods []*corev1.Pod) int {
 	return n
 }
 
-// deleteWithin deletes pods not available at no cost, and available ones
-// while no more than maxUnavailable pods would be unavailable.
+// deleteWithin deletes pods within the availability budget (see
+// base.deleteWithin).
 func (a *daemonSet) deleteWithin(ctx context.Context, st *dsState, pods []*corev1.Pod, maxUnavailable int32) error {
-	var avail int32
-	for _, p := range st.pods {
-		if available(p, st.ds.Spec.MinReadySeconds, st.now) {
-			avail++
-		}
-	}
-	budget := maxUnavailable - (st.ds.Status.DesiredNumberScheduled - avail)
-	var doomed []*corev1.Pod
-	for _, p := range pods {
-		switch {
-		case !available(p, st.ds.Spec.MinReadySeconds, st.now):
-			doomed = append(doomed, p)
-		case budget > 0:
-			doomed = append(doomed, p)
-			budget--
-		}
-	}
-	return a.deletePods(ctx, doomed)
+	return a.base.deleteWithin(ctx, st.pods, pods, st.ds.Status.DesiredNumberScheduled, maxUnavailable, st.ds.Spec.MinReadySeconds, st.now)
 }
 
 func (a *daemonSet) Finalize(ctx context.Context) (bool, error) {

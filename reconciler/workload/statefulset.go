@@ -155,28 +155,10 @@ func (a *statefulSet) pods(st *stsState, match func(p *corev1.Pod, ord int) bool
 	return out
 }
 
-// deleteWithin deletes pods not available at no cost, and available ones
-// while no more than maxUnavailable pods would be unavailable.
+// deleteWithin deletes pods within the availability budget (see
+// base.deleteWithin).
 func (a *statefulSet) deleteWithin(ctx context.Context, st *stsState, pods []*corev1.Pod, maxUnavailable int32) error {
-	r := ptr.Deref(st.s.Spec.Replicas, 1)
-	var avail int32
-	for _, p := range st.pods {
-		if available(p, st.s.Spec.MinReadySeconds, st.now) {
-			avail++
-		}
-	}
-	budget := maxUnavailable - (r - avail)
-	var doomed []*corev1.Pod
-	for _, p := range pods {
-		switch {
-		case !available(p, st.s.Spec.MinReadySeconds, st.now):
-			doomed = append(doomed, p)
-		case budget > 0:
-			doomed = append(doomed, p)
-			budget--
-		}
-	}
-	return a.deletePods(ctx, doomed)
+	return a.base.deleteWithin(ctx, st.pods, pods, ptr.Deref(st.s.Spec.Replicas, 1), maxUnavailable, st.s.Spec.MinReadySeconds, st.now)
 }
 
 func (a *statefulSet) Finalize(ctx context.Context) (bool, error) {
