@@ -155,7 +155,9 @@ type PrometheusMetric struct {
 	Headers []HTTPHeader `json:"headers,omitempty"`
 	// SecretRef names a Secret in the template's namespace with `token`
 	// (bearer) or `username` and `password` (basic auth), and optionally
-	// `ca.crt` for TLS.
+	// `ca.crt` (PEM CAs trusted for the server, besides the system roots)
+	// and `tls.crt` with `tls.key` (a PEM client certificate and its key,
+	// for mutual TLS; both or neither).
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 	// InsecureSkipVerify disables TLS verification. Avoid.
@@ -190,7 +192,9 @@ type WebMetric struct {
 	// +listType=atomic
 	// +optional
 	Headers []HTTPHeader `json:"headers,omitempty"`
-	// SecretRef names a Secret with `token` or `username`/`password`.
+	// SecretRef names a Secret with the keys of a Prometheus metric's
+	// secretRef: `token` or `username`/`password`, and optionally `ca.crt`
+	// and `tls.crt` with `tls.key`.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }

@@ -20,7 +20,9 @@ const (
 	TrafficShiftedCondition = "TrafficShifted"
 	// AnalysisCondition reports the outcome of metric analysis.
 	AnalysisCondition = "Analysis"
-	// GitSyncedCondition is True when the latest progress is in Git.
+	// GitSyncedCondition is True while Git can be read and written: the
+	// latest progress is queued and reaches the status branch within the
+	// status window; False names the Git error.
 	GitSyncedCondition = "GitSynced"
 )
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -34,7 +35,8 @@ func (f *gitFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.pathPrefix, "status-path", "", "Directory of the status files, when they are written into a tracked branch under a path")
 	fs.StringVar(&f.identityFile, "identity-file", "", "SSH private key for ssh:// URLs")
 	fs.StringVar(&f.knownHosts, "known-hosts-file", "", "known_hosts file for ssh:// URLs (required with --identity-file)")
-	fs.BoolVar(&f.insecureHTTP, "insecure-http", false, "Allow sending credentials over plain http:// (local test servers only)")
+	insecure, _ := strconv.ParseBool(os.Getenv("ROLLGATE_GIT_INSECURE_HTTP"))
+	fs.BoolVar(&f.insecureHTTP, "insecure-http", insecure, "Allow sending credentials over plain http:// (local test servers only; default from $ROLLGATE_GIT_INSECURE_HTTP)")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "Give up after this long")
 }
 

@@ -6,6 +6,7 @@
 // The reconciler calls Runner.Run once per reconcile while an analysis is
 // active; Run takes only the measurements that are due, returns the updated
 // status.analysis entries, the aggregated outcome and when to come back.
+// HTTP clients are built with prometheus/common's config package.
 // Credentials come from Secrets the caller reads; they are sent only to the
-// configured host and never appear in errors or measurement messages.
+// configured origin and never appear in errors or measurement messages.
 package analysis

@@ -37,7 +37,7 @@ func (p *PrometheusProvider) Measure(ctx context.Context, q Query) (Value, error
 	if err != nil {
 		return Value{}, err
 	}
-	defer closeIdle(client)
+	defer client.CloseIdleConnections()
 	c, err := api.NewClient(api.Config{Address: pm.Address, Client: client})
 	if err != nil {
 		return Value{}, fmt.Errorf("prometheus client: %w", err)

@@ -3,6 +3,7 @@ package analysis
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,10 +64,12 @@ func (p Providers) Measure(ctx context.Context, q Query) (Value, error) {
 	return Value{}, ErrNoProvider
 }
 
+// headerMap indexes headers by canonical name; of two with the same name,
+// the last wins.
 func headerMap(hs []v1alpha1.HTTPHeader) map[string]string {
 	m := make(map[string]string, len(hs))
 	for _, h := range hs {
-		m[h.Name] = h.Value
+		m[http.CanonicalHeaderKey(h.Name)] = h.Value
 	}
 	return m
 }

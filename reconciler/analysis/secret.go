@@ -3,13 +3,12 @@ package analysis
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"strings"
-	"time"
+
+	"github.com/prometheus/common/config"
 )
 
 // Secret keys read from a metric's secretRef.
@@ -23,6 +22,11 @@ const (
 	// SecretCA is a PEM bundle of CA certificates trusted for TLS, in
 	// addition to the system roots.
 	SecretCA = "ca.crt"
+	// SecretCert is a PEM client certificate for mutual TLS; it goes with
+	// SecretKey.
+	SecretCert = "tls.crt"
+	// SecretKey is the PEM private key of SecretCert.
+	SecretKey = "tls.key"
 )
 
 // SecretData is the data of a Secret. It prints as "[redacted]" so that it
@@ -38,133 +42,61 @@ func (SecretData) GoString() string { return "[redacted]" }
 // ErrSecret marks a Secret that cannot be used as metric credentials.
 var ErrSecret = errors.New("unusable metric secret")
 
-// clientOptions say how to build the HTTP client of one query.
-type clientOptions struct {
-	target   string // URL of the server; credentials go only to its host
-	secret   SecretData
-	headers  map[string]string
-	insecure bool
-	timeout  time.Duration
-	maxBody  int64
-}
-
-// newClient builds an HTTP client for one query: TLS roots from ca.crt,
-// bearer or basic auth from the secret, extra headers, a timeout and a cap
-// on the response size. The caller closes idle connections when done.
-func newClient(o clientOptions) (*http.Client, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.insecure} //nolint:gosec // opt-in per metric
-	if ca, ok := o.secret[SecretCA]; ok {
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(ca) {
-			return nil, fmt.Errorf("%w: key %q holds no PEM certificate", ErrSecret, SecretCA)
-		}
-		tr.TLSClientConfig.RootCAs = pool
-	}
-	authz, err := authorization(o.secret)
-	if err != nil {
-		return nil, err
-	}
-	u, err := url.Parse(o.target)
-	if err != nil {
-		return nil, fmt.Errorf("parsing URL: %w", err)
-	}
-	rt := &headerTransport{next: tr, host: u.Host, authz: authz, headers: o.headers, maxBody: o.maxBody}
-	return &http.Client{Transport: rt, Timeout: o.timeout}, nil
-}
-
-// authorization returns the Authorization header value from the secret:
-// "Bearer <token>" or basic auth; empty without credentials.
-func authorization(s SecretData) (string, error) {
+// applyCredentials sets the bearer token or the basic-auth pair of s on
+// cfg. Values become config.Secret, which marshals and prints as <secret>.
+func applyCredentials(cfg *config.HTTPClientConfig, s SecretData) error {
 	token, hasToken := s[SecretToken]
 	user, hasUser := s[SecretUsername]
 	pass, hasPass := s[SecretPassword]
 	switch {
 	case hasToken && hasUser:
-		return "", fmt.Errorf("%w: set %q or %q, not both", ErrSecret, SecretToken, SecretUsername)
+		return fmt.Errorf("%w: set %q or %q, not both", ErrSecret, SecretToken, SecretUsername)
 	case hasToken:
 		t := strings.TrimSpace(string(token))
 		if t == "" {
-			return "", fmt.Errorf("%w: key %q is empty", ErrSecret, SecretToken)
+			return fmt.Errorf("%w: key %q is empty", ErrSecret, SecretToken)
 		}
-		return "Bearer " + t, nil
+		cfg.Authorization = &config.Authorization{Type: "Bearer", Credentials: config.Secret(t)}
 	case hasUser != hasPass:
-		return "", fmt.Errorf("%w: %q and %q go together", ErrSecret, SecretUsername, SecretPassword)
+		return fmt.Errorf("%w: %q and %q go together", ErrSecret, SecretUsername, SecretPassword)
 	case hasUser:
-		r := http.Request{Header: http.Header{}}
-		r.SetBasicAuth(string(user), string(pass))
-		return r.Header.Get("Authorization"), nil
+		cfg.BasicAuth = &config.BasicAuth{Username: string(user), Password: config.Secret(pass)}
 	}
-	return "", nil
+	return nil
 }
 
-// headerTransport adds the metric's headers and the Authorization header
-// to requests for the configured host only (a redirect elsewhere carries
-// neither), and caps response bodies.
-type headerTransport struct {
-	next    http.RoundTripper
-	host    string
-	authz   string
-	headers map[string]string
-	maxBody int64
-}
-
-// RoundTrip implements http.RoundTripper.
-func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("User-Agent", "rollgate-analysis")
-	if req.URL.Host == t.host {
-		for k, v := range t.headers {
-			req.Header.Set(k, v)
+// applyTLS sets the CA bundle and the client certificate of s on tc,
+// after checking that they parse, so that an error names the Secret key
+// at fault (and never shows its content).
+func applyTLS(tc *config.TLSConfig, s SecretData) error {
+	if ca, ok := s[SecretCA]; ok {
+		if !x509.NewCertPool().AppendCertsFromPEM(ca) {
+			return fmt.Errorf("%w: key %q holds no PEM certificate", ErrSecret, SecretCA)
 		}
-		if t.authz != "" {
-			req.Header.Set("Authorization", t.authz)
+		tc.CA = string(ca)
+	}
+	cert, hasCert := s[SecretCert]
+	key, hasKey := s[SecretKey]
+	switch {
+	case hasCert && !hasKey:
+		return fmt.Errorf("%w: key %q is set without %q: mutual TLS needs both", ErrSecret, SecretCert, SecretKey)
+	case hasKey && !hasCert:
+		return fmt.Errorf("%w: key %q is set without %q: mutual TLS needs both", ErrSecret, SecretKey, SecretCert)
+	case hasCert:
+		if _, err := tls.X509KeyPair(cert, key); err != nil {
+			// crypto/tls errors describe the PEM blocks, never their bytes.
+			return fmt.Errorf("%w: keys %q and %q are not a PEM certificate and its private key: %v", ErrSecret, SecretCert, SecretKey, err)
 		}
+		tc.Cert = string(cert)
+		tc.Key = config.Secret(key)
 	}
-	resp, err := t.next.RoundTrip(req)
-	if err != nil || t.maxBody <= 0 {
-		return resp, err
-	}
-	resp.Body = &cappedBody{rc: resp.Body, left: t.maxBody}
-	return resp, nil
-}
-
-// cappedBody fails a read past its limit instead of silently truncating.
-type cappedBody struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, errors.New("response body too large")
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *cappedBody) Close() error { return b.rc.Close() }
-
-// closeIdle releases the client's pooled connections.
-func closeIdle(c *http.Client) {
-	if t, ok := c.Transport.(*headerTransport); ok {
-		if tr, ok := t.next.(*http.Transport); ok {
-			tr.CloseIdleConnections()
-		}
-	}
+	return nil
 }
 
 // redact replaces every credential from s found in err's text (the token,
-// the password and the encoded basic-auth pair) by "[redacted]". Errors
-// carry what servers echo back; this keeps credentials out of status,
-// events and logs whatever a server says.
+// the password, the encoded basic-auth pair and the TLS private key) by
+// "[redacted]". Errors carry what servers echo back; this keeps
+// credentials out of status, events and logs whatever a server says.
 func redact(err error, s SecretData) error {
 	if err == nil || len(s) == 0 {
 		return err
@@ -183,14 +115,13 @@ func redact(err error, s SecretData) error {
 // sensitive lists the strings of s that must never be shown.
 func sensitive(s SecretData) []string {
 	var out []string
-	for _, k := range []string{SecretToken, SecretPassword} {
+	for _, k := range []string{SecretToken, SecretPassword, SecretKey} {
 		if v := strings.TrimSpace(string(s[k])); v != "" {
 			out = append(out, v)
 		}
 	}
-	if authz, err := authorization(s); err == nil && authz != "" {
-		_, cred, _ := strings.Cut(authz, " ")
-		out = append(out, cred)
+	if user, ok := s[SecretUsername]; ok && len(s[SecretPassword]) > 0 {
+		out = append(out, base64.StdEncoding.EncodeToString([]byte(string(user)+":"+string(s[SecretPassword]))))
 	}
 	return out
 }

@@ -34,11 +34,15 @@ func (p *WebProvider) Measure(ctx context.Context, q Query) (Value, error) {
 		return Value{}, fmt.Errorf("jsonPath: %w", err)
 	}
 	timeout := timeoutOf(w.Timeout)
-	client, err := newClient(clientOptions{target: w.URL, secret: q.Secret, headers: headerMap(w.Headers), timeout: timeout, maxBody: maxWebBody})
+	headers := headerMap(w.Headers)
+	if _, set := headers["Accept"]; !set {
+		headers["Accept"] = "application/json"
+	}
+	client, err := newClient(clientOptions{target: w.URL, secret: q.Secret, headers: headers, timeout: timeout, maxBody: maxWebBody})
 	if err != nil {
 		return Value{}, err
 	}
-	defer closeIdle(client)
+	defer client.CloseIdleConnections()
 	body, err := get(ctx, client, w.URL)
 	if err != nil {
 		return Value{}, redact(err, q.Secret)
@@ -74,7 +78,6 @@ func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err

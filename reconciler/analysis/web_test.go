@@ -118,25 +118,6 @@ func TestBearerTokenSentNeverShown(t *testing.T) {
 	}
 }
 
-func TestCredentialsStayOnTheirHost(t *testing.T) {
-	var leaked string
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		leaked = r.Header.Get("Authorization")
-		_, _ = w.Write([]byte(`{"x":1}`))
-	}))
-	defer other.Close()
-	origin := httptest.NewServer(http.RedirectHandler(other.URL+"/elsewhere", http.StatusFound))
-	defer origin.Close()
-	q := webQuery(origin.URL, "{.x}")
-	q.Secret = SecretData{"token": []byte(testToken)}
-	if _, err := (&WebProvider{}).Measure(context.Background(), q); err != nil {
-		t.Fatal(err)
-	}
-	if leaked != "" {
-		t.Fatalf("redirect target received Authorization %q", leaked)
-	}
-}
-
 func TestWebProviderTrustsCAFromSecret(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"x":1}`))

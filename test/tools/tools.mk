@@ -37,7 +37,7 @@ TOOLS_FLUX_BIN := $(TOOLS_BIN)/flux
 TOOLS_FLUX_COMPONENTS := source-controller kustomize-controller
 TOOLS_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-TOOLS_K8S_COMPONENTS := kube-apiserver kube-controller-manager kube-scheduler
+TOOLS_K8S_COMPONENTS := kube-apiserver kube-controller-manager kube-scheduler kubectl
 TOOLS_KUBE_MINOR := $(word 2,$(subst ., ,$(TOOLS_KUBE_VERSION)))
 # The same version stamping the Kubernetes release build does, so the binaries
 # report v1.x.y (kwokctl picks component flags from `--version`, and clients
@@ -81,7 +81,7 @@ endef
 
 tools: tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux ## Install or build every test tool into bin/ (cheap when up to date)
 
-tools-k8s: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_K8S_COMPONENTS)) ## Build kube-apiserver, kube-controller-manager and kube-scheduler into bin/k8s/
+tools-k8s: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_K8S_COMPONENTS)) ## Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl into bin/k8s/
 
 tools-etcd: $(TOOLS_K8S_BIN)/etcd ## Build etcd (the version Kubernetes uses) into bin/k8s/
 

@@ -2,11 +2,12 @@
 
 // Package kbins pins the Kubernetes control-plane binaries that the test
 // platform builds from the Go module proxy (kube-apiserver,
-// kube-controller-manager, kube-scheduler).
+// kube-controller-manager, kube-scheduler, and kubectl for the docs test).
 package kbins
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )

@@ -1,0 +1,345 @@
+package walkthrough
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/chartrun"
+	"github.com/rollgate/rollgate/test/flux"
+	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// The Git server's only account; the page's GIT_USER and GIT_TOKEN.
+const (
+	gitUser  = "git"
+	gitToken = "walkthrough-token-3f9c"
+)
+
+// TestFluxGettingStarted runs docs/getting-started-flux.md from an empty
+// cluster to a released canary, every shell block in order, and then checks
+// the outcome the page promises: every pod on the new image, the Rollout
+// Healthy, Flux at the head of main, and Git's status file saying Healthy.
+func TestFluxGettingStarted(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join(repo.Root(), "docs", "getting-started-flux.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := Parse(string(page))
+	if err != nil {
+		t.Fatalf("docs/getting-started-flux.md: %v", err)
+	}
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cluster := kwok.Start(t, kwok.Options{Nodes: 2, Scheme: scheme})
+	git := gitserver.Start(t, gitserver.Options{Username: gitUser, Password: gitToken})
+	gitURL, err := git.CreateRepo("app-repo", map[string]string{"README.md": "# app-repo\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+
+	var controller *chartrun.Controller
+	hooks := map[string]func() error{
+		"flux-install": func() error {
+			if err := flux.InstallCRDs(ctx, cluster.Kubeconfig, ""); err != nil {
+				return err
+			}
+			if err := createNamespace(ctx, cluster.Client, "flux-system"); err != nil {
+				return err
+			}
+			ctrls, err := flux.Start(ctx, flux.Options{Kubeconfig: cluster.Kubeconfig, Dir: t.TempDir()})
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("Flux: %v", ctrls.Exited())
+				}
+				_ = ctrls.Stop()
+			})
+			return nil
+		},
+		"gateway-api-crds": func() error {
+			crd := filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml")
+			out, err := exec.CommandContext(ctx, tool(t, "kubectl"), "--kubeconfig", cluster.Kubeconfig,
+				"apply", "--server-side", "-f", crd).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("kubectl apply %s: %v\n%s", crd, err, out)
+			}
+			return nil
+		},
+		"controller": func() error {
+			c, err := chartrun.Start(ctx, chartrun.Options{
+				Kubeconfig: cluster.Kubeconfig,
+				Namespace:  "rollgate-system",
+				Deployment: "rollgate",
+				ExtraArgs:  []string{"--git-allow-insecure-http"},
+				LogPath:    filepath.Join(t.TempDir(), "rollgate-controller.log"),
+			})
+			if err != nil {
+				return err
+			}
+			controller = c
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("rollgate controller log (last lines):\n%s", c.LogTail(60))
+				}
+				_ = c.Stop()
+			})
+			return nil
+		},
+	}
+	env := map[string]string{
+		"GIT_URL":        gitURL,
+		"GIT_USER":       gitUser,
+		"GIT_TOKEN":      gitToken,
+		"ROLLGATE_IMAGE": "registry.example.com/rollgate",
+		"ROLLGATE_TAG":   "dev",
+	}
+
+	s, err := StartSession(repo.Root(), sessionEnv(t, cluster.Kubeconfig, home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	used := map[string]bool{}
+	var last string
+	for _, b := range blocks {
+		if !b.Shell() {
+			continue
+		}
+		what := fmt.Sprintf("block at docs/getting-started-flux.md:%d", b.Line)
+		script := b.Body
+		switch b.Directive {
+		case "env":
+			names, err := b.Exports()
+			if err != nil {
+				t.Fatal(err)
+			}
+			script = exportsFor(t, names, env)
+		case "instead", "after":
+			if hooks[b.Hook] == nil {
+				t.Fatalf("%s names hook %q, which the test does not have", what, b.Hook)
+			}
+			used[b.Hook] = true
+		}
+		if b.Directive == "instead" {
+			start := time.Now()
+			if err := hooks[b.Hook](); err != nil {
+				t.Fatalf("%s: hook %s (instead of the block): %v", what, b.Hook, err)
+			}
+			t.Logf("%s: ran hook %s instead (%s)", what, b.Hook, time.Since(start).Round(time.Millisecond))
+			continue
+		}
+		start := time.Now()
+		out, err := s.Run(ctx, script, 6*time.Minute)
+		t.Logf("%s (%s):\n%s\n%s", what, time.Since(start).Round(time.Millisecond), indent(script), indent(out))
+		if err != nil {
+			t.Fatalf("%s failed: %v", what, err)
+		}
+		last = out
+		if b.Directive == "after" {
+			if err := hooks[b.Hook](); err != nil {
+				t.Fatalf("%s: hook %s (after the block): %v", what, b.Hook, err)
+			}
+		}
+	}
+	for name := range hooks {
+		if !used[name] {
+			t.Errorf("the page no longer marks a block for hook %q: remove it from the test or restore the directive", name)
+		}
+	}
+	if controller == nil {
+		t.Fatal("the controller never started")
+	}
+
+	// What the page promises at the end.
+	if !strings.Contains(last, "echoserver") || !strings.Contains(last, "Healthy") {
+		t.Errorf("`rollgate status --repo` did not report echoserver Healthy:\n%s", last)
+	}
+	var ro v1alpha1.Rollout
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &ro); err != nil {
+		t.Fatal(err)
+	}
+	if ro.Status.Phase != v1alpha1.PhaseHealthy {
+		t.Errorf("Rollout phase %q, want Healthy (%s)", ro.Status.Phase, ro.Status.Message)
+	}
+	images := podImages(ctx, t, cluster.Client)
+	if want := []string{"registry.example.com/echoserver:1.1.0 x4"}; strings.Join(images, ",") != strings.Join(want, ",") {
+		t.Errorf("pods by image: %v, want %v", images, want)
+	}
+	head, err := git.Head("app-repo", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvals, err := git.ReadFile("app-repo", "main", "apps/echoserver/rollout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(approvals, "approvals:") || !strings.Contains(approvals, "step: 1") {
+		t.Errorf("the merged approval is not in rollout.yaml on main:\n%s", approvals)
+	}
+	waitFluxAt(ctx, t, cluster.Client, head)
+}
+
+// sessionEnv is the environment of the page's shell: the test machine's PATH
+// with the repository's tools first, the cluster's kubeconfig, a temporary
+// HOME, and Git's identity and credentials (a reader has them configured).
+func sessionEnv(t *testing.T, kubeconfig, home string) []string {
+	t.Helper()
+	path := strings.Join([]string{repo.ToolsDir(), filepath.Join(repo.ToolsDir(), "k8s"), os.Getenv("PATH")}, string(os.PathListSeparator))
+	tool(t, "kubectl")
+	tool(t, "helm")
+	credentials := fmt.Sprintf("!f() { test \"$1\" = get && echo username=%s && echo password=%s; }; f", gitUser, gitToken)
+	env := []string{
+		"PATH=" + path,
+		"HOME=" + home,
+		"KUBECONFIG=" + kubeconfig,
+		"LANG=C.UTF-8",
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_AUTHOR_NAME=Walkthrough Reader", "GIT_AUTHOR_EMAIL=reader@rollgate.invalid",
+		"GIT_COMMITTER_NAME=Walkthrough Reader", "GIT_COMMITTER_EMAIL=reader@rollgate.invalid",
+		"GIT_CONFIG_COUNT=2",
+		"GIT_CONFIG_KEY_0=credential.helper", "GIT_CONFIG_VALUE_0=" + credentials,
+		"GIT_CONFIG_KEY_1=init.defaultBranch", "GIT_CONFIG_VALUE_1=main",
+		// The test's Git server is plain HTTP (see the page's last section).
+		"ROLLGATE_GIT_INSECURE_HTTP=true",
+	}
+	// Go needs its caches (the page runs `make build`).
+	for _, k := range []string{"GOPATH", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOTOOLCHAIN", "GOPROXY", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, k := range []string{"GOPATH", "GOCACHE", "GOMODCACHE"} {
+		if _, ok := os.LookupEnv(k); !ok {
+			if v, err := exec.Command("go", "env", k).Output(); err == nil {
+				env = append(env, k+"="+strings.TrimSpace(string(v)))
+			}
+		}
+	}
+	return env
+}
+
+// exportsFor replaces the page's env block with the test's values for the
+// same names; a name the test does not know fails the test, so the page and
+// the test cannot drift apart.
+func exportsFor(t *testing.T, names []string, values map[string]string) string {
+	t.Helper()
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, n := range names {
+		v, ok := values[n]
+		if !ok {
+			t.Fatalf("the page exports %s, which the test does not provide", n)
+		}
+		seen[n] = true
+		fmt.Fprintf(&b, "export %s=%q\n", n, v)
+	}
+	for n := range values {
+		if !seen[n] {
+			t.Fatalf("the test provides %s, which the page's env block no longer exports", n)
+		}
+	}
+	return b.String()
+}
+
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	return repo.Tool(t, name)
+}
+
+func createNamespace(ctx context.Context, c client.Client, name string) error {
+	ns := &corev1.Namespace{}
+	ns.Name = name
+	return client.IgnoreAlreadyExists(c.Create(ctx, ns))
+}
+
+// podImages returns "image xN" for the app's pods, sorted.
+func podImages(ctx context.Context, t *testing.T, c client.Client) []string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace("demo"), client.MatchingLabels{"app": "echoserver"}); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			count[p.Spec.Containers[0].Image]++
+		}
+	}
+	var out []string
+	for img, n := range count {
+		out = append(out, fmt.Sprintf("%s x%d", img, n))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitFluxAt waits until Flux has applied commit and its Kustomization is
+// Ready: Git, Flux and the cluster agree.
+func waitFluxAt(ctx context.Context, t *testing.T, c client.Client, commit string) {
+	t.Helper()
+	// Ask Flux to fetch now rather than at its 1m interval, as the page does.
+	src := &unstructured.Unstructured{}
+	src.SetGroupVersionKind(schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"})
+	src.SetNamespace("flux-system")
+	src.SetName("app-repo")
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, time.Now().Format(time.RFC3339Nano))
+	if err := c.Patch(ctx, src, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	var rev, ready string
+	for time.Now().Before(deadline) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"})
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: "echoserver"}, u); err == nil {
+			rev, _, _ = unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, x := range conds {
+				if m, _ := x.(map[string]any); m["type"] == "Ready" {
+					ready = fmt.Sprint(m["status"])
+				}
+			}
+			if strings.HasSuffix(rev, commit) && ready == "True" {
+				return
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	t.Errorf("Flux did not apply main@%s (lastAppliedRevision %q, Ready %s)", commit, rev, ready)
+}
+
+func indent(s string) string {
+	if s == "" {
+		return "    (no output)"
+	}
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
