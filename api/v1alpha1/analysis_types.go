@@ -199,7 +199,11 @@ type WebMetric struct {
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }
 
-// HTTPHeader is a header name and value.
+// HTTPHeader is a header name and value. Authorization, Host and
+// User-Agent may be set; the other headers that the HTTP client manages
+// itself (Content-Type, Content-Length, Connection, Accept-Encoding, ...)
+// are refused at admission.
+// +kubebuilder:validation:XValidation:rule="!(self.name.lowerAscii() in ['content-encoding', 'content-length', 'content-type', 'connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'www-authenticate', 'accept-encoding', 'transfer-encoding', 'x-prometheus-remote-write-version', 'x-prometheus-remote-read-version', 'x-prometheus-scrape-timeout-seconds', 'x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256'])",message="header name is managed by the HTTP client and cannot be set: remove it (credentials go in secretRef; Authorization, Host and User-Agent are allowed)"
 type HTTPHeader struct {
 	// Name of the header.
 	// +kubebuilder:validation:MinLength=1

@@ -248,6 +248,20 @@ spec:
       prometheus: {address: "http://p:9090", query: "up"}
       web: {url: "http://w", jsonPath: "{.v}"}
 `, "exactly one of prometheus or web"},
+		{"metric with a header the HTTP client manages", `
+apiVersion: rollgate.dev/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: reserved-header, namespace: default}
+spec:
+  metrics:
+  - name: rate
+    successCondition: "result[0] > 0"
+    provider:
+      prometheus:
+        address: "http://p:9090"
+        query: "up"
+        headers: [{name: X-Scope-OrgID, value: team-a}, {name: Content-Type, value: text/plain}]
+`, "header name is managed by the HTTP client and cannot be set"},
 		{"repository with a bad URL", `
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
