@@ -37,8 +37,9 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for api/
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRDs into charts/rollgate/crds and RBAC into the chart
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs into charts/rollgate/crds and the API reference docs/api-reference.md
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=$(CRD_DIR)
+	go run ./api/apidocs -crds $(CRD_DIR) -out docs/api-reference.md
 
 .PHONY: fmt
 fmt: ## Format Go code
@@ -51,7 +52,7 @@ vet: ## Run go vet and check formatting
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail if generated files are stale, or code is not formatted or vetted
-	@sum() { find api $(CRD_DIR) -type f -print0 | sort -z | xargs -0 sha256sum; }; \
+	@sum() { find api $(CRD_DIR) docs/api-reference.md -type f -print0 | sort -z | xargs -0 sha256sum; }; \
 	before=$$(sum); $(MAKE) --no-print-directory generate manifests >/dev/null; after=$$(sum); \
 	if [ "$$before" != "$$after" ]; then \
 		echo "generated files were stale and have been regenerated; review and commit them:"; \
