@@ -8,6 +8,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,10 +18,11 @@ import (
 	"github.com/rollgate/rollgate/test/kwok"
 )
 
-// TestInstallUpgradeUninstall installs the chart on a kwok cluster (a real
-// control plane), upgrades it with changed values, and uninstalls it.
-// kwok's fake kubelets run no containers, so this proves the manifests are
-// accepted and become Ready; the controller's behaviour is tested elsewhere.
+// TestInstallUpgradeUninstall installs the previous chart release on a kwok
+// cluster (a real control plane), upgrades it to the current chart with
+// changed values, and uninstalls it. kwok's fake kubelets run no
+// containers, so this proves the manifests are accepted and become Ready;
+// TestUpgradeMidRelease runs the chart's controller through an upgrade.
 func TestInstallUpgradeUninstall(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -33,7 +35,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	kc := "--kubeconfig=" + c.Kubeconfig
 	ns := "rollgate-system"
 
-	out := helm(t, "install", "rg", chartDir(), kc, "-n", ns, "--create-namespace", "--wait", "--timeout=2m")
+	previous, _ := previousChart(t)
+	out := helm(t, "install", "rg", previous, kc, "-n", ns, "--create-namespace", "--wait", "--timeout=2m")
 	if !strings.Contains(out, "STATUS: deployed") {
 		t.Fatalf("helm install:\n%s", out)
 	}
@@ -66,16 +69,47 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	if got := string(mwc.Webhooks[0].ClientConfig.CABundle); got != string(bundle) {
 		t.Fatalf("helm upgrade replaced the webhook CA bundle the controller wrote: %q", got)
 	}
+	var d appsv1.Deployment
+	if err := c.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "rg-rollgate"}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.Labels["helm.sh/chart"], "rollgate-"+chartVersion(t); got != want {
+		t.Fatalf("after the upgrade the Deployment is labelled helm.sh/chart=%s, want %s", got, want)
+	}
+	// Three replicas: the budget keeps one up during a drain, and the
+	// disruption controller computes it over the three pods.
+	waitBudget(t, c, ns, "rg-rollgate", 1, 2)
 
 	helm(t, "uninstall", "rg", kc, "-n", ns, "--wait", "--timeout=2m")
-	var d appsv1.Deployment
 	if err := c.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "rg-rollgate"}, &d); err == nil {
 		t.Fatal("the controller Deployment is still there after helm uninstall")
+	}
+	var pdb policyv1.PodDisruptionBudget
+	if err := c.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "rg-rollgate"}, &pdb); err == nil {
+		t.Fatal("the PodDisruptionBudget is still there after helm uninstall")
 	}
 	// Helm keeps CRDs on uninstall (and so the users' Rollouts): documented.
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := c.Client.Get(context.Background(), types.NamespacedName{Name: "rollouts.rollgate.dev"}, &crd); err != nil {
 		t.Fatalf("CRDs must survive helm uninstall: %v", err)
+	}
+}
+
+// waitBudget waits until the PodDisruptionBudget of the controller asks
+// for minAvailable pods and allows disruptions of the others.
+func waitBudget(t *testing.T, c *kwok.Cluster, ns, name string, minAvailable, allowed int32) {
+	t.Helper()
+	var pdb policyv1.PodDisruptionBudget
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &pdb); err != nil {
+			return false, nil
+		}
+		return pdb.Spec.MinAvailable.IntValue() == int(minAvailable) && pdb.Status.DesiredHealthy == minAvailable &&
+			pdb.Status.DisruptionsAllowed == allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("PodDisruptionBudget %s/%s: want minAvailable %d and %d disruptions allowed, got spec %+v status %+v: %v",
+			ns, name, minAvailable, allowed, pdb.Spec, pdb.Status, err)
 	}
 }
 
