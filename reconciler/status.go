@@ -25,7 +25,7 @@ func (r *RolloutReconciler) record(ro *v1alpha1.Rollout, plan strategy.Plan) boo
 	ro.Status = plan.Status
 	ro.Status.Conditions = keep.Conditions
 	ro.Status.Analysis = keep.Analysis
-	ro.Status.Git = keep.Git
+	ro.Status.Git = gitStatusFor(keep.Git, &keep, &plan.Status)
 	for t, c := range plan.Conditions.ByType() {
 		if c.Status == "" {
 			conditions.Delete(ro, t)
@@ -41,6 +41,24 @@ func (r *RolloutReconciler) record(ro *v1alpha1.Rollout, plan strategy.Plan) boo
 		r.Recorder.Event(ro, typ, plan.Event.Reason, plan.Event.Message)
 	}
 	return moved
+}
+
+// gitStatusFor returns the Git status to keep when the status moves from
+// prev to next. The revert of a failed release belongs to that release: once
+// a new release starts (a canary revision other than the previous one and the
+// stable one) the record is dropped, so that the new release, should it fail,
+// gets its own revert written (revertInGit writes one only while none is
+// recorded). The record of the last release otherwise stays, rolled back or
+// not.
+func gitStatusFor(g *v1alpha1.GitStatus, prev, next *v1alpha1.RolloutStatus) *v1alpha1.GitStatus {
+	newRelease := next.CanaryRevision != "" && next.CanaryRevision != prev.CanaryRevision &&
+		next.CanaryRevision != next.StableRevision
+	if g == nil || (g.RevertBranch == "" && g.RevertPullRequestURL == "") || !newRelease {
+		return g
+	}
+	out := *g
+	out.RevertBranch, out.RevertPullRequestURL = "", ""
+	return &out
 }
 
 // markStalled reports that the controller cannot act without a change:

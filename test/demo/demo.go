@@ -66,21 +66,11 @@ func (o Options) withDefaults() (Options, error) {
 // ctx.Err() when ctx was cancelled (with Keep, only before the release
 // completed).
 func Run(ctx context.Context, opts Options) (err error) {
-	opts, err = opts.withDefaults()
+	w, err := newWorld(opts)
 	if err != nil {
 		return err
 	}
-	w := &world{opts: opts, p: &printer{out: opts.Out, start: time.Now()}}
-	if w.tools, err = findTools(opts.Rollgate); err != nil {
-		return err
-	}
-	removeStale()
-	if w.tmp, err = os.MkdirTemp("", tmpPattern); err != nil {
-		return err
-	}
-	if err := claimTmp(w.tmp); err != nil {
-		return errors.Join(err, os.RemoveAll(w.tmp))
-	}
+	opts = w.opts
 	completed := false
 	defer func() {
 		switch {
@@ -117,6 +107,27 @@ func Run(ctx context.Context, opts Options) (err error) {
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// newWorld checks the tools and creates the world's temporary folder;
+// nothing runs yet. The caller must close it.
+func newWorld(opts Options) (*world, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	w := &world{opts: opts, p: &printer{out: opts.Out, start: time.Now()}}
+	if w.tools, err = findTools(opts.Rollgate); err != nil {
+		return nil, err
+	}
+	removeStale()
+	if w.tmp, err = os.MkdirTemp("", tmpPattern); err != nil {
+		return nil, err
+	}
+	if err := claimTmp(w.tmp); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(w.tmp))
+	}
+	return w, nil
 }
 
 // setup starts the platform: cluster, Git, Flux, rollgate; then lets Flux

@@ -3,58 +3,28 @@ package demo
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/test/flux"
 )
 
 var kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
 
 // startFlux runs Flux's source-controller and kustomize-controller as local
-// processes against the cluster (they read KUBECONFIG and take their
-// namespace from RUNTIME_NAMESPACE), each on its own loopback ports.
+// processes against the cluster (package flux), logging into the demo's
+// folder.
 func (w *world) startFlux(ctx context.Context) error {
-	ports, err := freePorts(5)
+	c, err := flux.Start(ctx, flux.Options{Kubeconfig: w.cluster.Kubeconfig, Dir: w.tmp, Bin: w.tools.flux, Namespace: FluxNamespace})
 	if err != nil {
 		return err
 	}
-	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
-	env := []string{"KUBECONFIG=" + w.cluster.Kubeconfig, "RUNTIME_NAMESPACE=" + FluxNamespace}
-	storage := filepath.Join(w.tmp, "flux-artifacts")
-	if err := os.MkdirAll(storage, 0o755); err != nil {
-		return err
-	}
-	source, err := startProcess(w.tmp, "source-controller", w.tools.sourceController, []string{
-		"--storage-path=" + storage,
-		"--storage-addr=" + addr(0),
-		"--storage-adv-addr=" + addr(0),
-		"--metrics-addr=" + addr(1),
-		"--health-addr=" + addr(2),
-	}, env)
-	if err != nil {
-		return err
-	}
-	w.procs = append(w.procs, source)
-	kustomize, err := startProcess(w.tmp, "kustomize-controller", w.tools.kustomizeController, []string{
-		"--metrics-addr=" + addr(3),
-		"--health-addr=" + addr(4),
-	}, env)
-	if err != nil {
-		return err
-	}
-	w.procs = append(w.procs, kustomize)
-	err = w.waitFor(ctx, 60*time.Second, "the Flux controllers", func(context.Context) (bool, error) {
-		return listening(addr(0)) && listening(addr(2)) && listening(addr(4)), nil
-	})
-	if err != nil {
-		return err
-	}
-	w.p.step("Flux running: source-controller (artifacts at http://%s) and kustomize-controller, as local processes", addr(0))
+	w.flux = c
+	w.p.step("Flux running: source-controller (artifacts at http://%s) and kustomize-controller, as local processes", c.StorageAddr)
 	return nil
 }
 

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/flux"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
@@ -43,6 +46,10 @@ type world struct {
 	c       client.Client
 	git     *gitserver.Server
 	repoURL string
+	// overlay replaces or adds files of the repository's first commit
+	// (appFiles); nil for the demo.
+	overlay map[string]string
+	flux    *flux.Controllers
 	procs   []*process
 	// webhookAddr and gitWebhookAddr are the rollgate controller's
 	// admission webhook and Git push endpoint.
@@ -55,24 +62,20 @@ type world struct {
 
 // tools are the binaries and files the demo needs from bin/.
 type tools struct {
-	rollgate, sourceController, kustomizeController, fluxCRDs string
+	// rollgate is the controller and CLI binary; flux the folder with the
+	// Flux controllers and their CRDs (see package flux).
+	rollgate, flux string
 }
 
 func findTools(rollgate string) (tools, error) {
-	t := tools{rollgate: rollgate}
+	t := tools{rollgate: rollgate, flux: filepath.Join(repo.ToolsDir(), "flux")}
 	var errs []error
-	for _, x := range []struct {
-		name string
-		dst  *string
-	}{{"flux/source-controller", &t.sourceController}, {"flux/kustomize-controller", &t.kustomizeController}} {
-		p, err := repo.LookTool(x.name)
-		if err != nil {
+	for _, name := range []string{"flux/" + flux.SourceController, "flux/" + flux.KustomizeController} {
+		if _, err := repo.LookTool(name); err != nil {
 			errs = append(errs, fmt.Errorf("%w (make tools-flux)", err))
 		}
-		*x.dst = p
 	}
-	t.fluxCRDs = filepath.Join(repo.ToolsDir(), "flux", "crds")
-	if _, err := os.Stat(t.fluxCRDs); err != nil {
+	if _, err := os.Stat(filepath.Join(t.flux, "crds")); err != nil {
 		errs = append(errs, fmt.Errorf("Flux CRDs: %w (make tools-flux)", err))
 	}
 	if _, err := os.Stat(rollgate); err != nil {
@@ -107,11 +110,13 @@ func (w *world) startCluster(ctx context.Context) error {
 	for _, path := range []string{
 		filepath.Join(root, "charts", "rollgate", "crds"),
 		filepath.Join(root, "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"),
-		w.tools.fluxCRDs,
 	} {
 		if err := w.applyFiles(ctx, path); err != nil {
 			return err
 		}
+	}
+	if err := flux.InstallCRDs(ctx, w.cluster.Kubeconfig, w.tools.flux); err != nil {
+		return err
 	}
 	for _, ns := range []string{Namespace, ControllerNamespace, FluxNamespace} {
 		err := w.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -202,14 +207,16 @@ func (w *world) startGit() error {
 		return err
 	}
 	url := w.git.URL + "/" + RepoName + ".git"
-	if w.repoURL, err = w.git.CreateRepo(RepoName, appFiles(url)); err != nil {
+	files := appFiles(url)
+	maps.Copy(files, w.overlay)
+	if w.repoURL, err = w.git.CreateRepo(RepoName, files); err != nil {
 		return err
 	}
 	head, err := w.git.Head(RepoName, Branch)
 	if err != nil {
 		return err
 	}
-	w.p.step("Git server up; repository %s seeded: %s/{deployment,rollout,repository,kustomization}.yaml (main@%s)", w.repoURL, AppPath, short(head))
+	w.p.step("Git server up; repository %s seeded: %s/{%s}.yaml (main@%s)", w.repoURL, AppPath, seededNames(w.overlay), short(head))
 	return nil
 }
 
@@ -261,6 +268,11 @@ func (w *world) waitFor(ctx context.Context, timeout time.Duration, what string,
 				return false, err
 			}
 		}
+		if w.flux != nil {
+			if err := w.flux.Exited(); err != nil {
+				return false, err
+			}
+		}
 		return cond(ctx)
 	})
 	if err != nil {
@@ -276,6 +288,9 @@ func (w *world) waitFor(ctx context.Context, timeout time.Duration, what string,
 // temporary files.
 func (w *world) close() error {
 	errs := []error{stopAll(w.procs)}
+	if w.flux != nil {
+		errs = append(errs, w.flux.Stop())
+	}
 	if w.cluster != nil {
 		errs = append(errs, w.cluster.Delete())
 	}
@@ -292,12 +307,33 @@ func (w *world) close() error {
 // still running (one that exited is named in the error).
 func (w *world) failureReport() string {
 	var b strings.Builder
+	if w.flux != nil && w.flux.Exited() == nil {
+		for _, name := range []string{flux.SourceController, flux.KustomizeController} {
+			fmt.Fprintf(&b, "\n== %s: last lines of its log ==\n%s\n", name, tail(filepath.Join(w.tmp, name+".log"), 10))
+		}
+	}
 	for _, p := range w.procs {
 		if p.exited() == nil {
 			fmt.Fprintf(&b, "\n== %s: last lines of its log ==\n%s\n", p.name, tail(p.log, 10))
 		}
 	}
 	return b.String()
+}
+
+// seededNames lists the application's files of the first commit, for the
+// story: the demo's four, then those the overlay adds.
+func seededNames(overlay map[string]string) string {
+	names := []string{"deployment", "rollout", "repository", "kustomization"}
+	base := appFiles("")
+	var extra []string
+	for p := range overlay {
+		name, inApp := strings.CutPrefix(p, AppPath+"/")
+		if _, ok := base[p]; !ok && inApp && !strings.Contains(name, "/") {
+			extra = append(extra, strings.TrimSuffix(name, ".yaml"))
+		}
+	}
+	sort.Strings(extra)
+	return strings.Join(append(names, extra...), ",")
 }
 
 func short(hash string) string {

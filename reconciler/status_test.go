@@ -1,0 +1,59 @@
+package reconciler
+
+import (
+	"testing"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/strategy"
+)
+
+// TestRecordKeepsTheRevertOfTheFailedReleaseOnly: status.git.revertBranch
+// names the revert of the release that failed; it stays through the
+// rollback and after it, and is dropped when the next release starts, so
+// that release gets its own revert if it fails too.
+func TestRecordKeepsTheRevertOfTheFailedReleaseOnly(t *testing.T) {
+	const v1, v2, v3 = "v1hash", "v2hash", "v3hash"
+	reverted := v1alpha1.GitStatus{
+		StatusBranch: "rollgate/status", StatusCommit: "c0ffee", ObservedCommit: "beef",
+		RevertBranch: "rollgate/revert/demo/echoserver/" + v2, RevertPullRequestURL: "https://forge/pr/7",
+	}
+	status := func(phase v1alpha1.RolloutPhase, stable, canary string, attempt int32) v1alpha1.RolloutStatus {
+		return v1alpha1.RolloutStatus{Phase: phase, StableRevision: stable, CanaryRevision: canary, Attempt: attempt}
+	}
+	failedV2 := status(v1alpha1.PhaseFailed, v1, v2, 0)
+	for _, tc := range []struct {
+		name       string
+		prev, next v1alpha1.RolloutStatus
+		keep       bool
+	}{
+		{"the failed release goes on rolling back", failedV2, failedV2, true},
+		{"a retry of the failed revision", failedV2, status(v1alpha1.PhaseProgressing, v1, v2, 1), true},
+		{"the revert reached the workload: rolling back", failedV2, status(v1alpha1.PhaseProgressing, v1, v2, 0), true},
+		{"rolled back to stable", status(v1alpha1.PhaseProgressing, v1, v2, 0), status(v1alpha1.PhaseHealthy, v1, v1, 0), true},
+		{"idle after the rollback", status(v1alpha1.PhaseHealthy, v1, v1, 0), status(v1alpha1.PhaseHealthy, v1, v1, 0), true},
+		{"a new release after the rollback", status(v1alpha1.PhaseHealthy, v1, v1, 0), status(v1alpha1.PhaseProgressing, v1, v3, 0), false},
+		{"a new revision replaces the failed one", failedV2, status(v1alpha1.PhaseProgressing, v1, v3, 0), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := reverted
+			tc.prev.Git = &g
+			ro := &v1alpha1.Rollout{Status: tc.prev}
+			(&RolloutReconciler{}).record(ro, strategy.Plan{Status: tc.next})
+
+			got := ro.Status.Git
+			if got == nil || got.StatusBranch != reverted.StatusBranch || got.StatusCommit != reverted.StatusCommit ||
+				got.ObservedCommit != reverted.ObservedCommit {
+				t.Fatalf("the status write-back record must stay: %+v", got)
+			}
+			kept := got.RevertBranch == reverted.RevertBranch && got.RevertPullRequestURL == reverted.RevertPullRequestURL
+			dropped := got.RevertBranch == "" && got.RevertPullRequestURL == ""
+			if tc.keep && !kept || !tc.keep && !dropped {
+				t.Fatalf("revert record after %s -> %s (canary %s -> %s): %q %q, want kept=%v",
+					tc.prev.Phase, tc.next.Phase, tc.prev.CanaryRevision, tc.next.CanaryRevision, got.RevertBranch, got.RevertPullRequestURL, tc.keep)
+			}
+			if *tc.prev.Git != reverted {
+				t.Fatalf("the previous status was changed: %+v", *tc.prev.Git)
+			}
+		})
+	}
+}

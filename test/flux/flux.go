@@ -1,0 +1,176 @@
+// Package flux runs Flux's source-controller and kustomize-controller as
+// local processes against a cluster (a kwok cluster in the demo and the
+// tests), the way a platform team runs Flux in a real one: the controllers
+// are the real binaries `make tools-flux` builds into bin/flux, reconciling
+// GitRepository and Kustomization objects and applying what Git declares.
+//
+// Each controller listens on its own free ports on 127.0.0.1, runs in its
+// own process group and is stopped by its pid.
+package flux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// Names of the controllers: their binaries in Options.Bin and their logs,
+// <name>.log in Options.Dir.
+const (
+	SourceController    = "source-controller"
+	KustomizeController = "kustomize-controller"
+)
+
+// Options configure Start.
+type Options struct {
+	Kubeconfig string // cluster the controllers reconcile
+	Dir        string // working dir: artifact storage and <name>.log files
+	Bin        string // folder with source-controller, kustomize-controller and crds/ (default <repo>/bin/flux)
+	Namespace  string // RUNTIME_NAMESPACE, default "flux-system"
+}
+
+// Controllers are the running Flux controllers.
+type Controllers struct {
+	// StorageAddr is the host:port of source-controller's artifact server.
+	StorageAddr string
+
+	procs   []*process // in start order
+	stopped atomic.Bool
+}
+
+// defaultBin returns <repo>/bin/flux.
+func defaultBin() string { return filepath.Join(repo.ToolsDir(), "flux") }
+
+// Start starts source-controller and kustomize-controller and waits until
+// both listen. On error nothing is left running.
+func Start(ctx context.Context, o Options) (*Controllers, error) {
+	if o.Kubeconfig == "" || o.Dir == "" {
+		return nil, errors.New("flux: Options.Kubeconfig and Options.Dir are required")
+	}
+	if o.Bin == "" {
+		o.Bin = defaultBin()
+	}
+	if o.Namespace == "" {
+		o.Namespace = "flux-system"
+	}
+	storage := filepath.Join(o.Dir, "flux-artifacts")
+	if err := os.MkdirAll(storage, 0o755); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(5)
+	if err != nil {
+		return nil, err
+	}
+	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
+	// The controllers take no --kubeconfig flag: they read KUBECONFIG.
+	env := []string{"KUBECONFIG=" + o.Kubeconfig, "RUNTIME_NAMESPACE=" + o.Namespace}
+	c := &Controllers{StorageAddr: addr(0)}
+	for _, x := range []struct {
+		name string
+		args []string
+	}{
+		{SourceController, []string{
+			"--storage-path=" + storage,
+			"--storage-addr=" + addr(0),
+			"--storage-adv-addr=" + addr(0),
+			"--metrics-addr=" + addr(1),
+			"--health-addr=" + addr(2),
+		}},
+		{KustomizeController, []string{
+			"--metrics-addr=" + addr(3),
+			"--health-addr=" + addr(4),
+		}},
+	} {
+		p, err := startProcess(o.Dir, x.name, filepath.Join(o.Bin, x.name), x.args, env)
+		if err != nil {
+			return nil, errors.Join(err, c.Stop())
+		}
+		c.procs = append(c.procs, p)
+	}
+	if err := c.waitListening(ctx, 60*time.Second, addr(0), addr(2), addr(4)); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	return c, nil
+}
+
+// waitListening waits until something accepts connections on every addr,
+// failing early when a controller exits.
+func (c *Controllers) waitListening(ctx context.Context, timeout time.Duration, addrs ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := c.Exited(); err != nil {
+			return err
+		}
+		up := true
+		for _, a := range addrs {
+			up = up && listening(a)
+		}
+		if up {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the Flux controllers to listen on %v (up to %s): %w", addrs, timeout, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop stops the controllers, kustomize-controller first: SIGTERM to each
+// process group, SIGKILL after 10 s.
+func (c *Controllers) Stop() error {
+	c.stopped.Store(true)
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		errs = append(errs, c.procs[i].stop(10*time.Second))
+	}
+	return errors.Join(errs...)
+}
+
+// Exited returns an error, with the last lines of its log, when a
+// controller died; nil while both run, and after Stop.
+func (c *Controllers) Exited() error {
+	if c.stopped.Load() {
+		return nil
+	}
+	var errs []error
+	for _, p := range c.procs {
+		errs = append(errs, p.exited())
+	}
+	return errors.Join(errs...)
+}
+
+// freePorts returns n distinct ports that were free on 127.0.0.1, all held
+// open together and then released for the controllers to bind.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// listening reports whether something accepts connections on addr.
+func listening(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}

@@ -1,0 +1,79 @@
+package flux
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/rollgate/rollgate/test/kwok"
+)
+
+// TestStartAndStop: the CRDs install and are Established, both controllers
+// come up, a controller that dies is reported with its log, and Stop ends
+// the other one.
+func TestStartAndStop(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cluster := kwok.Start(t, kwok.Options{Scheme: scheme})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := InstallCRDs(ctx, cluster.Kubeconfig, ""); err != nil {
+		t.Fatalf("InstallCRDs: %v", err)
+	}
+	for _, name := range []string{"gitrepositories.source.toolkit.fluxcd.io", "kustomizations.kustomize.toolkit.fluxcd.io"} {
+		if !established(ctx, cluster.Client, name) {
+			t.Fatalf("CRD %s is not Established", name)
+		}
+	}
+
+	dir := t.TempDir()
+	c, err := Start(ctx, Options{Kubeconfig: cluster.Kubeconfig, Dir: dir})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = c.Stop()
+		}
+	}()
+	if err := c.Exited(); err != nil {
+		t.Fatalf("Exited right after Start: %v", err)
+	}
+	if !listening(c.StorageAddr) {
+		t.Fatalf("source-controller's artifact server does not listen on %s", c.StorageAddr)
+	}
+
+	// When kustomize-controller dies, Exited names it with its log.
+	kc := c.procs[1]
+	if err := syscall.Kill(kc.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-kc.done
+	err = c.Exited()
+	if err == nil || !strings.Contains(err.Error(), KustomizeController+" exited unexpectedly") ||
+		!strings.Contains(err.Error(), dir+"/"+KustomizeController+".log") {
+		t.Fatalf("Exited after kustomize-controller died: %v", err)
+	}
+
+	// Stop ends source-controller; Exited is then quiet.
+	stopped = true
+	if err := c.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	select {
+	case <-c.procs[0].done:
+	default:
+		t.Fatal("source-controller still runs after Stop")
+	}
+	if err := c.Exited(); err != nil {
+		t.Fatalf("Exited after Stop: %v", err)
+	}
+}
