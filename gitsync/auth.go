@@ -186,7 +186,7 @@ func (c *Credentials) httpAuth(ep *transport.Endpoint, allowHTTP bool) (transpor
 		return nil, fmt.Errorf("%w: SSH identity given for an %s URL", ErrInvalidCredentials, ep.Protocol)
 	}
 	if ep.Protocol == "http" && !allowHTTP {
-		return nil, fmt.Errorf("%w: refusing to send credentials over plain http (set Options.InsecureHTTP)", ErrInvalidCredentials)
+		return nil, fmt.Errorf("%w: refusing to send credentials over plain http: use https, or allow it with --git-allow-insecure-http (controller) or --insecure-http (CLI)", ErrInvalidCredentials)
 	}
 	switch {
 	case c.bearerToken != "":

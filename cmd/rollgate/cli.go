@@ -84,7 +84,7 @@ func newGetCommand() *cobra.Command {
 		Short:   "Show Rollouts in the cluster: step, state, traffic, old/new pods, what each waits for",
 		Long: `Show Rollouts in the cluster as a table (or -o yaml|json): the step, its state,
 the traffic sent to the new revision, ready/total pods of the old and the new
-revision, and what the release waits for. --watch redraws on every change.
+revision, and what the release waits for. --watch redraws every 2 seconds.
 
 Exit codes: 0 ok, 1 error, 2 bad usage, 3 the named Rollout does not exist.`,
 		Args: cobra.MaximumNArgs(1),
