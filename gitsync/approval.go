@@ -13,43 +13,68 @@ import (
 // ApprovalBranchPrefix is the common prefix of approval branches.
 const ApprovalBranchPrefix = "rollgate/approve/"
 
-// ApprovalBranch returns the branch proposing approval of step of the
-// Rollout namespace/name for canary revision:
-// rollgate/approve/<namespace>/<name>/<revision>-step-<step>.
-func ApprovalBranch(namespace, name, revision string, step int) string {
-	return fmt.Sprintf("%s%s/%s/%s-step-%d", ApprovalBranchPrefix, namespace, name, revision, step)
+// ApprovalBranch returns the branch proposing approval a of the Rollout
+// namespace/name: rollgate/approve/<namespace>/<name>/<revision>-step-<step>
+// for attempt 1, and .../<revision>-attempt-<attempt>-step-<step> from
+// attempt 2 on, so that each attempt of a retried release has branches of
+// its own. (Revisions are rollgate's hashes, which hold no "-".)
+func ApprovalBranch(namespace, name string, a Approval) string {
+	rev := a.Revision
+	if a.Attempt > 1 {
+		rev += "-attempt-" + strconv.Itoa(a.Attempt)
+	}
+	return fmt.Sprintf("%s%s/%s/%s-step-%d", ApprovalBranchPrefix, namespace, name, rev, a.Step)
 }
 
 // ApprovalBranchesOf returns the prefix shared by the approval branches of
-// one Rollout.
+// one Rollout, whatever their revision, attempt and step.
 func ApprovalBranchesOf(namespace, name string) string {
 	return ApprovalBranchPrefix + namespace + "/" + name + "/"
 }
 
-// ParseApprovalBranch splits an approval branch name into its parts.
-func ParseApprovalBranch(branch string) (namespace, name, revision string, step int, ok bool) {
+// ParseApprovalBranch splits an approval branch name (see ApprovalBranch)
+// into its parts; the approval's Attempt is 0 for attempt 1.
+func ParseApprovalBranch(branch string) (namespace, name string, a Approval, ok bool) {
 	rest, found := strings.CutPrefix(branch, ApprovalBranchPrefix)
 	parts := strings.Split(rest, "/")
 	if !found || len(parts) != 3 {
-		return "", "", "", 0, false
+		return "", "", Approval{}, false
 	}
-	i := strings.LastIndex(parts[2], "-step-")
-	if i <= 0 {
-		return "", "", "", 0, false
+	rev, step, found := cutNumber(parts[2], "-step-")
+	if !found || step < 1 {
+		return "", "", Approval{}, false
 	}
-	step, err := strconv.Atoi(parts[2][i+len("-step-"):])
-	if err != nil {
-		return "", "", "", 0, false
+	a = Approval{Revision: rev, Step: step}
+	if rev, attempt, found := cutNumber(rev, "-attempt-"); found {
+		if attempt < 2 {
+			return "", "", Approval{}, false
+		}
+		a.Revision, a.Attempt = rev, attempt
 	}
-	return parts[0], parts[1], parts[2][:i], step, true
+	return parts[0], parts[1], a, a.Revision != ""
 }
 
-// HasApproval reports whether approvals approve exactly step of revision.
-// An approval for another revision or another step does not count: a
-// stale approval can never release a later revision.
-func HasApproval(approvals []Approval, revision string, step int) bool {
+// cutNumber splits s at the last sep followed by a decimal number only.
+func cutNumber(s, sep string) (before string, n int, found bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, 0, false
+	}
+	digits := s[i+len(sep):]
+	n, err := strconv.Atoi(digits)
+	if err != nil || digits == "" || digits[0] < '0' || digits[0] > '9' {
+		return s, 0, false
+	}
+	return s[:i], n, true
+}
+
+// HasApproval reports whether approvals approve exactly the revision,
+// attempt and step of want. An approval for another revision, attempt or
+// step does not count: a stale approval can never release a later revision,
+// nor a retry of the same one. An unset attempt means attempt 1.
+func HasApproval(approvals []Approval, want Approval) bool {
 	for _, a := range approvals {
-		if a.Revision == revision && a.Step == step {
+		if a.Revision == want.Revision && a.Step == want.Step && max(a.Attempt, 1) == max(want.Attempt, 1) {
 			return true
 		}
 	}
@@ -97,21 +122,23 @@ type Proposal struct {
 	AlreadyApproved bool
 }
 
-// ProposeApproval creates or refreshes the approval branch for step of
-// Rollout namespace/name at canary revision: one commit on top of the head
-// of trackedBranch that appends {revision, step} to spec.approvals in the
-// manifest at manifestPath. Merging the branch is the approval. It is
-// idempotent: an existing branch that already carries the approval is left
-// as is, and nothing is pushed when trackedBranch already has it. by names
-// who or what asked for approval, for the commit message. ErrManifestNotFound
-// means the file holds no such Rollout.
-func ProposeApproval(ctx context.Context, repo *Repository, trackedBranch, manifestPath, namespace, name, revision string, step int, by string) (Proposal, error) {
-	p := Proposal{Branch: ApprovalBranch(namespace, name, revision, step)}
+// ProposeApproval creates or refreshes the approval branch for approval a
+// of Rollout namespace/name: one commit on top of the head of trackedBranch
+// that appends a to spec.approvals in the manifest at manifestPath, as
+// {revision, step} for attempt 1 and {revision, step, attempt} from attempt
+// 2 on. Merging the branch is the approval. It is idempotent: an existing
+// branch that already carries the approval is left as is, and nothing is
+// pushed when trackedBranch already has it. by names who or what asked for
+// approval, for the commit message. ErrManifestNotFound means the file holds
+// no such Rollout.
+func ProposeApproval(ctx context.Context, repo *Repository, trackedBranch, manifestPath, namespace, name string, a Approval, by string) (Proposal, error) {
+	a = a.entry()
+	p := Proposal{Branch: ApprovalBranch(namespace, name, a)}
 	tracked, err := ApprovalsOnBranch(ctx, repo, trackedBranch, manifestPath, namespace, name)
 	if err != nil {
 		return p, err
 	}
-	if HasApproval(tracked, revision, step) {
+	if HasApproval(tracked, a) {
 		p.AlreadyApproved = true
 		return p, nil
 	}
@@ -121,18 +148,17 @@ func ProposeApproval(ctx context.Context, repo *Repository, trackedBranch, manif
 	}
 	if existing.Exists() {
 		if data, err := existing.ReadFile(manifestPath); err == nil {
-			if as, err := ApprovalsIn(data, namespace, name); err == nil && HasApproval(as, revision, step) {
+			if as, err := ApprovalsIn(data, namespace, name); err == nil && HasApproval(as, a) {
 				p.Commit = existing.Commit
 				return p, nil
 			}
 		}
 	}
-	a := Approval{Revision: revision, Step: step}
 	msg := approvalMessage("Approve", namespace, name, a, manifestPath, by,
 		"Merging this change approves the step; rollgate then continues the rollout.")
 	res, err := repo.Update(ctx, UpdateRequest{Branch: p.Branch, From: trackedBranch}, approvalBuild(manifestPath, namespace, name, a, msg))
 	if err != nil {
-		return p, fmt.Errorf("proposing approval of %s/%s step %d: %w", namespace, name, step, err)
+		return p, fmt.Errorf("proposing approval of %s/%s %s: %w", namespace, name, a.what(), err)
 	}
 	if len(res.Changed) == 0 {
 		p.AlreadyApproved = true
@@ -142,19 +168,37 @@ func ProposeApproval(ctx context.Context, repo *Repository, trackedBranch, manif
 	return p, nil
 }
 
-// RecordApproval commits the approval straight to trackedBranch (for
+// RecordApproval commits approval a straight to trackedBranch (for
 // `rollgate approve --direct`), retrying on concurrent pushes. It returns
 // the commit holding the approval (the current head when it was already
 // there).
-func RecordApproval(ctx context.Context, repo *Repository, trackedBranch, manifestPath, namespace, name, revision string, step int, by string) (string, error) {
-	a := Approval{Revision: revision, Step: step}
+func RecordApproval(ctx context.Context, repo *Repository, trackedBranch, manifestPath, namespace, name string, a Approval, by string) (string, error) {
+	a = a.entry()
 	msg := approvalMessage("Approve", namespace, name, a, manifestPath, by,
 		"Recorded directly on the tracked branch.")
 	res, err := repo.Update(ctx, UpdateRequest{Branch: trackedBranch}, approvalBuild(manifestPath, namespace, name, a, msg))
 	if err != nil {
-		return "", fmt.Errorf("recording approval of %s/%s step %d: %w", namespace, name, step, err)
+		return "", fmt.Errorf("recording approval of %s/%s %s: %w", namespace, name, a.what(), err)
 	}
 	return res.Commit, nil
+}
+
+// entry is a as written to spec.approvals: attempt 1 is left out, so the
+// common approval stays {revision, step}.
+func (a Approval) entry() Approval {
+	if a.Attempt <= 1 {
+		a.Attempt = 0
+	}
+	return a
+}
+
+// what names the approved step for messages: "step 2", or "attempt 3
+// step 2" from attempt 2 on.
+func (a Approval) what() string {
+	if a.Attempt > 1 {
+		return fmt.Sprintf("attempt %d step %d", a.Attempt, a.Step)
+	}
+	return fmt.Sprintf("step %d", a.Step)
 }
 
 // approvalBuild returns the BuildFunc adding a to the manifest.
@@ -175,9 +219,9 @@ func approvalBuild(manifestPath, namespace, name string, a Approval, msg string)
 // approvalMessage is the commit message of an approval.
 func approvalMessage(verb, namespace, name string, a Approval, path, by, note string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "rollgate: %s %s/%s revision %s step %d\n\n", strings.ToLower(verb), namespace, name, a.Revision, a.Step)
-	fmt.Fprintf(&b, "Adds {revision: %s, step: %d} to spec.approvals of Rollout %s/%s\nin %s. %s\n",
-		a.Revision, a.Step, namespace, name, path, note)
+	fmt.Fprintf(&b, "rollgate: %s %s/%s revision %s %s\n\n", strings.ToLower(verb), namespace, name, a.Revision, a.what())
+	fmt.Fprintf(&b, "Adds %s to spec.approvals of Rollout %s/%s\nin %s. %s\n",
+		approvalItem(a), namespace, name, path, note)
 	if by = strings.Join(strings.Fields(by), " "); by != "" {
 		fmt.Fprintf(&b, "\nRequested-by: %s\n", by)
 	}

@@ -8,12 +8,14 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
-// AddApproval returns manifest with {revision, step} appended to
-// spec.approvals of the Rollout namespace/name (creating the list when
-// absent). It reports changed=false, and returns manifest unchanged, when
-// the approval is already there. Only the inserted text differs from the
-// input: comments and formatting elsewhere are kept byte for byte.
+// AddApproval returns manifest with a appended to spec.approvals of the
+// Rollout namespace/name (creating the list when absent), as
+// {revision, step}, with attempt only from attempt 2 on. It reports
+// changed=false, and returns manifest unchanged, when the approval is
+// already there. Only the inserted text differs from the input: comments
+// and formatting elsewhere are kept byte for byte.
 func AddApproval(manifest []byte, namespace, name string, a Approval) (out []byte, changed bool, err error) {
+	a = a.entry()
 	f, err := parseYAMLFile(manifest)
 	if err != nil {
 		return nil, false, err
@@ -26,13 +28,12 @@ func AddApproval(manifest []byte, namespace, name string, a Approval) (out []byt
 	if err != nil {
 		return nil, false, err
 	}
-	if HasApproval(current, a.Revision, a.Step) {
+	if HasApproval(current, a) {
 		return manifest, false, nil
 	}
-	want := append(append([]Approval(nil), current...), a)
 	if e, err := spliceApproval(f, f.root(doc), a); err == nil {
 		out := applyEdits(manifest, []edit{e})
-		if approvalEditOK(manifest, out, doc, want) {
+		if approvalEditOK(manifest, out, doc, a) {
 			return out, true, nil
 		}
 	}
@@ -40,16 +41,25 @@ func AddApproval(manifest []byte, namespace, name string, a Approval) (out []byt
 	if err != nil {
 		return nil, false, err
 	}
-	if !approvalEditOK(manifest, out, doc, want) {
+	if !approvalEditOK(manifest, out, doc, a) {
 		return nil, false, fmt.Errorf("%w: could not add the approval to %s/%s safely", ErrInvalidManifest, namespace, name)
 	}
 	return out, true, nil
 }
 
+// approvalItem is the flow mapping of a in spec.approvals.
+func approvalItem(a Approval) string {
+	item := fmt.Sprintf("{revision: %s, step: %d", yamlString(a.Revision), a.Step)
+	if a.Attempt != 0 {
+		item += fmt.Sprintf(", attempt: %d", a.Attempt)
+	}
+	return item + "}"
+}
+
 // spliceApproval computes the text insertion adding a to spec.approvals.
 func spliceApproval(f *yamlFile, root *yaml.Node, a Approval) (edit, error) {
 	nl := f.newline()
-	item := fmt.Sprintf("{revision: %s, step: %d}", yamlString(a.Revision), a.Step)
+	item := approvalItem(a)
 	_, spec := mapGet(root, "spec")
 	if spec == nil || spec.Kind != yaml.MappingNode || spec.Style&yaml.FlowStyle != 0 || len(spec.Content) == 0 {
 		return edit{}, fmt.Errorf("spec is not a block mapping")
@@ -132,25 +142,29 @@ func (f *yamlFile) flowEnd(seq *yaml.Node) (int, error) {
 }
 
 // approvalEditOK verifies an edit: every other document is unchanged, the
-// Rollout differs only in spec.approvals, which now equals want.
-func approvalEditOK(before, after []byte, doc int, want []Approval) bool {
+// Rollout differs only in spec.approvals, which now holds the entries it
+// held before (as they were, approvedBy and all) followed by a.
+func approvalEditOK(before, after []byte, doc int, a Approval) bool {
 	b, errB := decodeDocs(before)
-	a, errA := decodeDocs(after)
-	if errB != nil || errA != nil || len(a) != len(b) {
+	x, errA := decodeDocs(after)
+	if errB != nil || errA != nil || len(x) != len(b) {
 		return false
 	}
 	for i := range b {
-		if i != doc && !reflect.DeepEqual(a[i], b[i]) {
+		if i != doc && !reflect.DeepEqual(x[i], b[i]) {
 			return false
 		}
 	}
-	ma, okA := a[doc].(map[string]any)
+	ma, okA := x[doc].(map[string]any)
 	mb, okB := b[doc].(map[string]any)
 	if !okA || !okB {
 		return false
 	}
 	specA, _ := ma["spec"].(map[string]any)
-	if specA == nil || !reflect.DeepEqual(specA["approvals"], approvalsAsData(want)) {
+	specB, _ := mb["spec"].(map[string]any)
+	had, _ := specB["approvals"].([]any)
+	want := append(append([]any(nil), had...), approvalData(a))
+	if specA == nil || !reflect.DeepEqual(specA["approvals"], want) {
 		return false
 	}
 	stripApprovals(ma)
@@ -168,12 +182,13 @@ func stripApprovals(m map[string]any) {
 	}
 }
 
-func approvalsAsData(as []Approval) []any {
-	out := make([]any, len(as))
-	for i, a := range as {
-		out[i] = map[string]any{"revision": a.Revision, "step": a.Step}
+// approvalData is a as decodeDocs reads approvalItem(a) back.
+func approvalData(a Approval) map[string]any {
+	m := map[string]any{"revision": a.Revision, "step": a.Step}
+	if a.Attempt != 0 {
+		m["attempt"] = a.Attempt
 	}
-	return out
+	return m
 }
 
 // appendApprovalNode adds a to the Rollout namespace/name with kyaml (the
@@ -188,7 +203,7 @@ func appendApprovalNode(n *yaml.RNode, namespace, name string, a Approval) error
 	if err != nil {
 		return err
 	}
-	item, err := yaml.Parse(fmt.Sprintf("{revision: %s, step: %d}", yamlString(a.Revision), a.Step))
+	item, err := yaml.Parse(approvalItem(a))
 	if err != nil {
 		return err
 	}

@@ -17,8 +17,9 @@
 //     README.md overview, on a status branch (default rollgate/status), and
 //     ReadStatus to read it back from Git alone.
 //   - Approvals as branches: ProposeApproval edits the Rollout manifest's
-//     spec.approvals on rollgate/approve/<ns>/<name>/<revision>-step-<n>;
-//     ApprovalsOnBranch reads what has been merged.
+//     spec.approvals on rollgate/approve/<ns>/<name>/<revision>-step-<n>
+//     (<revision>-attempt-<k>-step-<n> after a retry); ApprovalsOnBranch
+//     reads what has been merged.
 //   - Reverts: RevertImages (pure) and Revert (to a rollgate/revert/...
 //     branch or straight to the tracked branch) set images back to the
 //     stable version in plain manifests, kustomizations and marked Helm

@@ -59,7 +59,7 @@ func approvedLocally(t *testing.T, repo *gitsync.Repository, step int) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gitsync.HasApproval(as, faultRev, step)
+	return gitsync.HasApproval(as, gitsync.Approval{Revision: faultRev, Step: step})
 }
 
 // checkStatus fails unless the status branch holds exactly want, read by
@@ -118,7 +118,7 @@ func TestFaultServerDown(t *testing.T) {
 	if err := repo.Fetch(ctx(t), "main"); err != nil {
 		t.Fatal(err)
 	}
-	p, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", faultRev, faultStep, "test")
+	p, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", gitsync.Approval{Revision: faultRev, Step: faultStep}, "test")
 	if err != nil || !p.Pushed {
 		t.Fatalf("proposal = %+v, %v", p, err)
 	}
@@ -297,7 +297,7 @@ func TestFaultAuth(t *testing.T) {
 	_, _, lastErr := w.LastFlush()
 	fetchErr := bad.Fetch(ctx(t), "main")
 	_, approvalsErr := gitsync.ApprovalsOnBranch(ctx(t), bad, "main", rolloutPath, "demo", "echoserver")
-	_, proposeErr := gitsync.ProposeApproval(ctx(t), bad, "main", rolloutPath, "demo", "echoserver", faultRev, faultStep, "")
+	_, proposeErr := gitsync.ProposeApproval(ctx(t), bad, "main", rolloutPath, "demo", "echoserver", gitsync.Approval{Revision: faultRev, Step: faultStep}, "")
 	for name, err := range map[string]error{"Flush": flushErr, "LastFlush": lastErr, "Fetch": fetchErr, "ApprovalsOnBranch": approvalsErr, "ProposeApproval": proposeErr} {
 		if !errors.Is(err, gitsync.ErrAuth) {
 			t.Errorf("%s: err = %v, want ErrAuth", name, err)
@@ -505,7 +505,7 @@ func TestFaultTrackedBranchRewritten(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return gitsync.HasApproval(as, faultRev, faultStep)
+		return gitsync.HasApproval(as, gitsync.Approval{Revision: faultRev, Step: faultStep})
 	}
 	viaFetch := func() bool {
 		t.Helper()
@@ -515,7 +515,7 @@ func TestFaultTrackedBranchRewritten(t *testing.T) {
 		return approvedLocally(t, repo, faultStep)
 	}
 	before := mustBareGit(t, srv, "rev-parse", "refs/heads/main")
-	p, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", faultRev, faultStep, "")
+	p, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", gitsync.Approval{Revision: faultRev, Step: faultStep}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,7 +663,7 @@ func TestFaultCorruptLocalClone(t *testing.T) {
 				if _, err := gitsync.ApprovalsOnBranch(ctx(t), repo, "main", rolloutPath, "demo", "echoserver"); err != nil {
 					t.Fatalf("reading approvals on the damaged copy: %v", err)
 				}
-				if _, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", faultRev, step, ""); err != nil {
+				if _, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", gitsync.Approval{Revision: faultRev, Step: step}, ""); err != nil {
 					t.Fatalf("proposing on the damaged copy: %v", err)
 				}
 				checkStatus(t, url, want, repo)

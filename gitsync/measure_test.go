@@ -44,7 +44,7 @@ func TestMeasureMergeToSeen(t *testing.T) {
 	const rounds = 8
 	var seen, polls, merges []time.Duration
 	for step := 1; step <= rounds; step++ {
-		p, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", faultRev, step, "")
+		p, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", gitsync.Approval{Revision: faultRev, Step: step}, "")
 		if err != nil || !p.Pushed {
 			t.Fatalf("proposal = %+v, %v", p, err)
 		}

@@ -39,6 +39,29 @@ const (
 	DefaultTimeout = time.Minute
 )
 
+// Operation names one kind of exchange with the remote, as reported to
+// Options.Observe.
+type Operation string
+
+// Operations reported to Options.Observe.
+const (
+	// OpList reads the remote's branch heads (the advertisement every
+	// fetch and Branches start with).
+	OpList Operation = "list"
+	// OpFetch downloads the objects of branch heads not present locally.
+	OpFetch Operation = "fetch"
+	// OpPush updates or deletes remote branches.
+	OpPush Operation = "push"
+)
+
+// ObserveFunc receives each exchange with the remote: its operation, how
+// long it took, and its error (nil on success; a push that found the
+// branch up to date succeeds). The error is redacted and classified like
+// the errors the Repository returns (test it with errors.Is against
+// ErrNonFastForward, ErrAuth, ...). It is called with the Repository's
+// lock held: it must return quickly and must not call the Repository.
+type ObserveFunc func(op Operation, d time.Duration, err error)
+
 // Options configure a Repository.
 type Options struct {
 	// URL of the remote: https://, http:// (see InsecureHTTP), ssh:// or
@@ -76,6 +99,9 @@ type Options struct {
 	// accepts connections but never answers cannot hold the Repository
 	// (and every caller waiting for it) forever. 0 means DefaultTimeout.
 	Timeout time.Duration
+	// Observe, when set, is told about every exchange with the remote
+	// (metrics). Nil observes nothing.
+	Observe ObserveFunc
 }
 
 // Repository is a local copy of one remote Git repository, holding only the
@@ -179,6 +205,14 @@ func (r *Repository) netContext(ctx context.Context) (context.Context, context.C
 	return context.WithTimeout(ctx, d)
 }
 
+// observe reports one exchange with the remote that started at start to
+// Options.Observe. Caller holds r.mu.
+func (r *Repository) observe(op Operation, start time.Time, err error) {
+	if r.opts.Observe != nil {
+		r.opts.Observe(op, time.Since(start), r.red.wrap("", err))
+	}
+}
+
 func (r *Repository) now() time.Time {
 	if r.opts.Now != nil {
 		return r.opts.Now()
@@ -200,10 +234,13 @@ func (r *Repository) listRemote(ctx context.Context) (map[string]plumbing.Hash, 
 	}
 	ctx, cancel := r.netContext(ctx)
 	defer cancel()
+	start := time.Now()
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: r.auth, CABundle: r.opts.Credentials.caBundleData()})
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		r.observe(OpList, start, nil)
 		return map[string]plumbing.Hash{}, nil
 	}
+	r.observe(OpList, start, err)
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +293,7 @@ func (r *Repository) fetchHeads(ctx context.Context, branches ...string) (map[st
 	}
 	fctx, cancel := r.netContext(ctx)
 	defer cancel()
+	start := time.Now()
 	err = r.repo.FetchContext(fctx, &git.FetchOptions{
 		RemoteName: remoteName,
 		RefSpecs:   specs,
@@ -265,7 +303,11 @@ func (r *Repository) fetchHeads(ctx context.Context, branches ...string) (map[st
 		Force:      true,
 		CABundle:   r.opts.Credentials.caBundleData(),
 	})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+	if errors.Is(err, git.NoErrAlreadyUpToDate) {
+		err = nil
+	}
+	r.observe(OpFetch, start, err)
+	if err != nil {
 		return nil, err
 	}
 	// The branch may have moved between the listing and the fetch, which
@@ -336,6 +378,7 @@ func (r *Repository) DeleteBranches(ctx context.Context, branches ...string) err
 	}
 	ctx, cancel := r.netContext(ctx)
 	defer cancel()
+	start := time.Now()
 	err := r.repo.PushContext(ctx, &git.PushOptions{
 		RemoteName: remoteName, RefSpecs: specs, Auth: r.auth,
 		CABundle: r.opts.Credentials.caBundleData(),
@@ -343,6 +386,7 @@ func (r *Repository) DeleteBranches(ctx context.Context, branches ...string) err
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
 		err = nil
 	}
+	r.observe(OpPush, start, err)
 	for _, b := range branches {
 		_ = r.repo.Storer.RemoveReference(trackingRef(b))
 		_ = r.repo.Storer.RemoveReference(plumbing.NewBranchReferenceName(b))

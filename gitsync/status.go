@@ -82,13 +82,16 @@ type VersionState struct {
 	TrafficPercent int32 `json:"trafficPercent"`
 }
 
-// Approval binds a manual approval to a canary revision and step, as in
-// the Rollout's spec.approvals.
+// Approval binds a manual approval to a canary revision, an attempt and a
+// step, as in the Rollout's spec.approvals.
 type Approval struct {
 	// Revision is the canary revision approved.
 	Revision string `json:"revision"`
 	// Step is the 1-based step approved.
 	Step int `json:"step"`
+	// Attempt is the release attempt approved (status.attempt, raised by
+	// spec.retry); 0 means attempt 1 and is how attempt 1 is written.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // AwaitingApproval describes an open manual gate.
@@ -97,6 +100,9 @@ type AwaitingApproval struct {
 	Revision string `json:"revision"`
 	// Step is the 1-based step waiting.
 	Step int `json:"step"`
+	// Attempt is the release attempt waiting, from attempt 2 on; 0 means
+	// attempt 1. The approval must name it.
+	Attempt int `json:"attempt,omitempty"`
 	// Branch is the approval branch to merge (see ApprovalBranch).
 	Branch string `json:"branch,omitempty"`
 	// PullRequestURL is set when a forge pull request was opened.

@@ -32,7 +32,7 @@ func stressState(i, k int) gitsync.RolloutState {
 	}
 	if k%3 == 1 {
 		s.AwaitingApproval = &gitsync.AwaitingApproval{Revision: s.Canary.Revision, Step: s.Step.Current,
-			Branch: gitsync.ApprovalBranch(ns, name, s.Canary.Revision, s.Step.Current), Since: t0}
+			Branch: gitsync.ApprovalBranch(ns, name, gitsync.Approval{Revision: s.Canary.Revision, Step: s.Step.Current}), Since: t0}
 	}
 	if k%4 == 0 {
 		s.Analysis = []gitsync.Measurement{{Name: "success-rate", Phase: "Successful", Value: fmt.Sprintf("0.99%d", k%10), Time: t0}}

@@ -283,6 +283,7 @@ func (r *Repository) push(ctx context.Context, branch string, commit plumbing.Ha
 	}
 	ctx, cancel := r.netContext(ctx)
 	defer cancel()
+	start := time.Now()
 	err := r.repo.PushContext(ctx, opts)
 	switch {
 	case errors.Is(err, git.NoErrAlreadyUpToDate):
@@ -292,6 +293,7 @@ func (r *Repository) push(ctx context.Context, branch string, commit plumbing.Ha
 		// check walked into history a shallow copy lacks.
 		err = fmt.Errorf("%w: %s was created concurrently", ErrNonFastForward, branch)
 	}
+	r.observe(OpPush, start, err)
 	if err != nil {
 		return err
 	}

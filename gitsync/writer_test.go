@@ -21,7 +21,7 @@ func state(ns, name string, step int) gitsync.RolloutState {
 		Stable: gitsync.VersionState{Revision: "6d4f9c", Replicas: 9, ReadyReplicas: 9, TrafficPercent: 95},
 		Canary: gitsync.VersionState{Revision: "7b1e2a", Replicas: 1, ReadyReplicas: 1, TrafficPercent: 5},
 		AwaitingApproval: &gitsync.AwaitingApproval{
-			Revision: "7b1e2a", Step: step, Branch: gitsync.ApprovalBranch(ns, name, "7b1e2a", step), Since: t0,
+			Revision: "7b1e2a", Step: step, Branch: gitsync.ApprovalBranch(ns, name, gitsync.Approval{Revision: "7b1e2a", Step: step}), Since: t0,
 		},
 		LastTransitionTime: t0.Add(time.Duration(step) * time.Minute),
 		Message:            "waiting for approval",
@@ -140,6 +140,11 @@ func TestReadStatusRoundTrip(t *testing.T) {
 	want := []gitsync.RolloutState{state("a", "x", 1), state("b", "y", 2)}
 	want[1].AwaitingApproval = nil
 	want[1].Analysis = nil
+	// A gate of a retried release carries its attempt, which
+	// `rollgate approve --repo` must put into the approval.
+	retried := gitsync.Approval{Revision: "7b1e2a", Step: 1, Attempt: 2}
+	want[0].AwaitingApproval.Attempt, want[0].AwaitingApproval.Branch = 2, gitsync.ApprovalBranch("a", "x", retried)
+	want[0].Approvals = []gitsync.Approval{{Revision: "7b1e2a", Step: 1}, retried}
 	for _, s := range want {
 		w.Enqueue(s)
 	}
@@ -289,7 +294,7 @@ func TestConcurrentUse(t *testing.T) {
 		done <- nil
 	}()
 	go func() {
-		_, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", "7b1e2a9f", 2, "")
+		_, err := gitsync.ProposeApproval(ctx(t), repo, "main", rolloutPath, "demo", "echoserver", gitsync.Approval{Revision: "7b1e2a9f", Step: 2}, "")
 		done <- err
 	}()
 	go func() {

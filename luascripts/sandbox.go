@@ -90,7 +90,15 @@ type Runner struct {
 	// Print receives what scripts print(), one line per call, after the run
 	// ends. Nil discards it.
 	Print io.Writer
+	// Observe, when set, is told about every run (metrics). Nil observes
+	// nothing.
+	Observe ObserveFunc
 }
+
+// ObserveFunc receives the script of one run, how long the run took and
+// its error (nil on success, else the *ScriptError the run returned). It
+// must return quickly.
+type ObserveFunc func(s Script, d time.Duration, err error)
 
 // abandonGrace is how long after the time limit a run whose goroutine is
 // stuck in an uninterruptible library call is given up on.
@@ -112,7 +120,11 @@ type outcome struct {
 
 // run executes s with the global obj built from in and decodes its return
 // value. It always returns a *ScriptError on failure.
-func (r Runner) run(ctx context.Context, s Script, in any, decode decodeFunc) (any, error) {
+func (r Runner) run(ctx context.Context, s Script, in any, decode decodeFunc) (v any, err error) {
+	if r.Observe != nil {
+		start := time.Now()
+		defer func() { r.Observe(s, time.Since(start), err) }()
+	}
 	if s.proto == nil {
 		return nil, scriptErr(s.Name, ErrCompile, 0, "script is not compiled: build it with NewScript or a Library")
 	}

@@ -78,7 +78,11 @@ func (r *RolloutReconciler) runAnalysis(ctx context.Context, rel *release, a *v1
 		}
 		return s.Data, nil
 	}}
-	return runner.Run(ctx, in)
+	rep, err := runner.Run(ctx, in)
+	if err == nil {
+		r.Options.Metrics.Measured(ro.Namespace, ro.Name, in.Previous, rep.Results)
+	}
+	return rep, err
 }
 
 // analysisSpecError stalls the release on a template problem (a missing

@@ -44,8 +44,8 @@ func (r *RolloutReconciler) openApprovalRequest(ctx context.Context, rel *releas
 	}
 	url, err := fc.EnsurePullRequest(ctx, forge.PullRequest{
 		Head: a.Branch, Base: trackedBranch(ro, rel.repo),
-		Title:  forge.ApprovalTitle(ro.Namespace, ro.Name, a.Revision, int(a.Step), int(ro.Status.StepCount)),
-		Body:   forge.ApprovalBody(ro.Namespace, ro.Name, a.Revision, int(a.Step), int(ro.Status.StepCount), facts4PR(ro)),
+		Title:  forge.ApprovalTitle(ro.Namespace, ro.Name, a.Revision, int(a.Attempt), int(a.Step), int(ro.Status.StepCount)),
+		Body:   forge.ApprovalBody(ro.Namespace, ro.Name, a.Revision, int(a.Attempt), int(a.Step), int(ro.Status.StepCount), facts4PR(ro)),
 		Labels: []string{"rollgate"},
 	})
 	if err != nil {

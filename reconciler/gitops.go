@@ -98,7 +98,7 @@ func (g *gitRepos) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*gitEn
 		g.mu.Unlock()
 		return e, &r, nil
 	}
-	e, err := g.open(r.Spec, data, entryKey)
+	e, err := g.open(key, r.Spec, data, entryKey)
 	if err != nil {
 		g.mu.Unlock()
 		return nil, nil, fmt.Errorf("Repository %s: %w", key, err)
@@ -121,8 +121,9 @@ func entryKey(spec v1alpha1.RepositorySpec, secretVersion string) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// open builds the repository and starts its status writer. Called with g.mu held.
-func (g *gitRepos) open(spec v1alpha1.RepositorySpec, secret map[string][]byte, key string) (*gitEntry, error) {
+// open builds the repository of the Repository object obj and starts its
+// status writer. Called with g.mu held.
+func (g *gitRepos) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret map[string][]byte, key string) (*gitEntry, error) {
 	var creds *gitsync.Credentials
 	if secret != nil {
 		c, err := gitsync.CredentialsFromSecret(secret)
@@ -131,7 +132,10 @@ func (g *gitRepos) open(spec v1alpha1.RepositorySpec, secret map[string][]byte, 
 		}
 		creds = c
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: spec.URL, Credentials: creds, InsecureHTTP: g.defaults.GitInsecureHTTP})
+	repo, err := gitsync.Open(gitsync.Options{
+		URL: spec.URL, Credentials: creds, InsecureHTTP: g.defaults.GitInsecureHTTP,
+		Observe: g.defaults.Metrics.GitObserver(obj.Namespace, obj.Name),
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, rel *release, 
 		return fmt.Errorf("reading approvals from %s of %s: %w", ro.Spec.Git.Path, e.repo, err)
 	}
 	for _, a := range found {
-		obs.Approvals = append(obs.Approvals, v1alpha1.Approval{Revision: a.Revision, Step: int32(a.Step), ApprovedBy: "git"})
+		obs.Approvals = append(obs.Approvals, v1alpha1.Approval{Revision: a.Revision, Step: int32(a.Step), Attempt: int32(a.Attempt), ApprovedBy: "git"})
 	}
 	return nil
 }
@@ -61,14 +61,15 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *release, plan str
 	}
 	if a := ro.Status.AwaitingApproval; a != nil && a.Branch == "" {
 		p, err := gitsync.ProposeApproval(ctx, rel.git.repo, trackedBranch(ro, rel.repo), ro.Spec.Git.Path,
-			ro.Namespace, ro.Name, a.Revision, int(a.Step), "rollgate")
+			ro.Namespace, ro.Name, gitApproval(a.Revision, a.Attempt, a.Step), "rollgate")
 		if err != nil {
 			return err
 		}
 		if !p.AlreadyApproved {
 			a.Branch = p.Branch
-			// Approval branches of earlier gates that were never merged
-			// can no longer approve anything: remove them.
+			// Approval branches of earlier gates (earlier steps, revisions
+			// or attempts) that were never merged can no longer approve
+			// anything: remove them.
 			keep := func(b string) bool { return b == p.Branch }
 			if _, err := gitsync.CleanupApprovalBranches(ctx, rel.git.repo, ro.Namespace, ro.Name, keep); err != nil {
 				return err
@@ -128,10 +129,11 @@ func stateOf(ro *v1alpha1.Rollout, rel *release, plan strategy.Plan) gitsync.Rol
 		st.LastTransitionTime = s.StepStartedAt.Time
 	}
 	for _, a := range ro.Spec.Approvals {
-		st.Approvals = append(st.Approvals, gitsync.Approval{Revision: a.Revision, Step: int(a.Step)})
+		st.Approvals = append(st.Approvals, gitApproval(a.Revision, a.Attempt, a.Step))
 	}
 	if a := s.AwaitingApproval; a != nil {
-		st.AwaitingApproval = &gitsync.AwaitingApproval{Revision: a.Revision, Step: int(a.Step), Branch: a.Branch, PullRequestURL: a.PullRequestURL, Since: a.Since.Time}
+		st.AwaitingApproval = &gitsync.AwaitingApproval{Revision: a.Revision, Step: int(a.Step), Attempt: int(a.Attempt),
+			Branch: a.Branch, PullRequestURL: a.PullRequestURL, Since: a.Since.Time}
 	}
 	for _, m := range s.Analysis {
 		for _, x := range m.Measurements {
@@ -142,4 +144,14 @@ func stateOf(ro *v1alpha1.Rollout, rel *release, plan strategy.Plan) gitsync.Rol
 		st.Git.Revision = c.ObservedCommit
 	}
 	return st
+}
+
+// gitApproval is the approval of step of attempt of revision as gitsync
+// writes it: attempt 1 (or unset) is left out.
+func gitApproval(revision string, attempt, step int32) gitsync.Approval {
+	a := gitsync.Approval{Revision: revision, Step: int(step)}
+	if attempt > 1 {
+		a.Attempt = int(attempt)
+	}
+	return a
 }

@@ -2,6 +2,8 @@ package reconciler
 
 import (
 	"time"
+
+	"github.com/rollgate/rollgate/reconciler/metrics"
 )
 
 // Options configure the controllers. cmd/rollgate fills them from flags.
@@ -41,6 +43,8 @@ type Options struct {
 	EventsAddr string
 	// Now reads the clock; nil means time.Now. Tests inject a clock.
 	Now func() time.Time
+	// Metrics records rollgate's Prometheus metrics; nil records none.
+	Metrics *metrics.Metrics
 }
 
 func (o Options) now() time.Time {

@@ -72,8 +72,12 @@ type release struct {
 func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
 	ro := &v1alpha1.Rollout{}
 	if err := r.Get(ctx, req.NamespacedName, ro); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Options.Metrics.Forget(req.Namespace, req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	defer r.recordMetrics(ro) // deferred first: runs after the status patch
 	patcher := newStatusPatcher(r.Client, ro)
 	defer func() {
 		if err := patcher.patch(ctx, ro); err != nil && !apierrors.IsNotFound(err) {
@@ -113,8 +117,10 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.R
 		r.markGit(ro, metav1False, v1alpha1.ReasonGitError, err.Error())
 	}
 
+	before := ro.Status.DeepCopy()
 	plan, err := strategy.Decide(&ro.Spec, &ro.Status, obs, rel.now)
 	moved := r.record(ro, plan)
+	r.recordTransition(rel, before, obs)
 	if err != nil {
 		return reconcile.Result{}, nil // Stalled with InvalidSpec; a spec change triggers the next reconcile
 	}

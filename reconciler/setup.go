@@ -189,7 +189,7 @@ func (r *RolloutReconciler) rolloutsBy(ctx context.Context, ns, index, value str
 // trafficOptions reads the user's Lua scripts from the controller's
 // ConfigMap (missing ConfigMap: none).
 func (r *RolloutReconciler) trafficOptions(ctx context.Context) traffic.Options {
-	o := traffic.Options{FieldOwner: "rollgate", Now: r.Options.Now, Scripts: r.Scripts}
+	o := traffic.Options{FieldOwner: "rollgate", Now: r.Options.Now, Scripts: r.Scripts, LuaObserve: r.Options.Metrics.LuaObserver()}
 	if r.Options.LuaConfigMap == "" {
 		return o
 	}

@@ -56,11 +56,12 @@
 //
 // Gates. A gate is a gate: a step with a pause and no duration waits for an
 // approval even when it is the last step at 100% (Kruise lets that one pass).
-// Only an approval naming the canary revision and the current 1-based step
-// opens it; approvals may be merged ahead of time. One approval opens every
-// gate of its step (a manual pause and an inconclusive analysis). Approvals
-// carry no attempt, so after spec.retry the approvals of the same revision
-// still count.
+// Only an approval naming the canary revision, status.attempt and the
+// current 1-based step opens it; approvals may be merged ahead of time. One
+// approval opens every gate of its step (a manual pause and an inconclusive
+// analysis). An approval without attempt names attempt 1, so after
+// spec.retry the approvals of earlier attempts count for nothing and every
+// gate of the new attempt waits for a new approval.
 //
 // Replicas. A percentage of the workload's replicas rounds up, so at least
 // one pod for any step of 1% or more, and never exceeds the workload; a step

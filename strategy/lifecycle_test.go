@@ -240,6 +240,47 @@ func TestRetry(t *testing.T) {
 	}
 }
 
+// TestRetryWaitsAtEveryGateAgain: the approvals of the failed attempt stay
+// in spec.approvals, yet the retried release stops at step 1's gate until
+// an approval of attempt 2 arrives.
+func TestRetryWaitsAtEveryGateAgain(t *testing.T) {
+	spec := echoSpec()
+	spec.Retry = &v1alpha1.RetryRequest{Revision: "v2", Attempt: 2}
+	w := newWorld(t, spec)
+	w.preApproved = true // no one approves: the test does
+	w.canary = 0
+	w.routes = Traffic{Mode: TrafficStable}
+	w.approvals = []v1alpha1.Approval{approval("v2", 1), approval("v2", 2), {Revision: "v2", Step: 1, Attempt: 1}}
+	st := failedStatus(v1alpha1.ReasonAborted)
+	gate := where{v1alpha1.PhaseProgressing, 1, v1alpha1.StepPaused}
+	for n := 0; n < 20 && whereOf(st) != gate; n++ {
+		p := w.reconcile(st)
+		w.carryOut(p)
+		w.tick(p)
+		st = persist(p)
+	}
+	if whereOf(st) != gate || st.Attempt != 2 {
+		t.Fatalf("at %+v attempt %d, want attempt 2 waiting at step 1's gate", whereOf(st), st.Attempt)
+	}
+	if a := st.AwaitingApproval; a == nil || a.Revision != "v2" || a.Attempt != 2 || a.Step != 1 {
+		t.Fatalf("awaitingApproval = %+v, want v2 attempt 2 step 1", a)
+	}
+	for range 5 {
+		p := w.reconcile(st)
+		w.carryOut(p)
+		w.tick(p)
+		if st = persist(p); whereOf(st) != gate {
+			t.Fatalf("at %+v: the approvals of attempt 1 opened the gate of attempt 2", whereOf(st))
+		}
+	}
+
+	w.approvals = append(w.approvals, v1alpha1.Approval{Revision: "v2", Step: 1, Attempt: 2, ApprovedBy: "bob"})
+	p := w.reconcile(st)
+	if w := whereOf(&p.Status); w.Index != 2 || p.Status.AwaitingApproval != nil {
+		t.Fatalf("at %+v awaiting %+v, want step 2 once attempt 2 is approved", w, p.Status.AwaitingApproval)
+	}
+}
+
 func TestPausedHoldsInPlace(t *testing.T) {
 	spec := echoSpec()
 	spec.Strategy.Paused = true

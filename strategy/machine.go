@@ -215,8 +215,11 @@ func (p *planner) gate(kind, detail string, then v1alpha1.StepState) bool {
 		return true
 	}
 	req := &v1alpha1.ApprovalRequest{Revision: p.canary, Step: idx, Since: *p.timestamp(), Reason: kind}
+	if p.next.Attempt > 1 {
+		req.Attempt = p.next.Attempt
+	}
 	if old := p.in.AwaitingApproval; old != nil && !p.restarted &&
-		old.Revision == req.Revision && old.Step == idx && old.Reason == kind {
+		old.Revision == req.Revision && old.Attempt == req.Attempt && old.Step == idx && old.Reason == kind {
 		req.Since, req.Branch, req.PullRequestURL = old.Since, old.Branch, old.PullRequestURL
 	}
 	p.next.AwaitingApproval = req
@@ -226,15 +229,21 @@ func (p *planner) gate(kind, detail string, then v1alpha1.StepState) bool {
 		p.reason = v1alpha1.ReasonAnalysisInconclusive
 		why = "is inconclusive (" + detail + ") and waits for approval"
 	}
-	p.next.Message = fmt.Sprintf("step %d/%d of %s %s: approve revision %s step %d in spec.approvals (merge the approval pull request)",
-		idx, len(p.steps), p.canary, why, p.canary, idx)
+	attempt := ""
+	if req.Attempt > 1 {
+		attempt = fmt.Sprintf(" attempt %d", req.Attempt)
+	}
+	p.next.Message = fmt.Sprintf("step %d/%d of %s %s: approve revision %s%s step %d in spec.approvals (merge the approval pull request)",
+		idx, len(p.steps), p.canary, why, p.canary, attempt, idx)
 	return false
 }
 
-// approved reports whether an approval names the canary revision and step.
+// approved reports whether an approval names the canary revision, the
+// attempt under way and step: an approval given before a retry does not
+// open the gates of the new attempt.
 func (p *planner) approved(step int32) bool {
 	for _, a := range p.obs.Approvals {
-		if a.Revision == p.canary && a.Step == step {
+		if a.Approves(p.canary, p.next.Attempt, step) {
 			return true
 		}
 	}

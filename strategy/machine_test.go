@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -249,6 +250,58 @@ func TestGateOpensOnlyForItsRevisionAndStep(t *testing.T) {
 	}
 }
 
+func TestGateOpensOnlyForItsAttempt(t *testing.T) {
+	of := func(attempt int32) v1alpha1.Approval {
+		a := approval("v2", 1)
+		a.Attempt = attempt
+		return a
+	}
+	tests := []struct {
+		name     string
+		attempt  int32 // status.attempt
+		approval v1alpha1.Approval
+		opens    bool
+	}{
+		{"first release, approval without attempt", 1, approval("v2", 1), true},
+		{"status without attempt, approval without attempt", 0, approval("v2", 1), true},
+		{"first release, approval of attempt 1", 1, of(1), true},
+		{"status without attempt, approval of attempt 1", 0, of(1), true},
+		{"first release, approval of attempt 2", 1, of(2), false},
+		{"attempt 2, approval without attempt", 2, approval("v2", 1), false},
+		{"attempt 2, approval of attempt 1", 2, of(1), false},
+		{"attempt 2, approval of attempt 2", 2, of(2), true},
+		{"attempt 3, approval of attempt 2", 3, of(2), false},
+		{"attempt 2, approval of attempt 2 for another step", 2, v1alpha1.Approval{Revision: "v2", Step: 2, Attempt: 2}, false},
+		{"attempt 2, approval of attempt 2 for another revision", 2, v1alpha1.Approval{Revision: "v3", Step: 1, Attempt: 2}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := releasing(1, v1alpha1.StepPaused, -time.Hour)
+			st.Attempt = tt.attempt
+			obs := observed(10, 1)
+			obs.Approvals = []v1alpha1.Approval{tt.approval}
+			p := decide(t, echoSpec(), st, obs, t0)
+			if opened := p.Status.CurrentStepIndex == 2; opened != tt.opens {
+				t.Fatalf("gate opened = %v, want %v (at %+v)", opened, tt.opens, whereOf(&p.Status))
+			}
+			if tt.opens {
+				return
+			}
+			a := p.Status.AwaitingApproval
+			want := int32(0) // attempt 1 is left out, as in spec.approvals
+			if tt.attempt > 1 {
+				want = tt.attempt
+			}
+			if a == nil || a.Revision != "v2" || a.Step != 1 || a.Attempt != want {
+				t.Fatalf("awaitingApproval = %+v, want v2 step 1 attempt %d", a, want)
+			}
+			if tt.attempt > 1 && !strings.Contains(p.Status.Message, fmt.Sprintf("approve revision v2 attempt %d step 1", tt.attempt)) {
+				t.Errorf("message %q does not name the attempt", p.Status.Message)
+			}
+		})
+	}
+}
+
 func TestGateKeepsWhatGitsyncRecorded(t *testing.T) {
 	st := releasing(1, v1alpha1.StepPaused, -time.Hour)
 	st.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "v2", Step: 1, Since: *mtime(-time.Hour), Reason: "Manual",
@@ -259,6 +312,13 @@ func TestGateKeepsWhatGitsyncRecorded(t *testing.T) {
 	}
 	if !p.Event.IsZero() {
 		t.Errorf("event %+v while nothing changed", p.Event)
+	}
+
+	// The branch of another attempt's gate is not this gate's branch.
+	st.Attempt = 2
+	p = decide(t, echoSpec(), st, observed(10, 1), t0)
+	if got := p.Status.AwaitingApproval; got == nil || got.Attempt != 2 || got.Branch != "" || got.PullRequestURL != "" {
+		t.Errorf("awaitingApproval = %+v, want attempt 2 without the branch of attempt 1", got)
 	}
 }
 

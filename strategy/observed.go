@@ -59,7 +59,8 @@ type Observed struct {
 
 	// Approvals are spec.approvals together with the approvals found on the
 	// tracked Git branch, in one list. Only an approval naming the canary
-	// revision and the current step opens that step's gate.
+	// revision, the attempt under way and the current step opens that
+	// step's gate.
 	Approvals []v1alpha1.Approval
 
 	// Deleting is true when the Rollout has a deletion timestamp.

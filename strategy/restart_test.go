@@ -87,7 +87,9 @@ func (w *world) human(p Plan) {
 	if a := p.Status.AwaitingApproval; a != nil && !w.preApproved {
 		w.gateWaits[a.Step]++
 		if w.gateWaits[a.Step] == 2 {
-			w.approvals = append(w.approvals, approval(a.Revision, a.Step))
+			x := approval(a.Revision, a.Step)
+			x.Attempt = a.Attempt
+			w.approvals = append(w.approvals, x)
 		}
 	}
 }
@@ -127,15 +129,18 @@ func (w *world) checkGates(from, to *v1alpha1.RolloutStatus, obs Observed) {
 		if !leaves {
 			break
 		}
-		if steps[i-1].Gate && !hasApproval(obs.Approvals, to.CanaryRevision, i) {
+		if steps[i-1].Gate && !hasApproval(obs.Approvals, to.CanaryRevision, to.Attempt, i) {
 			w.t.Fatalf("step %d's gate was passed without an approval (%+v -> %+v)", i, whereOf(from), whereOf(to))
 		}
 	}
 }
 
-func hasApproval(as []v1alpha1.Approval, rev string, step int32) bool {
+// hasApproval reports whether as approve step of attempt of rev, an unset
+// attempt meaning attempt 1 (written out here rather than calling
+// Approval.Approves, so the test checks the planner independently).
+func hasApproval(as []v1alpha1.Approval, rev string, attempt, step int32) bool {
 	for _, a := range as {
-		if a.Revision == rev && a.Step == step {
+		if a.Revision == rev && a.Step == step && max(a.Attempt, 1) == max(attempt, 1) {
 			return true
 		}
 	}

@@ -20,6 +20,8 @@ type Options struct {
 	LuaOverrides map[string]string
 	// Lua bounds each script run; zero fields take luascripts' defaults.
 	Lua luascripts.Limits
+	// LuaObserve, when set, is told about every script run (metrics).
+	LuaObserve luascripts.ObserveFunc
 	// Scripts resolves and caches compiled scripts. Share one Library
 	// between reconciles; nil makes a new one per router (built-in scripts
 	// are then compiled on every call).

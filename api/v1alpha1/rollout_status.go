@@ -76,7 +76,9 @@ type RolloutStatus struct {
 	// +optional
 	CanaryRevision string `json:"canaryRevision,omitempty"`
 
-	// Attempt counts releases of the canary revision (see spec.retry).
+	// Attempt counts releases of the canary revision: 1 for the first,
+	// then the attempt of each spec.retry. A gate of attempt 2 or later
+	// opens only for an approval naming that attempt.
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
 
@@ -146,6 +148,10 @@ type ApprovalRequest struct {
 	Revision string `json:"revision"`
 	// Step the approval must name (1-based).
 	Step int32 `json:"step"`
+	// Attempt the approval must name, set from the second attempt on
+	// (status.attempt after spec.retry); unset means attempt 1.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
 	// Since when the gate waits.
 	Since metav1.Time `json:"since"`
 	// Branch in Git whose merge approves the step.

@@ -64,9 +64,10 @@ type RolloutSpec struct {
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 
 	// Approvals open manual gates. An approval counts only for the canary
-	// revision and the step it names, so an approval merged for one release
-	// never opens a gate of another. Written by merging the approval pull
-	// request, by `rollgate approve`, or by hand.
+	// revision, the attempt and the step it names, so an approval merged for
+	// one release, or for an earlier attempt of it, never opens a gate of
+	// another. Written by merging the approval pull request, by
+	// `rollgate approve`, or by hand.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100
 	// +optional
@@ -305,7 +306,8 @@ type AnalysisArg struct {
 	Value string `json:"value"`
 }
 
-// Approval opens the manual gate of one step of one canary revision.
+// Approval opens the manual gate of one step of one attempt to release a
+// canary revision.
 type Approval struct {
 	// Revision is the canary revision (status.canaryRevision) approved.
 	// +kubebuilder:validation:MinLength=1
@@ -315,10 +317,23 @@ type Approval struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=50
 	Step int32 `json:"step"`
+	// Attempt is the release attempt (status.attempt) approved; unset means
+	// attempt 1. After spec.retry, the approvals of earlier attempts no
+	// longer open a gate: each attempt is approved anew.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
 	// ApprovedBy records who approved, for the audit trail.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ApprovedBy string `json:"approvedBy,omitempty"`
+}
+
+// Approves reports whether a opens the gate of step in the given attempt
+// to release revision. An unset attempt means attempt 1, in the approval
+// and in the status alike.
+func (a Approval) Approves(revision string, attempt, step int32) bool {
+	return a.Revision == revision && a.Step == step && max(a.Attempt, 1) == max(attempt, 1)
 }
 
 // RevisionRequest is a human request about the release of one revision.

@@ -174,6 +174,9 @@ func TestRolloutRefusedWithHelpfulMessage(t *testing.T) {
 		{"approval for step 0", func(u *unstructured.Unstructured) {
 			spec(u)["approvals"] = []any{map[string]any{"revision": "abc", "step": int64(0)}}
 		}, []string{"spec.approvals[0].step", "greater than or equal to 1"}},
+		{"approval for attempt 0", func(u *unstructured.Unstructured) {
+			spec(u)["approvals"] = []any{map[string]any{"revision": "abc", "step": int64(1), "attempt": int64(0)}}
+		}, []string{"spec.approvals[0].attempt", "greater than or equal to 1"}},
 		{"approval without revision", func(u *unstructured.Unstructured) {
 			spec(u)["approvals"] = []any{map[string]any{"step": int64(1)}}
 		}, []string{"spec.approvals[0].revision", "Required value"}},

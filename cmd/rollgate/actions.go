@@ -72,13 +72,21 @@ func approveAction(by string) action {
 		if a == nil {
 			return "", fmt.Errorf("Rollout %s/%s is not waiting for approval", ro.Namespace, ro.Name)
 		}
+		// The gate belongs to the attempt under way: after a retry, the
+		// approvals of the failed attempt do not open it.
+		attempt := max(a.Attempt, ro.Status.Attempt)
+		rev := revisionOf(a.Revision, attempt)
 		for _, x := range ro.Spec.Approvals {
-			if x.Revision == a.Revision && x.Step == a.Step {
-				return fmt.Sprintf("step %d of revision %s is already approved", a.Step, a.Revision), nil
+			if x.Approves(a.Revision, attempt, a.Step) {
+				return fmt.Sprintf("step %d of %s is already approved", a.Step, rev), nil
 			}
 		}
-		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: a.Revision, Step: a.Step, ApprovedBy: by})
-		return fmt.Sprintf("approved step %d of revision %s (in the cluster only: Git is not changed; prefer --repo)", a.Step, a.Revision), nil
+		approval := v1alpha1.Approval{Revision: a.Revision, Step: a.Step, ApprovedBy: by}
+		if attempt > 1 {
+			approval.Attempt = attempt
+		}
+		ro.Spec.Approvals = append(ro.Spec.Approvals, approval)
+		return fmt.Sprintf("approved step %d of %s (in the cluster only: Git is not changed; prefer --repo)", a.Step, rev), nil
 	}
 }
 
@@ -137,6 +145,10 @@ approval branch rollgate/approve/<ns>/<name>/<revision>-step-<n> is pushed for
 you to merge (as a pull request, for review), or with --direct it is committed
 straight to the tracked branch. The gate is read from rollgate's status files
 in Git, so no cluster access is needed.
+
+After spec.retry, the approval names the attempt (status.attempt) and the
+branch is rollgate/approve/<ns>/<name>/<revision>-attempt-<k>-step-<n>: the
+approvals of a failed attempt do not open the gates of the next one.
 
 Without --repo, spec.approvals is patched in the cluster. Use that only when
 Git cannot be reached: the approval is not recorded in Git.

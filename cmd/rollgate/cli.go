@@ -175,7 +175,11 @@ func waitingForCluster(ro *v1alpha1.Rollout) string {
 		case a.Branch != "":
 			return "approval: merge branch " + a.Branch
 		}
-		return fmt.Sprintf("approval of step %d (rollgate approve %s/%s)", a.Step, ro.Namespace, ro.Name)
+		step := fmt.Sprintf("step %d", a.Step)
+		if a.Attempt > 1 {
+			step += fmt.Sprintf(", attempt %d", a.Attempt)
+		}
+		return fmt.Sprintf("approval of %s (rollgate approve %s/%s)", step, ro.Namespace, ro.Name)
 	}
 	if conditions.IsStalled(ro) {
 		return "a fix: " + conditions.GetMessage(ro, v1alpha1.StalledCondition)

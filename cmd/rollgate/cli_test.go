@@ -106,6 +106,29 @@ spec:
 		t.Fatalf("approvals after approve twice: %+v", got.Spec.Approvals)
 	}
 
+	// After a retry, the same gate of attempt 2 needs an approval naming
+	// the attempt: the approval of attempt 1 does not count.
+	got.Status.Attempt = 2
+	got.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "new", Step: 1, Attempt: 2, Since: metav1.Now()}
+	if err := c.Status().Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if out, code = run(t, "", "get", "echo", k); code != exitOK || !strings.Contains(out, "approval of step 1, attempt 2 (rollgate approve default/echo)") {
+		t.Fatalf("get of a gate of attempt 2: exit %d\n%s", code, out)
+	}
+	if out, code = run(t, "", "approve", "default/echo", "--by", "bob", k); code != exitOK || !strings.Contains(out, "approved step 1 of revision new, attempt 2") {
+		t.Fatalf("approve of attempt 2: exit %d\n%s", code, out)
+	}
+	if out, code = run(t, "", "approve", "default/echo", k); code != exitOK || !strings.Contains(out, "already approved") {
+		t.Fatalf("approve of attempt 2 again: exit %d\n%s", code, out)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(ro), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.Approvals) != 2 || got.Spec.Approvals[1] != (v1alpha1.Approval{Revision: "new", Step: 1, Attempt: 2, ApprovedBy: "bob"}) {
+		t.Fatalf("approvals after approving attempt 2 twice: %+v", got.Spec.Approvals)
+	}
+
 	run(t, "", "pause", "echo", k)
 	if _ = c.Get(ctx, client.ObjectKeyFromObject(ro), got); !got.Spec.Strategy.Paused {
 		t.Fatal("pause did not set spec.strategy.paused")

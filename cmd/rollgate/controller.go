@@ -18,11 +18,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
+	"github.com/rollgate/rollgate/reconciler/metrics"
 )
 
 // controllerFlags are the flags of `rollgate controller`.
@@ -66,7 +68,7 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.luaConfigMap, "lua-configmap", "rollgate-lua", "ConfigMap in --namespace with user Lua scripts (keys lua.traffic.routing.<Kind>.<group>, lua.traffic.routing.ingress.<class>); they override built-ins of the same key")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server")
 	fs.StringVar(&f.webhookHost, "webhook-bind-host", "", "Host the admission webhook server binds to (e.g. 127.0.0.1 when running outside the cluster)")
-	fs.StringVar(&f.webhookConfig, "webhook-config-name", "rollgate", "Name of the MutatingWebhookConfiguration the controller keeps current (CA bundle, rules)")
+	fs.StringVar(&f.webhookConfig, "webhook-config-name", "rollgate", "Name of the MutatingWebhookConfiguration and ValidatingWebhookConfiguration the controller keeps current (CA bundle, rules)")
 	fs.StringVar(&f.webhookService, "webhook-service", "rollgate-webhook", "Service in --namespace in front of the webhook server (in-cluster registration)")
 	fs.StringVar(&f.webhookSecret, "webhook-secret", "rollgate-webhook-cert", "Secret in --namespace holding the webhook CA and serving certificate, shared by replicas")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "Register the webhook with this URL instead of the Service, e.g. https://127.0.0.1:9443 when the controller runs as a local process next to a (kwok) cluster")
@@ -160,11 +162,22 @@ func runController(f *controllerFlags) error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        f.leaderElectionID,
 		LeaderElectionNamespace: f.namespace,
+		// Step down at once on SIGTERM (the process exits when the manager
+		// returns, after the Git writers' last flush), so that a rolling
+		// update of the controller hands over in seconds instead of waiting
+		// for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	if err := reconciler.Setup(mgr, f.options()); err != nil {
+	opts := f.options()
+	// rollgate's metrics are served next to controller-runtime's on
+	// --metrics-bind-address.
+	if opts.Metrics, err = metrics.New(ctrlmetrics.Registry); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	if err := reconciler.Setup(mgr, opts); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

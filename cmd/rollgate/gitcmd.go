@@ -216,24 +216,35 @@ func approveInGit(ctx context.Context, w io.Writer, f *gitFlags, ref, branch str
 		return err
 	}
 	a := s.AwaitingApproval
+	approval := gitsync.Approval{Revision: a.Revision, Step: a.Step, Attempt: a.Attempt}
+	rev := revisionOf(a.Revision, int32(a.Attempt))
 	if direct {
-		commit, err := gitsync.RecordApproval(ctx, repo, branch, s.Git.Path, s.Namespace, s.Name, a.Revision, a.Step, by)
+		commit, err := gitsync.RecordApproval(ctx, repo, branch, s.Git.Path, s.Namespace, s.Name, approval, by)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "approved step %d of %s (revision %s) in commit %s on %s\n", a.Step, ref, a.Revision, short(commit), branch)
+		_, err = fmt.Fprintf(w, "approved step %d of %s (%s) in commit %s on %s\n", a.Step, ref, rev, short(commit), branch)
 		return err
 	}
-	p, err := gitsync.ProposeApproval(ctx, repo, branch, s.Git.Path, s.Namespace, s.Name, a.Revision, a.Step, by)
+	p, err := gitsync.ProposeApproval(ctx, repo, branch, s.Git.Path, s.Namespace, s.Name, approval, by)
 	if err != nil {
 		return err
 	}
 	if p.AlreadyApproved {
-		_, err = fmt.Fprintf(w, "step %d of %s (revision %s) is already approved on %s\n", a.Step, ref, a.Revision, branch)
+		_, err = fmt.Fprintf(w, "step %d of %s (%s) is already approved on %s\n", a.Step, ref, rev, branch)
 		return err
 	}
 	_, err = fmt.Fprintf(w, "approval branch %s is ready: merge it into %s to approve step %d of %s\n", p.Branch, branch, a.Step, ref)
 	return err
+}
+
+// revisionOf names the release a gate belongs to: "revision 5c7d9f8b6d",
+// or "revision 5c7d9f8b6d, attempt 2" after a retry.
+func revisionOf(revision string, attempt int32) string {
+	if attempt > 1 {
+		return fmt.Sprintf("revision %s, attempt %d", revision, attempt)
+	}
+	return "revision " + revision
 }
 
 func short(commit string) string {

@@ -36,34 +36,50 @@ func Change(from, to string) string {
 }
 
 // ApprovalTitle is the title of the pull request approving step of
-// revision, in the words of the approval commit's subject.
-func ApprovalTitle(ns, name, revision string, step, totalSteps int) string {
-	return fmt.Sprintf("rollgate: approve %s/%s revision %s step %s", ns, name, revision, stepOf(step, totalSteps))
+// revision, in the words of the approval commit's subject. attempt is the
+// release attempt (status.attempt); it is named from attempt 2 on.
+func ApprovalTitle(ns, name, revision string, attempt, step, totalSteps int) string {
+	return fmt.Sprintf("rollgate: approve %s/%s revision %s%s step %s", ns, name, revision, attemptOf(attempt), stepOf(step, totalSteps))
 }
 
 // ApprovalBody is the Markdown description of the pull request approving
-// step (of totalSteps; 0 when unknown) of revision for Rollout ns/name.
+// step (of totalSteps; 0 when unknown) of revision for Rollout ns/name, in
+// the given release attempt (named from attempt 2 on, after a retry).
 // facts are extra key/value rows for the table, such as replicas and
 // traffic before and after the step (see Change) and analysis results;
 // they are ordered as the Fact constants say. The output depends only on
 // the arguments.
-func ApprovalBody(ns, name, revision string, step, totalSteps int, facts map[string]string) string {
+func ApprovalBody(ns, name, revision string, attempt, step, totalSteps int, facts map[string]string) string {
 	var b strings.Builder
 	b.WriteString("## rollgate: approval needed\n\n")
-	fmt.Fprintf(&b, "The rollout of %s to revision %s is waiting for approval of step %s.\n\n",
-		code(ns+"/"+name), code(revision), stepOf(step, totalSteps))
-	table(&b, [][2]string{
-		{"Rollout", code(ns + "/" + name)},
-		{"Revision", code(revision)},
-		{"Step", stepOf(step, totalSteps)},
-	}, facts)
-	fmt.Fprintf(&b, "\n**Merging this pull request approves step %d of revision %s.** "+
-		"rollgate then continues the rollout. The approval counts for this revision and step only; "+
-		"when a newer revision or step supersedes it, rollgate closes this pull request.\n\n",
-		step, text(revision))
-	fmt.Fprintf(&b, "<sub>Opened by rollgate. The branch adds `{revision: %s, step: %d}` to `spec.approvals` "+
-		"of the Rollout manifest and changes nothing else.</sub>\n", strings.ReplaceAll(revision, "`", "'"), step)
+	rows := [][2]string{{"Rollout", code(ns + "/" + name)}, {"Revision", code(revision)}}
+	release, approves, scope := "", fmt.Sprintf("step %d of revision %s", step, text(revision)), "revision and step"
+	entry := fmt.Sprintf("{revision: %s, step: %d}", strings.ReplaceAll(revision, "`", "'"), step)
+	if attempt > 1 {
+		rows = append(rows, [2]string{"Attempt", strconv.Itoa(attempt)})
+		release = fmt.Sprintf(" (attempt %d, after a retry)", attempt)
+		approves += fmt.Sprintf(", attempt %d", attempt)
+		scope = "revision, attempt and step"
+		entry = strings.TrimSuffix(entry, "}") + fmt.Sprintf(", attempt: %d}", attempt)
+	}
+	fmt.Fprintf(&b, "The rollout of %s to revision %s%s is waiting for approval of step %s.\n\n",
+		code(ns+"/"+name), code(revision), release, stepOf(step, totalSteps))
+	table(&b, append(rows, [2]string{"Step", stepOf(step, totalSteps)}), facts)
+	fmt.Fprintf(&b, "\n**Merging this pull request approves %s.** "+
+		"rollgate then continues the rollout. The approval counts for this %s only; "+
+		"when a newer revision, attempt or step supersedes it, rollgate closes this pull request.\n\n",
+		approves, scope)
+	fmt.Fprintf(&b, "<sub>Opened by rollgate. The branch adds `%s` to `spec.approvals` "+
+		"of the Rollout manifest and changes nothing else.</sub>\n", entry)
 	return b.String()
+}
+
+// attemptOf formats " attempt 2" from attempt 2 on, else "".
+func attemptOf(attempt int) string {
+	if attempt > 1 {
+		return " attempt " + strconv.Itoa(attempt)
+	}
+	return ""
 }
 
 // RevertTitle is the title of the pull request reverting the failed

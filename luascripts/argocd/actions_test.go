@@ -70,6 +70,8 @@ func TestActionSpecs(t *testing.T) {
 			"approvals: [{revision: 7d9c4f6b5, step: 2, approvedBy: argocd}, {revision: 7d9c4f6b5, step: 1, approvedBy: bob}]"},
 		{"approve replaces the approval of a gate behind", "awaiting-approval-inconclusive", "approve",
 			"approvals: [{revision: 7d9c4f6b5, step: 2, approvedBy: argocd}]"},
+		{"approve after a retry names the attempt and replaces an approval of the failed attempt", "awaiting-approval-retry", "approve",
+			"approvals: [{revision: 7d9c4f6b5, step: 1, attempt: 2, approvedBy: argocd}, {revision: 7d9c4f6b5, step: 1, approvedBy: alice}]"},
 		{"abort", "progressing", "abort", "abort: {revision: 7d9c4f6b5}"},
 		{"abort a held release", "paused", "abort", "abort: {revision: 7d9c4f6b5}"},
 		{"promote", "timed-pause", "promote", "promote: {revision: 7d9c4f6b5}"},
@@ -96,7 +98,7 @@ func TestActionSpecs(t *testing.T) {
 
 // TestApproveIsIdempotent approves twice: the second run changes nothing.
 func TestApproveIsIdempotent(t *testing.T) {
-	for _, fixture := range []string{"awaiting-approval", "awaiting-approval-step2", "awaiting-approval-inconclusive"} {
+	for _, fixture := range []string{"awaiting-approval", "awaiting-approval-step2", "awaiting-approval-inconclusive", "awaiting-approval-retry"} {
 		t.Run(fixture, func(t *testing.T) {
 			once, err := runAction(t, "approve", loadFixture(t, fixture))
 			if err != nil {
@@ -183,6 +185,7 @@ func TestDiscovery(t *testing.T) {
 		"awaiting-approval":              {"approve", "promote", "abort", "pause"},
 		"awaiting-approval-step2":        {"approve", "promote", "abort", "pause"},
 		"awaiting-approval-inconclusive": {"approve", "promote", "abort", "pause"},
+		"awaiting-approval-retry":        {"approve", "promote", "abort", "pause"},
 		"timed-pause":                    {"promote", "abort", "pause"},
 		"paused":                         {"abort", "resume"},
 		"failed-analysis":                {"retry", "pause"},

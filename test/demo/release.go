@@ -108,7 +108,8 @@ func (w *world) waitForUser(ctx context.Context, gate v1alpha1.ApprovalRequest) 
 		if err != nil {
 			return false, err
 		}
-		return gitsync.HasApproval(approvals, gate.Revision, int(gate.Step)), nil
+		want := gitsync.Approval{Revision: gate.Revision, Step: int(gate.Step), Attempt: int(gate.Attempt)}
+		return gitsync.HasApproval(approvals, want), nil
 	})
 	if err != nil {
 		return err

@@ -120,7 +120,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	}
 	assertKstatus(t, ro)
 	branch := ro.Status.AwaitingApproval.Branch
-	if want := gitsync.ApprovalBranch("demo", "echoserver", ro.Status.CanaryRevision, 1); branch != want {
+	if want := gitsync.ApprovalBranch("demo", "echoserver", gitsync.Approval{Revision: ro.Status.CanaryRevision, Step: 1}); branch != want {
 		t.Fatalf("approval branch %q, want %q", branch, want)
 	}
 

@@ -36,7 +36,8 @@ local function firstText(...)
   return nil
 end
 
--- approvalMessage says which step of which revision waits and what to merge.
+-- approvalMessage says which step of which revision (and attempt, after a
+-- retry) waits and what to merge.
 local function approvalMessage(status, gate, c)
   if gate == nil or gate.revision == nil or gate.step == nil then
     return firstText(c.message, status.message, "waiting for approval")
@@ -45,7 +46,13 @@ local function approvalMessage(status, gate, c)
   if status.stepCount ~= nil then
     step = step .. "/" .. status.stepCount
   end
-  local msg = step .. " of revision " .. gate.revision .. " waits for approval"
+  local revision = gate.revision
+  local entry = "{revision: " .. gate.revision .. ", step: " .. gate.step
+  if gate.attempt ~= nil and gate.attempt > 1 then
+    revision = revision .. " (attempt " .. gate.attempt .. ")"
+    entry = entry .. ", attempt: " .. gate.attempt
+  end
+  local msg = step .. " of revision " .. revision .. " waits for approval"
   if gate.reason == "Inconclusive" then
     msg = "analysis was inconclusive: " .. msg
   end
@@ -57,7 +64,7 @@ local function approvalMessage(status, gate, c)
   elseif firstText(gate.branch) ~= nil then
     msg = msg .. ": merge branch " .. gate.branch
   else
-    msg = msg .. ": add {revision: " .. gate.revision .. ", step: " .. gate.step .. "} to spec.approvals"
+    msg = msg .. ": add " .. entry .. "} to spec.approvals"
   end
   return msg
 end

@@ -1,18 +1,20 @@
 -- Argo CD action "approve": opens the gate a rollgate.dev Rollout waits at,
 -- by adding {revision, step, approvedBy = "argocd"} to spec.approvals for
--- the revision and step in status.awaitingApproval. Merging the approval
+-- the revision and step in status.awaitingApproval, with the attempt
+-- (status.attempt) from attempt 2 on: after a retry, the approvals of the
+-- failed attempt do not open the gates of the new one. Merging the approval
 -- pull request is the usual way; this action is for emergencies.
 --
--- Running it again changes nothing: an approval for the same revision and
--- step already opens the gate.
+-- Running it again changes nothing: an approval for the same revision,
+-- attempt and step already opens the gate.
 --
 -- Argo CD cannot make a list that the live object already has longer: it
 -- fails with "index out of range" (argoproj/argo-cd#6248). So when
 -- spec.approvals already has entries, the new approval takes the place of
 -- one this release has no use for: first an approval of another revision,
--- else one of an earlier step of this revision, whose gate is behind (a
--- retry of the release would wait there again). Approvals merged in Git
--- stay in Git, and the next sync brings them back.
+-- else one of an earlier attempt of this revision, else one of an earlier
+-- step of this attempt, whose gate is behind. Approvals merged in Git stay
+-- in Git, and the next sync brings them back.
 
 local status = obj.status or {}
 local gate = status.awaitingApproval
@@ -20,7 +22,22 @@ if gate == nil or gate.revision == nil or gate.step == nil or status.phase == "F
   error("nothing to approve: status.awaitingApproval is empty, no gate is waiting", 0)
 end
 
+-- attemptOf reads an attempt: unset (or below 1) means attempt 1.
+local function attemptOf(n)
+  if n == nil or n < 1 then
+    return 1
+  end
+  return n
+end
+
+local attempt = attemptOf(gate.attempt)
+if attemptOf(status.attempt) > attempt then
+  attempt = attemptOf(status.attempt)
+end
 local approval = {revision = gate.revision, step = gate.step, approvedBy = "argocd"}
+if attempt > 1 then
+  approval.attempt = attempt
+end
 local approvals = obj.spec.approvals
 if approvals == nil then
   obj.spec.approvals = {approval}
@@ -28,25 +45,28 @@ if approvals == nil then
 end
 
 for _, a in ipairs(approvals) do
-  if a.revision == approval.revision and a.step == approval.step then
+  if a.revision == approval.revision and a.step == approval.step and attemptOf(a.attempt) == attempt then
     return obj
   end
 end
 
-local free = nil
-for i, a in ipairs(approvals) do
-  if a.revision ~= approval.revision then
-    free = i
-    break
-  end
-end
-if free == nil then
+local function firstWhere(pred)
   for i, a in ipairs(approvals) do
-    if a.step ~= nil and a.step < approval.step then
-      free = i
-      break
+    if pred(a) then
+      return i
     end
   end
+  return nil
+end
+
+local free = firstWhere(function(a) return a.revision ~= approval.revision end)
+if free == nil then
+  free = firstWhere(function(a) return attemptOf(a.attempt) < attempt end)
+end
+if free == nil then
+  free = firstWhere(function(a)
+    return attemptOf(a.attempt) == attempt and a.step ~= nil and a.step < approval.step
+  end)
 end
 if free == nil then
   error("cannot approve from Argo CD: spec.approvals has no entry this approval can replace, and Argo CD " ..

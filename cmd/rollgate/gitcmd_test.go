@@ -1,0 +1,62 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/test/gitserver"
+)
+
+// TestApproveInGitNamesTheAttempt: after a retry, `rollgate approve --repo`
+// learns the attempt from the status file and approves that attempt, on a
+// branch of its own, although Git still holds the approval of attempt 1.
+func TestApproveInGitNamesTheAttempt(t *testing.T) {
+	srv := gitserver.Start(t, gitserver.Options{})
+	const path = "apps/echo/rollout.yaml"
+	url, err := srv.CreateRepo("app", map[string]string{path: `apiVersion: rollgate.dev/v1alpha1
+kind: Rollout
+metadata: {name: echo, namespace: demo}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echo}
+  approvals:
+  - {revision: new, step: 1}
+`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := gitsync.RenderStatus(gitsync.RolloutState{
+		Namespace: "demo", Name: "echo", Phase: "Progressing",
+		Step:             gitsync.StepState{Current: 1, Total: 2, State: "StepPaused"},
+		AwaitingApproval: &gitsync.AwaitingApproval{Revision: "new", Step: 1, Attempt: 2, Since: time.Now()},
+		Git:              gitsync.GitInfo{Repository: url, Branch: "main", Path: path},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Commit("app", gitsync.DefaultStatusBranch, "status", map[string]string{"demo/echo.yaml": string(status)}); err != nil {
+		t.Fatal(err)
+	}
+
+	out, code := run(t, "", "approve", "demo/echo", "--repo", url, "--by", "alice")
+	branch := "rollgate/approve/demo/echo/new-attempt-2-step-1"
+	if code != exitOK || !strings.Contains(out, "approval branch "+branch+" is ready") {
+		t.Fatalf("approve --repo: exit %d\n%s", code, out)
+	}
+	if got, err := srv.ReadFile("app", branch, path); err != nil || !strings.Contains(got, "- {revision: new, step: 1, attempt: 2}\n") {
+		t.Fatalf("manifest on %s (%v):\n%s", branch, err, got)
+	}
+
+	out, code = run(t, "", "approve", "demo/echo", "--repo", url, "--direct")
+	if code != exitOK || !strings.Contains(out, "approved step 1 of demo/echo (revision new, attempt 2) in commit") {
+		t.Fatalf("approve --repo --direct: exit %d\n%s", code, out)
+	}
+	if got, _ := srv.ReadFile("app", "main", path); !strings.Contains(got, "- {revision: new, step: 1, attempt: 2}\n") {
+		t.Fatalf("main after the direct approval:\n%s", got)
+	}
+	out, code = run(t, "", "approve", "demo/echo", "--repo", url)
+	if code != exitOK || !strings.Contains(out, "step 1 of demo/echo (revision new, attempt 2) is already approved on main") {
+		t.Fatalf("approve --repo once approved: exit %d\n%s", code, out)
+	}
+}

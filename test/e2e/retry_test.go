@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
+)
+
+// gatedRollout has a gate at each of its first two steps.
+const gatedRollout = `
+apiVersion: rollgate.dev/v1alpha1
+kind: Rollout
+metadata:
+  name: echoserver
+  namespace: demo
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
+  strategy:
+    canary:
+      steps:
+      - {traffic: "20%", replicas: 1, pause: {}}
+      - {traffic: "40%", replicas: "40%", pause: {}}
+      - {traffic: "100%", replicas: "100%"}
+      trafficRoutings:
+      - service: echoserver
+        gracePeriodSeconds: 0
+        gateway: {httpRouteName: echoserver}
+  git: {repository: app-repo, path: apps/echoserver/rollout.yaml}
+`
+
+// TestRetryAsksForEveryApprovalAgain: the approvals merged for a failed
+// attempt stay in Git, yet the retried release of the same revision waits
+// at each gate until that attempt is approved on a branch of its own.
+func TestRetryAsksForEveryApprovalAgain(t *testing.T) {
+	w := newWorld(t)
+	w.ensureNamespace("demo")
+	const path = "apps/echoserver/rollout.yaml"
+	repoURL, err := w.git.CreateRepo("app", map[string]string{path: gatedRollout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.applyYAML(fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Repository
+metadata: {name: app-repo, namespace: demo}
+spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
+`, repoURL))
+	w.applyYAML(echoApp("echo:1.0"))
+	w.applyYAML(gatedRollout)
+	w.eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
+		ro := w.rollout("demo", "echoserver")
+		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
+			w.deployment("demo", "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+	})
+
+	// Given a release of v2 whose first gate was approved by merging its
+	// branch, aborted at the second gate, whose branch was merged too late.
+	w.applyYAML(echoApp("echo:2.0"))
+	gate := func(attempt, step int32) *v1alpha1.ApprovalRequest {
+		t.Helper()
+		var a *v1alpha1.ApprovalRequest
+		w.eventually(90*time.Second, fmt.Sprintf("attempt %d waiting at step %d with its approval branch", attempt, step), func(ctx context.Context) (bool, error) {
+			ro := w.rollout("demo", "echoserver")
+			a = ro.Status.AwaitingApproval
+			return max(ro.Status.Attempt, 1) == attempt && ro.Status.CurrentStepIndex == step && a != nil && a.Branch != "", nil
+		})
+		return a
+	}
+	merge := func(branch string) {
+		t.Helper()
+		if _, err := w.git.Merge("app", "main", branch, "Merge "+branch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	declared := func() string {
+		t.Helper()
+		s, err := w.git.ReadFile("app", "main", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := gate(1, 1)
+	canary := first.Revision
+	if want := gitsync.ApprovalBranch("demo", "echoserver", gitsync.Approval{Revision: canary, Step: 1}); first.Branch != want || first.Attempt != 0 {
+		t.Fatalf("attempt 1 gate: branch %q attempt %d, want %q and no attempt", first.Branch, first.Attempt, want)
+	}
+	merge(first.Branch)
+	late := gate(1, 2).Branch
+	w.applyYAML(declared() + fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", canary))
+	w.eventually(60*time.Second, "the release failed and rolled back", func(ctx context.Context) (bool, error) {
+		return w.rollout("demo", "echoserver").Status.Phase == v1alpha1.PhaseFailed && w.pods("demo", "echoserver")["echo:2.0"][1] == 0, nil
+	})
+	merge(late)
+	if s := declared(); !strings.Contains(s, fmt.Sprintf("{revision: %s, step: 1}", canary)) || !strings.Contains(s, fmt.Sprintf("{revision: %s, step: 2}", canary)) {
+		t.Fatalf("main does not hold both approvals of attempt 1:\n%s", s)
+	}
+
+	// When the release is retried, with every approval of attempt 1 in Git
+	// and in the cluster.
+	w.applyYAML(declared() + fmt.Sprintf("  retry: {revision: %s, attempt: 2}\n", canary))
+
+	// Then attempt 2 waits at step 1 on a new branch, and the approval of
+	// attempt 1 does not open the gate, however long it waits.
+	second := gate(2, 1)
+	want := gitsync.ApprovalBranch("demo", "echoserver", gitsync.Approval{Revision: canary, Step: 1, Attempt: 2})
+	if second.Branch != want || second.Attempt != 2 || second.Revision != canary {
+		t.Fatalf("attempt 2 gate = %+v, want branch %q and attempt 2", second, want)
+	}
+	time.Sleep(3 * time.Second) // several fetch intervals: nothing may move without a new approval
+	if ro := w.rollout("demo", "echoserver"); ro.Status.Attempt != 2 || ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
+		t.Fatalf("the approvals of attempt 1 opened the gate of attempt 2: attempt %d step %d awaiting %+v",
+			ro.Status.Attempt, ro.Status.CurrentStepIndex, ro.Status.AwaitingApproval)
+	}
+	if got := w.pods("demo", "echoserver")["echo:2.0"]; got[1] != 1 {
+		t.Fatalf("attempt 2 at its first gate: want 1 new pod, got %v", got)
+	}
+
+	// When the branch of attempt 2 is merged, the gate opens, and the next
+	// gate of attempt 2 waits in turn, on a branch of its own, although
+	// main approves step 2 of attempt 1.
+	merge(second.Branch)
+	if s := declared(); !strings.Contains(s, fmt.Sprintf("{revision: %s, step: 1, attempt: 2}", canary)) {
+		t.Fatalf("main after the merge lacks the approval of attempt 2:\n%s", s)
+	}
+	third := gate(2, 2)
+	if want := gitsync.ApprovalBranch("demo", "echoserver", gitsync.Approval{Revision: canary, Step: 2, Attempt: 2}); third.Branch != want {
+		t.Fatalf("attempt 2 step 2 branch %q, want %q", third.Branch, want)
+	}
+}
