@@ -21,7 +21,7 @@ func newActionCommand(use, short, long string, act action, confirm bool) *cobra.
 	f := &clusterFlags{}
 	var yes bool
 	cmd := &cobra.Command{
-		Use:   use + " <name>",
+		Use:   use + " [<namespace>/]<name>",
 		Short: short,
 		Long:  long + "\n\nExit codes: 0 ok, 1 error, 2 bad usage, 3 the Rollout does not exist.",
 		Args:  cobra.ExactArgs(1),

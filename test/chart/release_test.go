@@ -18,6 +18,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -185,49 +187,124 @@ func (s *upgradeStory) watchStill(from snapshot) *stillWatch {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &stillWatch{cancel: cancel}
-	opts := []client.ListOption{client.InNamespace(appNS), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: from.rv}}}
-	pods, err := wc.Watch(ctx, &corev1.PodList{}, opts...)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	rollouts, err := wc.Watch(ctx, &v1alpha1.RolloutList{}, opts...)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	w.wg.Add(2)
-	go w.follow(ctx, pods, func(ev watch.Event) {
-		p := ev.Object.(*corev1.Pod)
-		w.podEvents++
-		if ev.Type == watch.Added || ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
-			w.podChanges = append(w.podChanges, fmt.Sprintf("%s %s (%s)", ev.Type, p.Name, p.Spec.Containers[0].Image))
+	// watchFrom (re)starts a watch at resource version rv. The API server
+	// ends a watch of a custom resource when its CRD is updated (the
+	// upgrade applies the new CRDs) and may then refuse to resume it at an
+	// old version (410 Expired). Like an informer, the watch is resumed from
+	// the last version delivered, or, when that has expired, from a fresh
+	// list whose objects are recorded as seen: a write in the gap still
+	// shows as a changed position.
+	watchFrom := func(newList func() client.ObjectList) watchFunc {
+		return func(rv string, expired bool, record func(watch.Event)) (watch.Interface, error) {
+			if !expired {
+				wi, err := wc.Watch(ctx, newList(), client.InNamespace(appNS), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+				if err == nil || !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+					return wi, err
+				}
+			}
+			list := newList()
+			if err := wc.List(ctx, list, client.InNamespace(appNS)); err != nil {
+				return nil, err
+			}
+			items, err := meta.ExtractList(list)
+			if err != nil {
+				return nil, err
+			}
+			w.mu.Lock()
+			for _, o := range items {
+				record(watch.Event{Type: watch.Modified, Object: o})
+			}
+			w.mu.Unlock()
+			return wc.Watch(ctx, newList(), client.InNamespace(appNS), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.GetResourceVersion()}})
 		}
-	})
-	go w.follow(ctx, rollouts, func(ev watch.Event) {
-		w.rollouts = append(w.rollouts, positionOf(ev.Object.(*v1alpha1.Rollout)))
-	})
+	}
+	for _, f := range []func() error{
+		func() error {
+			return w.start(ctx, watchFrom(func() client.ObjectList { return &corev1.PodList{} }), from.rv, func(ev watch.Event) {
+				p := ev.Object.(*corev1.Pod)
+				w.podEvents++
+				if ev.Type == watch.Added || ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
+					w.podChanges = append(w.podChanges, fmt.Sprintf("%s %s (%s)", ev.Type, p.Name, p.Spec.Containers[0].Image))
+				}
+			})
+		},
+		func() error {
+			return w.start(ctx, watchFrom(func() client.ObjectList { return &v1alpha1.RolloutList{} }), from.rv, func(ev watch.Event) {
+				w.rollouts = append(w.rollouts, positionOf(ev.Object.(*v1alpha1.Rollout)))
+			})
+		},
+	} {
+		if err := f(); err != nil {
+			s.t.Fatal(err)
+		}
+	}
 	return w
 }
 
-func (w *stillWatch) follow(ctx context.Context, wi watch.Interface, record func(watch.Event)) {
-	defer w.wg.Done()
+// watchFunc starts a watch at rv, or from a fresh list when rv expired.
+type watchFunc func(rv string, expired bool, record func(watch.Event)) (watch.Interface, error)
+
+// start watches from rv and follows the watch in the background, resuming
+// it from the last delivered version when the server closes it.
+func (w *stillWatch) start(ctx context.Context, watchFrom watchFunc, rv string, record func(watch.Event)) error {
+	wi, err := watchFrom(rv, false, record)
+	if err != nil {
+		return err
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for {
+			last, expired, err := w.follow(ctx, wi, record)
+			if err != nil || ctx.Err() != nil {
+				return
+			}
+			if last != "" {
+				rv = last
+			}
+			if wi, err = watchFrom(rv, expired, record); err != nil {
+				w.mu.Lock()
+				w.err = errors.Join(w.err, fmt.Errorf("resuming a watch at %s: %w", rv, err))
+				w.mu.Unlock()
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// follow records the events of wi until ctx ends, the server closes the
+// watch, or it reports an error. It returns the last resource version
+// seen, whether the server said that version expired (410: resume from a
+// list), and any other watch error (also recorded).
+func (w *stillWatch) follow(ctx context.Context, wi watch.Interface, record func(watch.Event)) (string, bool, error) {
 	defer wi.Stop()
+	var last string
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return last, false, nil
 		case ev, ok := <-wi.ResultChan():
-			w.mu.Lock()
-			switch {
-			case !ok:
-				w.err = errors.Join(w.err, errors.New("a watch ended early"))
-			case ev.Type == watch.Error:
-				w.err = errors.Join(w.err, fmt.Errorf("watch error: %v", ev.Object))
-			case ev.Type != watch.Bookmark:
-				record(ev)
+			if !ok {
+				return last, false, nil
 			}
-			w.mu.Unlock()
-			if !ok || ev.Type == watch.Error {
-				return
+			if ev.Type == watch.Error {
+				if st, isStatus := ev.Object.(*metav1.Status); isStatus && st.Code == http.StatusGone {
+					return last, true, nil
+				}
+				err := fmt.Errorf("watch error: %v", ev.Object)
+				w.mu.Lock()
+				w.err = errors.Join(w.err, err)
+				w.mu.Unlock()
+				return last, false, err
+			}
+			if o, ok := ev.Object.(client.Object); ok {
+				last = o.GetResourceVersion()
+			}
+			if ev.Type != watch.Bookmark {
+				w.mu.Lock()
+				record(ev)
+				w.mu.Unlock()
 			}
 		}
 	}
