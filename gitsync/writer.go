@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -46,6 +47,12 @@ type WriterOptions struct {
 	// MaxMeasurements bounds the analysis measurements written per
 	// Rollout (newest kept); 0 means DefaultMaxMeasurements.
 	MaxMeasurements int
+	// OnFlush, when set, is called after every flush that had states or
+	// removals to write, successful or not, with its result (see
+	// FlushResult.Written) and error. It runs on the goroutine that
+	// flushed (Start's, for periodic flushes), with no lock of the Writer
+	// held, so it may call Written; it must return quickly.
+	OnFlush func(FlushResult, error)
 }
 
 // CommitData is the data of the status commit message template.
@@ -66,6 +73,12 @@ type FlushResult struct {
 	// Attempts is the number of fetch-build-push cycles used, also by a
 	// flush that failed.
 	Attempts int
+	// Written lists, sorted, the "<namespace>/<name>" whose Written commit
+	// this flush set or moved: Rollouts whose latest enqueued state is now
+	// in Git (written by this commit or found there already) and had not
+	// been reported by an earlier flush, or whose file this flush wrote
+	// again. Rollouts already in Git and left untouched are not listed.
+	Written []string
 }
 
 // Writer writes Rollout states to Git, coalesced: Enqueue only records the
@@ -84,10 +97,12 @@ type Writer struct {
 
 	mu      sync.Mutex
 	states  map[string]RolloutState
-	seq     map[string]uint64 // gen of each state's last Enqueue
+	seq     map[string]uint64 // gen of each state's last change
 	removed map[string]bool
-	gen     uint64 // bumped on every Enqueue and Remove
+	gen     uint64 // bumped on every Enqueue of a changed state and on Remove
 	flushed uint64 // gen covered by the last successful flush
+	// written holds, per key, the status commit that holds the key's
+	// current state; absent while that state is pending.
 	written map[string]string
 	last    flushOutcome
 
@@ -137,16 +152,22 @@ func NewWriter(repo *Repository, opts WriterOptions) (*Writer, error) {
 
 // Enqueue records the latest state of a Rollout for the next flush.
 // Free text is passed through the repository's redactor, so a credential
-// or a URL with userinfo never reaches Git.
+// or a URL with userinfo never reaches Git. A state equal to the one held
+// changes nothing: Written keeps its commit and nothing becomes pending.
+// A different state makes Written return "" until a flush writes it.
 func (w *Writer) Enqueue(s RolloutState) {
 	s = w.clean(s)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := s.key()
+	if old, ok := w.states[k]; ok && reflect.DeepEqual(old, s) {
+		return
+	}
 	w.gen++
 	w.states[k] = s
 	w.seq[k] = w.gen
 	delete(w.removed, k)
+	delete(w.written, k)
 }
 
 // clean normalizes s and redacts its free text.
@@ -215,8 +236,10 @@ func (w *Writer) Remove(namespace, name string) {
 	w.gen++
 }
 
-// Written returns the status commit holding the Rollout's latest enqueued
-// state, or "" while it is pending.
+// Written returns the status commit that wrote the Rollout's latest
+// enqueued state (or found it already on the branch), or "" while that
+// state is pending. Later commits for other Rollouts keep the file, so
+// the state is also in every commit after it until the Rollout changes.
 func (w *Writer) Written(namespace, name string) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -241,8 +264,19 @@ func (w *Writer) Pending() bool {
 
 // Flush writes every enqueued state that differs from the branch in one
 // commit (none when all are identical). Concurrent pushes by others are
-// merged by rebuilding on their head; see Repository.Update.
+// merged by rebuilding on their head; see Repository.Update. OnFlush is
+// called once the outcome is recorded.
 func (w *Writer) Flush(ctx context.Context) (FlushResult, error) {
+	out, wrote, err := w.flush(ctx)
+	if wrote && w.opts.OnFlush != nil {
+		w.opts.OnFlush(out, err)
+	}
+	return out, err
+}
+
+// flush is Flush without the callback; wrote reports whether there was
+// anything to write.
+func (w *Writer) flush(ctx context.Context) (out FlushResult, wrote bool, err error) {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
@@ -259,9 +293,8 @@ func (w *Writer) Flush(ctx context.Context) (FlushResult, error) {
 	w.mu.Unlock()
 	sort.Strings(removed)
 
-	var out FlushResult
-	var err error
-	if len(states) > 0 || len(removed) > 0 {
+	wrote = len(states) > 0 || len(removed) > 0
+	if wrote {
 		if err = w.renderAll(states, seq); err == nil {
 			out, err = w.write(ctx, states, removed)
 		}
@@ -270,18 +303,28 @@ func (w *Writer) Flush(ctx context.Context) (FlushResult, error) {
 	defer w.mu.Unlock()
 	w.last = flushOutcome{result: out, at: time.Now(), err: err}
 	if err != nil {
-		return out, err
+		return out, wrote, err
 	}
 	w.flushed = max(w.flushed, gen)
 	for _, k := range removed {
 		delete(w.removed, k)
 	}
-	for k := range states {
-		if w.seq[k] == seq[k] {
+	rewritten := make(map[string]bool, len(out.Changed))
+	for _, k := range out.Changed {
+		rewritten[k] = true
+	}
+	for _, k := range sortedKeys(states) {
+		// A state enqueued again since the snapshot is not the one written.
+		if w.seq[k] != seq[k] {
+			continue
+		}
+		if _, ok := w.written[k]; !ok || rewritten[k] {
 			w.written[k] = out.Commit
+			out.Written = append(out.Written, k)
 		}
 	}
-	return out, nil
+	w.last.result = out
+	return out, wrote, nil
 }
 
 // renderAll refreshes the render cache for states; unchanged states are not

@@ -339,3 +339,134 @@ func TestWriterNeverOverwritesForeignFiles(t *testing.T) {
 		t.Fatalf("a refused flush committed: %v", log)
 	}
 }
+
+// TestWrittenOnlyForTheLatestState: Written names a commit only while the
+// Rollout's latest enqueued state is in Git. An equal state changes
+// nothing; a newer one is pending (Written "") until a flush writes it.
+func TestWrittenOnlyForTheLatestState(t *testing.T) {
+	srv, repo := newRepo(t, map[string]string{"a": "a\n"})
+	w := newWriter(t, repo, gitsync.WriterOptions{})
+	w.Enqueue(state("demo", "echo", 1))
+	if got := w.Written("demo", "echo"); got != "" || !w.Pending() {
+		t.Fatalf("before any flush: Written = %q, Pending = %v; want \"\", true", got, w.Pending())
+	}
+	first, err := w.Flush(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Written("demo", "echo"); got != first.Commit || !reflect.DeepEqual(first.Written, []string{"demo/echo"}) {
+		t.Fatalf("after the flush: Written = %q, result %+v; want %s and [demo/echo]", got, first, first.Commit)
+	}
+
+	// The same state again: still written, nothing to flush.
+	w.Enqueue(state("demo", "echo", 1))
+	if got := w.Written("demo", "echo"); got != first.Commit || w.Pending() {
+		t.Fatalf("equal state enqueued: Written = %q, Pending = %v; want %s, false", got, w.Pending(), first.Commit)
+	}
+
+	// A newer state: pending until flushed, even though Git still holds
+	// the older one.
+	w.Enqueue(state("demo", "echo", 2))
+	if got := w.Written("demo", "echo"); got != "" || !w.Pending() {
+		t.Fatalf("newer state enqueued: Written = %q, Pending = %v; want \"\", true", got, w.Pending())
+	}
+	// Another Rollout's change does not move the commit of one that is
+	// already in Git.
+	w.Enqueue(state("demo", "web", 1))
+	second, err := w.Flush(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _ := srv.Head("app", gitsync.DefaultStatusBranch)
+	if got := w.Written("demo", "echo"); got != second.Commit || got != head || !reflect.DeepEqual(second.Written, []string{"demo/echo", "demo/web"}) {
+		t.Fatalf("after the second flush: Written = %q, head %s, result %+v", got, head, second)
+	}
+	w.Enqueue(state("demo", "web", 2))
+	third, err := w.Flush(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Written("demo", "echo"); got != second.Commit || !reflect.DeepEqual(third.Written, []string{"demo/web"}) {
+		t.Fatalf("echo unchanged: Written = %q (want %s), result %+v (want only demo/web)", got, second.Commit, third)
+	}
+	if s, _ := srv.ReadFile("app", gitsync.DefaultStatusBranch, "demo/echo.yaml"); !strings.Contains(s, "current: 2") {
+		t.Fatalf("echo's file lost its latest state:\n%s", s)
+	}
+}
+
+// TestOnFlushReportsWhatReachedGit drives the Writer through Start: each
+// periodic flush calls OnFlush with the Rollouts whose latest state it put
+// in Git, after Written already says so; a failed flush reports its error.
+func TestOnFlushReportsWhatReachedGit(t *testing.T) {
+	srv, repo := newRepo(t, map[string]string{"a": "a\n"})
+	type call struct {
+		res     gitsync.FlushResult
+		err     error
+		written map[string]string // Written of each reported key, read in the callback
+	}
+	calls := make(chan call, 10)
+	var w *gitsync.Writer
+	w = newWriter(t, repo, gitsync.WriterOptions{Window: 20 * time.Millisecond, OnFlush: func(res gitsync.FlushResult, err error) {
+		c := call{res: res, err: err, written: map[string]string{}}
+		for _, k := range res.Written {
+			ns, name, _ := strings.Cut(k, "/")
+			c.written[k] = w.Written(ns, name)
+		}
+		calls <- c
+	}})
+	c, cancel := contextWithCancel(t)
+	done := make(chan error)
+	go func() { done <- w.Start(c) }()
+	next := func(what string) call {
+		t.Helper()
+		select {
+		case got := <-calls:
+			return got
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no OnFlush call within 10s", what)
+			return call{}
+		}
+	}
+
+	w.Enqueue(state("demo", "echo", 1))
+	w.Enqueue(state("demo", "web", 1))
+	got := next("two new Rollouts")
+	head, _ := srv.Head("app", gitsync.DefaultStatusBranch)
+	want := map[string]string{"demo/echo": head, "demo/web": head}
+	if got.err != nil || got.res.Commit != head || !reflect.DeepEqual(got.written, want) {
+		t.Fatalf("OnFlush(%+v, %v), Written in the callback %v; want commit %s and %v", got.res, got.err, got.written, head, want)
+	}
+
+	w.Enqueue(state("demo", "web", 1)) // unchanged: no flush
+	w.Enqueue(state("demo", "echo", 2))
+	got = next("one changed Rollout")
+	head, _ = srv.Head("app", gitsync.DefaultStatusBranch)
+	if want := map[string]string{"demo/echo": head}; got.err != nil || !reflect.DeepEqual(got.written, want) {
+		t.Fatalf("OnFlush(%+v, %v), Written in the callback %v; want %v", got.res, got.err, got.written, want)
+	}
+	if w.Pending() {
+		t.Fatal("pending after the flush")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case extra := <-calls:
+		t.Fatalf("OnFlush called with nothing to write: %+v", extra)
+	default:
+	}
+
+	// A flush that fails is reported too, with nothing written.
+	_, repo = newRepo(t, map[string]string{"demo/echo.yaml": "kind: Deployment\n"})
+	w = newWriter(t, repo, gitsync.WriterOptions{Branch: "main", OnFlush: func(res gitsync.FlushResult, err error) {
+		calls <- call{res: res, err: err}
+	}})
+	w.Enqueue(state("demo", "echo", 1))
+	if _, err := w.Flush(ctx(t)); !errors.Is(err, gitsync.ErrNotOwned) {
+		t.Fatalf("Flush = %v, want ErrNotOwned", err)
+	}
+	if got := next("a failed flush"); !errors.Is(got.err, gitsync.ErrNotOwned) || len(got.res.Written) != 0 {
+		t.Fatalf("OnFlush(%+v, %v) after a failed flush; want ErrNotOwned and nothing written", got.res, got.err)
+	}
+}

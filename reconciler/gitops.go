@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,10 @@ import (
 type gitRepos struct {
 	reader   client.Reader // uncached: Secrets are read by name, never listed
 	defaults Options
+	// written gets the Rollouts whose latest progress a flush put in Git
+	// (their GitSynced turns True); changed the Repositories whose fetch
+	// or flush outcome changed (their status).
+	written, changed *notifier
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -32,18 +37,29 @@ type gitRepos struct {
 // gitEntry is one open repository.
 type gitEntry struct {
 	key    string
+	obj    types.NamespacedName // the Repository object
 	spec   v1alpha1.RepositorySpec
 	repo   *gitsync.Repository
 	writer *gitsync.Writer
 	stop   context.CancelFunc
+	// branch is the Repository's tracked branch; statusBranch and window
+	// where and how often its writer writes.
+	branch       string
+	statusBranch string
+	window       time.Duration
 
 	mu        sync.Mutex
 	lastFetch time.Time
+	checked   time.Time // last fetch tried by the Repository controller
 	stale     bool
+	health    gitHealth
 }
 
 func newGitRepos(reader client.Reader, defaults Options) *gitRepos {
-	return &gitRepos{reader: reader, defaults: defaults, entries: map[types.NamespacedName]*gitEntry{}}
+	return &gitRepos{
+		reader: reader, defaults: defaults, entries: map[types.NamespacedName]*gitEntry{},
+		written: newNotifier(), changed: newNotifier(),
+	}
 }
 
 // Start records the manager's context for the status writers and, when it
@@ -73,6 +89,7 @@ func (g *gitRepos) markStale(key types.NamespacedName) bool {
 		return false
 	}
 	e.markStale()
+	g.changed.notify(key) // the Repository controller fetches at once
 	return true
 }
 
@@ -83,12 +100,23 @@ func (g *gitRepos) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*gitEn
 	if err := g.reader.Get(ctx, key, &r); err != nil {
 		return nil, nil, fmt.Errorf("getting Repository %s named by spec.git.repository: %w", key, err)
 	}
+	e, err := g.forRepository(ctx, &r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, &r, nil
+}
+
+// forRepository returns the open repository of r, opening it (again) when
+// r's spec or its Secret changed.
+func (g *gitRepos) forRepository(ctx context.Context, r *v1alpha1.Repository) (*gitEntry, error) {
+	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
 	var data map[string][]byte
 	secretVersion := ""
 	if r.Spec.SecretRef != nil {
 		var s corev1.Secret
 		if err := g.reader.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.SecretRef.Name}, &s); err != nil {
-			return nil, nil, fmt.Errorf("getting Secret %s/%s named by Repository %s spec.secretRef: %w", r.Namespace, r.Spec.SecretRef.Name, key, err)
+			return nil, fmt.Errorf("getting Secret %s/%s named by Repository %s spec.secretRef: %w", r.Namespace, r.Spec.SecretRef.Name, key, err)
 		}
 		data, secretVersion = s.Data, s.ResourceVersion
 	}
@@ -96,12 +124,12 @@ func (g *gitRepos) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*gitEn
 	g.mu.Lock()
 	if e := g.entries[key]; e != nil && e.key == entryKey {
 		g.mu.Unlock()
-		return e, &r, nil
+		return e, nil
 	}
 	e, err := g.open(key, r.Spec, data, entryKey)
 	if err != nil {
 		g.mu.Unlock()
-		return nil, nil, fmt.Errorf("Repository %s: %w", key, err)
+		return nil, fmt.Errorf("Repository %s: %w", key, err)
 	}
 	old := g.entries[key]
 	g.entries[key] = e
@@ -112,7 +140,18 @@ func (g *gitRepos) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*gitEn
 		old.stop()
 		e.writer.Adopt(old.writer)
 	}
-	return e, &r, nil
+	return e, nil
+}
+
+// close stops the writer of a deleted Repository (after a last flush).
+func (g *gitRepos) close(key types.NamespacedName) {
+	g.mu.Lock()
+	e := g.entries[key]
+	delete(g.entries, key)
+	g.mu.Unlock()
+	if e != nil {
+		go e.stop() // a last flush may wait for an unreachable server
+	}
 }
 
 func entryKey(spec v1alpha1.RepositorySpec, secretVersion string) string {
@@ -139,10 +178,15 @@ func (g *gitRepos) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 	if err != nil {
 		return nil, err
 	}
-	w, err := gitsync.NewWriter(repo, g.writerOptions(spec))
+	opts := g.writerOptions(spec)
+	e := &gitEntry{key: key, obj: obj, spec: spec, repo: repo,
+		branch: orDefault(spec.Branch, "main"), statusBranch: opts.Branch, window: opts.Window}
+	opts.OnFlush = func(res gitsync.FlushResult, err error) { g.flushed(e, res, err) }
+	w, err := gitsync.NewWriter(repo, opts)
 	if err != nil {
 		return nil, err
 	}
+	e.writer = w
 	parent := g.ctx
 	if parent == nil {
 		parent = context.Background()
@@ -153,11 +197,28 @@ func (g *gitRepos) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 		defer close(done)
 		_ = w.Start(ctx)
 	}()
-	stop := func() {
+	e.stop = func() {
 		cancel()
 		<-done
 	}
-	return &gitEntry{key: key, spec: spec, repo: repo, writer: w, stop: stop}, nil
+	return e, nil
+}
+
+// flushed records a status flush of e for its Repository's status and
+// asks for reconciles of the Rollouts whose latest progress it put in Git.
+func (g *gitRepos) flushed(e *gitEntry, res gitsync.FlushResult, err error) {
+	e.mu.Lock()
+	changed := e.health.flushed(res.Commit, err)
+	e.mu.Unlock()
+	if changed {
+		g.changed.notify(e.obj)
+	}
+	keys := make([]types.NamespacedName, 0, len(res.Written))
+	for _, k := range res.Written {
+		ns, name, _ := strings.Cut(k, "/")
+		keys = append(keys, types.NamespacedName{Namespace: ns, Name: name})
+	}
+	g.written.notify(keys...)
 }
 
 func (g *gitRepos) writerOptions(spec v1alpha1.RepositorySpec) gitsync.WriterOptions {
@@ -197,13 +258,27 @@ func (g *gitRepos) fetchIfDue(ctx context.Context, e *gitEntry, branch string, n
 	if !due {
 		return nil
 	}
-	if err := e.repo.Fetch(ctx, branch); err != nil {
-		return err
+	return g.fetch(ctx, e, branch, now)
+}
+
+// fetch fetches branch and records the outcome for the Repository's
+// status.
+func (g *gitRepos) fetch(ctx context.Context, e *gitEntry, branch string, now time.Time) error {
+	err := e.repo.Fetch(ctx, branch)
+	head := ""
+	if err == nil && branch == e.branch {
+		head, _ = e.repo.Head(branch)
 	}
 	e.mu.Lock()
-	e.lastFetch, e.stale = now, false
+	if err == nil {
+		e.lastFetch, e.stale = now, false
+	}
+	changed := e.health.fetched(branch == e.branch, head, now, err)
 	e.mu.Unlock()
-	return nil
+	if changed {
+		g.changed.notify(e.obj)
+	}
+	return err
 }
 
 // markStale makes the next read fetch at once.

@@ -85,25 +85,56 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *release, plan str
 	if err := r.openRevertRequest(ctx, rel, ro.Status.Message); err != nil {
 		return fmt.Errorf("revert pull request: %w", err)
 	}
-	rel.git.writer.Enqueue(stateOf(ro, rel, plan))
 	if ro.Status.Git == nil {
 		ro.Status.Git = &v1alpha1.GitStatus{}
 	}
-	ro.Status.Git.StatusBranch = orDefault(rel.repo.Spec.Status.Branch, r.Options.GitStatusBranch)
-	if h := rel.git.writer.Written(ro.Namespace, ro.Name); h != "" && h != ro.Status.Git.StatusCommit {
-		ro.Status.Git.StatusCommit = h
-		now := metav1.NewTime(rel.now)
-		ro.Status.Git.LastWriteTime = &now
-	}
 	if c, err := rel.git.repo.Head(trackedBranch(ro, rel.repo)); err == nil {
-		ro.Status.Git.ObservedCommit = c
+		ro.Status.Git.ObservedCommit = c // before stateOf, which writes it
 	}
-	if _, _, err := rel.git.writer.LastFlush(); err != nil && rel.git.writer.Pending() {
-		r.markGit(ro, metav1False, v1alpha1.ReasonGitError, "writing progress to "+ro.Status.Git.StatusBranch+": "+err.Error())
-	} else if !rel.gitFailed {
-		r.markGit(ro, metav1True, v1alpha1.ReasonGitSynced, "progress queued for "+ro.Status.Git.StatusBranch)
-	}
+	rel.git.writer.Enqueue(stateOf(ro, rel, plan))
+	ro.Status.Git.StatusBranch = rel.git.statusBranch
+	r.markGitWrite(rel)
 	return nil
+}
+
+// markGitWrite sets GitSynced from where the progress just queued is: in
+// Git (a flush wrote it, or found it there), failing to get there, or
+// waiting for the next flush, whose callback reconciles the Rollout again.
+func (r *RolloutReconciler) markGitWrite(rel *release) {
+	ro, w := rel.ro, rel.git.writer
+	branch := ro.Status.Git.StatusBranch
+	if h := w.Written(ro.Namespace, ro.Name); h != "" {
+		if h != ro.Status.Git.StatusCommit {
+			ro.Status.Git.StatusCommit = h
+			now := metav1.NewTime(rel.now)
+			ro.Status.Git.LastWriteTime = &now
+		}
+		if !rel.gitFailed {
+			r.markGit(ro, metav1True, v1alpha1.ReasonGitSynced, "progress written to "+branch+" in "+shortCommit(h))
+		}
+		return
+	}
+	if _, _, err := w.LastFlush(); err != nil {
+		r.markGit(ro, metav1False, v1alpha1.ReasonGitError, "writing progress to "+branch+": "+err.Error())
+		return
+	}
+	if !rel.gitFailed {
+		r.markGitPending(rel)
+	}
+}
+
+// markGitPending sets GitSynced=False, reason GitPending: the Rollout's
+// current progress is not in Git yet.
+func (r *RolloutReconciler) markGitPending(rel *release) {
+	r.markGit(rel.ro, metav1False, v1alpha1.ReasonGitPending,
+		fmt.Sprintf("progress queued for %s, written within %s", rel.git.statusBranch, rel.git.window))
+}
+
+func shortCommit(h string) string {
+	if len(h) > 7 {
+		return h[:7]
+	}
+	return h
 }
 
 func trackedBranch(ro *v1alpha1.Rollout, repo *v1alpha1.Repository) string {

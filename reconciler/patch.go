@@ -43,3 +43,30 @@ func (p *statusPatcher) patch(ctx context.Context, ro *v1alpha1.Rollout) error {
 	p.before = ro.DeepCopy()
 	return nil
 }
+
+// repositoryPatcher writes a Repository's status the same way: one merge
+// patch, only when it changed since the last write.
+type repositoryPatcher struct {
+	c      client.Client
+	before *v1alpha1.Repository
+}
+
+func newRepositoryPatcher(c client.Client, repo *v1alpha1.Repository) *repositoryPatcher {
+	return &repositoryPatcher{c: c, before: repo.DeepCopy()}
+}
+
+// patch writes the status if it changed; observedGeneration records the
+// generation this reconcile acted on.
+func (p *repositoryPatcher) patch(ctx context.Context, repo *v1alpha1.Repository) error {
+	repo.Status.ObservedGeneration = repo.Generation
+	if equality.Semantic.DeepEqual(p.before.Status, repo.Status) {
+		return nil
+	}
+	base := p.before.DeepCopy()
+	base.ResourceVersion = ""
+	if err := p.c.Status().Patch(ctx, repo, client.MergeFrom(base), client.FieldOwner("rollgate")); err != nil {
+		return err
+	}
+	p.before = repo.DeepCopy()
+	return nil
+}

@@ -128,6 +128,9 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.R
 	// before acting on it, so a crash right after the action cannot bring
 	// back the old state's traffic or pods.
 	if moved {
+		if rel.git != nil && !rel.gitFailed {
+			r.markGitPending(rel) // the new step is not in Git yet
+		}
 		if err := patcher.patch(ctx, ro); err != nil {
 			return reconcile.Result{}, err
 		}

@@ -32,8 +32,8 @@ const repositoryIndex = "spec.git.repository"
 // "Service/<name>", "HTTPRoute/<name>".
 const routeIndex = "spec.trafficRoutings"
 
-// Setup registers the Rollout controller, the admission webhook and the Git
-// push endpoint with mgr. The webhook registers the index of Rollouts by
+// Setup registers the Rollout and Repository controllers, the admission
+// webhook and the Git push endpoint with mgr. The webhook registers the index of Rollouts by
 // workload (workload.RolloutWorkloadIndex) that the controller uses too.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	ctx := context.Background()
@@ -58,7 +58,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}); err != nil {
 		return err
 	}
-	recorder, err := eventv1.NewRecorder(mgr, mgr.GetLogger().WithName("events"), opts.EventsAddr, "rollgate")
+	// The Kubernetes Events stay on the Rollout; their copies posted to
+	// notification-controller are about the Rollout's Kustomization
+	// (fluxEvents).
+	eventLog := mgr.GetLogger().WithName("events")
+	k8sEvents, err := eventv1.NewRecorder(mgr, eventLog, "", "rollgate")
+	if err != nil {
+		return fmt.Errorf("event recorder: %w", err)
+	}
+	recorder, err := newFluxEvents(fluxEventsOptions{
+		Kubernetes: k8sEvents, Scheme: mgr.GetScheme(), Address: opts.EventsAddr, Controller: "rollgate", Log: eventLog,
+	})
 	if err != nil {
 		return fmt.Errorf("event recorder: %w", err)
 	}
@@ -71,6 +81,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), git: git,
 	}
 	if err := setupWebhook(mgr, opts); err != nil {
+		return err
+	}
+	if err := (&RepositoryReconciler{Client: mgr.GetClient(), git: git}).setupWithManager(mgr); err != nil {
 		return err
 	}
 	pushes := make(chan eventTarget, 64)
@@ -99,6 +112,7 @@ func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pus
 		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfReplicaSet)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfPod)).
 		WatchesRawSource(pushSource(pushes, r)).
+		WatchesRawSource(r.git.written.source()). // progress reached Git: GitSynced
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrent, 1)}).
 		Complete(r)
 }

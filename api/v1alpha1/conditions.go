@@ -20,9 +20,15 @@ const (
 	TrafficShiftedCondition = "TrafficShifted"
 	// AnalysisCondition reports the outcome of metric analysis.
 	AnalysisCondition = "Analysis"
-	// GitSyncedCondition is True while Git can be read and written: the
-	// latest progress is queued and reaches the status branch within the
-	// status window; False names the Git error.
+	// GitSyncedCondition is True when the status branch holds the
+	// Rollout's current progress (status.git.statusCommit names the commit
+	// that wrote it) and Git could be read. False with reason GitPending
+	// while that progress waits for the next write (within the status
+	// window), with reason GitError when Git cannot be read or written.
+	// A Rollout's own status changes make it False until written, so
+	// `kubectl wait --for=condition=GitSynced` after a step returns once
+	// Git says what the cluster says. It never affects Ready, Reconciling
+	// or Stalled.
 	GitSyncedCondition = "GitSynced"
 )
 
@@ -65,11 +71,18 @@ const (
 	ReasonTrafficPending = "TrafficPending"
 	// ReasonTrafficError: a router failed.
 	ReasonTrafficError = "TrafficError"
-	// ReasonGitSynced: progress is in Git.
+	// ReasonGitSynced: the Rollout's current progress is in Git.
 	ReasonGitSynced = "GitSynced"
+	// ReasonGitPending: the Rollout's current progress is queued for the
+	// status branch and is written at the end of the status window.
+	ReasonGitPending = "GitPending"
 	// ReasonGitError: Git could not be read or written; the release is not
-	// blocked by status write-back failures, only gates are.
+	// blocked by status write-back failures, only gates are. On a
+	// Repository: its last fetch or status write failed.
 	ReasonGitError = "GitError"
+	// ReasonGitReachable: on a Repository, the last fetch of the tracked
+	// branch and the last status write succeeded.
+	ReasonGitReachable = "GitReachable"
 )
 
 // Labels and annotations rollgate puts on objects.

@@ -13,7 +13,9 @@ import (
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
 // +kubebuilder:printcolumn:name="Branch",type=string,JSONPath=`.spec.branch`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.status.lastFetchedCommit`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 type Repository struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -51,8 +53,10 @@ type RepositorySpec struct {
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 
-	// Interval between fetches of the tracked branch, to notice merged
-	// approvals. A push webhook can trigger a fetch at once.
+	// Interval between fetches of the tracked branch while a gate waits,
+	// to notice merged approvals. Otherwise the branch is fetched for the
+	// status every minute, or every interval when longer. A push webhook
+	// can trigger a fetch at once.
 	// +kubebuilder:default="5s"
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`
@@ -138,23 +142,29 @@ type ForgeSpec struct {
 	SecretRef LocalObjectReference `json:"secretRef"`
 }
 
-// RepositoryStatus is what the controller last saw of the repository.
+// RepositoryStatus is what the controller last saw of the repository. It
+// is written when it changes, not at every fetch.
 type RepositoryStatus struct {
 	// ObservedGeneration is the generation last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Reconciling, Stalled.
+	// Conditions: Ready, True when the last fetch of the tracked branch and
+	// the last write of progress succeeded; False with reason GitError
+	// naming the error (credentials are never shown).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// LastFetchedCommit is the head of the tracked branch at the last fetch.
+	// LastFetchedCommit is the head of the tracked branch at the last
+	// successful fetch.
 	// +optional
 	LastFetchedCommit string `json:"lastFetchedCommit,omitempty"`
-	// LastFetchTime is when the tracked branch was last fetched.
+	// LastFetchTime is when LastFetchedCommit was first fetched; later
+	// fetches that find the same head leave it unchanged.
 	// +optional
 	LastFetchTime *metav1.Time `json:"lastFetchTime,omitempty"`
-	// LastStatusCommit is the last progress commit pushed.
+	// LastStatusCommit is the head of the status branch after the last
+	// successful write of progress.
 	// +optional
 	LastStatusCommit string `json:"lastStatusCommit,omitempty"`
 }

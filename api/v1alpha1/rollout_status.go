@@ -218,10 +218,12 @@ type GitStatus struct {
 	// StatusBranch is where progress files are written.
 	// +optional
 	StatusBranch string `json:"statusBranch,omitempty"`
-	// StatusCommit is the last commit that carried this Rollout's progress.
+	// StatusCommit is the status commit that wrote this Rollout's progress:
+	// its current progress while GitSynced is True, the previous one while
+	// GitSynced is False.
 	// +optional
 	StatusCommit string `json:"statusCommit,omitempty"`
-	// LastWriteTime is when progress was last pushed.
+	// LastWriteTime is when StatusCommit was written.
 	// +optional
 	LastWriteTime *metav1.Time `json:"lastWriteTime,omitempty"`
 	// RevertBranch holds the proposed revert after a failed release.

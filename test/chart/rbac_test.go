@@ -56,6 +56,7 @@ func TestRBACCoversWhatTheControllerDoes(t *testing.T) {
 	need := []struct{ group, resource, verb string }{
 		{"rollgate.dev", "rollouts", "watch"}, {"rollgate.dev", "rollouts", "patch"},
 		{"rollgate.dev", "rollouts/status", "patch"}, {"rollgate.dev", "repositories", "get"},
+		{"rollgate.dev", "repositories", "watch"}, {"rollgate.dev", "repositories/status", "patch"},
 		{"rollgate.dev", "analysistemplates", "list"},
 		{"apps", "deployments", "patch"}, {"apps", "statefulsets", "patch"}, {"apps", "daemonsets", "patch"},
 		{"apps", "replicasets", "create"}, {"apps", "controllerrevisions", "list"},

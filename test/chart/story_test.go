@@ -91,10 +91,11 @@ func (s *upgradeStory) helm(args ...string) string {
 	return helm(s.t, append(args, "--kubeconfig="+s.cluster.Kubeconfig)...)
 }
 
-// startController runs the chart's controller Deployment as it is now.
-func (s *upgradeStory) startController() *chartrun.Controller {
+// startController runs the chart's controller Deployment as it is now,
+// with binary ("" means the current build).
+func (s *upgradeStory) startController(binary string) *chartrun.Controller {
 	s.t.Helper()
-	c := chartrun.StartT(s.t, chartrun.Options{Kubeconfig: s.cluster.Kubeconfig, Namespace: releaseNS, Deployment: controller})
+	c := chartrun.StartT(s.t, chartrun.Options{Kubeconfig: s.cluster.Kubeconfig, Namespace: releaseNS, Deployment: controller, Binary: binary})
 	s.ctrl = c
 	return c
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/repo"
 )
 
 // The release of a Deployment is waiting at a manual gate when the chart is
@@ -90,7 +93,7 @@ func (s *upgradeStory) installPrevious() {
 	s.prevVersion = version
 	s.helm("install", release, path, "-n", releaseNS, "--create-namespace", "--set", "replicaCount=1", "--wait", "--timeout=2m")
 	s.assertChartLabels(version)
-	s.old = s.startController()
+	s.old = s.startController(previousController(s.t))
 	s.assertChartFlags(s.old)
 }
 
@@ -137,7 +140,7 @@ func (s *upgradeStory) replaceController(lease string, bundle []byte) {
 	if err := s.old.Stop(); err != nil {
 		s.t.Fatalf("stop the %s controller: %v", s.prevVersion, err)
 	}
-	s.startController()
+	s.startController("")
 	s.assertChartFlags(s.ctrl)
 	s.until(60*time.Second, "the new controller to lead (the old one's Lease expires)", func() (bool, string) {
 		h := s.leaseHolder()
@@ -292,4 +295,16 @@ spec:
       - name: web
         image: %s
 `, appReplicas, image)
+}
+
+// previousController returns the controller binary of the previous release,
+// built by `make tools` from test/chart/testdata/previous.
+func previousController(t *testing.T) string {
+	t.Helper()
+	_, version := previousChart(t)
+	bin := filepath.Join(repo.ToolsDir(), "previous", "rollgate-"+version)
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("the controller of chart %s is missing (%v): run 'make tools'", version, err)
+	}
+	return bin
 }

@@ -17,7 +17,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
 )
 
@@ -126,7 +126,7 @@ func start(ctx context.Context, o Options, spec container, dir string) (*Control
 	if err := checkIdentity(ctx, kubeconfig, o.Namespace, spec.serviceAccount); err != nil {
 		return nil, err
 	}
-	free, err := freePorts(4)
+	free, err := proc.FreePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -347,21 +347,6 @@ func podLikeName(deployment string) string {
 	_, _ = rand.Read(b)
 	h := hex.EncodeToString(b)
 	return fmt.Sprintf("%s-%s-%s", deployment, h[:10], h[10:15])
-}
-
-// freePorts returns n distinct ports that were free on 127.0.0.1 (all held
-// open together, then released for the controller to bind).
-func freePorts(n int) ([]int, error) {
-	out := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
 
 // envWithout is the environment of this process without the named

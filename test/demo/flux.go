@@ -17,14 +17,22 @@ var kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.
 
 // startFlux runs Flux's source-controller and kustomize-controller as local
 // processes against the cluster (package flux), logging into the demo's
-// folder.
+// folder; and notification-controller when the world wants it.
 func (w *world) startFlux(ctx context.Context) error {
-	c, err := flux.Start(ctx, flux.Options{Kubeconfig: w.cluster.Kubeconfig, Dir: w.tmp, Bin: w.tools.flux, Namespace: FluxNamespace})
+	o := flux.Options{Kubeconfig: w.cluster.Kubeconfig, Dir: w.tmp, Bin: w.tools.flux, Namespace: FluxNamespace}
+	c, err := flux.Start(ctx, o)
 	if err != nil {
 		return err
 	}
 	w.flux = c
 	w.p.step("Flux running: source-controller (artifacts at http://%s) and kustomize-controller, as local processes", c.StorageAddr)
+	if !w.withNotification {
+		return nil
+	}
+	if w.notification, err = flux.StartNotification(ctx, o); err != nil {
+		return err
+	}
+	w.p.step("Flux notification-controller running, receiving events at %s", w.notification.EventsURL)
 	return nil
 }
 

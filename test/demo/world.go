@@ -29,6 +29,7 @@ import (
 	"github.com/rollgate/rollgate/test/flux"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
 )
 
@@ -50,7 +51,11 @@ type world struct {
 	// (appFiles); nil for the demo.
 	overlay map[string]string
 	flux    *flux.Controllers
-	procs   []*process
+	// withNotification makes startFlux start notification-controller too,
+	// and startRollgate forward rollgate's events to it (notification).
+	withNotification bool
+	notification     *flux.Notification
+	procs            []*proc.Process
 	// webhookAddr and gitWebhookAddr are the rollgate controller's
 	// admission webhook and Git push endpoint.
 	webhookAddr, gitWebhookAddr string
@@ -224,7 +229,7 @@ func (w *world) startGit() error {
 // developer runs it next to a development cluster, and waits until its
 // admission webhook is registered and serving.
 func (w *world) startRollgate(ctx context.Context) error {
-	ports, err := freePorts(3)
+	ports, err := proc.FreePorts(3)
 	if err != nil {
 		return err
 	}
@@ -240,17 +245,20 @@ func (w *world) startRollgate(ctx context.Context) error {
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		"--git-webhook-bind-address", w.gitWebhookAddr,
 	}
-	proc, err := startProcess(w.tmp, "rollgate-controller", w.tools.rollgate, args, nil)
+	if w.notification != nil {
+		args = append(args, "--events-addr", w.notification.EventsURL)
+	}
+	controller, err := proc.Start(w.tmp, "rollgate-controller", w.tools.rollgate, args, nil)
 	if err != nil {
 		return err
 	}
-	w.procs = append(w.procs, proc)
+	w.procs = append(w.procs, controller)
 	err = w.waitFor(ctx, 60*time.Second, "the rollgate admission webhook", func(ctx context.Context) (bool, error) {
 		var cfg admissionregistrationv1.MutatingWebhookConfiguration
 		if err := w.c.Get(ctx, client.ObjectKey{Name: "rollgate"}, &cfg); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		return listening(w.webhookAddr), nil
+		return proc.Listening(w.webhookAddr), nil
 	})
 	if err != nil {
 		return err
@@ -264,12 +272,17 @@ func (w *world) startRollgate(ctx context.Context) error {
 func (w *world) waitFor(ctx context.Context, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) error {
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		for _, p := range w.procs {
-			if err := p.exited(); err != nil {
+			if err := p.Exited(); err != nil {
 				return false, err
 			}
 		}
 		if w.flux != nil {
 			if err := w.flux.Exited(); err != nil {
+				return false, err
+			}
+		}
+		if w.notification != nil {
+			if err := w.notification.Exited(); err != nil {
 				return false, err
 			}
 		}
@@ -287,7 +300,10 @@ func (w *world) waitFor(ctx context.Context, timeout time.Duration, what string,
 // close stops everything the demo started, children first, and removes its
 // temporary files.
 func (w *world) close() error {
-	errs := []error{stopAll(w.procs)}
+	errs := []error{proc.StopAll(w.procs, 10*time.Second)}
+	if w.notification != nil {
+		errs = append(errs, w.notification.Stop())
+	}
 	if w.flux != nil {
 		errs = append(errs, w.flux.Stop())
 	}
@@ -309,12 +325,16 @@ func (w *world) failureReport() string {
 	var b strings.Builder
 	if w.flux != nil && w.flux.Exited() == nil {
 		for _, name := range []string{flux.SourceController, flux.KustomizeController} {
-			fmt.Fprintf(&b, "\n== %s: last lines of its log ==\n%s\n", name, tail(filepath.Join(w.tmp, name+".log"), 10))
+			fmt.Fprintf(&b, "\n== %s: last lines of its log ==\n%s\n", name, proc.Tail(filepath.Join(w.tmp, name+".log"), 10))
 		}
 	}
+	if w.notification != nil && w.notification.Exited() == nil {
+		name := flux.NotificationController
+		fmt.Fprintf(&b, "\n== %s: last lines of its log ==\n%s\n", name, proc.Tail(filepath.Join(w.tmp, name+".log"), 10))
+	}
 	for _, p := range w.procs {
-		if p.exited() == nil {
-			fmt.Fprintf(&b, "\n== %s: last lines of its log ==\n%s\n", p.name, tail(p.log, 10))
+		if p.Exited() == nil {
+			fmt.Fprintf(&b, "\n== %s: last lines of its log ==\n%s\n", p.Name, proc.Tail(p.Log, 10))
 		}
 	}
 	return b.String()

@@ -2,17 +2,21 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/test/gitserver"
 )
 
 const echoRollout = `
@@ -82,6 +86,10 @@ func TestReleaseWithApprovalMergedInGit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The controller reaches the Git server through a proxy the story can
+	// stop.
+	proxy := newGitProxy(t, w.git.URL)
+	repoURL = strings.Replace(repoURL, w.git.URL, proxy.URL(), 1)
 	w.applyYAML(fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
@@ -97,8 +105,11 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
 			w.deployment("demo", "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
 	})
+	// And the Repository says rollgate reads it, at the commit Git has.
+	w.repositoryAt("app-repo", "app", "")
 
 	// When the image changes in Git and Flux applies it.
+	log := w.watchRollout("demo", "echoserver")
 	w.applyYAML(echoApp("echo:2.0"))
 
 	// Then batch 1 has exactly one new pod and 20% of traffic, and the
@@ -124,13 +135,52 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 		t.Fatalf("approval branch %q, want %q", branch, want)
 	}
 
-	// A controller restart while waiting skips no gate.
+	// And GitSynced says when Git holds the gate: False (GitPending) as it
+	// opens, True within the status window (1s), naming the head of the
+	// status branch, whose file shows the gate.
+	atGate := func(st v1alpha1.RolloutStatus) bool {
+		return st.AwaitingApproval != nil && st.AwaitingApproval.Branch == branch
+	}
+	pending, synced := w.gitSyncedAfter(log, "the gate of step 1", atGate)
+	latency := synced.at.Sub(pending.at)
+	t.Logf("gate of step 1: GitSynced True %v after the gate showed with GitSynced=False (status window 1s)", latency)
+	if latency > 3*time.Second {
+		t.Errorf("GitSynced True %v after the gate showed; want within the 1s window and a little", latency)
+	}
+	statusHead, _ := w.git.Head("app", "rollgate/status")
+	file, _ := w.git.ReadFile("app", "rollgate/status", "demo/echoserver.yaml")
+	if synced.status.Git.StatusCommit != statusHead || !strings.Contains(file, "branch: "+branch) || !strings.Contains(file, "current: 1") {
+		t.Fatalf("GitSynced=True names %s; status branch at %s with:\n%s", synced.status.Git.StatusCommit, statusHead, file)
+	}
+	assertKstatusIgnoresGitSynced(t, log.snapshot())
+	repo := w.repositoryAt("app-repo", "app", statusHead)
+
+	// A controller restart while waiting skips no gate, and rewrites no
+	// Repository status: the gate's fetches every second find the same
+	// commits.
 	w.stopController()
 	w.startController()
 	time.Sleep(3 * time.Second) // several fetch intervals: nothing may move without the merge
 	if ro = w.rollout("demo", "echoserver"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
 		t.Fatalf("after a restart the gate must still hold: step %d, awaiting %v", ro.Status.CurrentStepIndex, ro.Status.AwaitingApproval)
 	}
+	if again := w.repository("demo", "app-repo"); again.ResourceVersion != repo.ResourceVersion {
+		t.Errorf("Repository status rewritten with nothing changed:\nbefore %s\nafter  %s", describeRepository(repo), describeRepository(again))
+	}
+
+	// When the Git server stops, the Repository says so and names the
+	// error; the gate holds. Started again, the Repository is Ready again.
+	proxy.stop()
+	w.eventually(30*time.Second, "Repository Ready=False naming the refused connection", func(ctx context.Context) (bool, error) {
+		c := conditions.Get(w.repository("demo", "app-repo"), v1alpha1.ReadyCondition)
+		return c != nil && c.Status == "False" && c.Reason == v1alpha1.ReasonGitError && strings.Contains(c.Message, "connection refused"), nil
+	})
+	t.Logf("Git stopped: %s", describeRepository(w.repository("demo", "app-repo")))
+	if ro = w.rollout("demo", "echoserver"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
+		t.Fatalf("with Git stopped the gate must hold: step %d, awaiting %v", ro.Status.CurrentStepIndex, ro.Status.AwaitingApproval)
+	}
+	proxy.start()
+	w.repositoryAt("app-repo", "app", statusHead)
 
 	// When a user merges the approval branch.
 	if _, err := w.git.Merge("app", "main", branch, "Merge approval of echoserver step 1"); err != nil {
@@ -156,11 +206,64 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 		t.Fatalf("the HTTPRoute must be back to what Git declares, got %+v", refs)
 	}
 
-	// And Git tells the story without the cluster.
-	w.eventually(30*time.Second, "status in Git", func(ctx context.Context) (bool, error) {
+	// And Git tells the story without the cluster: GitSynced=True names
+	// the head of the status branch, whose file says Healthy.
+	w.eventually(30*time.Second, "GitSynced=True naming the status commit that says Healthy", func(ctx context.Context) (bool, error) {
+		ro := w.rollout("demo", "echoserver")
+		head, _ := w.git.Head("app", "rollgate/status")
 		s, err := w.git.ReadFile("app", "rollgate/status", "demo/echoserver.yaml")
-		return err == nil && strings.Contains(s, "phase: Healthy"), nil
+		return conditions.IsTrue(ro, v1alpha1.GitSyncedCondition) && ro.Status.Git.StatusCommit == head &&
+			err == nil && strings.Contains(s, "phase: Healthy"), nil
 	})
+	assertKstatusIgnoresGitSynced(t, log.snapshot())
+	// The Repository followed: main at the merge, the last status commit.
+	statusHead, _ = w.git.Head("app", "rollgate/status")
+	w.repositoryAt("app-repo", "app", statusHead)
+
+	// A Repository whose Secret holds a wrong password is not Ready; its
+	// status names the error, never the password.
+	const wrongPassword = "wr0ng-Pa55word-e2e"
+	private := gitserver.Start(t, gitserver.Options{Username: "bot", Password: "right-Pa55word-e2e"})
+	privateURL, err := private.CreateRepo("private", map[string]string{"README.md": "private\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "private-credentials"},
+		StringData: map[string]string{"username": "bot", "password": wrongPassword},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.applyYAML(fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Repository
+metadata: {name: private-repo, namespace: demo}
+spec: {url: %q, branch: main, secretRef: {name: private-credentials}}
+`, privateURL))
+	w.eventually(30*time.Second, "Repository with a wrong password Ready=False", func(ctx context.Context) (bool, error) {
+		c := conditions.Get(w.repository("demo", "private-repo"), v1alpha1.ReadyCondition)
+		return c != nil && c.Status == "False" && c.Reason == v1alpha1.ReasonGitError && strings.Contains(c.Message, "authentication"), nil
+	})
+	private0 := w.repository("demo", "private-repo")
+	t.Logf("wrong password: %s", describeRepository(private0))
+	if status, _ := json.Marshal(private0.Status); strings.Contains(string(status), wrongPassword) {
+		t.Fatalf("the password is in the Repository's status: %s", status)
+	}
+}
+
+// repositoryAt waits for the Repository name in demo to be Ready at the
+// head of main of the Git server's repository gitRepo, with statusCommit
+// as its last status commit ("" for any).
+func (w *world) repositoryAt(name, gitRepo, statusCommit string) *v1alpha1.Repository {
+	w.t.Helper()
+	var r *v1alpha1.Repository
+	w.eventually(30*time.Second, "Repository "+name+" Ready at the head of main", func(ctx context.Context) (bool, error) {
+		r = w.repository("demo", name)
+		main, err := w.git.Head(gitRepo, "main")
+		return err == nil && conditions.IsReady(r) && r.Status.LastFetchedCommit == main && r.Status.LastFetchTime != nil &&
+			(statusCommit == "" || r.Status.LastStatusCommit == statusCommit) && r.Status.ObservedGeneration == r.Generation, nil
+	})
+	return r
 }
 
 // assertWeights checks the share of requests each backend of the

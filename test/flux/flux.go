@@ -3,6 +3,8 @@
 // tests), the way a platform team runs Flux in a real one: the controllers
 // are the real binaries `make tools-flux` builds into bin/flux, reconciling
 // GitRepository and Kustomization objects and applying what Git declares.
+// StartNotification adds notification-controller, which receives events
+// and dispatches them to the Providers its Alerts select.
 //
 // Each controller listens on its own free ports on 127.0.0.1, runs in its
 // own process group and is stopped by its pid.
@@ -12,20 +14,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
 
+	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
 )
 
 // Names of the controllers: their binaries in Options.Bin and their logs,
 // <name>.log in Options.Dir.
 const (
-	SourceController    = "source-controller"
-	KustomizeController = "kustomize-controller"
+	SourceController       = "source-controller"
+	KustomizeController    = "kustomize-controller"
+	NotificationController = "notification-controller"
 )
 
 // Options configure Start.
@@ -41,7 +44,7 @@ type Controllers struct {
 	// StorageAddr is the host:port of source-controller's artifact server.
 	StorageAddr string
 
-	procs   []*process // in start order
+	procs   []*proc.Process // in start order
 	stopped atomic.Bool
 }
 
@@ -64,7 +67,7 @@ func Start(ctx context.Context, o Options) (*Controllers, error) {
 	if err := os.MkdirAll(storage, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(5)
+	ports, err := proc.FreePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -88,32 +91,32 @@ func Start(ctx context.Context, o Options) (*Controllers, error) {
 			"--health-addr=" + addr(4),
 		}},
 	} {
-		p, err := startProcess(o.Dir, x.name, filepath.Join(o.Bin, x.name), x.args, env)
+		p, err := startController(o.Dir, x.name, filepath.Join(o.Bin, x.name), x.args, env)
 		if err != nil {
 			return nil, errors.Join(err, c.Stop())
 		}
 		c.procs = append(c.procs, p)
 	}
-	if err := c.waitListening(ctx, 60*time.Second, addr(0), addr(2), addr(4)); err != nil {
+	if err := waitListening(ctx, 60*time.Second, c.Exited, addr(0), addr(2), addr(4)); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
 	return c, nil
 }
 
 // waitListening waits until something accepts connections on every addr,
-// failing early when a controller exits.
-func (c *Controllers) waitListening(ctx context.Context, timeout time.Duration, addrs ...string) error {
+// failing early when exited reports a controller gone.
+func waitListening(ctx context.Context, timeout time.Duration, exited func() error, addrs ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if err := c.Exited(); err != nil {
+		if err := exited(); err != nil {
 			return err
 		}
 		up := true
 		for _, a := range addrs {
-			up = up && listening(a)
+			up = up && proc.Listening(a)
 		}
 		if up {
 			return nil
@@ -132,7 +135,7 @@ func (c *Controllers) Stop() error {
 	c.stopped.Store(true)
 	var errs []error
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		errs = append(errs, c.procs[i].stop(10*time.Second))
+		errs = append(errs, c.procs[i].Stop(10*time.Second))
 	}
 	return errors.Join(errs...)
 }
@@ -145,32 +148,15 @@ func (c *Controllers) Exited() error {
 	}
 	var errs []error
 	for _, p := range c.procs {
-		errs = append(errs, p.exited())
+		errs = append(errs, p.Exited())
 	}
 	return errors.Join(errs...)
 }
 
-// freePorts returns n distinct ports that were free on 127.0.0.1, all held
-// open together and then released for the controllers to bind.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+// startController starts one Flux controller binary, or says how to build it.
+func startController(dir, name, bin string, args, env []string) (*proc.Process, error) {
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%s: %w (make tools-flux)", name, err)
 	}
-	return ports, nil
-}
-
-// listening reports whether something accepts connections on addr.
-func listening(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	conn.Close()
-	return true
+	return proc.Start(dir, name, bin, args, env)
 }

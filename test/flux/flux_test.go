@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/proc"
 )
 
 // TestStartAndStop: the CRDs install and are Established, both controllers
@@ -47,16 +48,16 @@ func TestStartAndStop(t *testing.T) {
 	if err := c.Exited(); err != nil {
 		t.Fatalf("Exited right after Start: %v", err)
 	}
-	if !listening(c.StorageAddr) {
+	if !proc.Listening(c.StorageAddr) {
 		t.Fatalf("source-controller's artifact server does not listen on %s", c.StorageAddr)
 	}
 
 	// When kustomize-controller dies, Exited names it with its log.
 	kc := c.procs[1]
-	if err := syscall.Kill(kc.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(kc.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-kc.done
+	<-kc.Done()
 	err = c.Exited()
 	if err == nil || !strings.Contains(err.Error(), KustomizeController+" exited unexpectedly") ||
 		!strings.Contains(err.Error(), dir+"/"+KustomizeController+".log") {
@@ -69,7 +70,7 @@ func TestStartAndStop(t *testing.T) {
 		t.Fatalf("Stop: %v", err)
 	}
 	select {
-	case <-c.procs[0].done:
+	case <-c.procs[0].Done():
 	default:
 		t.Fatal("source-controller still runs after Stop")
 	}

@@ -17,7 +17,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
 )
 
@@ -134,7 +134,7 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Options) error {
-	ports, err := freePorts(6)
+	ports, err := proc.FreePorts(6)
 	if err != nil {
 		return err
 	}
@@ -320,21 +320,6 @@ options:
   kwokControllerBinary: %q
 `, ports[0], ports[1], ports[2], ports[3], ports[4], ports[5], cacheDir,
 		bins["etcd"], bins["kube-apiserver"], bins["kube-controller-manager"], bins["kube-scheduler"], bins["kwok"])
-}
-
-// freePorts returns n distinct ports that were free on 127.0.0.1 (all held
-// open together, then released for the components to bind).
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func deadline(ctx context.Context) time.Time {

@@ -14,11 +14,13 @@
 # only places to change them.
 TOOLS_KUBE_VERSION := $(shell sed -n 's|^require k8s.io/kubernetes \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))kbins/go.mod)
 TOOLS_ETCD_VERSION := $(shell sed -n 's|^require go.etcd.io/etcd/server/v3 \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))etcdbin/go.mod)
-# The Flux controllers (source-controller and kustomize-controller, for the
-# demo) are pinned in their wrapper module, test/tools/flux/go.mod; the stamp
-# also carries a digest of that go.mod, so a changed replace line rebuilds them.
+# The Flux controllers (source-controller and kustomize-controller for the
+# demo, notification-controller for event forwarding) are pinned in their
+# wrapper module, test/tools/flux/go.mod; the stamp also carries a digest of
+# that go.mod, so a changed replace line rebuilds them.
 TOOLS_FLUX_SOURCE_VERSION := $(shell sed -n 's|^\tgithub.com/fluxcd/source-controller \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))flux/go.mod)
 TOOLS_FLUX_KUSTOMIZE_VERSION := $(shell sed -n 's|^\tgithub.com/fluxcd/kustomize-controller \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))flux/go.mod)
+TOOLS_FLUX_NOTIFICATION_VERSION := $(shell sed -n 's|^\tgithub.com/fluxcd/notification-controller \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))flux/go.mod)
 TOOLS_FLUX_GOMOD_DIGEST := $(firstword $(shell sha256sum $(dir $(lastword $(MAKEFILE_LIST)))flux/go.mod))
 TOOLS_KWOK_VERSION := v0.8.0
 TOOLS_HELM_VERSION := v3.22.0
@@ -34,7 +36,7 @@ TOOLS_BIN := $(TOOLS_ROOT)/bin
 TOOLS_K8S_BIN := $(TOOLS_BIN)/k8s
 TOOLS_STAMPS := $(TOOLS_BIN)/.stamps
 TOOLS_FLUX_BIN := $(TOOLS_BIN)/flux
-TOOLS_FLUX_COMPONENTS := source-controller kustomize-controller
+TOOLS_FLUX_COMPONENTS := source-controller kustomize-controller notification-controller
 TOOLS_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 TOOLS_K8S_COMPONENTS := kube-apiserver kube-controller-manager kube-scheduler kubectl
@@ -76,10 +78,10 @@ define tools-apt
 	@test -x $(1) || { echo "$(1) is still missing after installing $(2)" >&2; exit 1; }
 endef
 
-.PHONY: tools tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-clean .tools-force
+.PHONY: tools tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-clean .tools-force
 .tools-force:
 
-tools: tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux ## Install or build every test tool into bin/ (cheap when up to date)
+tools: tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous ## Install or build every test tool into bin/ (cheap when up to date)
 
 tools-k8s: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_K8S_COMPONENTS)) ## Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl into bin/k8s/
 
@@ -91,10 +93,10 @@ tools-helm: $(TOOLS_BIN)/helm ## Build helm into bin/
 
 tools-prometheus: $(TOOLS_BIN)/prometheus ## Install Prometheus (Debian) and link it as bin/prometheus
 
-tools-flux: $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_FLUX_COMPONENTS)) $(TOOLS_FLUX_BIN)/crds ## Build Flux source-controller and kustomize-controller into bin/flux/, with their CRDs in bin/flux/crds/
+tools-flux: $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_FLUX_COMPONENTS)) $(TOOLS_FLUX_BIN)/crds ## Build Flux source-, kustomize- and notification-controller into bin/flux/, with their CRDs in bin/flux/crds/
 
 tools-clean: ## Remove every tool from bin/ (the next `make tools` rebuilds them)
-	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_FLUX_BIN) $(TOOLS_STAMPS) $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus)
+	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_FLUX_BIN) $(TOOLS_STAMPS) $(TOOLS_BIN)/previous $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus)
 
 $(TOOLS_STAMPS)/k8s: .tools-force
 	$(call tools-stamp,$@,k8s.io/kubernetes $(TOOLS_KUBE_VERSION) $(TOOLS_K8S_LDFLAGS))
@@ -103,7 +105,7 @@ $(TOOLS_STAMPS)/etcd: .tools-force
 	$(call tools-stamp,$@,go.etcd.io/etcd/server/v3 $(TOOLS_ETCD_VERSION))
 
 $(TOOLS_STAMPS)/flux: .tools-force
-	$(call tools-stamp,$@,fluxcd source-controller $(TOOLS_FLUX_SOURCE_VERSION) kustomize-controller $(TOOLS_FLUX_KUSTOMIZE_VERSION) go.mod $(TOOLS_FLUX_GOMOD_DIGEST))
+	$(call tools-stamp,$@,fluxcd source-controller $(TOOLS_FLUX_SOURCE_VERSION) kustomize-controller $(TOOLS_FLUX_KUSTOMIZE_VERSION) notification-controller $(TOOLS_FLUX_NOTIFICATION_VERSION) go.mod $(TOOLS_FLUX_GOMOD_DIGEST))
 
 $(TOOLS_STAMPS)/kwok: .tools-force
 	$(call tools-stamp,$@,sigs.k8s.io/kwok $(TOOLS_KWOK_VERSION))
@@ -117,11 +119,11 @@ $(TOOLS_K8S_BIN)/%: $(TOOLS_STAMPS)/k8s
 	cd $(TOOLS_DIR)/kbins && go build -ldflags '$(TOOLS_K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/$*
 	@mv -f $@.tmp $@
 
-# Both controllers build from one wrapper module (test/tools/flux), whose
+# The controllers build from one wrapper module (test/tools/flux), whose
 # replace lines are the controllers' own: a required module's replace lines do
 # not apply, so `go install ...@version` cannot build them.
 $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_FLUX_COMPONENTS)): $(TOOLS_FLUX_BIN)/%: $(TOOLS_STAMPS)/flux
-	@test -n "$(TOOLS_FLUX_SOURCE_VERSION)" -a -n "$(TOOLS_FLUX_KUSTOMIZE_VERSION)" || { echo "cannot read the Flux pins from test/tools/flux/go.mod" >&2; exit 1; }
+	@test -n "$(TOOLS_FLUX_SOURCE_VERSION)" -a -n "$(TOOLS_FLUX_KUSTOMIZE_VERSION)" -a -n "$(TOOLS_FLUX_NOTIFICATION_VERSION)" || { echo "cannot read the Flux pins from test/tools/flux/go.mod" >&2; exit 1; }
 	@echo "building $*"
 	@mkdir -p $(@D)
 	cd $(TOOLS_DIR)/flux && go build -ldflags '-s -w' -o $@.tmp github.com/fluxcd/$*
@@ -162,3 +164,20 @@ $(TOOLS_BIN)/prometheus:
 	$(call tools-apt,$(TOOLS_PROMETHEUS_SYSTEM_BINARY),$(TOOLS_PROMETHEUS_PACKAGE))
 	@mkdir -p $(@D)
 	ln -sfn $(TOOLS_PROMETHEUS_SYSTEM_BINARY) $@
+
+# The controller of the previous release, for the chart upgrade test
+# (test/chart/upgrade_test.go runs the previous chart with the previous
+# controller, then upgrades both in the middle of a release). Its source is
+# the release's own, archived next to its chart in test/chart/testdata/previous
+# (docs/development.md, "Releasing the chart", says how to refresh both).
+TOOLS_PREVIOUS_DIR := $(TOOLS_ROOT)/test/chart/testdata/previous
+TOOLS_PREVIOUS_SRC := $(wildcard $(TOOLS_PREVIOUS_DIR)/controller-*-src.tar.gz)
+TOOLS_PREVIOUS_BINS := $(patsubst controller-%-src.tar.gz,$(TOOLS_BIN)/previous/rollgate-%,$(notdir $(TOOLS_PREVIOUS_SRC)))
+
+tools-previous: $(TOOLS_PREVIOUS_BINS) ## Build the previous release's controller into bin/previous/ (chart upgrade test)
+
+$(TOOLS_BIN)/previous/rollgate-%: $(TOOLS_PREVIOUS_DIR)/controller-%-src.tar.gz
+	@echo "building the rollgate $* controller from $(notdir $<)"
+	@rm -rf $@.src && mkdir -p $@.src && tar -xzf $< -C $@.src --strip-components=1
+	cd $@.src && go build -o $@.tmp ./cmd/rollgate
+	@mv -f $@.tmp $@ && rm -rf $@.src

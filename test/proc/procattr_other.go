@@ -1,10 +1,10 @@
 //go:build !linux
 
-package flux
+package proc
 
 import "syscall"
 
-// processAttr puts a controller in its own process group.
+// processAttr puts a child in its own process group.
 func processAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

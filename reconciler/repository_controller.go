@@ -1,0 +1,182 @@
+package reconciler
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
+)
+
+// repositoryCheck bounds the time between two fetches of the tracked
+// branch of a Repository that nothing else fetches (no gate waits), or
+// its interval when longer: the status stays current without polling
+// Git every few seconds for every Repository.
+const repositoryCheck = time.Minute
+
+// RepositoryReconciler writes each Repository's status: Ready says whether
+// the last fetch of the tracked branch and the last write of progress
+// succeeded, and the status names the tracked branch's head and the status
+// branch's last commit. The fetches of the Rollout controller and the
+// status writers report their outcome as they happen (gitRepos.changed);
+// when nothing has fetched for repositoryCheck, the reconciler fetches
+// itself. The status is written only when it changes.
+type RepositoryReconciler struct {
+	client.Client
+
+	git *gitRepos
+}
+
+// Reconcile brings one Repository's status up to date.
+func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+	repo := &v1alpha1.Repository{}
+	// Read as the Rollout controller reads it (uncached), so both open the
+	// repository with the same spec.
+	if err := r.git.reader.Get(ctx, req.NamespacedName, repo); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.git.close(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	patcher := newRepositoryPatcher(r.Client, repo)
+	defer func() {
+		if err := patcher.patch(ctx, repo); err != nil && !apierrors.IsNotFound(err) {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+	e, err := r.git.forRepository(ctx, repo)
+	if err != nil {
+		// No Secret, or one that gitsync cannot use: a Secret is read by
+		// name (never watched), so look again later.
+		conditions.MarkFalse(repo, v1alpha1.ReadyCondition, v1alpha1.ReasonGitError, "%s", err.Error())
+		return reconcile.Result{RequeueAfter: repositoryCheck}, nil
+	}
+	next := r.git.checkIfDue(ctx, e, r.git.defaults.now())
+	markRepository(repo, e)
+	return reconcile.Result{RequeueAfter: next}, nil
+}
+
+func (r *RepositoryReconciler) setupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Repository{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(r.git.changed.source()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.git.defaults.Concurrent, 1)}).
+		Complete(r)
+}
+
+// checkIfDue fetches the tracked branch of e when it never tried to, a
+// push webhook marked it stale, or nothing fetched (or tried to) for
+// max(interval, repositoryCheck). It returns when the next check is due;
+// the outcome is in e.health.
+func (g *gitRepos) checkIfDue(ctx context.Context, e *gitEntry, now time.Time) time.Duration {
+	every := max(g.interval(e), repositoryCheck)
+	e.mu.Lock()
+	last := e.lastFetch
+	if e.checked.After(last) {
+		last = e.checked
+	}
+	due := e.stale || now.Sub(last) >= every || (!e.health.tracked && e.checked.IsZero())
+	if due {
+		e.checked = now
+	}
+	e.mu.Unlock()
+	if !due {
+		return every - now.Sub(last)
+	}
+	_ = g.fetch(ctx, e, e.branch, now)
+	return every
+}
+
+// gitHealth is what the last fetch and the last status flush of a
+// repository said, for its Repository's status.
+type gitHealth struct {
+	fetchErr error
+	// tracked is set once a fetch of the tracked branch succeeded; head
+	// is that branch's head at the last such fetch ("" when the branch
+	// does not exist), headAt when that head was first fetched.
+	tracked bool
+	head    string
+	headAt  time.Time
+
+	flushErr error
+	// statusCommit is the status branch's head after the last successful
+	// flush.
+	statusCommit string
+}
+
+// fetched records a fetch (of the tracked branch when tracked) and
+// reports whether the Repository's status may change.
+func (h *gitHealth) fetched(tracked bool, head string, at time.Time, err error) bool {
+	changed := errText(h.fetchErr) != errText(err)
+	h.fetchErr = err
+	if tracked && err == nil && (!h.tracked || head != h.head) {
+		h.tracked, h.head, h.headAt, changed = true, head, at, true
+	}
+	return changed
+}
+
+// flushed records a status flush and reports whether the Repository's
+// status may change.
+func (h *gitHealth) flushed(commit string, err error) bool {
+	changed := errText(h.flushErr) != errText(err)
+	h.flushErr = err
+	if err == nil && commit != "" && commit != h.statusCommit {
+		h.statusCommit, changed = commit, true
+	}
+	return changed
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// markRepository writes what e last saw into repo's status. Errors come
+// from gitsync, which redacts credentials out of them.
+func markRepository(repo *v1alpha1.Repository, e *gitEntry) {
+	e.mu.Lock()
+	h := e.health
+	e.mu.Unlock()
+	st := &repo.Status
+	if h.head != "" && h.head != st.LastFetchedCommit {
+		st.LastFetchedCommit = h.head
+		st.LastFetchTime = &metav1.Time{Time: h.headAt.UTC().Truncate(time.Second)}
+	}
+	if h.statusCommit != "" {
+		st.LastStatusCommit = h.statusCommit
+	}
+	failed := ""
+	switch {
+	case h.fetchErr != nil:
+		failed = h.fetchErr.Error()
+	case h.flushErr != nil:
+		failed = h.flushErr.Error()
+	case h.head == "":
+		failed = gitsync.ErrBranchNotFound.Error() + ": " + e.branch + " in " + e.repo.String()
+	}
+	if failed != "" {
+		conditions.MarkFalse(repo, v1alpha1.ReadyCondition, v1alpha1.ReasonGitError, "%s", strings.TrimSpace(failed))
+		return
+	}
+	// The message depends on the status only, not on what this process
+	// has done yet, so a restart does not rewrite it.
+	msg := "last fetch of " + e.branch + " succeeded"
+	if st.LastStatusCommit != "" {
+		msg = "last fetch of " + e.branch + " and last write to " + e.statusBranch + " succeeded"
+	}
+	conditions.MarkTrue(repo, v1alpha1.ReadyCondition, v1alpha1.ReasonGitReachable, "%s", msg)
+}

@@ -1,0 +1,79 @@
+package flux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/rollgate/rollgate/test/proc"
+)
+
+// Notification is a running notification-controller.
+type Notification struct {
+	// EventsURL is its event receiver, http://127.0.0.1:<port>/: where
+	// controllers post their events (Flux's --events-addr).
+	EventsURL string
+
+	proc    *proc.Process
+	stopped atomic.Bool
+}
+
+// StartNotification starts notification-controller (Options.Bin holds
+// its binary; Options.Dir gets notification-controller.log) and waits until
+// its event receiver and health endpoint listen. On error nothing is left
+// running. It is independent of Start: stop each with its own Stop.
+func StartNotification(ctx context.Context, o Options) (*Notification, error) {
+	if o.Kubeconfig == "" || o.Dir == "" {
+		return nil, errors.New("flux: Options.Kubeconfig and Options.Dir are required")
+	}
+	if o.Bin == "" {
+		o.Bin = defaultBin()
+	}
+	if o.Namespace == "" {
+		o.Namespace = "flux-system"
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	ports, err := proc.FreePorts(4)
+	if err != nil {
+		return nil, err
+	}
+	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
+	args := []string{
+		"--events-addr=" + addr(0),
+		"--health-addr=" + addr(1),
+		"--metrics-addr=" + addr(2),
+		"--receiverAddr=" + addr(3),
+	}
+	env := []string{"KUBECONFIG=" + o.Kubeconfig, "RUNTIME_NAMESPACE=" + o.Namespace}
+	p, err := startController(o.Dir, NotificationController, filepath.Join(o.Bin, NotificationController), args, env)
+	if err != nil {
+		return nil, err
+	}
+	n := &Notification{EventsURL: "http://" + addr(0) + "/", proc: p}
+	if err := waitListening(ctx, 60*time.Second, n.Exited, addr(0), addr(1)); err != nil {
+		return nil, errors.Join(err, n.Stop())
+	}
+	return n, nil
+}
+
+// Stop stops notification-controller: SIGTERM to its process group,
+// SIGKILL after 10 s.
+func (n *Notification) Stop() error {
+	n.stopped.Store(true)
+	return n.proc.Stop(10 * time.Second)
+}
+
+// Exited returns an error, with the last lines of its log, when
+// notification-controller died; nil while it runs, and after Stop.
+func (n *Notification) Exited() error {
+	if n.stopped.Load() {
+		return nil
+	}
+	return n.proc.Exited()
+}
