@@ -120,13 +120,24 @@ func (g *gitRepos) forRepository(ctx context.Context, r *v1alpha1.Repository) (*
 		}
 		data, secretVersion = s.Data, s.ResourceVersion
 	}
+	var signing map[string][]byte
+	if ref := r.Spec.Commit.SigningKeyRef; ref != nil {
+		// Signing is asked for: without the key, rollgate writes nothing
+		// rather than unsigned commits.
+		var s corev1.Secret
+		if err := g.reader.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: ref.Name}, &s); err != nil {
+			return nil, fmt.Errorf("getting Secret %s/%s named by Repository %s spec.commit.signingKeyRef: %w", r.Namespace, ref.Name, key, err)
+		}
+		signing = s.Data
+		secretVersion += "/" + s.ResourceVersion
+	}
 	entryKey := entryKey(r.Spec, secretVersion)
 	g.mu.Lock()
 	if e := g.entries[key]; e != nil && e.key == entryKey {
 		g.mu.Unlock()
 		return e, nil
 	}
-	e, err := g.open(key, r.Spec, data, entryKey)
+	e, err := g.open(key, r.Spec, data, signing, entryKey)
 	if err != nil {
 		g.mu.Unlock()
 		return nil, fmt.Errorf("Repository %s: %w", key, err)
@@ -160,9 +171,18 @@ func entryKey(spec v1alpha1.RepositorySpec, secretVersion string) string {
 	return hex.EncodeToString(h[:8])
 }
 
+// Keys of the Secret named by spec.commit.signingKeyRef.
+const (
+	// signingKeyKey holds the ASCII-armored OpenPGP private key.
+	signingKeyKey = "git.asc"
+	// signingPassphraseKey holds the key's passphrase, when it is encrypted.
+	signingPassphraseKey = "passphrase"
+)
+
 // open builds the repository of the Repository object obj and starts its
-// status writer. Called with g.mu held.
-func (g *gitRepos) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret map[string][]byte, key string) (*gitEntry, error) {
+// status writer; with signing (the data of the signingKeyRef Secret) every
+// commit is signed. Called with g.mu held.
+func (g *gitRepos) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing map[string][]byte, key string) (*gitEntry, error) {
 	var creds *gitsync.Credentials
 	if secret != nil {
 		c, err := gitsync.CredentialsFromSecret(secret)
@@ -171,9 +191,18 @@ func (g *gitRepos) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 		}
 		creds = c
 	}
+	var signer gitsync.Signer
+	if signing != nil {
+		s, err := gitsync.NewOpenPGPSigner(signing[signingKeyKey], string(signing[signingPassphraseKey]))
+		if err != nil {
+			return nil, fmt.Errorf("spec.commit.signingKeyRef (key %q): %w", signingKeyKey, err)
+		}
+		signer = s
+	}
 	repo, err := gitsync.Open(gitsync.Options{
 		URL: spec.URL, Credentials: creds, InsecureHTTP: g.defaults.GitInsecureHTTP,
 		Observe: g.defaults.Metrics.GitObserver(obj.Namespace, obj.Name),
+		Signer:  signer,
 	})
 	if err != nil {
 		return nil, err

@@ -119,8 +119,10 @@ type CommitSpec struct {
 	// +kubebuilder:validation:MaxLength=4096
 	// +optional
 	MessageTemplate string `json:"messageTemplate,omitempty"`
-	// SigningKeyRef names a Secret with an OpenPGP private key (`git.asc`)
-	// used to sign commits.
+	// SigningKeyRef names a Secret with an ASCII-armored OpenPGP private key
+	// (`git.asc`, and `passphrase` when it is encrypted) that signs every
+	// commit rollgate pushes. While the key cannot be used, rollgate pushes
+	// nothing to the repository.
 	// +optional
 	SigningKeyRef *LocalObjectReference `json:"signingKeyRef,omitempty"`
 }
