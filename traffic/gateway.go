@@ -29,8 +29,9 @@ import (
 // the route has status.parents, every parent reports Accepted=True for the
 // route's current generation. A route without status.parents (no Gateway
 // controller has looked at it) is done as soon as it is written. A parent
-// reporting Accepted=False for the current generation is an error wrapping
-// ErrRejected.
+// reporting Accepted=False, or ResolvedRefs=False (a backend such as the
+// canary Service it cannot resolve: its share of requests would fail), for
+// the current generation is an error wrapping ErrRejected.
 //
 // GitOps: the HTTPRoute is declared in Git. With Argo CD, ignore its rules
 // and the annotation during a release and set RespectIgnoreDifferences:
@@ -216,6 +217,11 @@ func accepted(route *gatewayv1.HTTPRoute) (bool, error) {
 		if cond.Status != "True" {
 			return false, fmt.Errorf("%w: HTTPRoute %s/%s: parent %s: %s: %s", ErrRejected,
 				route.Namespace, route.Name, p.ParentRef.Name, cond.Reason, cond.Message)
+		}
+		refs := meta.FindStatusCondition(p.Conditions, string(gatewayv1.RouteConditionResolvedRefs))
+		if refs != nil && refs.ObservedGeneration >= route.Generation && refs.Status == "False" {
+			return false, fmt.Errorf("%w: HTTPRoute %s/%s: parent %s cannot resolve a backend: %s: %s", ErrRejected,
+				route.Namespace, route.Name, p.ParentRef.Name, refs.Reason, refs.Message)
 		}
 	}
 	return true, nil

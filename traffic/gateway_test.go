@@ -2,6 +2,7 @@ package traffic_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -294,6 +295,32 @@ func TestGatewayDoneWhenParentsAccept(t *testing.T) {
 	f.setAccepted(f.route(), metav1.ConditionFalse, route.Generation)
 	_, err = f.step(r, desired(10))
 	wantErr(t, err, traffic.ErrRejected)
+
+	// Accepted, but a backend (the canary Service) cannot be resolved: its
+	// share of requests would fail, so the step is not done.
+	route = f.route()
+	f.setAccepted(route, metav1.ConditionTrue, route.Generation)
+	route = f.route()
+	meta.SetStatusCondition(&route.Status.Parents[0].Conditions, metav1.Condition{
+		Type: string(gatewayv1.RouteConditionResolvedRefs), Status: metav1.ConditionFalse, ObservedGeneration: route.Generation,
+		Reason: string(gatewayv1.RouteReasonBackendNotFound), Message: "service web-canary not found",
+	})
+	must(t, k8s.Status().Update(f.ctx, route))
+	_, err = f.step(r, desired(10))
+	wantErr(t, err, traffic.ErrRejected)
+	if !strings.Contains(err.Error(), "BackendNotFound") {
+		t.Errorf("the error must name the reason: %v", err)
+	}
+	// Resolved again: done.
+	route = f.route()
+	meta.SetStatusCondition(&route.Status.Parents[0].Conditions, metav1.Condition{
+		Type: string(gatewayv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue, ObservedGeneration: route.Generation,
+		Reason: string(gatewayv1.RouteReasonResolvedRefs), Message: "ok",
+	})
+	must(t, k8s.Status().Update(f.ctx, route))
+	if done, err := f.step(r, desired(10)); err != nil || !done {
+		t.Fatalf("after the backend resolved: done=%v err=%v", done, err)
+	}
 }
 
 func (f *fixture) setAccepted(route *gatewayv1.HTTPRoute, status metav1.ConditionStatus, gen int64) {
