@@ -45,6 +45,8 @@ type RolloutReconciler struct {
 	Scripts *luascripts.Library
 
 	git *gitRepos
+	// routes watches the kinds named in customNetworkRefs (nil: none).
+	routes *routeWatches
 }
 
 // release is everything one reconcile of a Rollout works with.
@@ -174,8 +176,10 @@ func (r *RolloutReconciler) observeWorkload(ctx context.Context, rel *release) e
 }
 
 // observeTraffic asks the routers for the traffic the current status wants,
-// so the planner knows whether it is in place.
+// so the planner knows whether it is in place. It first makes sure the
+// kinds the routing names are watched.
 func (r *RolloutReconciler) observeTraffic(ctx context.Context, rel *release) {
+	r.routes.ensure(ctx, rel.ro)
 	router, err := r.Routers.New(r.Client, rel.ro, r.trafficOptions(ctx))
 	if err != nil {
 		rel.trafficE = err

@@ -7,6 +7,7 @@ import (
 	eventv1 "github.com/fluxcd/pkg/runtime/events"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,7 +30,9 @@ import (
 const repositoryIndex = "spec.git.repository"
 
 // routeIndex indexes Rollouts by the objects their trafficRoutings name:
-// "Service/<name>", "HTTPRoute/<name>".
+// "Service/<name>", "HTTPRoute/<name>", "Ingress/<name>" (the user's
+// Ingress and the canary one), and "<group>/<kind>/<name>" for
+// customNetworkRefs (customRouteKey).
 const routeIndex = "spec.trafficRoutings"
 
 // Setup registers the Rollout and Repository controllers, the admission
@@ -52,6 +55,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			keys = append(keys, "Service/"+ref.Service)
 			if g := ref.Gateway; g != nil && g.HTTPRouteName != nil {
 				keys = append(keys, "HTTPRoute/"+*g.HTTPRouteName)
+			}
+			if in := ref.Ingress; in != nil {
+				keys = append(keys, "Ingress/"+in.Name, "Ingress/"+traffic.CanaryIngressName(in.Name))
+			}
+			for _, c := range ref.CustomNetworkRefs {
+				if gvk, ok := customRefKind(c); ok {
+					keys = append(keys, customRouteKey(gvk.GroupKind(), c.Name))
+				}
 			}
 		}
 		return keys
@@ -98,13 +109,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pushes <-chan eventTarget) error {
 	workloadEvents := handler.EnqueueRequestsFromMapFunc(r.rolloutsOfWorkload)
 	// A route or Service re-applied by the GitOps tool mid-release is
-	// re-asserted at once: watch them (HTTPRoutes only where the CRD is).
+	// re-asserted at once: watch them (HTTPRoutes only where the CRD is;
+	// the kinds named in customNetworkRefs once a Rollout names them, see
+	// routeWatches).
 	b := ctrl.NewControllerManagedBy(mgr).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfRoute("Service")))
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfRoute("Service"))).
+		Watches(&networkingv1.Ingress{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfRoute("Ingress")))
 	if _, err := mgr.GetRESTMapper().RESTMapping(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute").GroupKind(), gatewayv1.SchemeGroupVersion.Version); err == nil {
 		b = b.Watches(&gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfRoute("HTTPRoute")))
 	}
-	return b.
+	c, err := b.
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&appsv1.Deployment{}, workloadEvents).
 		Watches(&appsv1.StatefulSet{}, workloadEvents).
@@ -114,7 +128,12 @@ func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pus
 		WatchesRawSource(pushSource(pushes, r)).
 		WatchesRawSource(r.git.written.source()). // progress reached Git: GitSynced
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrent, 1)}).
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.routes = newRouteWatches(c, mgr.GetCache(), mgr.GetRESTMapper(), r.rolloutsOfCustomRoute)
+	return nil
 }
 
 // rolloutsOfRoute maps an event of a routing object to the Rollouts that

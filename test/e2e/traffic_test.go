@@ -349,108 +349,210 @@ func TestIstioThroughLua(t *testing.T) {
 // with room for a loaded machine.
 const reassertBound = 2 * time.Second
 
-// TestFluxReapplyAtGateIsUndone: at a gate, Flux applies the app as Git
-// declares it, which takes back the HTTPRoute's rules and the stable
-// Service's selector; the controller re-asserts the step at once, and the
-// release itself does not move.
-func TestFluxReapplyAtGateIsUndone(t *testing.T) {
-	steps := `
+// gateSteps hold step 1 (20% on one new pod) at a gate.
+const gateSteps = `
       steps:
       - traffic: "20%"
         replicas: 1
         pause: {}
       - traffic: "100%"
         replicas: "100%"`
+
+// TestFluxReapplyAtGateIsUndone: at a gate, Flux applies the app as Git
+// declares it, which takes back the HTTPRoute's rules and the stable
+// Service's selector; the controller re-asserts the step at once, and the
+// release itself does not move.
+func TestFluxReapplyAtGateIsUndone(t *testing.T) {
 	// The default grace period of 3s: re-asserting a step waits for none.
-	s := givenRoutedApp(t, routedRollout(steps, gatewayRouting), httpRoute, httpRouteGVK)
+	s := givenRoutedApp(t, routedRollout(gateSteps, gatewayRouting), httpRoute, httpRouteGVK)
+	ro := s.atGate()
+	route, svc := routedKey{"HTTPRoute", "echoserver"}, routedKey{"Service", "echoserver"}
+	s.assertNow(route, rulesView, weightedRules(20))
+	s.assertNow(svc, selectorView, stableSelector)
+
+	// When Flux applies the Service and the HTTPRoute as Git declares them
+	// (it applies only the objects that differ from Git).
+	re := s.reassert(ro, route, rulesView, declaredRules, weightedRules(20), func() {
+		s.w.applyYAML(stableService + "---" + httpRoute)
+	})
+
+	// Then the HTTPRoute carries 20% again at once, and nothing moves after.
+	t.Logf("the watch saw the stable Service select every pod for %s",
+		s.rec.window(re.writes, svc, selectorView, s.norm(declaredSelector)).Round(time.Millisecond))
+	re.assertWritten(route, rulesView, 2)
+	if w := re.of(svc); len(w) > 2 {
+		t.Errorf("the stable Service was written %d times after the re-apply, want at most 2 (the apply, the re-assertion):\n%s", len(w), describeVersions(w, selectorView))
+	}
+	s.assertNow(route, rulesView, weightedRules(20))
+	s.assertNow(svc, selectorView, stableSelector)
+}
+
+// TestFluxReapplyOfVirtualServiceAtGateIsUndone: at a gate, Flux applies
+// the DestinationRule and VirtualService as Git declares them, which takes
+// the canary's 20% back to stable; rollgate watches the kinds named in
+// customNetworkRefs (started once the Rollout names them: the Istio CRDs
+// are installed after the controller) and re-asserts the step at once.
+func TestFluxReapplyOfVirtualServiceAtGateIsUndone(t *testing.T) {
+	routing := `        customNetworkRefs:
+        - {apiVersion: networking.istio.io/v1, kind: DestinationRule, name: echoserver}
+        - {apiVersion: networking.istio.io/v1, kind: VirtualService, name: echoserver}`
+	s := givenRoutedApp(t, routedRollout(gateSteps, routing), istioRoutes, virtualSvcGVK, destRuleGVK)
+	ro := s.atGate()
+	vs, dr := routedKey{"VirtualService", "echoserver"}, routedKey{"DestinationRule", "echoserver"}
+	s.assertNow(vs, specView, virtualService(20))
+	s.assertNow(dr, specView, subsetsDestinationRule)
+
+	// When Flux applies the Istio objects as Git declares them (only
+	// them: a re-applied Service would bring a reconcile of its own).
+	re := s.reassert(ro, vs, specView, virtualService(0), virtualService(20), func() {
+		s.w.applyYAML(istioRoutes)
+	})
+
+	// Then the VirtualService carries 20% again at once, and the
+	// DestinationRule still has its subsets.
+	re.assertWritten(vs, specView, 2)
+	// The subsets are fields Git does not declare: the apply leaves them.
+	if w := re.of(dr); len(w) > 2 {
+		t.Errorf("the DestinationRule was written %d times after the re-apply, want at most 2 (the apply, the re-assertion):\n%s", len(w), describeVersions(w, specView))
+	}
+	s.assertNow(vs, specView, virtualService(20))
+	s.assertNow(dr, specView, subsetsDestinationRule)
+}
+
+// TestCanaryIngressWriteAtGateIsUndone: at a gate, a write takes the canary
+// Ingress's weight to 0 (every request back on stable); rollgate watches
+// Ingresses and puts the step's weight back at once.
+func TestCanaryIngressWriteAtGateIsUndone(t *testing.T) {
+	s := givenRoutedApp(t, routedRollout(gateSteps, `        ingress: {name: echoserver}`), userIngress, ingressGVK)
+	ro := s.atGate()
+	canary := routedKey{"Ingress", "echoserver-canary"}
+	s.assertNow(canary, metaView, canaryIngress(20))
+
+	// When someone sets the canary weight to 0.
+	re := s.reassert(ro, canary, metaView, canaryIngress(0), canaryIngress(20), func() {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(ingressGVK)
+		u.SetNamespace("demo")
+		u.SetName(canary.name)
+		u.SetAnnotations(map[string]string{nginxCanaryWeight: "0"})
+		if err := s.w.c.Patch(context.Background(), u, client.Merge, client.FieldOwner("kubectl-edit")); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// Then the canary Ingress carries 20% again at once.
+	re.assertWritten(canary, metaView, 2)
+	s.assertNow(canary, metaView, canaryIngress(20))
+}
+
+// atGate releases v2 and waits for step 1 at its gate; it returns the
+// Rollout then.
+func (s *trafficStory) atGate() *v1alpha1.Rollout {
+	s.t.Helper()
 	stable := s.w.rollout("demo", "echoserver").Status.StableRevision
-	s.w.applyYAML(routedApp("echo:2.0", httpRoute))
+	s.w.applyYAML(routedApp("echo:2.0", s.routes))
 	var ro *v1alpha1.Rollout
 	s.w.eventually(45*time.Second, "step 1 at its gate", func(ctx context.Context) (bool, error) {
 		ro = s.w.rollout("demo", "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.CurrentStepIndex == 1, nil
 	})
 	s.revs = strings.NewReplacer("$STABLE", stable, "$CANARY", ro.Status.CanaryRevision)
-	route, svc := routedKey{"HTTPRoute", "echoserver"}, routedKey{"Service", "echoserver"}
-	s.assertNow(route, rulesView, weightedRules(20))
-	s.assertNow(svc, selectorView, stableSelector)
+	return ro
+}
+
+// reassertion is what followed a write that took a routing object off its
+// step at a gate.
+type reassertion struct {
+	t      *testing.T
+	writes []objectVersion // every write after it, in etcd's order
+	// window is how long the watch saw the object off its step.
+	window time.Duration
+}
+
+// reassert runs write at the gate where ro waits, which takes object k's
+// view from step to off (the step is 20% on the canary, off is 100/0),
+// then polls k every 100ms for 10s and fails the test unless the step
+// came back within reassertBound and held; the release, the pods and the
+// Deployment must not move.
+func (s *trafficStory) reassert(ro *v1alpha1.Rollout, k routedKey, v routeView, off, step string, write func()) *reassertion {
+	t := s.t
+	t.Helper()
 	pods := s.w.pods("demo", "echoserver")
 	// The controller looks again 500 ms after the release moves; past that
 	// only an event brings it back before its 30 s resync.
 	time.Sleep(2 * time.Second)
 	s.rec.catchUp(s.w)
 	since := len(s.rec.timeline())
-
-	// When Flux applies the Service and the HTTPRoute as Git declares them
-	// (it applies only the objects that differ from Git).
 	deployment := s.w.deployment("demo", "echoserver").ResourceVersion
-	applied := time.Now()
-	s.w.applyYAML(stableService + "---" + httpRoute)
-	returned := time.Since(applied)
 
-	// Then the HTTPRoute carries 20% again at once, and nothing moves after.
-	declared, weighted := s.norm(declaredRules), s.norm(weightedRules(20))
+	applied := time.Now()
+	write()
+	returned := time.Since(applied)
+	offState, stepState := s.norm(off), s.norm(step)
 	var samples []string
-	var lastDeclared time.Duration
+	var lastOff time.Duration
 	for at := time.Since(applied); at < 10*time.Second; at = time.Since(applied) {
-		switch got := s.get(route, rulesView); {
-		case reflect.DeepEqual(got, declared):
-			lastDeclared = at // from the apply
+		switch got := s.get(k, v); {
+		case reflect.DeepEqual(got, offState):
+			lastOff = at // from the write
 			samples = append(samples, "100/0")
-		case reflect.DeepEqual(got, weighted):
+		case reflect.DeepEqual(got, stepState):
 			samples = append(samples, "80/20")
 		default:
-			t.Fatalf("%s after the re-apply the HTTPRoute carries neither the declared rules nor 20%%:\n%s", at, yamlOf(got))
+			t.Fatalf("%s after the write %s carries neither 100/0 nor 20%%:\n%s", at, k, yamlOf(got))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	s.rec.catchUp(s.w)
-	writes := s.rec.timeline()[since:]
-	t.Logf("the re-apply returned after %s; the HTTPRoute, polled every 100ms for 10s: %s (last 100/0 sample at %s)",
-		returned.Round(time.Millisecond), runsOf(samples), lastDeclared.Round(time.Millisecond))
-	routeWindow := s.rec.window(writes, route, rulesView, declared).Round(time.Millisecond)
-	t.Logf("the watch saw the HTTPRoute carry the declared 100/0 split for %s, and the stable Service select every pod for %s",
-		routeWindow, s.rec.window(writes, svc, selectorView, s.norm(declaredSelector)).Round(time.Millisecond))
-	if samples[len(samples)-1] != "80/20" || lastDeclared > reassertBound || routeWindow > reassertBound {
-		t.Fatalf("the HTTPRoute carried the declared 100/0 split for %s after the re-apply, more than %s: the step must be "+
-			"re-asserted on the watch event of the re-applied objects (reconciler/setup.go), without a grace period (traffic/entry.go), "+
-			"not at the %s resync", routeWindow, reassertBound, 30*time.Second)
+	re := &reassertion{t: t, writes: s.rec.timeline()[since:]}
+	re.window = s.rec.window(re.writes, k, v, offState)
+	t.Logf("the write returned after %s; %s, polled every 100ms for 10s: %s (last 100/0 sample at %s); "+
+		"the watch saw it carry 100/0 for %s (%d ms)", returned.Round(time.Millisecond), k, runsOf(samples),
+		lastOff.Round(time.Millisecond), re.window.Round(time.Millisecond), re.window.Milliseconds())
+	if samples[len(samples)-1] != "80/20" || lastOff > reassertBound || re.window > reassertBound {
+		t.Fatalf("%s carried 100/0 for %s after the write, more than %s: the step must be re-asserted on the watch "+
+			"event of the written object (reconciler/setup.go, reconciler/routewatch.go), without a grace period "+
+			"(traffic/entry.go), not at the %s resync", k, re.window.Round(time.Millisecond), reassertBound, 30*time.Second)
 	}
-	var routeWrites, svcWrites, statusWrites []objectVersion
-	for _, v := range writes {
-		switch v.key {
-		case route:
-			routeWrites = append(routeWrites, v)
-		case svc:
-			svcWrites = append(svcWrites, v)
-		case rolloutKey:
-			statusWrites = append(statusWrites, v)
-			var st v1alpha1.Rollout
-			fromUnstructured(t, v.obj, &st)
-			if a, b := releaseState(ro), releaseState(&st); a != b {
-				t.Errorf("the re-apply moved the release:\nbefore %s\nafter  %s", a, b)
-			}
-			if !conditions.IsTrue(&st, v1alpha1.TrafficShiftedCondition) {
-				t.Errorf("TrafficShifted went %s after the re-apply: %s", conditions.GetReason(&st, v1alpha1.TrafficShiftedCondition),
-					conditions.GetMessage(&st, v1alpha1.TrafficShiftedCondition))
-			}
+	for _, w := range re.of(rolloutKey) {
+		var st v1alpha1.Rollout
+		fromUnstructured(t, w.obj, &st)
+		if a, b := releaseState(ro), releaseState(&st); a != b {
+			t.Errorf("the write moved the release:\nbefore %s\nafter  %s", a, b)
+		}
+		if !conditions.IsTrue(&st, v1alpha1.TrafficShiftedCondition) {
+			t.Errorf("TrafficShifted went %s after the write: %s", conditions.GetReason(&st, v1alpha1.TrafficShiftedCondition),
+				conditions.GetMessage(&st, v1alpha1.TrafficShiftedCondition))
 		}
 	}
-	t.Logf("after the re-apply: %d writes to the HTTPRoute, %d to the stable Service, %d to the Rollout",
-		len(routeWrites), len(svcWrites), len(statusWrites))
-	if len(routeWrites) != 2 {
-		t.Errorf("the HTTPRoute was written %d times after the re-apply, want 2 (the apply, the re-assertion):\n%s", len(routeWrites), describeVersions(routeWrites, rulesView))
-	}
-	if len(svcWrites) > 2 {
-		t.Errorf("the stable Service was written %d times after the re-apply, want at most 2 (the apply, the re-assertion):\n%s", len(svcWrites), describeVersions(svcWrites, selectorView))
-	}
-	s.assertNow(route, rulesView, weightedRules(20))
-	s.assertNow(svc, selectorView, stableSelector)
 	if got := s.w.pods("demo", "echoserver"); !reflect.DeepEqual(got, pods) {
-		t.Errorf("the re-apply moved pods: before %v, after %v", pods, got)
+		t.Errorf("the write moved pods: before %v, after %v", pods, got)
 	}
 	if rv := s.w.deployment("demo", "echoserver").ResourceVersion; rv != deployment {
 		t.Errorf("the Deployment changed (resourceVersion %s, then %s): its watch event, not the routes', may have brought the re-assertion", deployment, rv)
+	}
+	return re
+}
+
+// of returns the writes to object k.
+func (re *reassertion) of(k routedKey) []objectVersion {
+	var out []objectVersion
+	for _, w := range re.writes {
+		if w.key == k {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// assertWritten checks that object k was written n times after the write
+// (n = 2: the write, the re-assertion).
+func (re *reassertion) assertWritten(k routedKey, v routeView, n int) {
+	re.t.Helper()
+	w := re.of(k)
+	re.t.Logf("after the write: %d writes to %s, %d to the Rollout", len(w), k, len(re.of(rolloutKey)))
+	if len(w) != n {
+		re.t.Errorf("%s was written %d times after the write, want %d (the write, the re-assertion):\n%s", k, len(w), n, describeVersions(w, v))
 	}
 }
 
