@@ -226,9 +226,6 @@ func grafanaVars(q string) string {
 // Every expression of the dashboard is valid PromQL that a real Prometheus
 // evaluates against what rollgate serves.
 func TestDashboardQueriesRunOnPrometheus(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Prometheus")
-	}
 	m, reg := newMetrics(t)
 	touchAll(t, m)
 	srv := httptest.NewServer(promhttp.HandlerFor(prometheus.Gatherers{reg, ctrlmetrics.Registry}, promhttp.HandlerOpts{}))

@@ -195,9 +195,6 @@ spec:
 // exchanges of the Repository measured; deleting the Rollout removes its
 // series.
 func TestMetricsOfAReleaseThroughTheController(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a kwok cluster")
-	}
 	w := newReleaseWorld(t)
 	const ns = "shop"
 	w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
