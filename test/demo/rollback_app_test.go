@@ -4,16 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
-	"testing"
 	"time"
 
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/model"
 )
 
@@ -122,50 +117,6 @@ func rollbackFiles(promURL string) map[string]string {
 		analysisFile:      errorRateTemplate(promURL),
 		kustomizationFile: analysedKustomizationYAML,
 	}
-}
-
-// errorSource is the application as Prometheus sees it: it serves the
-// counter http_requests_total{code="200"|"500"}, which a goroutine
-// increments by 100 requests every 100 ms, a settable share of them errors.
-type errorSource struct {
-	// Addr is the host:port of the metrics endpoint.
-	Addr    string
-	percent atomic.Int32
-}
-
-// SetErrorPercent sets the share of requests that fail from now on.
-func (s *errorSource) SetErrorPercent(p int32) { s.percent.Store(p) }
-
-// startErrorSource serves the counters and counts requests until the test
-// ends.
-func startErrorSource(t *testing.T) *errorSource {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "http_requests_total", Help: "Requests served by echoserver, by status code.",
-	}, []string{"code"})
-	reg.MustRegister(reqs)
-	ok, failed := reqs.WithLabelValues("200"), reqs.WithLabelValues("500")
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s := &errorSource{Addr: strings.TrimPrefix(srv.URL, "http://")}
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			p := float64(s.percent.Load())
-			failed.Add(p)
-			ok.Add(100 - p)
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-done; srv.Close() })
-	return s
 }
 
 // errorRate asks Prometheus what the analysis asks: the error share, or

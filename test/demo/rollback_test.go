@@ -51,7 +51,7 @@ type rollbackStory struct {
 	*world
 	t    *testing.T
 	ctx  context.Context
-	src  *errorSource
+	src  *prom.ErrorSource
 	rate *errorRate
 	// out holds everything the world printed.
 	out *bytes.Buffer
@@ -87,7 +87,7 @@ func (s *rollbackStory) must(err error) {
 // Git; Flux applies version 1 and the Rollout is Ready.
 func givenAnalysedAppWithFlux(t *testing.T) *rollbackStory {
 	bin := buildRollgate(t)
-	s := &rollbackStory{t: t, src: startErrorSource(t), out: &bytes.Buffer{}}
+	s := &rollbackStory{t: t, src: prom.StartErrorSource(t), out: &bytes.Buffer{}}
 	pr := prom.Start(t, prom.Options{Targets: []string{s.src.Addr}, ScrapeInterval: time.Second})
 	var err error
 	if s.rate, err = newErrorRate(pr.URL); err != nil {

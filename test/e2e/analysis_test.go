@@ -4,19 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,50 +86,6 @@ spec:
 `, analysisInterval, count, analysisFailureLimit, consecutiveErrorLimit, promURL, errorRateQuery)
 }
 
-// errorSource is the canary as Prometheus sees it: it serves the counter
-// http_requests_total{code="200"|"500"}, which a goroutine increments by
-// 100 requests every 100 ms, Percent of them errors.
-type errorSource struct {
-	// Addr is the host:port of the metrics endpoint.
-	Addr    string
-	percent atomic.Int32
-}
-
-// SetErrorPercent sets the share of requests that fail from now on.
-func (s *errorSource) SetErrorPercent(p int32) { s.percent.Store(p) }
-
-// startErrorSource serves the counters and counts requests until the test
-// ends.
-func startErrorSource(t *testing.T) *errorSource {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "http_requests_total", Help: "Requests served by the canary, by status code.",
-	}, []string{"code"})
-	reg.MustRegister(reqs)
-	ok, failed := reqs.WithLabelValues("200"), reqs.WithLabelValues("500")
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s := &errorSource{Addr: strings.TrimPrefix(srv.URL, "http://")}
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			p := float64(s.percent.Load())
-			failed.Add(p)
-			ok.Add(100 - p)
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-done; srv.Close() })
-	return s
-}
-
 // waitQueryable waits until Prometheus answers query with one number: a
 // new target's first samples take about 5 s to become queryable, and
 // rate() needs two of them.
@@ -157,7 +109,7 @@ func waitQueryable(w *world, promURL, query string) {
 // its error source and Prometheus.
 type analysisStory struct {
 	*world
-	src  *errorSource
+	src  *prom.ErrorSource
 	prom *prom.Server
 	// v1 is the stable revision before the release.
 	v1 string
@@ -169,7 +121,7 @@ func givenAnalysedWorkload(t *testing.T, count, consecutiveErrorLimit int) *anal
 	t.Helper()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
-	s := &analysisStory{world: w, src: startErrorSource(t)}
+	s := &analysisStory{world: w, src: prom.StartErrorSource(t)}
 	s.prom = prom.Start(t, prom.Options{Targets: []string{s.src.Addr}, ScrapeInterval: time.Second})
 	w.applyYAML(echoApp("echo:1.0"))
 	w.applyYAML(errorRateTemplate(s.prom.URL, count, consecutiveErrorLimit))
