@@ -157,12 +157,15 @@ func forwarded(object runtime.Object, annotations map[string]string) (runtime.Ob
 	if !ok {
 		return object, annotations
 	}
-	// A copy: the event is posted later, while the reconciler goes on
-	// changing its Rollout.
-	var target runtime.Object = ro.DeepCopy()
+	var target runtime.Object
 	group := v1alpha1.GroupVersion.Group
 	name, ns := ro.Labels[kustomizationNameLabel], ro.Labels[kustomizationNamespaceLabel]
-	if name != "" && ns != "" {
+	switch {
+	case name == "" || ns == "":
+		// A copy: the event is posted later, while the reconciler goes on
+		// changing its Rollout.
+		target = ro.DeepCopy()
+	default:
 		ks := &metav1.PartialObjectMetadata{
 			TypeMeta:   metav1.TypeMeta{APIVersion: kustomizeGroup + "/v1", Kind: "Kustomization"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: fluxEventAnnotations(ro)},

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -301,4 +302,35 @@ func (tw testWriter) Write(p []byte) (int, error) {
 		tw.t.Log(strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
+}
+
+// givenAppFromGit is the start of the Git stories: Git repository "app"
+// holds rolloutYAML at apps/echoserver/rollout.yaml; the Repository
+// app-repo (its spec extended by repoSpec, a flow-map fragment such as
+// "commit: {...}") points at it with a 1 s fetch interval and status
+// window; v1 of the echoserver app and the Rollout are applied, and the
+// story waits until v1 runs under the Rollout, Healthy.
+func (w *world) givenAppFromGit(rolloutYAML, repoSpec string) {
+	w.t.Helper()
+	w.ensureNamespace("demo")
+	repoURL, err := w.git.CreateRepo("app", map[string]string{"apps/echoserver/rollout.yaml": rolloutYAML})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if repoSpec != "" {
+		repoSpec = ", " + repoSpec
+	}
+	w.applyYAML(fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Repository
+metadata: {name: app-repo, namespace: demo}
+spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}%s}
+`, repoURL, repoSpec))
+	w.applyYAML(echoApp("echo:1.0"))
+	w.applyYAML(rolloutYAML)
+	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+		ro := w.rollout("demo", "echoserver")
+		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
+			conditions.IsReady(ro) && w.deployment("demo", "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+	})
 }

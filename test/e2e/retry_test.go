@@ -38,25 +38,8 @@ spec:
 // at each gate until that attempt is approved on a branch of its own.
 func TestRetryAsksForEveryApprovalAgain(t *testing.T) {
 	w := newWorld(t)
-	w.ensureNamespace("demo")
 	const path = "apps/echoserver/rollout.yaml"
-	repoURL, err := w.git.CreateRepo("app", map[string]string{path: gatedRollout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.applyYAML(fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Repository
-metadata: {name: app-repo, namespace: demo}
-spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
-`, repoURL))
-	w.applyYAML(echoApp("echo:1.0"))
-	w.applyYAML(gatedRollout)
-	w.eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
-		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
-			w.deployment("demo", "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
-	})
+	w.givenAppFromGit(gatedRollout, "")
 
 	// Given a release of v2 whose first gate was approved by merging its
 	// branch, aborted at the second gate, whose branch was merged too late.

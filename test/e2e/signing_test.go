@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,21 +35,7 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	repoURL, err := w.git.CreateRepo("app", map[string]string{"apps/echoserver/rollout.yaml": echoRollout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.applyYAML(fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Repository
-metadata: {name: app-repo, namespace: demo}
-spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}, commit: {signingKeyRef: {name: signing-key}}}
-`, repoURL))
-	w.applyYAML(echoApp("echo:1.0"))
-	w.applyYAML(echoRollout)
-	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		return conditions.IsReady(w.rollout("demo", "echoserver")), nil
-	})
+	w.givenAppFromGit(echoRollout, "commit: {signingKeyRef: {name: signing-key}}")
 
 	// When a release reaches its gate, the approval branch and the status
 	// branch that shows the gate are signed by the Repository's key.
