@@ -8,15 +8,18 @@
 -- Match steps: before every http route with a stable backend, one canary
 -- route per step match is inserted (exprs are ANDed, so ORed matches need
 -- separate routes). It copies the route, adds the step's conditions as
--- exprs (Header, Query, Path scopes) or paths, raises the priority by one
--- and sends everything to the canary backend.
+-- exprs (Header, Query, Path scopes; APISIX ANDs them with the route's) or
+-- narrows its paths, raises the priority by one and sends everything to
+-- the canary backend. A match no request can satisfy together with the
+-- route (disjoint paths, two Equal exprs on one header with different
+-- values) gets no canary route.
 --
 -- requestHeaderModifier becomes the canary route's proxy-rewrite headers;
 -- APISIX plugins belong to a route, so it applies to match steps only.
 -- Without a separate canary Service, backends use the subsets "stable" and
 -- "canary", which an ApisixUpstream must define.
 
-local spec = obj.data.spec
+local spec = obj.data.spec or rollgate.object()
 local stable, canary = obj.stableService, obj.canaryService
 local useSubsets = stable == canary
 
@@ -143,32 +146,50 @@ local function headerPlugin(r)
   local headers = plugin.config.headers or rollgate.object()
   plugin.config.headers = headers
   for _, kind in ipairs({ "set", "add" }) do
-    if #mod[kind] > 0 then
+    if #(mod[kind] or {}) > 0 then
       headers[kind] = headers[kind] or rollgate.object()
-      for _, h in ipairs(mod[kind]) do headers[kind][h.name] = h.value end
+      for _, h in ipairs(mod[kind] or {}) do headers[kind][h.name] = h.value end
     end
   end
-  if #mod.remove > 0 then
+  if #(mod.remove or {}) > 0 then
     headers.remove = headers.remove or rollgate.array()
     for _, name in ipairs(mod.remove) do table.insert(headers.remove, name) end
   end
 end
 
+-- contradicts reports two Equal exprs on the same header or query
+-- parameter with different values: no request can match the route.
+local function contradicts(exprs)
+  local seen = {}
+  for _, e in ipairs(exprs) do
+    local subj = e.subject or {}
+    if e.op == "Equal" and subj.name ~= nil then
+      local key = tostring(subj.scope) .. ":" .. (subj.scope == "Header" and subj.name:lower() or subj.name)
+      if seen[key] ~= nil and seen[key] ~= e.value then
+        return true
+      end
+      seen[key] = e.value
+    end
+  end
+  return false
+end
+
 local function canaryRoutes(route, backend)
   local out = {}
-  for i, m in ipairs(obj.matches) do
+  for i, m in ipairs(obj.matches or {}) do
     local r = rollgate.copy(route)
     r.name = route.name .. "-canary" .. (#obj.matches > 1 and ("-" .. i) or "")
     r.priority = (route.priority or 0) + 1
     r.match = r.match or rollgate.object()
     r.match.exprs = r.match.exprs or rollgate.array()
     local possible = m.path == nil or addPath(r, m.path)
-    for _, h in ipairs(m.headers) do
+    for _, h in ipairs(m.headers or {}) do
       table.insert(r.match.exprs, expr("Header", h.name, h.type, h.value))
     end
-    for _, q in ipairs(m.queryParams) do
+    for _, q in ipairs(m.queryParams or {}) do
       table.insert(r.match.exprs, expr("Query", q.name, q.type, q.value))
     end
+    possible = possible and not contradicts(r.match.exprs)
     if #r.match.exprs == 0 then
       r.match.exprs = nil
     end
@@ -190,7 +211,7 @@ if w > 0 then
       route.backends = splitBackends(route.backends, w)
     end
   end
-elseif w == -1 and #obj.matches > 0 and spec.http ~= nil then
+elseif w == -1 and obj.matches ~= nil and spec.http ~= nil then
   local out = rollgate.array()
   for _, route in ipairs(spec.http) do
     local backend = hasStable(route)
