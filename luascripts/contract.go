@@ -114,7 +114,8 @@ type CustomInput struct {
 	// CanaryWeight is the step's traffic percentage (0-100), or -1 when
 	// the step routes by matches or sets no traffic.
 	CanaryWeight int32
-	// StableWeight is 100-CanaryWeight, or -1 with CanaryWeight.
+	// StableWeight is 100-CanaryWeight (101 when CanaryWeight is -1, as in
+	// Kruise Rollout).
 	StableWeight int32
 	// Matches of the step (A/B routing); types are defaulted as in the
 	// Gateway API (PathPrefix "/", Exact).
@@ -132,6 +133,7 @@ type IngressInput struct {
 	// way, but derive some values, such as the ALB order, from the input).
 	Annotations map[string]string
 	// Weight is the step's traffic percentage, or -1 (see CanaryWeight).
+	// Scripts see it as a string ("5", "-1"), as in Kruise Rollout.
 	Weight int32
 	// Matches of the step, defaulted as in CustomInput.
 	Matches []v1alpha1.HttpRouteMatch
@@ -155,18 +157,18 @@ func StepWeight(step v1alpha1.TrafficRoutingStrategy) (int32, error) {
 	return int32(n), nil
 }
 
+// StableWeight is the stable weight scripts see for canary weight w:
+// 100 - w, so 101 for the sentinel -1, exactly as Kruise Rollout computes it.
+func StableWeight(w int32) int32 { return 100 - w }
+
 // NewCustomInput builds the input of a custom resource script for one step.
 func NewCustomInput(data ObjectData, step v1alpha1.TrafficRoutingStrategy, t Target) (CustomInput, error) {
 	w, err := StepWeight(step)
 	if err != nil {
 		return CustomInput{}, err
 	}
-	stable := int32(-1)
-	if w >= 0 {
-		stable = 100 - w
-	}
 	return CustomInput{
-		Data: data, CanaryWeight: w, StableWeight: stable, Matches: step.Matches,
+		Data: data, CanaryWeight: w, StableWeight: StableWeight(w), Matches: step.Matches,
 		RequestHeaderModifier: step.RequestHeaderModifier, Target: t,
 	}, nil
 }
@@ -187,8 +189,9 @@ func NewIngressInput(annotations map[string]string, step v1alpha1.TrafficRouting
 
 // RunCustom runs a custom resource script and returns the new spec, labels
 // and annotations. Labels or annotations the script leaves out of its
-// result stay as they were in in.Data. On error the caller must leave the
-// resource untouched.
+// result stay as they were in in.Data. A result the routing guard refuses
+// (see guard.go) is an error wrapping ErrMisroute. On error the caller
+// must leave the resource untouched.
 func (r Runner) RunCustom(ctx context.Context, s Script, in CustomInput) (ObjectData, error) {
 	v, err := r.run(ctx, s, in.luaObject(), func(d *decoder, ret lua.LValue) (any, error) {
 		return decodeCustom(d, ret, in.Data)
@@ -196,11 +199,16 @@ func (r Runner) RunCustom(ctx context.Context, s Script, in CustomInput) (Object
 	if err != nil {
 		return ObjectData{}, err
 	}
-	return v.(ObjectData), nil
+	out := v.(ObjectData)
+	if err := checkCustom(s, in, out); err != nil {
+		return ObjectData{}, err
+	}
+	return out, nil
 }
 
 // RunIngress runs an Ingress dialect script and returns the canary
-// Ingress's new annotations. On error the caller must leave the Ingress
+// Ingress's new annotations. A result the routing guard refuses is an
+// error wrapping ErrMisroute. On error the caller must leave the Ingress
 // untouched.
 func (r Runner) RunIngress(ctx context.Context, s Script, in IngressInput) (map[string]string, error) {
 	v, err := r.run(ctx, s, in.luaObject(), func(d *decoder, ret lua.LValue) (any, error) {
@@ -212,7 +220,11 @@ func (r Runner) RunIngress(ctx context.Context, s Script, in IngressInput) (map[
 	if err != nil {
 		return nil, err
 	}
-	return v.(map[string]string), nil
+	out := v.(map[string]string)
+	if err := checkIngress(s, in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func decodeCustom(d *decoder, ret lua.LValue, orig ObjectData) (ObjectData, error) {
@@ -256,23 +268,34 @@ func asObject(v any, path string) (map[string]any, error) {
 	return nil, fmt.Errorf("%s must be an object, got %T", path, v)
 }
 
+// luaObject is the obj global in the shape Kruise Rollout passes to its
+// scripts: what Kruise leaves out (empty labels, annotations, matches,
+// headers, queryParams, header lists; no requestHeaderModifier) is nil,
+// weights are numbers, and stableWeight is 100 - canaryWeight even for the
+// -1 sentinel (so 101).
 func (in CustomInput) luaObject() map[string]any {
-	spec := in.Data.Spec
-	if spec == nil {
-		spec = map[string]any{}
+	data := map[string]any{}
+	if in.Data.Spec != nil {
+		data["spec"] = in.Data.Spec
+	}
+	if len(in.Data.Labels) > 0 {
+		data["labels"] = in.Data.Labels
+	}
+	if len(in.Data.Annotations) > 0 {
+		data["annotations"] = in.Data.Annotations
 	}
 	obj := map[string]any{
-		"data": map[string]any{
-			"spec": spec, "labels": orEmpty(in.Data.Labels), "annotations": orEmpty(in.Data.Annotations),
-		},
+		"data":             data,
 		"canaryWeight":     int64(in.CanaryWeight),
 		"stableWeight":     int64(in.StableWeight),
-		"matches":          matchesToLua(in.Matches),
 		"canaryService":    in.CanaryService,
 		"stableService":    in.StableService,
 		"stableRevision":   in.StableRevision,
 		"canaryRevision":   in.CanaryRevision,
 		"revisionLabelKey": in.RevisionLabelKey,
+	}
+	if m := matchesToLua(in.Matches); m != nil {
+		obj["matches"] = m
 	}
 	if m := modifierToLua(in.RequestHeaderModifier); m != nil {
 		obj["requestHeaderModifier"] = m
@@ -283,13 +306,20 @@ func (in CustomInput) luaObject() map[string]any {
 	return obj
 }
 
+// luaObject is the obj global of an Ingress dialect in Kruise Rollout's
+// shape: weight is a string ("-1" for no weight), empty annotations and
+// matches are nil.
 func (in IngressInput) luaObject() map[string]any {
 	obj := map[string]any{
-		"annotations":   orEmpty(in.Annotations),
-		"weight":        int64(in.Weight),
-		"matches":       matchesToLua(in.Matches),
+		"weight":        strconv.Itoa(int(in.Weight)),
 		"canaryService": in.CanaryService,
 		"stableService": in.StableService,
+	}
+	if len(in.Annotations) > 0 {
+		obj["annotations"] = in.Annotations
+	}
+	if m := matchesToLua(in.Matches); m != nil {
+		obj["matches"] = m
 	}
 	if m := modifierToLua(in.RequestHeaderModifier); m != nil {
 		obj["requestHeaderModifier"] = m
@@ -304,13 +334,18 @@ func orEmpty(m map[string]string) map[string]string {
 	return m
 }
 
-// matchesToLua converts matches with the Gateway API defaults filled in:
-// path {type=PathPrefix, value="/"}, header and query type Exact. headers
-// and queryParams are always lists; path is nil when the match has none.
+// matchesToLua converts matches with the Gateway API defaults filled in
+// (as the API server fills them in Kruise Rollout's CRD): path
+// {type=PathPrefix, value="/"}, header and query type Exact. It returns nil
+// for no matches; path, headers and queryParams are nil when the match has
+// none.
 func matchesToLua(matches []v1alpha1.HttpRouteMatch) []any {
+	if len(matches) == 0 {
+		return nil
+	}
 	out := make([]any, 0, len(matches))
 	for _, m := range matches {
-		lm := map[string]any{"headers": []any{}, "queryParams": []any{}}
+		lm := map[string]any{}
 		if p := m.Path; p != nil {
 			typ, val := string(gatewayv1.PathMatchPathPrefix), "/"
 			if p.Type != nil {
@@ -321,31 +356,35 @@ func matchesToLua(matches []v1alpha1.HttpRouteMatch) []any {
 			}
 			lm["path"] = map[string]any{"type": typ, "value": val}
 		}
-		headers := make([]any, 0, len(m.Headers))
-		for _, h := range m.Headers {
-			typ := string(gatewayv1.HeaderMatchExact)
-			if h.Type != nil {
-				typ = string(*h.Type)
+		if len(m.Headers) > 0 {
+			headers := make([]any, 0, len(m.Headers))
+			for _, h := range m.Headers {
+				typ := string(gatewayv1.HeaderMatchExact)
+				if h.Type != nil {
+					typ = string(*h.Type)
+				}
+				headers = append(headers, map[string]any{"type": typ, "name": string(h.Name), "value": h.Value})
 			}
-			headers = append(headers, map[string]any{"type": typ, "name": string(h.Name), "value": h.Value})
+			lm["headers"] = headers
 		}
-		lm["headers"] = headers
-		params := make([]any, 0, len(m.QueryParams))
-		for _, q := range m.QueryParams {
-			typ := string(gatewayv1.QueryParamMatchExact)
-			if q.Type != nil {
-				typ = string(*q.Type)
+		if len(m.QueryParams) > 0 {
+			params := make([]any, 0, len(m.QueryParams))
+			for _, q := range m.QueryParams {
+				typ := string(gatewayv1.QueryParamMatchExact)
+				if q.Type != nil {
+					typ = string(*q.Type)
+				}
+				params = append(params, map[string]any{"type": typ, "name": string(q.Name), "value": q.Value})
 			}
-			params = append(params, map[string]any{"type": typ, "name": string(q.Name), "value": q.Value})
+			lm["queryParams"] = params
 		}
-		lm["queryParams"] = params
 		out = append(out, lm)
 	}
 	return out
 }
 
 // modifierToLua converts a header filter to {set={{name,value}},
-// add={{name,value}}, remove={names}}, every list present.
+// add={{name,value}}, remove={names}}; empty lists are nil, as in Kruise.
 func modifierToLua(f *gatewayv1.HTTPHeaderFilter) map[string]any {
 	if f == nil {
 		return nil
@@ -357,9 +396,19 @@ func modifierToLua(f *gatewayv1.HTTPHeaderFilter) map[string]any {
 		}
 		return out
 	}
-	remove := make([]any, 0, len(f.Remove))
-	for _, r := range f.Remove {
-		remove = append(remove, r)
+	out := map[string]any{}
+	if len(f.Set) > 0 {
+		out["set"] = pairs(f.Set)
 	}
-	return map[string]any{"set": pairs(f.Set), "add": pairs(f.Add), "remove": remove}
+	if len(f.Add) > 0 {
+		out["add"] = pairs(f.Add)
+	}
+	if len(f.Remove) > 0 {
+		remove := make([]any, 0, len(f.Remove))
+		for _, r := range f.Remove {
+			remove = append(remove, r)
+		}
+		out["remove"] = remove
+	}
+	return out
 }

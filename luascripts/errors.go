@@ -32,6 +32,10 @@ var (
 	// result (not a table, a table mixing array and object keys, a
 	// non-string label, ...).
 	ErrResult = errors.New("invalid lua result")
+	// ErrMisroute: the script's result would send to the canary requests
+	// that match none of the step's conditions, beyond the step's weight
+	// (see the routing guard in guard.go). Nothing is written.
+	ErrMisroute = errors.New("lua result routes requests outside the step to the canary")
 	// ErrInput: the Go input could not be turned into Lua values, or the
 	// step is invalid (for example traffic "150%").
 	ErrInput = errors.New("invalid lua input")

@@ -6,7 +6,7 @@ import (
 )
 
 func TestGoldenCases(t *testing.T) {
-	for _, dir := range []string{"testdata/trafficrouting", "testdata/trafficrouting_ingress"} {
+	for _, dir := range []string{"testdata/trafficrouting", "testdata/trafficrouting_ingress", "testdata/kruise/good", "testdata/kruise/misroute"} {
 		var out bytes.Buffer
 		failed, err := RunCases(dir, NewLibrary(), &out)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/traffic"
 )
 
@@ -166,4 +167,46 @@ func TestCustomScriptSyntaxError(t *testing.T) {
 	f.opts.LuaOverrides = map[string]string{"lua.traffic.routing.DestinationRule.networking.istio.io": "return {"}
 	_, err := f.step(f.router(), desired(20))
 	wantErr(t, err, traffic.ErrScript)
+}
+
+// TestCustomKruiseScriptMisrouteRefused: a ConfigMap script written the
+// way Kruise Rollout's own VirtualService script is (-1 read as "all
+// traffic") would send every request to the canary on a match step. The
+// routing guard refuses the step and the VirtualService stays as it is;
+// the weight step it gets right is written.
+func TestCustomKruiseScriptMisrouteRefused(t *testing.T) {
+	f := newFixture(t, v1alpha1.TrafficRoutingRef{Service: "web", CustomNetworkRefs: []v1alpha1.ObjectRef{
+		{APIVersion: "networking.istio.io/v1", Kind: "VirtualService", Name: "web"},
+	}})
+	f.createIstio()
+	f.opts.LuaOverrides = map[string]string{"lua.traffic.routing.VirtualService.networking.istio.io": `
+spec = obj.data.spec
+if obj.canaryWeight == -1 then
+  obj.canaryWeight = 100
+  obj.stableWeight = 0
+end
+for _, rule in ipairs(spec.http) do
+  if rule.route[1].destination.host == obj.stableService then
+    rule.route[1].weight = obj.stableWeight
+    table.insert(rule.route, {destination = {host = obj.canaryService}, weight = obj.canaryWeight})
+  end
+end
+return obj.data
+`}
+	d := desired(0)
+	d.Matches = []v1alpha1.HttpRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X-Canary", Value: "yes"}}}}
+	before := f.getUnstructured("VirtualService")
+	_, err := f.step(f.router(), d)
+	wantErr(t, err, traffic.ErrScript)
+	wantErr(t, err, luascripts.ErrMisroute)
+	if msg := err.Error(); !strings.Contains(msg, `http route "main" sends 100% of its requests to the canary`) {
+		t.Errorf("error does not name the route and the share: %v", err)
+	}
+	if rv := f.getUnstructured("VirtualService").GetResourceVersion(); rv != before.GetResourceVersion() {
+		t.Errorf("VirtualService written despite the refusal: %s -> %s", before.GetResourceVersion(), rv)
+	}
+	f.ensure(f.router(), desired(20))
+	if got, want := vsDestinations(t, f.getUnstructured("VirtualService")), []string{"web=80", "web-canary=20", "docs=-"}; !equalStrings(got, want) {
+		t.Errorf("20%%: destinations %v, want %v", got, want)
+	}
 }
