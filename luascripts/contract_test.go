@@ -171,7 +171,9 @@ func TestStepWeight(t *testing.T) {
 }
 
 // TestScriptSeesContract checks the names and shapes a script sees: the
-// camelCase field names of the Rollout, with Gateway API defaults.
+// camelCase field names of the Rollout, with Gateway API defaults, in Kruise
+// Rollout's shape: what Kruise leaves out is nil, stableWeight is
+// 100 - canaryWeight even for -1, the ingress weight is a string.
 func TestScriptSeesContract(t *testing.T) {
 	exact := gatewayv1.HeaderMatchRegularExpression
 	traffic := "30%"
@@ -201,7 +203,7 @@ func TestScriptSeesContract(t *testing.T) {
 	}
 	assertSameJSON(t, out.Spec, mustYAML(t, `
 canaryWeight: -1
-stableWeight: -1
+stableWeight: 101
 canaryService: svc-canary
 stableService: svc
 stableRevision: s1
@@ -212,14 +214,10 @@ matches:
   headers:
   - {type: Exact, name: X-A, value: "1"}
   - {type: RegularExpression, name: X-B, value: ^b}
-  queryParams: []
-- headers: []
-  queryParams:
+- queryParams:
   - {type: Exact, name: q, value: v}
 requestHeaderModifier:
-  set: []
   add: [{name: X-Add, value: a}]
-  remove: []
 patchPodMetadata:
   labels: {canary: "true"}
   annotations: {}
@@ -228,9 +226,9 @@ patchPodMetadata:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := NewScript("ingress", `return {w = obj.weight, a = obj.annotations.a, c = obj.canaryService, n = #obj.matches}`)
+	s, _ := NewScript("ingress", `return {w = obj.weight, a = obj.annotations.a, c = obj.canaryService, n = obj.matches == nil, t = type(obj.weight)}`)
 	ann, err := Runner{}.RunIngress(context.Background(), s, ingress)
-	if err != nil || !reflect.DeepEqual(ann, map[string]string{"w": "30", "a": "b", "c": "svc-canary", "n": "0"}) {
+	if err != nil || !reflect.DeepEqual(ann, map[string]string{"w": "30", "a": "b", "c": "svc-canary", "n": "true", "t": "string"}) {
 		t.Errorf("ingress input: %v %v", ann, err)
 	}
 }

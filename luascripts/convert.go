@@ -148,6 +148,9 @@ type decoder struct {
 	m        marks
 	budget   int
 	visiting map[*lua.LTable]bool
+	// nullEmpty turns unmarked empty list elements into null instead of
+	// {} (json.encode, as Kruise Rollout's json module does).
+	nullEmpty bool
 }
 
 func newDecoder(m marks, budget int) *decoder {
@@ -256,6 +259,9 @@ func (d *decoder) decodeArray(t *lua.LTable, path string, depth int) (any, error
 		}
 		if _, ok := v.(emptyTable); ok {
 			v = map[string]any{}
+			if d.nullEmpty {
+				v = nil
+			}
 		}
 		out = append(out, v)
 	}

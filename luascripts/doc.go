@@ -23,21 +23,24 @@
 //
 // # Script contract
 //
-// A script reads the global obj and returns its result. Custom resources
-// (CustomInput):
+// The global obj has the shape Kruise Rollout gives its scripts, so that
+// Kruise users' scripts run unchanged: what Kruise leaves out is nil. Custom
+// resources (CustomInput):
 //
 //	obj.data                  {spec=..., labels=..., annotations=...} of the object
-//	                          as it was before the release (steps are idempotent)
+//	                          as it was before the release (steps are idempotent);
+//	                          labels and annotations nil when empty
 //	obj.canaryWeight          0-100, or -1 when the step routes by matches or
 //	                          sets no traffic (matches take precedence)
-//	obj.stableWeight          100-canaryWeight, or -1
-//	obj.matches               list of {path={type,value}, headers={{type,name,value}},
-//	                          queryParams={{type,name,value}}}; types default as in
-//	                          the Gateway API (PathPrefix "/", Exact); headers and
-//	                          queryParams are always lists, path may be nil
+//	obj.stableWeight          100-canaryWeight (101 for -1, as in Kruise)
+//	obj.matches               nil, or a list of {path={type,value},
+//	                          headers={{type,name,value}}, queryParams={{type,name,value}}};
+//	                          types default as in the Gateway API (PathPrefix "/",
+//	                          Exact); path, headers and queryParams nil when absent
 //	obj.canaryService         the canary Service ("<service>-canary"; equal to
 //	obj.stableService         stableService when there is none: use subsets)
-//	obj.requestHeaderModifier nil or {set={{name,value}}, add={{name,value}}, remove={names}}
+//	obj.requestHeaderModifier nil or {set={{name,value}}, add={{name,value}}, remove={names}},
+//	                          empty lists nil
 //	obj.patchPodMetadata      nil or {labels={...}, annotations={...}}
 //	obj.stableRevision        revision label values, and the label key
 //	obj.canaryRevision        (pod-template-hash or controller-revision-hash)
@@ -45,15 +48,25 @@
 //
 // and return {spec=..., labels=..., annotations=...}; spec is required,
 // labels or annotations left out stay as they were. Ingress dialects
-// (IngressInput) read obj.annotations, obj.weight, obj.matches,
-// obj.canaryService, obj.stableService and obj.requestHeaderModifier, and
-// return the canary Ingress's annotations (numbers and booleans become
-// strings). Field names are exactly those of the Rollout YAML.
+// (IngressInput) read obj.annotations, obj.weight (a string, "-1" without
+// a weight), obj.matches, obj.canaryService, obj.stableService and
+// obj.requestHeaderModifier, and return the canary Ingress's annotations
+// (numbers and booleans become strings). Field names are exactly those of
+// the Rollout YAML.
 //
-// Scripts also get print (captured, see Runner.Print) and a rollgate table:
-// rollgate.array(t) and rollgate.object(t) mark a table as a JSON list or
-// object, rollgate.copy(v) deep-copies keeping those marks, rollgate.null is
-// the JSON null of list elements. The conversion rules between Go and Lua
-// values (including empty tables) are described in convert.go and the
-// README.
+// Scripts also get print (captured, see Runner.Print), json.encode and
+// json.decode (Kruise's module, written in Go under the limits) and a
+// rollgate table: rollgate.array(t) and rollgate.object(t) mark a table as
+// a JSON list or object, rollgate.copy(v) deep-copies keeping those marks,
+// rollgate.null is the JSON null of list elements, rollgate.intersect and
+// rollgate.covers reason about two conditions on one string (see
+// StringCond). The conversion rules between Go and Lua values (including
+// empty tables) are described in convert.go and the README.
+//
+// # The routing guard
+//
+// RunCustom and RunIngress read the result of every script of a kind whose
+// routing rules rollgate understands (guard.go) and refuse, with
+// ErrMisroute, a result that would send to the canary requests matching
+// none of the step's matches, beyond the step's weight.
 package luascripts

@@ -6,7 +6,7 @@ import (
 )
 
 func TestGoldenCases(t *testing.T) {
-	for _, dir := range []string{"testdata/trafficrouting", "testdata/trafficrouting_ingress", "testdata/kruise/good", "testdata/kruise/misroute"} {
+	for _, dir := range []string{"testdata/trafficrouting", "testdata/trafficrouting_ingress", "kruise/good", "kruise/misroute"} {
 		var out bytes.Buffer
 		failed, err := RunCases(dir, NewLibrary(), &out)
 		if err != nil {

@@ -2,6 +2,7 @@ package luascripts
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -31,7 +32,7 @@ func allowedGlobal(name string) bool {
 	case "assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal",
 		"rawget", "rawset", "select", "setmetatable", "getmetatable",
 		"tonumber", "tostring", "type", "unpack", "xpcall", "_G", "_VERSION",
-		"string", "table", "math":
+		"string", "table", "math", "json":
 		return true
 	}
 	return false
@@ -84,6 +85,7 @@ func openSandbox(L *lua.LState, lim Limits) *sandbox {
 	sb.guardTable(L, g.RawGetString("table").(*lua.LTable))
 	L.SetGlobal("print", L.NewFunction(sb.print))
 	L.SetGlobal("rollgate", sb.helpers(L))
+	L.SetGlobal("json", sb.jsonModule(L))
 	return sb
 }
 
@@ -296,7 +298,61 @@ func (sb *sandbox) helpers(L *lua.LState) *lua.LTable {
 		return 1
 	}))
 	t.RawSetString("null", sb.marks.null)
+	t.RawSetString("covers", L.NewFunction(luaCovers))
+	t.RawSetString("intersect", L.NewFunction(sb.luaIntersect))
 	return t
+}
+
+// condArg reads a condition table {type=..., value=..., ignoreCase=...}.
+func condArg(L *lua.LState, n int) StringCond {
+	t := L.CheckTable(n)
+	c := StringCond{
+		Type:       lua.LVAsString(t.RawGetString("type")),
+		Value:      lua.LVAsString(t.RawGetString("value")),
+		IgnoreCase: lua.LVAsBool(t.RawGetString("ignoreCase")),
+	}
+	if err := c.check(); err != nil {
+		L.ArgError(n, err.Error())
+	}
+	return c
+}
+
+// luaCovers is rollgate.covers(a, b): true when every string satisfying
+// condition b satisfies condition a (false when it cannot tell).
+func luaCovers(L *lua.LState) int {
+	ok, err := Covers(condArg(L, 1), condArg(L, 2))
+	if err != nil {
+		L.RaiseError("rollgate.covers: %v", err)
+	}
+	L.Push(lua.LBool(ok))
+	return 1
+}
+
+// luaIntersect is rollgate.intersect(a, b): the condition equal to
+// (a AND b); false when no string satisfies both; nil and a message when
+// the conjunction is not one condition.
+func (sb *sandbox) luaIntersect(L *lua.LState) int {
+	c, ok, err := Intersect(condArg(L, 1), condArg(L, 2))
+	switch {
+	case errors.Is(err, ErrInexpressible):
+		L.Push(lua.LNil)
+		L.Push(lua.LString(err.Error()))
+		return 2
+	case err != nil:
+		L.RaiseError("rollgate.intersect: %v", err)
+	case !ok:
+		L.Push(lua.LFalse)
+		return 1
+	}
+	t := L.CreateTable(0, 3)
+	t.RawSetString("type", lua.LString(c.Type))
+	t.RawSetString("value", lua.LString(c.Value))
+	if c.IgnoreCase {
+		t.RawSetString("ignoreCase", lua.LTrue)
+	}
+	t.Metatable = sb.marks.object
+	L.Push(t)
+	return 1
 }
 
 func (sb *sandbox) copyValue(L *lua.LState, v lua.LValue, budget *int, visiting map[*lua.LTable]bool) lua.LValue {

@@ -74,15 +74,11 @@ func customScript(ctx context.Context, o Options, kind, group string, original o
 	if err != nil {
 		return objectState{}, scriptError(err)
 	}
-	stable := int32(-1)
-	if w >= 0 {
-		stable = 100 - w
-	}
 	in := luascripts.CustomInput{
 		Data: luascripts.ObjectData{
 			Spec: original.Spec, Labels: original.Labels, Annotations: original.Annotations,
 		},
-		CanaryWeight: w, StableWeight: stable, Matches: d.Matches,
+		CanaryWeight: w, StableWeight: luascripts.StableWeight(w), Matches: d.Matches,
 		RequestHeaderModifier: d.RequestHeaderModifier,
 		Target:                scriptTarget(o, d),
 	}

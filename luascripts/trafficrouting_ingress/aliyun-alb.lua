@@ -22,7 +22,7 @@ local prefix = "alb.ingress.kubernetes.io/"
 local owned = { "canary", "canary-weight", "canary-by-header", "canary-by-header-value", "canary-by-cookie" }
 
 local out = {}
-for k, v in pairs(obj.annotations) do
+for k, v in pairs(obj.annotations or {}) do
   out[k] = v
 end
 for _, k in ipairs(owned) do
@@ -30,7 +30,7 @@ for _, k in ipairs(owned) do
 end
 out[prefix .. "canary"] = "true"
 
-local order = tonumber(obj.annotations[prefix .. "order"] or "10") or 10
+local order = tonumber((obj.annotations or {})[prefix .. "order"] or "10") or 10
 out[prefix .. "order"] = tostring(math.max(1, order - 1))
 
 local function fail(i, msg)
@@ -60,14 +60,14 @@ local function cookiePair(h)
 end
 
 local header, cookie
-for i, m in ipairs(obj.matches) do
-  if m.path ~= nil or #m.queryParams > 0 then
+for i, m in ipairs(obj.matches or {}) do
+  if m.path ~= nil or #(m.queryParams or {}) > 0 then
     fail(i, "ALB canary annotations match only headers and cookies")
   end
-  if #m.headers ~= 1 then
+  if #(m.headers or {}) ~= 1 then
     fail(i, "ALB supports exactly one condition per match")
   end
-  local h = m.headers[1]
+  local h = (m.headers or {})[1]
   local name, value = cookiePair(h)
   if name ~= nil then
     if value ~= "always" then
@@ -93,9 +93,9 @@ end
 if cookie ~= nil then
   out[prefix .. "canary-by-cookie"] = cookie
 end
-if obj.weight >= 0 then
-  out[prefix .. "canary-weight"] = tostring(obj.weight)
-elseif #obj.matches == 0 then
+if tonumber(obj.weight) >= 0 then
+  out[prefix .. "canary-weight"] = obj.weight
+elseif obj.matches == nil then
   out[prefix .. "canary-weight"] = "0"
 end
 return out

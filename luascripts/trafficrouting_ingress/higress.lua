@@ -25,7 +25,7 @@ local owned = { "canary", "canary-weight", "canary-weight-total", "canary-by-hea
   "canary-by-header-value", "canary-by-header-pattern", "canary-by-cookie" }
 
 local out = {}
-for k, v in pairs(obj.annotations) do
+for k, v in pairs(obj.annotations or {}) do
   out[k] = v
 end
 for _, k in ipairs(owned) do
@@ -61,17 +61,17 @@ local function cookiePair(h)
 end
 
 local header, cookie
-for i, m in ipairs(obj.matches) do
+for i, m in ipairs(obj.matches or {}) do
   if m.path ~= nil then
     fail(i, "path matches cannot be expressed with canary annotations")
   end
-  if #m.queryParams > 0 then
+  if #(m.queryParams or {}) > 0 then
     fail(i, "higress canary annotations cannot match query parameters")
   end
-  if #m.headers ~= 1 then
+  if #(m.headers or {}) ~= 1 then
     fail(i, "higress supports exactly one condition per match")
   end
-  local h = m.headers[1]
+  local h = (m.headers or {})[1]
   local name, value = cookiePair(h)
   if name ~= nil and value == "always" and cookie == nil then
     cookie = name
@@ -95,9 +95,9 @@ end
 if cookie ~= nil then
   out[prefix .. "canary-by-cookie"] = cookie
 end
-if obj.weight >= 0 then
-  out[prefix .. "canary-weight"] = tostring(obj.weight)
-elseif #obj.matches == 0 then
+if tonumber(obj.weight) >= 0 then
+  out[prefix .. "canary-weight"] = obj.weight
+elseif obj.matches == nil then
   out[prefix .. "canary-weight"] = "0"
 end
 
@@ -113,8 +113,8 @@ if mod ~= nil then
     end
     return table.concat(parts, "\n")
   end
-  if #mod.set > 0 then out[prefix .. "request-header-control-update"] = lines(mod.set) end
-  if #mod.add > 0 then out[prefix .. "request-header-control-add"] = lines(mod.add) end
-  if #mod.remove > 0 then out[prefix .. "request-header-control-remove"] = table.concat(mod.remove, ",") end
+  if #(mod.set or {}) > 0 then out[prefix .. "request-header-control-update"] = lines(mod.set) end
+  if #(mod.add or {}) > 0 then out[prefix .. "request-header-control-add"] = lines(mod.add) end
+  if #(mod.remove or {}) > 0 then out[prefix .. "request-header-control-remove"] = table.concat(mod.remove, ",") end
 end
 return out

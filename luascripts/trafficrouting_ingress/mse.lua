@@ -26,7 +26,7 @@ local owned = { "canary", "canary-weight", "canary-weight-total", "canary-by-hea
   "canary-by-cookie-value", "canary-by-query", "canary-by-query-value", "canary-by-query-pattern" }
 
 local out = {}
-for k, v in pairs(obj.annotations) do
+for k, v in pairs(obj.annotations or {}) do
   out[k] = v
 end
 for _, k in ipairs(owned) do
@@ -74,14 +74,14 @@ local function setMatch(kind, name, typ, value)
 end
 
 local header, query, cookieName, cookieValue
-for i, m in ipairs(obj.matches) do
+for i, m in ipairs(obj.matches or {}) do
   if m.path ~= nil then
     fail(i, "path matches cannot be expressed with canary annotations")
   end
-  if #m.headers + #m.queryParams ~= 1 then
+  if #(m.headers or {}) + #(m.queryParams or {}) ~= 1 then
     fail(i, "mse supports exactly one condition per match")
   end
-  local h, q = m.headers[1], m.queryParams[1]
+  local h, q = (m.headers or {})[1], (m.queryParams or {})[1]
   local name, value
   if h ~= nil then
     name, value = cookiePair(h)
@@ -109,9 +109,9 @@ if cookieName ~= nil then
     out[prefix .. "canary-by-cookie-value"] = cookieValue
   end
 end
-if obj.weight >= 0 then
-  out[prefix .. "canary-weight"] = tostring(obj.weight)
-elseif #obj.matches == 0 then
+if tonumber(obj.weight) >= 0 then
+  out[prefix .. "canary-weight"] = obj.weight
+elseif obj.matches == nil then
   out[prefix .. "canary-weight"] = "0"
 end
 
@@ -124,8 +124,8 @@ if mod ~= nil then
     end
     return table.concat(parts, "\n")
   end
-  if #mod.set > 0 then out[prefix .. "request-header-control-update"] = lines(mod.set) end
-  if #mod.add > 0 then out[prefix .. "request-header-control-add"] = lines(mod.add) end
-  if #mod.remove > 0 then out[prefix .. "request-header-control-remove"] = table.concat(mod.remove, ",") end
+  if #(mod.set or {}) > 0 then out[prefix .. "request-header-control-update"] = lines(mod.set) end
+  if #(mod.add or {}) > 0 then out[prefix .. "request-header-control-add"] = lines(mod.add) end
+  if #(mod.remove or {}) > 0 then out[prefix .. "request-header-control-remove"] = table.concat(mod.remove, ",") end
 end
 return out

@@ -28,7 +28,7 @@ local owned = { "canary", "canary-weight", "canary-weight-total", "canary-by-hea
   "canary-by-header-value", "canary-by-header-pattern", "canary-by-cookie" }
 
 local out = {}
-for k, v in pairs(obj.annotations) do
+for k, v in pairs(obj.annotations or {}) do
   out[k] = v
 end
 for _, k in ipairs(owned) do
@@ -65,17 +65,17 @@ local function cookiePair(h)
 end
 
 local header, cookie
-for i, m in ipairs(obj.matches) do
+for i, m in ipairs(obj.matches or {}) do
   if m.path ~= nil then
     fail(i, "path matches cannot be expressed with canary annotations")
   end
-  if #m.queryParams > 0 then
+  if #(m.queryParams or {}) > 0 then
     fail(i, "ingress-nginx cannot match query parameters")
   end
-  if #m.headers ~= 1 then
+  if #(m.headers or {}) ~= 1 then
     fail(i, "ingress-nginx supports exactly one condition per match")
   end
-  local h = m.headers[1]
+  local h = (m.headers or {})[1]
   local name, value = cookiePair(h)
   if name ~= nil and value == "always" and cookie == nil then
     cookie = name
@@ -99,9 +99,9 @@ end
 if cookie ~= nil then
   out[prefix .. "canary-by-cookie"] = cookie
 end
-if obj.weight >= 0 then
-  out[prefix .. "canary-weight"] = tostring(obj.weight)
-elseif #obj.matches == 0 then
+if tonumber(obj.weight) >= 0 then
+  out[prefix .. "canary-weight"] = obj.weight
+elseif obj.matches == nil then
   out[prefix .. "canary-weight"] = "0"
 end
 return out

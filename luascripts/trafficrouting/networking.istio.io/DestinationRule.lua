@@ -9,7 +9,7 @@
 -- no separate canary Service. A DestinationRule for another host is
 -- returned unchanged. Weights and matches play no part here.
 
-local spec = obj.data.spec
+local spec = obj.data.spec or rollgate.object()
 local stable = obj.stableService
 
 local function isStableHost(host)

@@ -10,10 +10,10 @@
 -- error. requestHeaderModifier is not supported. A separate canary Service
 -- is required.
 
-local spec = obj.data.spec
+local spec = obj.data.spec or rollgate.object()
 local stable, canary = obj.stableService, obj.canaryService
 
-if obj.canaryWeight == -1 and #obj.matches > 0 then
+if obj.canaryWeight == -1 and obj.matches ~= nil then
   error("a TrafficSplit splits traffic by weight only; match steps need another router", 0)
 end
 

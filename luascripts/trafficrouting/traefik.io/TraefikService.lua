@@ -12,10 +12,10 @@
 -- is not supported here (use a Middleware). A separate canary Service is
 -- required.
 
-local spec = obj.data.spec
+local spec = obj.data.spec or rollgate.object()
 local stable, canary = obj.stableService, obj.canaryService
 
-if obj.canaryWeight == -1 and #obj.matches > 0 then
+if obj.canaryWeight == -1 and obj.matches ~= nil then
   error("a TraefikService splits traffic by weight only; it cannot route by headers, "
     .. "query parameters or paths (match requests in an IngressRoute instead)", 0)
 end
