@@ -71,10 +71,17 @@ test-unit: ## Run only the tests that need no external process
 bench: tools ## Run benchmarks and print the numbers
 	go test -run '^$$' -bench . -benchmem ./...
 
+# DEMO_FLAGS go to bin/rollgate-demo, e.g. make demo DEMO_FLAGS=--interactive
+DEMO_FLAGS ?=
+
 .PHONY: demo
-demo: tools build ## Run the demo: kwok cluster, local Git server, Flux, a release with an approval merged
-	$(BIN)/rollgate demo
+demo: tools build build-demo ## Run the demo: kwok cluster, local Git server, Flux, a release with an approval merged (DEMO_FLAGS=--interactive)
+	$(BIN)/rollgate-demo $(DEMO_FLAGS)
+
+.PHONY: build-demo
+build-demo: ## Build the demo into bin/rollgate-demo (a binary of its own: bin/rollgate links no test code)
+	go build -o $(BIN)/rollgate-demo ./cmd/rollgate-demo
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached tools)
-	rm -f $(BIN)/rollgate $(BIN)/kubectl-rollgate
+	rm -f $(BIN)/rollgate $(BIN)/kubectl-rollgate $(BIN)/rollgate-demo

@@ -4,9 +4,13 @@
 // controller; the other subcommands are the CLI (also usable as
 // `kubectl rollgate` through the kubectl-rollgate name). The commands only
 // parse flags and wire packages together; the logic lives in the packages.
+//
+// The binary links no test code: the local demo is cmd/rollgate-demo, and
+// TestLinksNoTestPackage guards that.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -17,6 +21,19 @@ func main() {
 	if err := newRootCommand().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(exitCode(err))
+	}
+}
+
+// newDemoMovedCommand answers `rollgate demo`, which older docs name: the
+// demo is its own binary now, so that this one links no test code.
+func newDemoMovedCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                "demo",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return usageError{errors.New("the demo is a binary of its own: run `make demo`, or bin/rollgate-demo after `make demo` has built it (docs/demo.md)")}
+		},
 	}
 }
 
@@ -33,7 +50,7 @@ failed release is reverted in Git.`,
 	}
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newVersionCommand())
-	root.AddCommand(newDemoCommand())
+	root.AddCommand(newDemoMovedCommand())
 	addCLICommands(root)
 	root.AddCommand(newLuaCommand())
 	markUsageErrors(root)

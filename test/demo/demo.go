@@ -1,5 +1,5 @@
-// Package demo runs rollgate's whole story on one machine, for `rollgate
-// demo` (`make demo`) and for its test: a simulated Kubernetes cluster
+// Package demo runs rollgate's whole story on one machine, for the
+// rollgate-demo command (`make demo`, cmd/rollgate-demo) and for its test: a simulated Kubernetes cluster
 // (kwok), a Git server on loopback holding an application, Flux's
 // source-controller and kustomize-controller applying it, and the rollgate
 // controller binary. A developer bumps the image in Git; Flux applies it;
@@ -16,7 +16,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/rollgate/rollgate/test/repo"
 )
 
 // Options configure Run.
@@ -31,7 +34,9 @@ type Options struct {
 	// Out receives the story; nil means os.Stdout.
 	Out io.Writer
 	// Rollgate is the rollgate binary run as the controller and for
-	// `rollgate status`; "" means the running executable.
+	// `rollgate status`; "" means the rollgate next to the running
+	// executable (bin/rollgate-demo beside bin/rollgate), else bin/rollgate
+	// of the checkout.
 	Rollgate string
 	// ApprovalDelay is how long the approval branch stays open before it
 	// is merged when not Interactive; 0 means 3 seconds.
@@ -46,11 +51,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Out = os.Stdout
 	}
 	if o.Rollgate == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return o, err
-		}
-		o.Rollgate = exe
+		o.Rollgate = defaultRollgate()
 	}
 	if o.ApprovalDelay == 0 {
 		o.ApprovalDelay = 3 * time.Second
@@ -59,6 +60,23 @@ func (o Options) withDefaults() (Options, error) {
 		o.Timeout = 10 * time.Minute
 	}
 	return o, nil
+}
+
+// defaultRollgate returns the rollgate binary next to the running
+// executable when there is one, else bin/rollgate of the checkout (`go run
+// ./cmd/rollgate-demo` runs from a temporary folder).
+func defaultRollgate() string {
+	if exe, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(exe), "rollgate"); isExecutable(p) {
+			return p
+		}
+	}
+	return filepath.Join(repo.ToolsDir(), "rollgate")
+}
+
+func isExecutable(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && !info.IsDir() && info.Mode()&0o111 != 0
 }
 
 // Run runs the demo and tears everything down before it returns. It
