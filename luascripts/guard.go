@@ -199,27 +199,32 @@ func percent(f float64) string {
 	return strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64) + "%"
 }
 
-// guardKind maps a script key (without KeyPrefix) to the reader of its
-// result.
-var guardKinds = map[string]func(g guardStep, spec map[string]any, t Target) error{
-	"VirtualService.networking.istio.io": guardVirtualService,
-	"HTTPProxy.projectcontour.io":        guardHTTPProxy,
-	"ApisixRoute.apisix.apache.org":      guardApisixRoute,
-	"TraefikService.traefik.io":          guardTraefikService,
-	"TrafficSplit.split.smi-spec.io":     guardTrafficSplit,
-}
+// guardReader is the reader of one kind's routing rules.
+type guardReader func(g guardStep, spec map[string]any, t Target) error
 
-// GuardedKinds lists the script keys (without KeyPrefix) whose results the
-// routing guard reads; Ingress dialects are always read.
-func GuardedKinds() []string {
-	return sortedKeys(guardKinds)
+// guardFor returns the reader of the result of the script with key (without
+// KeyPrefix), or nil for a kind the guard does not read.
+func guardFor(key string) guardReader {
+	switch key {
+	case "VirtualService.networking.istio.io":
+		return guardVirtualService
+	case "HTTPProxy.projectcontour.io":
+		return guardHTTPProxy
+	case "ApisixRoute.apisix.apache.org":
+		return guardApisixRoute
+	case "TraefikService.traefik.io":
+		return guardTraefikService
+	case "TrafficSplit.split.smi-spec.io":
+		return guardTrafficSplit
+	}
+	return nil
 }
 
 // checkCustom runs the guard on a custom resource script's result. The
 // kind comes from the script's key, so a ConfigMap override is checked
 // exactly as the built-in it replaces.
 func checkCustom(s Script, in CustomInput, out ObjectData) error {
-	read := guardKinds[strings.TrimPrefix(s.Key, KeyPrefix)]
+	read := guardFor(strings.TrimPrefix(s.Key, KeyPrefix))
 	if read == nil {
 		return nil
 	}

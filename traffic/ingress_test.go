@@ -6,11 +6,14 @@ import (
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/traffic"
 )
 
@@ -140,5 +143,39 @@ out["acme.io/canary-percent"] = tostring(obj.weight) return out`,
 	f.ensure(f.router(), desired(10))
 	if got := f.ingress("web-canary").Annotations["acme.io/canary-percent"]; got != "10" {
 		t.Errorf("user dialect: acme.io/canary-percent = %q", got)
+	}
+}
+
+// TestIngressKruiseScriptMisrouteRefused: a ConfigMap dialect in Kruise
+// Rollout's style that reads the weight "-1" as all traffic would send
+// every request to the canary on a match step. The routing guard refuses
+// the step before the canary Ingress exists; the weight step it gets right
+// is written.
+func TestIngressKruiseScriptMisrouteRefused(t *testing.T) {
+	f := newFixture(t, ingressRef("nginx"))
+	f.createIngress()
+	f.opts.LuaOverrides = map[string]string{"lua.traffic.routing.ingress.nginx": `
+annotations = {}
+if obj.annotations then annotations = obj.annotations end
+annotations["nginx.ingress.kubernetes.io/canary"] = "true"
+if obj.weight == "-1" then
+  annotations["nginx.ingress.kubernetes.io/canary-weight"] = "100"
+else
+  annotations["nginx.ingress.kubernetes.io/canary-weight"] = obj.weight
+end
+return annotations
+`}
+	d := desired(0)
+	d.Matches = []v1alpha1.HttpRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X-Canary", Value: "yes"}}}}
+	_, err := f.step(f.router(), d)
+	wantErr(t, err, traffic.ErrScript)
+	wantErr(t, err, luascripts.ErrMisroute)
+	canary := &networkingv1.Ingress{}
+	if err := k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "web-canary"}, canary); !apierrors.IsNotFound(err) {
+		t.Errorf("canary Ingress written despite the refusal: %v %v", err, canary.Annotations)
+	}
+	f.ensure(f.router(), desired(10))
+	if got := f.ingress("web-canary").Annotations["nginx.ingress.kubernetes.io/canary-weight"]; got != "10" {
+		t.Errorf("10%%: canary-weight = %q", got)
 	}
 }
