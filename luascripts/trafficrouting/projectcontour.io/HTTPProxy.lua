@@ -128,7 +128,10 @@ end
 local function andNamed(conditions, kind, h, where)
   local s = stepCond(kind, h.type, h.value)
   local same = function(name)
-    return kind == "header" and name:lower() == h.name:lower() or name == h.name
+    if kind == "header" then
+      return tostring(name):lower() == h.name:lower()
+    end
+    return name == h.name
   end
   for i = #conditions, 1, -1 do
     local c = conditions[i][kind]
