@@ -62,7 +62,8 @@ type caseRun struct {
 // ConfigMap would. It prints one line per passing case and a unified diff
 // (YAML, expected against got) per failing step to out, then a summary. It
 // returns the number of failed steps (a case that cannot run counts as
-// one); err is only for a directory that cannot be read.
+// one); err is only for a directory that cannot be read or holds no case
+// file (a mistyped path must not pass as "0 failed").
 func RunCases(dir string, lib *Library, out io.Writer) (failed int, err error) {
 	if lib == nil {
 		lib = NewLibrary()
@@ -70,6 +71,9 @@ func RunCases(dir string, lib *Library, out io.Writer) (failed int, err error) {
 	overrides, files, err := scanCaseDir(dir)
 	if err != nil {
 		return 0, err
+	}
+	if len(files) == 0 {
+		return 0, fmt.Errorf("no test cases in %s: case files are *.yaml or *.yml files in it or below it", dir)
 	}
 	runner := Runner{Print: out}
 	steps := 0

@@ -35,21 +35,17 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 }
 
 func (f *clusterFlags) client() (client.Client, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if f.kubeconfig != "" {
-		rules.ExplicitPath = f.kubeconfig
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
+	cc := kubeconfigLoader(f.kubeconfig, f.context)
 	ns, _, err := cc.Namespace()
 	if err != nil {
-		return nil, "", err
+		return nil, "", explainConfigError(err)
 	}
 	if f.namespace != "" {
 		ns = f.namespace
 	}
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, "", err
+		return nil, "", explainConfigError(err)
 	}
 	scheme, err := newScheme()
 	if err != nil {
@@ -57,6 +53,25 @@ func (f *clusterFlags) client() (client.Client, string, error) {
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	return c, ns, err
+}
+
+// kubeconfigLoader finds the cluster as kubectl does: the kubeconfig file
+// (an explicit path, else $KUBECONFIG, else ~/.kube/config), else the
+// in-cluster configuration of a pod.
+func kubeconfigLoader(path, context string) clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+}
+
+// explainConfigError says what to do when no cluster is configured, in
+// place of client-go's advice to set KUBERNETES_MASTER, a variable that
+// nothing reads any more.
+func explainConfigError(err error) error {
+	if !clientcmd.IsEmptyConfig(err) {
+		return err
+	}
+	return fmt.Errorf("no cluster to talk to: no kubeconfig ($KUBECONFIG is unset and %s does not exist) and not running in a pod; set KUBECONFIG or pass --kubeconfig", clientcmd.RecommendedHomeFile)
 }
 
 // getRollout reads one Rollout, named "name" or "namespace/name".
@@ -89,6 +104,9 @@ revision, and what the release waits for. --watch redraws every 2 seconds.
 Exit codes: 0 ok, 1 error, 2 bad usage, 3 the named Rollout does not exist.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			c, ns, err := f.client()
 			if err != nil {
 				return err
@@ -147,9 +165,6 @@ func showRollouts(ctx context.Context, w io.Writer, c client.Client, ns string, 
 		}
 		_, err = w.Write(b)
 		return err
-	case "table", "":
-	default:
-		return usageError{fmt.Errorf("-o %q: use table, yaml or json", output)}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tSTEP\tSTATE\tTRAFFIC\tOLD PODS\tNEW PODS\tWAITING FOR")
@@ -165,6 +180,15 @@ func showRollouts(ctx context.Context, w io.Writer, c client.Client, ns string, 
 			s.CanaryReadyReplicas, s.CanaryReplicas, waitingForCluster(ro))
 	}
 	return tw.Flush()
+}
+
+// checkOutput rejects an -o that showRollouts cannot print.
+func checkOutput(output string) error {
+	switch output {
+	case "table", "", "yaml", "json":
+		return nil
+	}
+	return usageError{fmt.Errorf("-o %q: use table, yaml or json", output)}
 }
 
 func waitingForCluster(ro *v1alpha1.Rollout) string {

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,7 +57,7 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	if ns == "" {
 		ns = "rollgate-system"
 	}
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means in-cluster config, or $KUBECONFIG")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
 	fs.StringVar(&f.namespace, "namespace", ns, "Namespace of the controller: leader election lease, webhook certificate Secret, Lua ConfigMap (default $POD_NAMESPACE)")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints")
@@ -111,11 +110,11 @@ func newScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// restConfig loads the cluster's configuration as the CLI does: the
+// kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config), else in-cluster.
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		return ctrl.GetConfig()
-	}
-	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := kubeconfigLoader(kubeconfig, "").ClientConfig()
+	return cfg, explainConfigError(err)
 }
 
 func newLogger(level string, dev bool) (zap.Opts, error) {

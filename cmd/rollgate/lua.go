@@ -23,7 +23,8 @@ built-in scripts, and case files with rollout:, original: and expected: (one
 expected object per step). See luascripts/README.md for the format.
 
 Prints one line per passing case and a diff per failing step.
-Exit codes: 0 all passed, 1 a step failed or the directory cannot be read.`,
+Exit codes: 0 all passed, 1 a step failed, or the directory cannot be read
+or holds no case file; 2 bad usage.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			failed, err := luascripts.RunCases(args[0], nil, cmd.OutOrStdout())
