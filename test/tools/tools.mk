@@ -39,7 +39,7 @@ TOOLS_FLUX_BIN := $(TOOLS_BIN)/flux
 TOOLS_FLUX_COMPONENTS := source-controller kustomize-controller notification-controller
 TOOLS_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-TOOLS_K8S_COMPONENTS := kube-apiserver kube-controller-manager kube-scheduler kubectl
+TOOLS_K8S_COMPONENTS := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
 TOOLS_KUBE_MINOR := $(word 2,$(subst ., ,$(TOOLS_KUBE_VERSION)))
 # The same version stamping the Kubernetes release build does, so the binaries
 # report v1.x.y (kwokctl picks component flags from `--version`, and clients
@@ -78,12 +78,20 @@ define tools-apt
 	@test -x $(1) || { echo "$(1) is still missing after installing $(2)" >&2; exit 1; }
 endef
 
-.PHONY: tools tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-clean .tools-force
+# tools-progress runs the shell command $(2), printing "still building $(1)"
+# with the elapsed time every 30 s, so a long build is never silent.
+define tools-progress
+	@start=$$(date +%s); ( while sleep 30; do echo "  ... still building $(1) ($$(( $$(date +%s) - start )) s)"; done ) & ticker=$$!; \
+	$(2); rc=$$?; kill $$ticker 2>/dev/null; wait $$ticker 2>/dev/null; \
+	echo "  $(1): $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
+endef
+
+.PHONY: tools-image tools-traefik tools-realnode tools tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-clean .tools-force
 .tools-force:
 
-tools: tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous ## Install or build every test tool into bin/ (cheap when up to date)
+tools: tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-image tools-traefik tools-realnode ## Install or build every test tool into bin/ (cheap when up to date)
 
-tools-k8s: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_K8S_COMPONENTS)) ## Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl into bin/k8s/
+tools-k8s: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_K8S_COMPONENTS)) ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet and kube-proxy into bin/k8s/
 
 tools-etcd: $(TOOLS_K8S_BIN)/etcd ## Build etcd (the version Kubernetes uses) into bin/k8s/
 
@@ -96,7 +104,7 @@ tools-prometheus: $(TOOLS_BIN)/prometheus ## Install Prometheus (Debian) and lin
 tools-flux: $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_FLUX_COMPONENTS)) $(TOOLS_FLUX_BIN)/crds ## Build Flux source-, kustomize- and notification-controller into bin/flux/, with their CRDs in bin/flux/crds/
 
 tools-clean: ## Remove every tool from bin/ (the next `make tools` rebuilds them)
-	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_FLUX_BIN) $(TOOLS_STAMPS) $(TOOLS_BIN)/previous $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus)
+	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_FLUX_BIN) $(TOOLS_STAMPS) $(TOOLS_BIN)/previous $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus traefik mkimage)
 
 $(TOOLS_STAMPS)/k8s: .tools-force
 	$(call tools-stamp,$@,k8s.io/kubernetes $(TOOLS_KUBE_VERSION) $(TOOLS_K8S_LDFLAGS))
@@ -116,7 +124,7 @@ $(TOOLS_STAMPS)/helm: .tools-force
 $(TOOLS_K8S_BIN)/%: $(TOOLS_STAMPS)/k8s
 	@test -n "$(TOOLS_KUBE_VERSION)" || { echo "cannot read the k8s.io/kubernetes pin from test/tools/kbins/go.mod" >&2; exit 1; }
 	@echo "building $* $(TOOLS_KUBE_VERSION)"
-	cd $(TOOLS_DIR)/kbins && go build -ldflags '$(TOOLS_K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/$*
+	$(call tools-progress,$*,cd $(TOOLS_DIR)/kbins && go build -ldflags '$(TOOLS_K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/$*)
 	@mv -f $@.tmp $@
 
 # The controllers build from one wrapper module (test/tools/flux), whose
@@ -158,6 +166,52 @@ $(TOOLS_K8S_BIN)/etcd: $(TOOLS_STAMPS)/etcd
 	@test -n "$(TOOLS_ETCD_VERSION)" || { echo "cannot read the etcd pin from test/tools/etcdbin/go.mod" >&2; exit 1; }
 	@echo "building etcd $(TOOLS_ETCD_VERSION)"
 	cd $(TOOLS_DIR)/etcdbin && go build -ldflags '-s -w' -o $@.tmp .
+	@mv -f $@.tmp $@
+
+# Traefik, the Gateway API data plane of test/realtraffic, from its wrapper
+# module (Traefik's replace lines copied into test/tools/traefik/go.mod).
+TOOLS_TRAEFIK_VERSION := $(shell sed -n 's|^require github.com/traefik/traefik/v3 \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))traefik/go.mod)
+
+tools-traefik: $(TOOLS_BIN)/traefik ## Build Traefik (Gateway API data plane of the real-traffic tests) into bin/
+
+$(TOOLS_STAMPS)/traefik: .tools-force
+	$(call tools-stamp,$@,github.com/traefik/traefik/v3 $(TOOLS_TRAEFIK_VERSION))
+
+$(TOOLS_BIN)/traefik: $(TOOLS_STAMPS)/traefik
+	@test -n "$(TOOLS_TRAEFIK_VERSION)" || { echo "cannot read the Traefik pin from test/tools/traefik/go.mod" >&2; exit 1; }
+	@echo "building traefik $(TOOLS_TRAEFIK_VERSION) (10-20 min on 2 cold cores)"
+	$(call tools-progress,traefik,cd $(TOOLS_DIR)/traefik && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$(TOOLS_TRAEFIK_VERSION)' -o $@.tmp github.com/traefik/traefik/v3/cmd/traefik)
+	@mv -f $@.tmp $@
+
+# The real node's runtime and network (test/realnode) from Debian. Debian's
+# containerd package enables a systemd service; the real node runs its own
+# containerd with its own socket, so a policy-rc.d keeps apt from starting the
+# service and it is disabled afterwards: nothing is left running or enabled.
+TOOLS_REALNODE_PACKAGES := containerd runc containernetworking-plugins iptables conntrack nftables
+
+tools-realnode: ## Install containerd, runc, the CNI plugins, iptables, nftables and conntrack (Debian) for the real node
+	@missing=; for b in /usr/bin/containerd /usr/bin/ctr /usr/sbin/runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/portmap /usr/sbin/iptables /usr/sbin/conntrack /usr/sbin/nft; do \
+		test -x $$b || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing $(TOOLS_REALNODE_PACKAGES) (apt)"; \
+		policy=; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=1; printf '#!/bin/sh\nexit 101\n' | $(TOOLS_SUDO) tee /usr/sbin/policy-rc.d >/dev/null; $(TOOLS_SUDO) chmod 755 /usr/sbin/policy-rc.d; fi; \
+		$(TOOLS_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$(TOOLS_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(TOOLS_REALNODE_PACKAGES); rc=$$?; \
+		if [ -n "$$policy" ]; then $(TOOLS_SUDO) rm -f /usr/sbin/policy-rc.d; fi; \
+		if [ -d /run/systemd/system ]; then $(TOOLS_SUDO) systemctl disable --now containerd.service >/dev/null 2>&1 || true; fi; \
+		test $$rc = 0 || exit $$rc; \
+	fi
+	@for b in /usr/bin/containerd /usr/bin/ctr /usr/sbin/runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/portmap /usr/sbin/iptables /usr/sbin/conntrack /usr/sbin/nft; do \
+		test -x $$b || { echo "$$b is still missing after installing $(TOOLS_REALNODE_PACKAGES)" >&2; exit 1; }; done
+
+# The image builder (go-containerregistry, its own module so the controller's
+# go.mod does not carry it): `make image` and test/realnode build container
+# images with it, without a registry or a daemon.
+tools-image: $(TOOLS_BIN)/mkimage ## Build the container image builder into bin/mkimage
+
+$(TOOLS_BIN)/mkimage: $(TOOLS_DIR)/image/main.go $(TOOLS_DIR)/image/go.mod
+	@echo "building mkimage"
+	cd $(TOOLS_DIR)/image && CGO_ENABLED=0 go build -trimpath -o $@.tmp .
 	@mv -f $@.tmp $@
 
 $(TOOLS_BIN)/prometheus:

@@ -1,0 +1,65 @@
+// Command verserver is the sample application of the real-node tests: a tiny
+// HTTP server answering every request with its version and its pod's name
+// ("v2 web-7d9f-abcde"), with a readiness endpoint and a graceful shutdown.
+//
+// The version is set at build time (-ldflags "-X main.version=v2"). On
+// SIGTERM it first reports not ready and keeps serving for -drain (so the
+// endpoint leaves every load balancer before the listener closes), then
+// drains open requests and exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+var version = "dev"
+
+func main() {
+	addr := flag.String("addr", ":8080", "listen address")
+	drain := flag.Duration("drain", 5*time.Second, "time to keep serving after SIGTERM, while reporting not ready")
+	flag.Parse()
+	pod := os.Getenv("POD_NAME")
+	if pod == "" {
+		pod, _ = os.Hostname()
+	}
+	var stopping atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if stopping.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Version", version)
+		fmt.Fprintf(w, "%s %s\n", version, pod)
+	})
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sig
+		stopping.Store(true)
+		log.Printf("%s %s: SIGTERM, draining for %s", version, pod, *drain)
+		time.Sleep(*drain)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}()
+	log.Printf("verserver %s (%s) listening on %s", version, pod, *addr)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal(err)
+	}
+	log.Printf("%s %s: stopped", version, pod)
+}

@@ -1,0 +1,222 @@
+// Command image builds a single-layer linux/amd64 container image FROM
+// scratch without a registry or a daemon (go-containerregistry), and writes
+// it as a docker-save tarball that `ctr -n k8s.io images import` and
+// `docker load` read.
+//
+// The layer holds one static binary, and optionally Debian's CA bundle and a
+// passwd/group entry for a non-root numeric user. Every timestamp is the
+// -created time and every owner is root, so the same inputs give the same
+// digest.
+//
+//	image -binary bin/rollgate -path /rollgate -tag ghcr.io/rollgate/rollgate:dev \
+//	      -user 65532 -ca /etc/ssl/certs/ca-certificates.crt -created 1700000000 \
+//	      -label org.opencontainers.image.version=dev -o bin/rollgate-image.tar
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+type labels map[string]string
+
+func (l labels) String() string { return fmt.Sprint(map[string]string(l)) }
+
+func (l labels) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("label %q: want key=value", s)
+	}
+	l[k] = v
+	return nil
+}
+
+type options struct {
+	binary, path, tag, out, ca string
+	user                       int
+	created                    int64
+	labels                     labels
+	args                       []string
+}
+
+func main() {
+	o := options{labels: labels{}}
+	var args string
+	flag.StringVar(&o.binary, "binary", "", "static binary to put in the image (required)")
+	flag.StringVar(&o.path, "path", "", "its path in the image, also the entrypoint (required, e.g. /rollgate)")
+	flag.StringVar(&o.tag, "tag", "", "image reference written into the tarball (required)")
+	flag.StringVar(&o.out, "o", "", "output tarball (required)")
+	flag.StringVar(&o.ca, "ca", "", "CA bundle to install as /etc/ssl/certs/ca-certificates.crt (optional)")
+	flag.IntVar(&o.user, "user", -1, "numeric uid=gid to run as, with a passwd and group entry (optional; -1 = root, no entry)")
+	flag.Int64Var(&o.created, "created", 0, "creation time and every file time, in Unix seconds (commit time for reproducible digests)")
+	flag.StringVar(&args, "args", "", "default arguments (Cmd), space separated (optional)")
+	flag.Var(o.labels, "label", "key=value image label; repeatable")
+	flag.Parse()
+	if o.binary == "" || o.path == "" || o.tag == "" || o.out == "" {
+		flag.Usage()
+		os.Exit(2)
+	}
+	o.args = strings.Fields(args)
+	digest, err := build(o)
+	if err != nil {
+		log.Fatalf("image: %v", err)
+	}
+	fmt.Printf("%s %s -> %s\n", o.tag, digest, o.out)
+}
+
+func build(o options) (v1.Hash, error) {
+	created := time.Unix(o.created, 0).UTC()
+	layerData, err := layerTar(o, created)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerData)), nil
+	})
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	img, err := mutate.Append(empty.Image, mutate.Addendum{
+		Layer: layer,
+		History: v1.History{
+			Created:   v1.Time{Time: created},
+			CreatedBy: "rollgate test/tools/image: " + path.Base(o.path),
+		},
+	})
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	cf = cf.DeepCopy()
+	// containerd's CRI filters out images without the platform it runs on.
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Created = v1.Time{Time: created}
+	cf.Config.Entrypoint = []string{o.path}
+	cf.Config.Cmd = o.args
+	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	if o.ca != "" {
+		cf.Config.Env = append(cf.Config.Env, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt")
+	}
+	if o.user >= 0 {
+		cf.Config.User = fmt.Sprintf("%d:%d", o.user, o.user)
+	}
+	if len(o.labels) > 0 {
+		cf.Config.Labels = map[string]string(o.labels)
+	}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	img, err = mutate.CreatedAt(img, v1.Time{Time: created})
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	ref, err := name.NewTag(o.tag)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	tmp := o.out + ".tmp"
+	if err := tarball.WriteToFile(tmp, ref, img); err != nil {
+		return v1.Hash{}, err
+	}
+	if err := os.Rename(tmp, o.out); err != nil {
+		return v1.Hash{}, err
+	}
+	return img.Digest()
+}
+
+// entry is one file of the layer.
+type entry struct {
+	name string
+	mode int64
+	dir  bool
+	data []byte
+}
+
+// layerTar writes the layer in a fixed order with fixed owners and times.
+func layerTar(o options, created time.Time) ([]byte, error) {
+	bin, err := os.ReadFile(o.binary)
+	if err != nil {
+		return nil, err
+	}
+	entries := []entry{{name: strings.TrimPrefix(o.path, "/"), mode: 0o755, data: bin}}
+	if o.ca != "" {
+		ca, err := os.ReadFile(o.ca)
+		if err != nil {
+			return nil, fmt.Errorf("CA bundle: %w", err)
+		}
+		entries = append(entries, entry{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: ca})
+	}
+	if o.user >= 0 {
+		u := strconv.Itoa(o.user)
+		entries = append(entries,
+			entry{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:" + u + ":" + u + ":nonroot:/home/nonroot:/sbin/nologin\n")},
+			entry{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:" + u + ":\n")},
+			entry{name: "home/nonroot", mode: 0o700, dir: true},
+		)
+	}
+	entries = append(entries, entry{name: "tmp", mode: 0o1777, dir: true})
+	entries = withParents(entries)
+
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		hdr := &tar.Header{Name: e.name, Mode: e.mode, ModTime: created, Format: tar.FormatPAX}
+		if e.dir {
+			hdr.Typeflag, hdr.Name = tar.TypeDir, e.name+"/"
+		} else {
+			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(e.data))
+		}
+		if e.name == "home/nonroot" && o.user >= 0 {
+			hdr.Uid, hdr.Gid = o.user, o.user
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if !e.dir {
+			if _, err := tw.Write(e.data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// withParents adds every missing parent directory (0755) and sorts by name,
+// parents first.
+func withParents(entries []entry) []entry {
+	have := map[string]bool{}
+	for _, e := range entries {
+		have[e.name] = true
+	}
+	for _, e := range entries {
+		for d := path.Dir(e.name); d != "." && !have[d]; d = path.Dir(d) {
+			have[d] = true
+			entries = append(entries, entry{name: d, mode: 0o755, dir: true})
+		}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	return entries
+}
