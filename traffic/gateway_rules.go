@@ -9,6 +9,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/luascripts"
 )
 
 // Limits of the HTTPRoute CRD (gateway-api v1.6).
@@ -36,14 +37,19 @@ const (
 //   - matches (they take precedence: the weight is then ignored and the
 //     declared rules stay as they are): for each such rule a new rule,
 //     sent only to the canary, is placed before all declared rules. Its
-//     matches are every declared
-//     match of the rule combined with every entry of d.Matches: the entry's
-//     headers and query parameters are added (they replace a declared
-//     condition of the same name) and its path, when set, replaces the
-//     declared path. Adding conditions makes the new match more specific
-//     than the declared one, and ties go to the earlier rule, so the new
-//     rule takes precedence. d.RequestHeaderModifier becomes a rule filter
-//     (merged into a declared RequestHeaderModifier filter).
+//     matches are (declared match) AND (step match) for every declared
+//     match of the rule and every entry of d.Matches: the conditions of
+//     both, where two conditions on the same path, header or query
+//     parameter become their intersection (PathPrefix matching whole path
+//     segments). A pair no request can satisfy is left out, and a rule
+//     left with no match gets no canary rule; a pair whose intersection
+//     is not one condition the HTTPRoute can express (a regular expression
+//     AND a different one) is an error wrapping ErrInvalid that names the
+//     rule and both matches, since any approximation would send other
+//     requests to the canary. Adding conditions makes the new match more
+//     specific than the declared one, and ties go to the earlier rule, so
+//     the new rule takes precedence. d.RequestHeaderModifier becomes a
+//     rule filter (merged into a declared RequestHeaderModifier filter).
 //
 // Rules that do not reach the stable Service are kept as declared. The
 // result must fit the CRD's limits (16 rules, 64 matches per rule, 128 in
@@ -55,7 +61,7 @@ func HTTPRouteRules(declared []gatewayv1.HTTPRouteRule, namespace string, d Desi
 	}
 	var canaryRules, weighted []gatewayv1.HTTPRouteRule
 	found := false
-	for _, r := range declared {
+	for i, r := range declared {
 		stable := serviceRefs(r.BackendRefs, namespace, d.StableService)
 		if len(stable) == 0 {
 			weighted = append(weighted, *r.DeepCopy())
@@ -63,7 +69,13 @@ func HTTPRouteRules(declared []gatewayv1.HTTPRouteRule, namespace string, d Desi
 		}
 		found = true
 		if len(d.Matches) > 0 {
-			canaryRules = append(canaryRules, matchRule(r, stable, d))
+			rule, ok, err := matchRule(r, i, stable, d)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				canaryRules = append(canaryRules, rule)
+			}
 			weighted = append(weighted, *r.DeepCopy())
 		} else {
 			weighted = append(weighted, weightRule(r, stable, d))
@@ -161,8 +173,10 @@ func scaleWeights(refs []gatewayv1.HTTPBackendRef) []gatewayv1.HTTPBackendRef {
 }
 
 // matchRule builds the rule that sends r's requests matching d.Matches to
-// the canary.
-func matchRule(r gatewayv1.HTTPRouteRule, stable []int, d Desired) gatewayv1.HTTPRouteRule {
+// the canary. ok is false when no declared match of r can hold together
+// with any step match: r then gets no canary rule. index names r in
+// errors.
+func matchRule(r gatewayv1.HTTPRouteRule, index int, stable []int, d Desired) (gatewayv1.HTTPRouteRule, bool, error) {
 	out := *r.DeepCopy()
 	if out.Name != nil {
 		name := string(*out.Name) + canaryRuleNameSuffix
@@ -189,30 +203,75 @@ func matchRule(r gatewayv1.HTTPRouteRule, stable []int, d Desired) gatewayv1.HTT
 		declared = []gatewayv1.HTTPRouteMatch{{Path: defaultPath(nil)}}
 	}
 	out.Matches = make([]gatewayv1.HTTPRouteMatch, 0, len(declared)*len(d.Matches))
-	for _, om := range declared {
-		for _, m := range d.Matches {
-			out.Matches = append(out.Matches, mergeMatch(om, m))
+	for j, om := range declared {
+		for k, m := range d.Matches {
+			merged, ok, err := mergeMatch(om, m)
+			if err != nil {
+				return out, false, fmt.Errorf("%w: %s matches[%d] AND the step's matches[%d]: %w",
+					ErrInvalid, describeRule(r, index), j, k, err)
+			}
+			if ok {
+				out.Matches = append(out.Matches, merged)
+			}
 		}
+	}
+	if len(out.Matches) == 0 {
+		return out, false, nil
 	}
 	if d.RequestHeaderModifier != nil {
 		out.Filters = withHeaderModifier(out.Filters, d.RequestHeaderModifier)
 	}
-	return out
+	return out, true, nil
 }
 
-// mergeMatch narrows a declared match by a step's match.
-func mergeMatch(om gatewayv1.HTTPRouteMatch, m v1alpha1.HttpRouteMatch) gatewayv1.HTTPRouteMatch {
+// describeRule names rule index of a route in errors.
+func describeRule(r gatewayv1.HTTPRouteRule, index int) string {
+	if r.Name != nil {
+		return fmt.Sprintf("rule %d (%q)", index, *r.Name)
+	}
+	return fmt.Sprintf("rule %d", index)
+}
+
+// mergeMatch returns the match of the requests that satisfy both the
+// declared match om and the step's match m: every condition of both, where
+// two conditions on the same path, header (names compared without regard
+// to case) or query parameter become their intersection. ok is false when
+// no request can satisfy both; the error wraps
+// luascripts.ErrInexpressible when the intersection is not one condition
+// of a type the HTTPRoute has (the step must then fail rather than send
+// other requests to the canary).
+func mergeMatch(om gatewayv1.HTTPRouteMatch, m v1alpha1.HttpRouteMatch) (gatewayv1.HTTPRouteMatch, bool, error) {
 	out := *om.DeepCopy()
+	out.Path = defaultPath(om.Path)
 	if m.Path != nil {
-		out.Path = defaultPath(m.Path)
+		p, ok, err := intersectPath(*out.Path, *defaultPath(m.Path))
+		if err != nil || !ok {
+			return out, false, err
+		}
+		out.Path = &p
 	}
 	headers := make([]gatewayv1.HTTPHeaderMatch, 0, len(m.Headers)+len(om.Headers))
 	for _, h := range m.Headers {
 		h.Type = ptr.To(ptr.Deref(h.Type, gatewayv1.HeaderMatchExact))
+		if i := slices.IndexFunc(om.Headers, func(x gatewayv1.HTTPHeaderMatch) bool {
+			return strings.EqualFold(string(x.Name), string(h.Name))
+		}); i >= 0 {
+			typ, value, ok, err := intersectValue(string(ptr.Deref(om.Headers[i].Type, gatewayv1.HeaderMatchExact)),
+				om.Headers[i].Value, string(*h.Type), h.Value)
+			if err != nil {
+				return out, false, fmt.Errorf("header %s: %w", h.Name, err)
+			}
+			if !ok {
+				return out, false, nil
+			}
+			h.Type, h.Value = ptr.To(gatewayv1.HeaderMatchType(typ)), value
+		}
 		headers = append(headers, h)
 	}
 	for _, h := range om.Headers {
-		if !hasHeader(m.Headers, h.Name) {
+		if !slices.ContainsFunc(m.Headers, func(x gatewayv1.HTTPHeaderMatch) bool {
+			return strings.EqualFold(string(x.Name), string(h.Name))
+		}) {
 			headers = append(headers, h)
 		}
 	}
@@ -220,15 +279,120 @@ func mergeMatch(om gatewayv1.HTTPRouteMatch, m v1alpha1.HttpRouteMatch) gatewayv
 	params := make([]gatewayv1.HTTPQueryParamMatch, 0, len(m.QueryParams)+len(om.QueryParams))
 	for _, q := range m.QueryParams {
 		q.Type = ptr.To(ptr.Deref(q.Type, gatewayv1.QueryParamMatchExact))
+		if i := slices.IndexFunc(om.QueryParams, func(x gatewayv1.HTTPQueryParamMatch) bool { return x.Name == q.Name }); i >= 0 {
+			typ, value, ok, err := intersectValue(string(ptr.Deref(om.QueryParams[i].Type, gatewayv1.QueryParamMatchExact)),
+				om.QueryParams[i].Value, string(*q.Type), q.Value)
+			if err != nil {
+				return out, false, fmt.Errorf("query parameter %s: %w", q.Name, err)
+			}
+			if !ok {
+				return out, false, nil
+			}
+			q.Type, q.Value = ptr.To(gatewayv1.QueryParamMatchType(typ)), value
+		}
 		params = append(params, q)
 	}
 	for _, q := range om.QueryParams {
-		if !hasParam(m.QueryParams, q.Name) {
+		if !slices.ContainsFunc(m.QueryParams, func(x gatewayv1.HTTPQueryParamMatch) bool { return x.Name == q.Name }) {
 			params = append(params, q)
 		}
 	}
 	out.QueryParams = params
-	return out
+	return out, true, nil
+}
+
+// intersectValue intersects two header or query parameter conditions
+// (types Exact and RegularExpression, the same names in both APIs).
+func intersectValue(typeA, a, typeB, b string) (string, string, bool, error) {
+	c, ok, err := luascripts.Intersect(luascripts.StringCond{Type: typeA, Value: a}, luascripts.StringCond{Type: typeB, Value: b})
+	if err != nil || !ok {
+		return "", "", false, err
+	}
+	return c.Type, c.Value, true, nil
+}
+
+// intersectPath returns the path match of the paths both a and b match
+// (both with the CRD's defaults applied). PathPrefix matches whole path
+// segments, as the Gateway API says: PathPrefix /api matches /api and
+// /api/v2, never /apis, and a trailing slash is ignored.
+func intersectPath(a, b gatewayv1.HTTPPathMatch) (gatewayv1.HTTPPathMatch, bool, error) {
+	ta, tb := *a.Type, *b.Type
+	if ta == gatewayv1.PathMatchPathPrefix && tb != gatewayv1.PathMatchPathPrefix {
+		return intersectPath(b, a)
+	}
+	if tb == gatewayv1.PathMatchPathPrefix {
+		p := segmentPrefix(*b.Value)
+		switch ta {
+		case gatewayv1.PathMatchPathPrefix:
+			q := segmentPrefix(*a.Value)
+			switch {
+			case underPrefix(q, p):
+				return a, true, nil
+			case underPrefix(p, q):
+				return b, true, nil
+			}
+			return a, false, nil
+		case gatewayv1.PathMatchExact:
+			return a, underPrefix(*a.Value, p), nil
+		case gatewayv1.PathMatchRegularExpression:
+			return regexInPrefix(a, p)
+		}
+	}
+	c, ok, err := luascripts.Intersect(pathCond(a), pathCond(b))
+	if err != nil || !ok {
+		return a, false, err
+	}
+	return gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchType(c.Type)), Value: ptr.To(c.Value)}, true, nil
+}
+
+// pathCond is an Exact or RegularExpression path match as a condition.
+func pathCond(p gatewayv1.HTTPPathMatch) luascripts.StringCond {
+	return luascripts.StringCond{Type: string(*p.Type), Value: *p.Value}
+}
+
+// segmentPrefix is a PathPrefix value without its trailing slash ("/"
+// stays).
+func segmentPrefix(v string) string {
+	if t := strings.TrimRight(v, "/"); t != "" {
+		return t
+	}
+	return "/"
+}
+
+// underPrefix reports whether PathPrefix p (see segmentPrefix) matches
+// path, or every path PathPrefix path matches.
+func underPrefix(path, p string) bool {
+	return p == "/" || path == p || strings.HasPrefix(path, p+"/")
+}
+
+// regexInPrefix intersects a regular expression path with PathPrefix p:
+// the expression itself when every path it matches is under p, nothing
+// when none is.
+func regexInPrefix(re gatewayv1.HTTPPathMatch, p string) (gatewayv1.HTTPPathMatch, bool, error) {
+	if p == "/" {
+		return re, true, nil
+	}
+	cond := pathCond(re)
+	exact, err := luascripts.Covers(luascripts.StringCond{Type: luascripts.CondExact, Value: p}, cond)
+	if err != nil {
+		return re, false, err
+	}
+	below, err := luascripts.Covers(luascripts.StringCond{Type: luascripts.CondPrefix, Value: p + "/"}, cond)
+	if err != nil {
+		return re, false, err
+	}
+	if exact || below {
+		return re, true, nil
+	}
+	// A string prefix the expression cannot share with p is enough.
+	none, err := luascripts.Disjoint(luascripts.StringCond{Type: luascripts.CondPrefix, Value: p}, cond)
+	if err != nil {
+		return re, false, err
+	}
+	if none {
+		return re, false, nil
+	}
+	return re, false, fmt.Errorf("path (RegularExpression %q) AND (PathPrefix %q) %w", *re.Value, p, luascripts.ErrInexpressible)
 }
 
 // defaultPath applies the CRD's defaults to a path match (PathPrefix "/").
@@ -240,24 +404,6 @@ func defaultPath(p *gatewayv1.HTTPPathMatch) *gatewayv1.HTTPPathMatch {
 	out.Type = ptr.To(ptr.Deref(out.Type, gatewayv1.PathMatchPathPrefix))
 	out.Value = ptr.To(ptr.Deref(out.Value, "/"))
 	return out
-}
-
-func hasHeader(hs []gatewayv1.HTTPHeaderMatch, name gatewayv1.HTTPHeaderName) bool {
-	for _, h := range hs {
-		if strings.EqualFold(string(h.Name), string(name)) {
-			return true
-		}
-	}
-	return false
-}
-
-func hasParam(qs []gatewayv1.HTTPQueryParamMatch, name gatewayv1.HTTPHeaderName) bool {
-	for _, q := range qs {
-		if q.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // withHeaderModifier adds mod to filters, merged into an existing

@@ -3,6 +3,8 @@ package traffic_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"k8s.io/utils/ptr"
@@ -103,4 +105,127 @@ func TestRegistry(t *testing.T) {
 	if _, err := traffic.NewRegistry(failing).New(nil, ro, traffic.Options{}); !errors.Is(err, boom) {
 		t.Errorf("factory error lost: %v", err)
 	}
+}
+
+// TestHTTPRouteRulesCombineMatches: a step's match narrows each declared
+// match, (route match) AND (step match); it never widens one.
+func TestHTTPRouteRulesCombineMatches(t *testing.T) {
+	typed := func(typ gatewayv1.PathMatchType, v string) *gatewayv1.HTTPPathMatch {
+		return &gatewayv1.HTTPPathMatch{Type: ptr.To(typ), Value: ptr.To(v)}
+	}
+	header := func(name, v string, re bool) gatewayv1.HTTPHeaderMatch {
+		h := gatewayv1.HTTPHeaderMatch{Name: gatewayv1.HTTPHeaderName(name), Value: v}
+		if re {
+			h.Type = ptr.To(gatewayv1.HeaderMatchRegularExpression)
+		}
+		return h
+	}
+	query := func(name, v string) gatewayv1.HTTPQueryParamMatch {
+		return gatewayv1.HTTPQueryParamMatch{Name: gatewayv1.HTTPHeaderName(name), Value: v}
+	}
+	tests := []struct {
+		name  string
+		route gatewayv1.HTTPRouteMatch
+		step  v1alpha1.HttpRouteMatch
+		// want is the canary rule's match as "path|headers|query", or ""
+		// for no canary rule; err for an inexpressible pair.
+		want string
+		err  bool
+	}{
+		{name: "a step path below the route's prefix narrows it",
+			route: gatewayv1.HTTPRouteMatch{Path: prefix("/api")}, step: v1alpha1.HttpRouteMatch{Path: prefix("/api/v2")},
+			want: "PathPrefix /api/v2||"},
+		{name: "a step path outside the route's prefix makes no canary rule",
+			route: gatewayv1.HTTPRouteMatch{Path: prefix("/api")}, step: v1alpha1.HttpRouteMatch{Path: prefix("/web")}},
+		{name: "a step path wider than the route's prefix keeps the route's",
+			route: gatewayv1.HTTPRouteMatch{Path: prefix("/api/v2")}, step: v1alpha1.HttpRouteMatch{Path: prefix("/")},
+			want: "PathPrefix /api/v2||"},
+		{name: "PathPrefix matches whole segments: /api is not under /ap",
+			route: gatewayv1.HTTPRouteMatch{Path: prefix("/ap")}, step: v1alpha1.HttpRouteMatch{Path: prefix("/api")}},
+		{name: "PathPrefix matches whole segments: /apis is not under /api",
+			route: gatewayv1.HTTPRouteMatch{Path: prefix("/api")}, step: v1alpha1.HttpRouteMatch{Path: typed(gatewayv1.PathMatchExact, "/apis")}},
+		{name: "a trailing slash of a prefix is ignored",
+			route: gatewayv1.HTTPRouteMatch{Path: prefix("/api/")}, step: v1alpha1.HttpRouteMatch{Path: typed(gatewayv1.PathMatchExact, "/api")},
+			want: "Exact /api||"},
+		{name: "an exact step path inside the route's expression",
+			route: gatewayv1.HTTPRouteMatch{Path: typed(gatewayv1.PathMatchRegularExpression, "/api/v[0-9]+/.*")},
+			step:  v1alpha1.HttpRouteMatch{Path: typed(gatewayv1.PathMatchExact, "/api/v2/users")},
+			want:  "Exact /api/v2/users||"},
+		{name: "the route's expression survives a step path that covers it",
+			route: gatewayv1.HTTPRouteMatch{Path: typed(gatewayv1.PathMatchRegularExpression, "/api/v[0-9]+/.*")},
+			step:  v1alpha1.HttpRouteMatch{Path: prefix("/api")},
+			want:  "RegularExpression /api/v[0-9]+/.*||"},
+		{name: "an expression and a prefix that overlap cannot be one condition",
+			route: gatewayv1.HTTPRouteMatch{Path: typed(gatewayv1.PathMatchRegularExpression, "/api/v[0-9]+/.*")},
+			step:  v1alpha1.HttpRouteMatch{Path: prefix("/api/v2")}, err: true},
+		{name: "the route's header is kept beside the step's",
+			route: gatewayv1.HTTPRouteMatch{Headers: []gatewayv1.HTTPHeaderMatch{header("x-tenant", "a", false)}},
+			step:  v1alpha1.HttpRouteMatch{Headers: []gatewayv1.HTTPHeaderMatch{header("x-canary", "yes", false)}},
+			want:  "PathPrefix /|x-canary Exact yes,x-tenant Exact a|"},
+		{name: "two different values of one header can never both hold",
+			route: gatewayv1.HTTPRouteMatch{Headers: []gatewayv1.HTTPHeaderMatch{header("X-Tenant", "a", false)}},
+			step:  v1alpha1.HttpRouteMatch{Headers: []gatewayv1.HTTPHeaderMatch{header("x-tenant", "b", false)}}},
+		{name: "an exact header value inside the route's expression",
+			route: gatewayv1.HTTPRouteMatch{Headers: []gatewayv1.HTTPHeaderMatch{header("x-tenant", "team-[a-z]+", true)}},
+			step:  v1alpha1.HttpRouteMatch{Headers: []gatewayv1.HTTPHeaderMatch{header("X-TENANT", "team-web", false)}},
+			want:  "PathPrefix /|X-TENANT Exact team-web|"},
+		{name: "two header expressions cannot be one condition",
+			route: gatewayv1.HTTPRouteMatch{Headers: []gatewayv1.HTTPHeaderMatch{header("x-tenant", "team-.*", true)}},
+			step:  v1alpha1.HttpRouteMatch{Headers: []gatewayv1.HTTPHeaderMatch{header("x-tenant", ".*-web", true)}}, err: true},
+		{name: "two different values of one query parameter can never both hold",
+			route: gatewayv1.HTTPRouteMatch{QueryParams: []gatewayv1.HTTPQueryParamMatch{query("v", "1")}},
+			step:  v1alpha1.HttpRouteMatch{QueryParams: []gatewayv1.HTTPQueryParamMatch{query("v", "2")}}},
+		{name: "query parameter names are case-sensitive",
+			route: gatewayv1.HTTPRouteMatch{QueryParams: []gatewayv1.HTTPQueryParamMatch{query("v", "1")}},
+			step:  v1alpha1.HttpRouteMatch{QueryParams: []gatewayv1.HTTPQueryParamMatch{query("V", "2")}},
+			want:  "PathPrefix /||V Exact 2,v Exact 1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rule := gatewayv1.HTTPRouteRule{Name: ptr.To[gatewayv1.SectionName]("main"),
+				Matches: []gatewayv1.HTTPRouteMatch{tc.route}, BackendRefs: []gatewayv1.HTTPBackendRef{backend("web", ptr.To[int32](1))}}
+			d := traffic.Desired{Matches: []v1alpha1.HttpRouteMatch{tc.step}, StableService: "web", CanaryService: "web-canary"}
+			got, err := traffic.HTTPRouteRules([]gatewayv1.HTTPRouteRule{rule}, "ns", d)
+			if tc.err {
+				wantErr(t, err, traffic.ErrInvalid)
+				if !strings.Contains(err.Error(), `rule 0 ("main") matches[0] AND the step's matches[0]`) {
+					t.Errorf("the error does not name the rule and the matches: %v", err)
+				}
+				return
+			}
+			must(t, err)
+			if tc.want == "" {
+				if len(got) != 1 {
+					t.Fatalf("want only the declared rule, got %d rules: %s", len(got), describeMatches(got[0]))
+				}
+				return
+			}
+			if len(got) != 2 || w(got[0]) != "web-canary=1" {
+				t.Fatalf("want a canary rule before the declared one, got %d rules", len(got))
+			}
+			if m := describeMatches(got[0]); m != tc.want {
+				t.Errorf("canary match %s, want %s", m, tc.want)
+			}
+		})
+	}
+}
+
+// describeMatches writes the matches of r as path|headers|query.
+func describeMatches(r gatewayv1.HTTPRouteRule) string {
+	var out []string
+	for _, m := range r.Matches {
+		s := ""
+		if m.Path != nil {
+			s = fmt.Sprintf("%s %s", ptr.Deref(m.Path.Type, ""), ptr.Deref(m.Path.Value, ""))
+		}
+		var hs, qs []string
+		for _, h := range m.Headers {
+			hs = append(hs, fmt.Sprintf("%s %s %s", h.Name, ptr.Deref(h.Type, gatewayv1.HeaderMatchExact), h.Value))
+		}
+		for _, q := range m.QueryParams {
+			qs = append(qs, fmt.Sprintf("%s %s %s", q.Name, ptr.Deref(q.Type, gatewayv1.QueryParamMatchExact), q.Value))
+		}
+		out = append(out, s+"|"+strings.Join(hs, ",")+"|"+strings.Join(qs, ","))
+	}
+	return strings.Join(out, " OR ")
 }

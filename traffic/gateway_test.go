@@ -186,6 +186,9 @@ func TestGatewayMatchesAndHeaderModifier(t *testing.T) {
 	if w := weights(api); !equalStrings(w, []string{"web-canary=3"}) {
 		t.Errorf("api canary rule backends %v", w)
 	}
+	if len(api.Matches) != 2 {
+		t.Errorf("api canary rule has %d matches, want 2 (a path under /beta is never under /api)", len(api.Matches))
+	}
 	m := api.Matches[0]
 	if *m.Path.Value != "/api" || len(m.Headers) != 2 || m.Headers[0].Name != "x-canary" || m.Headers[1].Name != "x-tenant" {
 		t.Errorf("api canary match %+v", m)
