@@ -82,24 +82,21 @@ func (w *world) approve(ctx context.Context, gate v1alpha1.ApprovalRequest) erro
 	return nil
 }
 
-// waitForUser prints how to approve and waits until main holds the
-// approval, however it got there.
+// waitForUser prints how to look at the release and how to approve it,
+// and waits until the approval is in Git or in the cluster, however it got
+// there.
 func (w *world) waitForUser(ctx context.Context, gate v1alpha1.ApprovalRequest) error {
-	clone := w.tmp + "/app"
-	fmt.Fprintf(w.p.out, `
-  The release waits for you. Approve step %d in Git, from another terminal, either
-  by merging the approval branch into %s (what merging its pull request does):
-
-    git clone -q %s %s && cd %s
-    git merge --no-edit origin/%s && git push -q origin %s
-
-  or with the rollgate CLI, which commits the approval straight to %s:
-
-    %s approve %s/%s --repo %s --direct
-
-`, gate.Step, Branch, w.repoURL, clone, clone, gate.Branch, Branch, Branch, w.tools.rollgate, Namespace, App, w.repoURL)
-	w.p.step("waiting until %s holds the approval (Ctrl-C ends the demo) ...", Branch)
-	_, err := w.watchUntil(ctx, 24*time.Hour, "the approval in "+Branch, func(context.Context, *observation) (bool, error) {
+	fmt.Fprint(w.p.out, w.approvalHelp(gate))
+	w.p.step("waiting until %s or the Rollout holds the approval (Ctrl-C ends the demo) ...", Branch)
+	inCluster := false
+	_, err := w.watchUntil(ctx, 24*time.Hour, "the approval", func(_ context.Context, o *observation) (bool, error) {
+		if o.ro != nil {
+			for _, a := range o.ro.Spec.Approvals {
+				if a.Approves(gate.Revision, gate.Attempt, gate.Step) {
+					inCluster = true
+				}
+			}
+		}
 		manifest, err := w.git.ReadFile(RepoName, Branch, rolloutFile)
 		if err != nil {
 			return false, err
@@ -109,10 +106,14 @@ func (w *world) waitForUser(ctx context.Context, gate v1alpha1.ApprovalRequest) 
 			return false, err
 		}
 		want := gitsync.Approval{Revision: gate.Revision, Step: int(gate.Step), Attempt: int(gate.Attempt)}
-		return gitsync.HasApproval(approvals, want), nil
+		return inCluster || gitsync.HasApproval(approvals, want), nil
 	})
 	if err != nil {
 		return err
+	}
+	if inCluster {
+		w.p.step("you approved step %d in the cluster (spec.approvals of %s/%s); Git does not record it", gate.Step, Namespace, App)
+		return nil
 	}
 	head, err := w.git.Head(RepoName, Branch)
 	if err != nil {
@@ -120,6 +121,35 @@ func (w *world) waitForUser(ctx context.Context, gate v1alpha1.ApprovalRequest) 
 	}
 	w.p.step("you approved: %s is now at %s and holds the approval of step %d", Branch, short(head), gate.Step)
 	return nil
+}
+
+// approvalHelp says, with the real paths and URLs, how to look at the
+// waiting release from another terminal and the ways to approve it.
+func (w *world) approvalHelp(gate v1alpha1.ApprovalRequest) string {
+	clone := w.tmp + "/app"
+	rg := w.tools.rollgate
+	return fmt.Sprintf(`
+  The release waits for you at step %[1]d. From another terminal, look at it:
+
+    export KUBECONFIG=%[2]s
+    %[3]s get -n %[4]s -w   # the Rollout, redrawn every 2 s (kubectl works too)
+    %[3]s status --repo %[5]s   # the same, read from Git
+
+  then approve step %[1]d in Git, either by merging the approval branch into %[6]s
+  (what merging its pull request does):
+
+    git clone -q %[5]s %[7]s && cd %[7]s
+    git merge --no-edit origin/%[8]s && git push -q origin %[6]s
+
+  or with the rollgate CLI, which commits the approval straight to %[6]s:
+
+    %[3]s approve %[4]s/%[9]s --repo %[5]s --direct
+
+  or in the cluster only (spec.approvals; Git does not record it):
+
+    %[3]s approve %[4]s/%[9]s
+
+`, gate.Step, w.cluster.Kubeconfig, rg, Namespace, w.repoURL, Branch, clone, gate.Branch, App)
 }
 
 // waitComplete waits until every pod runs the new revision, the traffic is
