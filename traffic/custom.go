@@ -110,7 +110,9 @@ func (r *CustomRouter) EnsureRoutes(ctx context.Context, d Desired) (bool, error
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.describe(), err)
 		}
-		out.Annotations = withKey(out.Annotations, v1alpha1.AnnotationOriginal, raw)
+		held := heldFor(r.ro, r.opts, d)
+		out.Labels, out.Annotations = withHeld(out.Labels, out.Annotations, &held)
+		out.Annotations[v1alpha1.AnnotationOriginal] = raw
 		return r.write(ctx, obj, out)
 	})
 	return err == nil, err
@@ -142,6 +144,14 @@ func liveState(obj *unstructured.Unstructured) objectState {
 	if _, ok := s.Annotations[v1alpha1.AnnotationOriginal]; ok {
 		s.Annotations = maps.Clone(s.Annotations)
 		delete(s.Annotations, v1alpha1.AnnotationOriginal)
+	}
+	if _, ok := s.Annotations[AnnotationHeld]; ok {
+		s.Annotations = maps.Clone(s.Annotations)
+		delete(s.Annotations, AnnotationHeld)
+	}
+	if _, ok := s.Labels[LabelHeld]; ok {
+		s.Labels = maps.Clone(s.Labels)
+		delete(s.Labels, LabelHeld)
 	}
 	return s
 }
@@ -187,7 +197,9 @@ func withToolKeys(m, live map[string]string) map[string]string {
 	return out
 }
 
-func ownKey(k string) bool { return k == v1alpha1.AnnotationOriginal || k == annotationProgress }
+func ownKey(k string) bool {
+	return k == v1alpha1.AnnotationOriginal || k == annotationProgress || k == AnnotationHeld || k == LabelHeld
+}
 
 // Restore implements Router.
 func (r *CustomRouter) Restore(ctx context.Context) (bool, error) {

@@ -98,7 +98,8 @@ func (g *GatewayRouter) EnsureRoutes(ctx context.Context, d Desired) (bool, erro
 		if err != nil {
 			return err
 		}
-		return g.write(ctx, route, want, string(raw))
+		held := heldFor(g.ro, g.opts, d)
+		return g.write(ctx, route, want, string(raw), &held)
 	})
 	if err != nil {
 		return false, err
@@ -126,20 +127,23 @@ func (g *GatewayRouter) declared(route *gatewayv1.HTTPRoute, canary string) ([]g
 	return s.Rules, nil
 }
 
-// write patches rules and the original annotation ("" removes it) when they
-// differ, with an optimistic lock. route holds the stored object after.
-func (g *GatewayRouter) write(ctx context.Context, route *gatewayv1.HTTPRoute, rules []gatewayv1.HTTPRouteRule, original string) error {
-	current, has := route.Annotations[v1alpha1.AnnotationOriginal]
-	if equality.Semantic.DeepEqual(route.Spec.Rules, rules) && current == original && has == (original != "") {
+// write patches rules, the original annotation ("" removes it) and the
+// held step (nil removes it) when they differ, with an optimistic lock.
+// route holds the stored object after.
+func (g *GatewayRouter) write(ctx context.Context, route *gatewayv1.HTTPRoute, rules []gatewayv1.HTTPRouteRule, original string, held *Held) error {
+	labels, annotations := withHeld(route.Labels, route.Annotations, held)
+	if original == "" {
+		delete(annotations, v1alpha1.AnnotationOriginal)
+	} else {
+		annotations = withKey(annotations, v1alpha1.AnnotationOriginal, original)
+	}
+	if equality.Semantic.DeepEqual(route.Spec.Rules, rules) && mapsEqual(route.Labels, labels) &&
+		mapsEqual(route.Annotations, annotations) {
 		return nil
 	}
 	before := route.DeepCopy()
 	route.Spec.Rules = rules
-	if original == "" {
-		delete(route.Annotations, v1alpha1.AnnotationOriginal)
-	} else {
-		route.Annotations = withKey(route.Annotations, v1alpha1.AnnotationOriginal, original)
-	}
+	route.Labels, route.Annotations = labels, annotations
 	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 	if err := g.c.Patch(ctx, route, patch, g.opts.fieldOwner()); err != nil {
 		return fmt.Errorf("patch HTTPRoute %s/%s: %w", route.Namespace, route.Name, err)
@@ -169,7 +173,7 @@ func (g *GatewayRouter) Restore(ctx context.Context) (bool, error) {
 			}
 			rules = declared
 		}
-		return g.write(ctx, route, rules, "")
+		return g.write(ctx, route, rules, "", nil)
 	})
 	if err != nil || route == nil {
 		return route == nil && err == nil, err

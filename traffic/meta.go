@@ -55,7 +55,8 @@ func conflict(what string, obj client.Object) error {
 // copying a tracking id would make Argo CD or Flux think the copy is theirs.
 func gitopsKey(key string) bool {
 	switch key {
-	case "kubectl.kubernetes.io/last-applied-configuration", v1alpha1.AnnotationOriginal, annotationProgress:
+	case "kubectl.kubernetes.io/last-applied-configuration", v1alpha1.AnnotationOriginal, annotationProgress,
+		AnnotationHeld, LabelHeld:
 		return true
 	}
 	for _, prefix := range []string{

@@ -86,7 +86,8 @@ func (s *services) ensure(ctx context.Context, d Desired) (bool, *corev1.Service
 		if declared, err = s.declaredSelector(stable); err != nil {
 			return err
 		}
-		_, err = s.narrow(ctx, stable, declared, d.StableRevision)
+		held := heldFor(s.ro, s.opts, d)
+		_, err = s.narrow(ctx, stable, declared, d.StableRevision, &held)
 		return err
 	})
 	if err != nil {
@@ -126,32 +127,34 @@ func (s *services) declaredSelector(stable *corev1.Service) (map[string]string, 
 }
 
 // narrow sets the stable Service's selector to declared plus the stable
-// revision, or to declared alone when revision is empty.
-func (s *services) narrow(ctx context.Context, stable *corev1.Service, declared map[string]string, revision string) (bool, error) {
+// revision, recording held, or to declared alone when revision is empty.
+func (s *services) narrow(ctx context.Context, stable *corev1.Service, declared map[string]string, revision string, held *Held) (bool, error) {
 	if revision == "" {
-		return s.writeStable(ctx, stable, declared, "")
+		return s.writeStable(ctx, stable, declared, "", nil)
 	}
 	raw, err := json.Marshal(savedSelector{Selector: declared})
 	if err != nil {
 		return false, err
 	}
-	return s.writeStable(ctx, stable, withKey(declared, s.opts.revisionLabel(), revision), string(raw))
+	return s.writeStable(ctx, stable, withKey(declared, s.opts.revisionLabel(), revision), string(raw), held)
 }
 
-// writeStable patches the stable Service's selector and original
-// annotation ("" removes it) when they differ, with an optimistic lock.
-func (s *services) writeStable(ctx context.Context, stable *corev1.Service, selector map[string]string, original string) (bool, error) {
-	current, has := stable.Annotations[v1alpha1.AnnotationOriginal]
-	if mapsEqual(stable.Spec.Selector, selector) && current == original && has == (original != "") {
+// writeStable patches the stable Service's selector, original annotation
+// ("" removes it) and held step (nil removes it) when they differ, with an
+// optimistic lock.
+func (s *services) writeStable(ctx context.Context, stable *corev1.Service, selector map[string]string, original string, held *Held) (bool, error) {
+	labels, annotations := withHeld(stable.Labels, stable.Annotations, held)
+	if original == "" {
+		delete(annotations, v1alpha1.AnnotationOriginal)
+	} else {
+		annotations = withKey(annotations, v1alpha1.AnnotationOriginal, original)
+	}
+	if mapsEqual(stable.Spec.Selector, selector) && mapsEqual(stable.Labels, labels) && mapsEqual(stable.Annotations, annotations) {
 		return false, nil
 	}
 	before := stable.DeepCopy()
 	stable.Spec.Selector = selector
-	if original == "" {
-		delete(stable.Annotations, v1alpha1.AnnotationOriginal)
-	} else {
-		stable.Annotations = withKey(stable.Annotations, v1alpha1.AnnotationOriginal, original)
-	}
+	stable.Labels, stable.Annotations = labels, annotations
 	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 	if err := s.c.Patch(ctx, stable, patch, s.opts.fieldOwner()); err != nil {
 		return false, fmt.Errorf("patch Service %s/%s: %w", stable.Namespace, stable.Name, err)
@@ -287,7 +290,7 @@ func (s *services) restoreStable(ctx context.Context) (bool, error) {
 			}
 		}
 		var err error
-		changed, err = s.writeStable(ctx, stable, declared, "")
+		changed, err = s.writeStable(ctx, stable, declared, "", nil)
 		return err
 	})
 	return changed, err
