@@ -4,6 +4,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/rollgate/rollgate/reconciler/routehook"
 	"github.com/rollgate/rollgate/reconciler/webhook"
 )
 
@@ -23,6 +24,9 @@ func setupWebhook(mgr ctrl.Manager, opts Options) error {
 		SecretNamespace: opts.Namespace,
 		SecretName:      opts.WebhookSecret,
 		Now:             opts.Now,
-		Hooks:           []webhook.HookHandler{templateHook(admission.NewDecoder(mgr.GetScheme()))},
+		Hooks: []webhook.HookHandler{
+			templateHook(admission.NewDecoder(mgr.GetScheme())),
+			routehook.Hook(routehook.Options{Reader: mgr.GetClient(), Namespace: opts.Namespace, LuaConfigMap: opts.LuaConfigMap}),
+		},
 	})
 }
