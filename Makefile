@@ -22,7 +22,7 @@ help: ## List every target
 
 .PHONY: build
 build: ## Build the rollgate binary into bin/rollgate (and bin/kubectl-rollgate)
-	go build -o $(BIN)/rollgate ./cmd/rollgate
+	$(call tools-progress,rollgate,go build -o $(BIN)/rollgate ./cmd/rollgate)
 	ln -sf rollgate $(BIN)/kubectl-rollgate
 
 $(CONTROLLER_GEN): $(TOOLS_STAMPS)/controller-gen
@@ -94,12 +94,12 @@ bench: tools ## Run benchmarks and print the numbers
 DEMO_FLAGS ?=
 
 .PHONY: demo
-demo: tools build build-demo ## Run the demo: kwok cluster, local Git server, Flux, a release with an approval merged (DEMO_FLAGS=--interactive)
+demo: tools-demo build build-demo ## Run the demo: kwok cluster, local Git server, Flux, a release with an approval merged (DEMO_FLAGS=--interactive)
 	$(BIN)/rollgate-demo $(DEMO_FLAGS)
 
 .PHONY: build-demo
 build-demo: ## Build the demo into bin/rollgate-demo (a binary of its own: bin/rollgate links no test code)
-	go build -o $(BIN)/rollgate-demo ./cmd/rollgate-demo
+	$(call tools-progress,rollgate-demo,go build -o $(BIN)/rollgate-demo ./cmd/rollgate-demo)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached tools)

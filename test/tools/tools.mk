@@ -37,6 +37,11 @@ TOOLS_K8S_BIN := $(TOOLS_BIN)/k8s
 TOOLS_STAMPS := $(TOOLS_BIN)/.stamps
 TOOLS_FLUX_BIN := $(TOOLS_BIN)/flux
 TOOLS_FLUX_COMPONENTS := source-controller kustomize-controller notification-controller
+# What `make demo` runs (test/demo), and nothing more: the control plane that
+# kwok starts, and Flux's source- and kustomize-controller. Not kubectl, helm,
+# Prometheus, notification-controller or the previous release's controller.
+TOOLS_DEMO_K8S_COMPONENTS := kube-apiserver kube-controller-manager kube-scheduler
+TOOLS_DEMO_FLUX_COMPONENTS := source-controller kustomize-controller
 TOOLS_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 TOOLS_K8S_COMPONENTS := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
@@ -68,12 +73,12 @@ define tools-stamp
 endef
 
 # tools-apt installs Debian package $(2) unless $(1) exists (as root, or
-# through sudo).
+# through sudo), leaving none of its services running or enabled
+# (test/tools/apt-install.sh).
 define tools-apt
 	@if [ ! -x $(1) ]; then \
-		echo "installing $(2) (apt)"; \
-		$(TOOLS_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
-		$(TOOLS_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(2); \
+		echo "installing $(2) (apt; its services are neither started nor enabled)"; \
+		$(TOOLS_SUDO) $(TOOLS_DIR)/apt-install.sh $(2); \
 	fi
 	@test -x $(1) || { echo "$(1) is still missing after installing $(2)" >&2; exit 1; }
 endef
@@ -86,10 +91,12 @@ define tools-progress
 	echo "  $(1): $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 endef
 
-.PHONY: tools-image tools-traefik tools-realnode tools tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-clean .tools-force
+.PHONY: tools-image tools-traefik tools-realnode tools tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-clean .tools-force
 .tools-force:
 
-tools: tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-image tools-traefik tools-realnode ## Install or build every test tool into bin/ (cheap when up to date)
+tools: tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-image tools-traefik tools-realnode ## Install or build every test tool into bin/ (cheap when up to date)
+
+tools-demo: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_DEMO_K8S_COMPONENTS)) tools-etcd tools-kwok $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_DEMO_FLUX_COMPONENTS)) $(TOOLS_FLUX_BIN)/crds ## Build only what make demo runs: kube-apiserver, -controller-manager, -scheduler, etcd, kwok, Flux source- and kustomize-controller
 
 tools-k8s: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_K8S_COMPONENTS)) ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet and kube-proxy into bin/k8s/
 
@@ -134,7 +141,7 @@ $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_FLUX_COMPONENTS)): $(TOOLS_FLUX_BIN)/%: $
 	@test -n "$(TOOLS_FLUX_SOURCE_VERSION)" -a -n "$(TOOLS_FLUX_KUSTOMIZE_VERSION)" -a -n "$(TOOLS_FLUX_NOTIFICATION_VERSION)" || { echo "cannot read the Flux pins from test/tools/flux/go.mod" >&2; exit 1; }
 	@echo "building $*"
 	@mkdir -p $(@D)
-	cd $(TOOLS_DIR)/flux && go build -ldflags '-s -w' -o $@.tmp github.com/fluxcd/$*
+	$(call tools-progress,$*,cd $(TOOLS_DIR)/flux && go build -ldflags '-s -w' -o $@.tmp github.com/fluxcd/$*)
 	@mv -f $@.tmp $@
 
 # The CRDs ship in each controller's module (config/crd/bases); copy them
@@ -154,18 +161,18 @@ $(TOOLS_FLUX_BIN)/crds: $(TOOLS_STAMPS)/flux
 # touch.
 $(TOOLS_BIN)/kwok $(TOOLS_BIN)/kwokctl &: $(TOOLS_STAMPS)/kwok
 	@echo "building kwok and kwokctl $(TOOLS_KWOK_VERSION)"
-	GOBIN=$(TOOLS_BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(TOOLS_KWOK_VERSION) sigs.k8s.io/kwok/cmd/kwokctl@$(TOOLS_KWOK_VERSION)
+	$(call tools-progress,kwok and kwokctl,GOBIN=$(TOOLS_BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(TOOLS_KWOK_VERSION) sigs.k8s.io/kwok/cmd/kwokctl@$(TOOLS_KWOK_VERSION))
 	@touch $(TOOLS_BIN)/kwok $(TOOLS_BIN)/kwokctl
 
 $(TOOLS_BIN)/helm: $(TOOLS_STAMPS)/helm
 	@echo "building helm $(TOOLS_HELM_VERSION)"
-	GOBIN=$(TOOLS_BIN) go install -ldflags '$(TOOLS_HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(TOOLS_HELM_VERSION)
+	$(call tools-progress,helm,GOBIN=$(TOOLS_BIN) go install -ldflags '$(TOOLS_HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(TOOLS_HELM_VERSION))
 	@touch $@
 
 $(TOOLS_K8S_BIN)/etcd: $(TOOLS_STAMPS)/etcd
 	@test -n "$(TOOLS_ETCD_VERSION)" || { echo "cannot read the etcd pin from test/tools/etcdbin/go.mod" >&2; exit 1; }
 	@echo "building etcd $(TOOLS_ETCD_VERSION)"
-	cd $(TOOLS_DIR)/etcdbin && go build -ldflags '-s -w' -o $@.tmp .
+	$(call tools-progress,etcd,cd $(TOOLS_DIR)/etcdbin && go build -ldflags '-s -w' -o $@.tmp .)
 	@mv -f $@.tmp $@
 
 # Traefik, the Gateway API data plane of test/realtraffic, from its wrapper
@@ -243,5 +250,5 @@ tools-previous: $(TOOLS_PREVIOUS_BINS) ## Build the previous release's controlle
 $(TOOLS_BIN)/previous/rollgate-%: $(TOOLS_PREVIOUS_DIR)/controller-%-src.tar.gz
 	@echo "building the rollgate $* controller from $(notdir $<)"
 	@rm -rf $@.src && mkdir -p $@.src && tar -xzf $< -C $@.src --strip-components=1
-	cd $@.src && go build -o $@.tmp ./cmd/rollgate
+	$(call tools-progress,the rollgate $* controller,cd $@.src && go build -o $@.tmp ./cmd/rollgate)
 	@mv -f $@.tmp $@ && rm -rf $@.src
