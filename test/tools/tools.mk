@@ -203,7 +203,8 @@ $(TOOLS_BIN)/traefik: $(TOOLS_STAMPS)/traefik
 # The real node's runtime and network (test/realnode) from Debian. Debian's
 # containerd package enables a systemd service; the real node runs its own
 # containerd with its own socket, so a policy-rc.d keeps apt from starting the
-# service and it is disabled afterwards: nothing is left running or enabled.
+# service and it is disabled afterwards (systemctl disable works without a
+# running systemd): nothing is left running or enabled.
 TOOLS_REALNODE_PACKAGES := containerd runc containernetworking-plugins iptables conntrack nftables
 
 tools-realnode: ## Install containerd, runc, the CNI plugins, iptables, nftables and conntrack (Debian) for the real node
@@ -215,7 +216,8 @@ tools-realnode: ## Install containerd, runc, the CNI plugins, iptables, nftables
 		$(TOOLS_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
 		$(TOOLS_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(TOOLS_REALNODE_PACKAGES); rc=$$?; \
 		if [ -n "$$policy" ]; then $(TOOLS_SUDO) rm -f /usr/sbin/policy-rc.d; fi; \
-		if [ -d /run/systemd/system ]; then $(TOOLS_SUDO) systemctl disable --now containerd.service >/dev/null 2>&1 || true; fi; \
+		if command -v systemctl >/dev/null; then now=; [ -d /run/systemd/system ] && now=--now; \
+			$(TOOLS_SUDO) systemctl disable $$now containerd.service >/dev/null 2>&1 || true; fi; \
 		test $$rc = 0 || exit $$rc; \
 	fi
 	@for b in /usr/bin/containerd /usr/bin/ctr /usr/sbin/runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/portmap /usr/sbin/iptables /usr/sbin/conntrack /usr/sbin/nft; do \

@@ -1,0 +1,66 @@
+package realtraffic
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// Steps of an A/B release: requests with x-canary: yes go to the canary,
+// the others stay on stable, until the approval; then 100%.
+const headerSteps = `
+      - matches: [{headers: [{name: x-canary, value: "yes"}]}]
+        replicas: 1
+        pause: {}
+      - traffic: "100%"
+        replicas: "100%"`
+
+// TestHeaderMatchUnderLoad: at a header-match step, every request carrying
+// the header is answered by the canary and none without it, under
+// continuous load through Traefik; after the approval the release completes
+// without a failed request.
+func TestHeaderMatchUnderLoad(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	w := newWorld(t, ctx, headerSteps)
+	l := startLoad(w.url, rate, http.Header{"X-Canary": []string{"yes"}})
+	defer l.stop()
+
+	w.applyYAML(ctx, app("localhost/verserver:v2", w.port()))
+	ro := w.waitStep(ctx, 1, 0)
+	m := l.mark()
+	// A quarter of the workers send the header: wait for 1,000 of each.
+	ans := l.since(ctx, m, 4*perWindow)
+	with, without := count(ans, true), count(ans, false)
+	t.Logf("header step, with x-canary: yes:    %5d requests, v2 %.1f%%, failed %d", with.total, with.share("v2"), with.failed)
+	t.Logf("header step, without the header:    %5d requests, v2 %.1f%%, failed %d", without.total, without.share("v2"), without.failed)
+	if with.total < perWindow || without.total < perWindow {
+		t.Errorf("measured %d requests with the header and %d without, want >= %d each", with.total, without.total, perWindow)
+	}
+	if with.byVersion["v2"] != with.total-with.failed {
+		t.Errorf("with the header: %v, want every answer from v2", with.byVersion)
+	}
+	if without.byVersion["v2"] != 0 {
+		t.Errorf("without the header: %v, want no answer from v2", without.byVersion)
+	}
+
+	w.applyYAML(ctx, rollout(headerSteps)+fmt.Sprintf(`  approvals:
+  - {revision: %q, step: 1, approvedBy: realtraffic}
+`, ro.Status.CanaryRevision))
+	w.waitHealthy(ctx, ro.Status.StableRevision, ro.Status.CanaryRevision)
+	m = l.mark()
+	after := count(l.since(ctx, m, perWindow*4/3+10), false)
+	t.Logf("after completion, without the header: %5d requests, v2 %.1f%%", after.total, after.share("v2"))
+	if after.byVersion["v1"] != 0 {
+		t.Errorf("%d requests answered by v1 after completion", after.byVersion["v1"])
+	}
+	l.stop()
+	all := count(l.all(), false)
+	allWith := count(l.all(), true)
+	t.Logf("whole story: %d requests without the header, %d with, failed %d", all.total, allWith.total, all.failed+allWith.failed)
+	if all.failed+allWith.failed > 0 {
+		t.Errorf("%d requests failed: %v%v", all.failed+allWith.failed, topErrors(all.errs), topErrors(allWith.errs))
+	}
+}

@@ -1,0 +1,317 @@
+package realtraffic
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/proc"
+	"github.com/rollgate/rollgate/test/realnode"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// fluxManager is the field manager Flux's kustomize-controller applies with:
+// every change to the application and its Rollout is applied as Flux applies
+// a commit.
+const fluxManager = "kustomize-controller"
+
+const (
+	controllerImage = "localhost/rollgate:test"
+	release         = "rollgate"
+	releaseNS       = "rollgate-system"
+)
+
+// world is a real node running rollgate from its chart, the sample
+// application under a Rollout, and Traefik in front of it.
+type world struct {
+	t       *testing.T
+	node    *realnode.Cluster
+	c       client.Client
+	helm    string
+	traefik *proc.Process
+	// url is the application's address through the gateway.
+	url    string
+	gwPort int
+}
+
+func (w *world) port() int { return w.gwPort }
+
+func (w *world) chart() string { return filepath.Join(repo.Root(), "charts", "rollgate") }
+
+func newWorld(t *testing.T, ctx context.Context, steps string) *world {
+	start := time.Now()
+	helm := repo.Tool(t, "helm")
+	traefik := repo.Tool(t, "traefik")
+	crds := filepath.Join(repo.ToolsDir(), "gateway-api-crds")
+	dir := t.TempDir()
+	var images []realnode.Image
+	for _, v := range []string{"v1", "v2", "v3"} {
+		img, err := realnode.SampleApp(ctx, dir, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		images = append(images, img)
+	}
+	ctrl, err := realnode.ControllerImage(ctx, dir, controllerImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	images = append(images, ctrl)
+	t.Logf("images built in %s", time.Since(start).Round(time.Millisecond))
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := realnode.Start(t, realnode.Options{Images: images, Scheme: scheme})
+	w := &world{t: t, node: node, c: node.Client, helm: helm}
+	if out, err := node.Kubectl(ctx, "apply", "--server-side", "-f", crds); err != nil {
+		t.Fatalf("Gateway API CRDs: %v\n%s", err, out)
+	}
+
+	// rollgate from its chart, as a pod: its image, its ServiceAccount and
+	// RBAC, its webhook behind its Service.
+	helmStart := time.Now()
+	w.helmRun(ctx, "install", release, filepath.Join(repo.Root(), "charts", "rollgate"), "-n", releaseNS, "--create-namespace",
+		"--set", "image.repository=localhost/rollgate", "--set", "image.tag=test", "--set", "image.pullPolicy=Never",
+		"--set", "replicaCount=1", "--wait", "--timeout=3m")
+	w.waitWebhookCA(ctx)
+	t.Logf("rollgate installed from its chart and serving its webhook in %s", time.Since(helmStart).Round(time.Millisecond))
+
+	// Traefik on loopback, with the Gateway API provider.
+	ports, err := proc.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ports[0]
+	w.url = fmt.Sprintf("http://127.0.0.1:%d/", port)
+	w.gwPort = port
+	w.applyYAML(ctx, app("localhost/verserver:v1", port)+"---"+rollout(steps))
+	p, err := proc.Start(dir, "traefik", traefik, []string{
+		fmt.Sprintf("--entryPoints.web.address=127.0.0.1:%d", port),
+		"--providers.kubernetesgateway=true", "--ping=false", "--log.level=INFO", "--global.checkNewVersion=false",
+		"--global.sendAnonymousUsage=false",
+	}, []string{"KUBECONFIG=" + node.Kubeconfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.traefik = p
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("traefik log:\n%s", proc.Tail(p.Log, 20))
+			t.Logf("controller log:\n%s", w.controllerLog(30))
+		}
+		_ = p.Stop(5 * time.Second)
+	})
+	w.eventually(ctx, 2*time.Minute, "v1 answers through the gateway and the Rollout is healthy", func() (bool, string) {
+		if err := p.Exited(); err != nil {
+			t.Fatal(err)
+		}
+		body, err := get(w.url)
+		ro := w.rollout(ctx)
+		return err == nil && strings.HasPrefix(body, "v1 ") && ro.Status.Phase == v1alpha1.PhaseHealthy,
+			fmt.Sprintf("gateway: %q %v; rollout phase %s", body, err, ro.Status.Phase)
+	})
+	t.Logf("world ready in %s", time.Since(start).Round(time.Millisecond))
+	return w
+}
+
+func get(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return string(body), fmt.Errorf("%s", resp.Status)
+	}
+	return strings.TrimSpace(string(body)), nil
+}
+
+func (w *world) helmRun(ctx context.Context, args ...string) string {
+	w.t.Helper()
+	cmd := exec.CommandContext(ctx, w.helm, append(args, "--kubeconfig", w.node.Kubeconfig)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		w.t.Fatalf("helm %s: %v\n%s\ncontroller log:\n%s", strings.Join(args, " "), err, out, w.controllerLog(30))
+	}
+	return string(out)
+}
+
+// waitWebhookCA waits until the controller has written its CA into the
+// webhook configuration: from then on the API server calls it.
+func (w *world) waitWebhookCA(ctx context.Context) {
+	w.eventually(ctx, 2*time.Minute, "the controller's CA is in its MutatingWebhookConfiguration", func() (bool, string) {
+		var mwc admissionregistrationv1.MutatingWebhookConfiguration
+		if err := w.c.Get(ctx, types.NamespacedName{Name: release}, &mwc); err != nil {
+			return false, err.Error()
+		}
+		for _, wh := range mwc.Webhooks {
+			if len(wh.ClientConfig.CABundle) == 0 {
+				return false, "no CA bundle yet"
+			}
+		}
+		return len(mwc.Webhooks) > 0, "no webhooks"
+	})
+}
+
+// controllerPods lists the controller's pods.
+func (w *world) controllerPods(ctx context.Context) []corev1.Pod {
+	var list corev1.PodList
+	_ = w.c.List(ctx, &list, client.InNamespace(releaseNS))
+	return list.Items
+}
+
+func (w *world) controllerLog(n int) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, _ := w.node.Kubectl(ctx, "-n", releaseNS, "logs", "--tail", fmt.Sprint(n), "-l", "app.kubernetes.io/name=rollgate", "--all-containers", "--prefix")
+	return out
+}
+
+func (w *world) rollout(ctx context.Context) *v1alpha1.Rollout {
+	ro := &v1alpha1.Rollout{}
+	_ = w.c.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "echoserver"}, ro)
+	return ro
+}
+
+// eventually polls cond until it holds; it fails the test with cond's last
+// description when limit passes.
+func (w *world) eventually(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) {
+	w.t.Helper()
+	deadline := time.Now().Add(limit)
+	last := ""
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ok, desc := cond()
+		if ok {
+			return
+		}
+		last = desc
+		time.Sleep(200 * time.Millisecond)
+	}
+	w.t.Fatalf("%s: not within %s; last: %s", what, limit, last)
+}
+
+// applyYAML applies every document of docs as Flux would.
+func (w *world) applyYAML(ctx context.Context, docs string) {
+	w.t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if err == io.EOF {
+				return
+			}
+			w.t.Fatalf("decode: %v", err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := w.c.Patch(ctx, u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership); err != nil {
+			w.t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// app is the application as Git declares it: namespace demo, Deployment
+// echoserver (5 pods of the sample app), its Service, a Gateway on
+// Traefik's entry point and the HTTPRoute the Rollout shifts.
+func app(image string, port int) string {
+	return fmt.Sprintf(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: demo}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: echoserver, namespace: demo}
+spec:
+  replicas: 5
+  selector: {matchLabels: {app: echoserver}}
+  template:
+    metadata: {labels: {app: echoserver}}
+    spec:
+      terminationGracePeriodSeconds: 15
+      containers:
+      - name: app
+        image: %s
+        imagePullPolicy: Never
+        args: ["-drain=4s"]
+        env:
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe:
+          httpGet: {path: /readyz, port: http}
+          periodSeconds: 1
+        resources:
+          requests: {cpu: 10m, memory: 16Mi}
+          limits: {memory: 64Mi}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: echoserver, namespace: demo}
+spec:
+  selector: {app: echoserver}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: traefik}
+spec: {controllerName: traefik.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: public, namespace: demo}
+spec:
+  gatewayClassName: traefik
+  listeners:
+  - {name: web, protocol: HTTP, port: %d, allowedRoutes: {namespaces: {from: Same}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: echoserver, namespace: demo}
+spec:
+  parentRefs: [{name: public}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /}}]
+    backendRefs: [{name: echoserver, port: 80}]
+`, image, port)
+}
+
+// rollout is the Rollout of Deployment echoserver with steps, routing
+// through the HTTPRoute.
+func rollout(steps string) string {
+	return `
+apiVersion: rollgate.dev/v1alpha1
+kind: Rollout
+metadata: {name: echoserver, namespace: demo}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
+  strategy:
+    canary:
+      steps:` + steps + `
+      trafficRoutings:
+      - service: echoserver
+        gateway: {httpRouteName: echoserver}
+`
+}
