@@ -512,7 +512,9 @@ func (c *Cluster) Delete() error {
 	if c.Dir != "" {
 		errs = append(errs, os.RemoveAll(c.Dir))
 	}
-	errs = append(errs, os.RemoveAll(stateDir))
+	if c.host != nil {
+		errs = append(errs, os.RemoveAll(stateDir))
+	}
 	mark("files")
 	if c.lock != nil {
 		c.lock.Close()
@@ -565,6 +567,9 @@ type persisted struct {
 }
 
 func (c *Cluster) saveState() error {
+	if c.host == nil {
+		return nil // not a node that changed the host
+	}
 	s := persisted{Dir: c.Dir, Containerd: c.Containerd, Host: c.host}
 	for _, comp := range c.procs {
 		s.PIDs = append(s.PIDs, comp.Pid())
