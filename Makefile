@@ -89,6 +89,9 @@ test-unit: ## Run only the tests that need no external process
 .PHONY: bench
 bench: tools ## Run benchmarks and print the numbers
 	go test -run '^$$' -bench . -benchmem ./...
+	@# GitOps re-applies across a gate, 60 s per writer (make test runs 20 s)
+	ROLLGATE_REAPPLY_SECONDS=60 go test -count=1 -run '^TestGitOpsReapplyNeverFlips' -v ./test/e2e/ > bin/flaps.log 2>&1; \
+		rc=$$?; grep -E 'flaps_test.go:[0-9]+:|^(--- |ok|FAIL)' bin/flaps.log; exit $$rc
 
 # DEMO_FLAGS go to bin/rollgate-demo, e.g. make demo DEMO_FLAGS=--interactive
 DEMO_FLAGS ?=
