@@ -37,9 +37,11 @@ import (
 //
 // Done as soon as the resource is written. GitOps: the resource is
 // declared in Git; with Argo CD ignore /spec and the annotation during a
-// release. An edit made in Git mid-release is overwritten by the next step
-// and by Restore (which writes the original saved at the first step); the
-// GitOps tool then applies it again.
+// release. An edit made in Git mid-release reaches the saved original
+// through the route admission webhook (AdmitCustom), which also keeps the
+// step on it; an edit that got past the webhook is overwritten by the next
+// step and by Restore (which writes the saved original), and the GitOps
+// tool applies it again after the release.
 type CustomRouter struct {
 	c      client.Client
 	ro     *v1alpha1.Rollout

@@ -75,15 +75,17 @@
 //	    name: <name>
 //	    jsonPointers: [/spec, /metadata/annotations/rollgate.dev~1original]
 //
-// With Flux, server-side apply keeps the annotation (a key another field
-// manager owns) but takes back the stable Service's selector (an atomic
-// map) and an HTTPRoute's rules (an atomic list) at its next apply, with
-// force. Whenever a GitOps tool writes the declared state back
-// mid-release, the next EnsureRoutes re-asserts the step, so the caller
-// should watch the objects it routes through; for the stable Service and
-// the HTTPRoute the re-applied state also becomes the new declared one, so
-// a change merged in Git during a release is kept at the end. An admission
-// webhook can re-assert a step before the write lands with HTTPRouteRules.
+// While a release holds them, those objects also carry the label
+// LabelHeld and the step in the annotation AnnotationHeld (see Held).
+// AdmitHTTPRoute, AdmitService and AdmitCustom put that step into any
+// update of such an object by another writer, so an admission webhook
+// (reconciler/routehook) stores a GitOps re-apply with the step already in
+// it; what the update declares becomes the new declared state, so a change
+// merged in Git during a release is kept at the end. Without the webhook,
+// server-side apply keeps the annotations (keys another field manager
+// owns) but takes back the stable Service's selector (an atomic map) and
+// an HTTPRoute's rules (an atomic list); the next EnsureRoutes re-asserts
+// the step, so the caller should also watch the objects it routes through.
 package traffic
 
 import (
