@@ -102,6 +102,12 @@ func TestCustomVirtualServiceThroughLua(t *testing.T) {
 	if !strings.Contains(specJSON(t, f.getUnstructured("DestinationRule")), `"canary"`) {
 		t.Error("DestinationRule has no canary subset")
 	}
+	for _, kind := range []string{"DestinationRule", "VirtualService"} {
+		u := f.getUnstructured(kind)
+		if held, err := traffic.ParseHeld(u.GetAnnotations()); err != nil || held == nil || u.GetLabels()[traffic.LabelHeld] == "" {
+			t.Errorf("%s: the step is not recorded for the route webhook: labels %v, held %+v, %v", kind, u.GetLabels(), held, err)
+		}
+	}
 	f.ensure(r, desired(50))
 	at50 := f.getUnstructured("VirtualService")
 	if got, want := vsDestinations(t, at50), []string{"web=50", "web-canary=50", "docs=-"}; !equalStrings(got, want) {
@@ -137,6 +143,9 @@ func TestCustomVirtualServiceThroughLua(t *testing.T) {
 		}
 		if !maps.Equal(after.GetAnnotations(), before.GetAnnotations()) {
 			t.Errorf("%s restored annotations %v, want %v", before.GetKind(), after.GetAnnotations(), before.GetAnnotations())
+		}
+		if !maps.Equal(after.GetLabels(), before.GetLabels()) {
+			t.Errorf("%s restored labels %v, want %v", before.GetKind(), after.GetLabels(), before.GetLabels())
 		}
 	}
 }

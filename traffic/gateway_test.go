@@ -133,6 +133,11 @@ func TestGatewayWeightsThenRestoreGivesDeclaredRules(t *testing.T) {
 		if _, ok := got.Annotations[v1alpha1.AnnotationOriginal]; !ok {
 			t.Errorf("%d%%: no %s annotation", step.weight, v1alpha1.AnnotationOriginal)
 		}
+		if held, err := traffic.ParseHeld(got.Annotations); err != nil || held == nil || held.CanaryWeight != step.weight ||
+			got.Labels[traffic.LabelHeld] == "" {
+			t.Errorf("%d%%: the step is not recorded for the route webhook: label %q, held %+v, %v",
+				step.weight, got.Labels[traffic.LabelHeld], held, err)
+		}
 	}
 	f.restore(r)
 	got := f.route()
@@ -141,6 +146,9 @@ func TestGatewayWeightsThenRestoreGivesDeclaredRules(t *testing.T) {
 	}
 	if _, ok := got.Annotations[v1alpha1.AnnotationOriginal]; ok {
 		t.Error("Restore left the original annotation")
+	}
+	if _, ok := got.Annotations[traffic.AnnotationHeld]; ok || got.Labels[traffic.LabelHeld] != "" {
+		t.Errorf("Restore left the held step: labels %v", got.Labels)
 	}
 	f.absent("web-canary", &corev1.Service{})
 }

@@ -152,7 +152,7 @@ func AdmitHTTPRoute(old, newRoute *gatewayv1.HTTPRoute) (Verdict, error) {
 	declared, verdict := saved, Kept
 	if !referencesService(newRoute.Spec.Rules, newRoute.Namespace, d.CanaryService) {
 		declared, verdict = newRoute.Spec.Rules, Reasserted
-		if !equality.Semantic.DeepEqual(declared, saved) {
+		if saved != nil && !equality.Semantic.DeepEqual(declared, saved) {
 			verdict = Redeclared
 		}
 	}
@@ -184,9 +184,12 @@ func savedHTTPRules(objs ...*gatewayv1.HTTPRoute) ([]gatewayv1.HTTPRouteRule, er
 			return nil, fmt.Errorf("%w: HTTPRoute %s/%s: annotation %s: %v", ErrInvalid, o.Namespace, o.Name,
 				v1alpha1.AnnotationOriginal, err)
 		}
+		if s.Rules == nil {
+			s.Rules = []gatewayv1.HTTPRouteRule{}
+		}
 		return s.Rules, nil
 	}
-	return nil, nil
+	return nil, nil // none saved yet
 }
 
 // AdmitService narrows newSvc, an update of the stable Service of a
@@ -214,7 +217,7 @@ func AdmitService(old, newSvc *corev1.Service) (Verdict, error) {
 	declared, verdict := saved, Kept
 	if _, narrowed := newSvc.Spec.Selector[h.RevisionLabel]; !narrowed {
 		declared, verdict = newSvc.Spec.Selector, Reasserted
-		if !mapsEqual(declared, saved) {
+		if saved != nil && !mapsEqual(declared, saved) {
 			verdict = Redeclared
 		}
 	}

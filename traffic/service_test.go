@@ -53,6 +53,13 @@ func TestServicesCanaryCreatedAndStableNarrowedThenRestored(t *testing.T) {
 	if !maps.Equal(stable.Spec.Selector, want) {
 		t.Errorf("stable selector %v, want %v", stable.Spec.Selector, want)
 	}
+	if held, err := traffic.ParseHeld(stable.Annotations); err != nil || held == nil || held.StableRevision != "v1" ||
+		stable.Labels[traffic.LabelHeld] == "" {
+		t.Errorf("the stable revision is not recorded for the route webhook: labels %v, held %+v, %v", stable.Labels, held, err)
+	}
+	if _, ok := canary.Labels[traffic.LabelHeld]; ok {
+		t.Errorf("the canary Service copied the held label: %v", canary.Labels)
+	}
 	var saved map[string]map[string]string
 	must(t, json.Unmarshal([]byte(stable.Annotations[v1alpha1.AnnotationOriginal]), &saved))
 	if !maps.Equal(saved["selector"], before.Spec.Selector) {
@@ -61,7 +68,8 @@ func TestServicesCanaryCreatedAndStableNarrowedThenRestored(t *testing.T) {
 
 	f.restore(r)
 	after := f.service("web")
-	if !maps.Equal(after.Spec.Selector, before.Spec.Selector) || !maps.Equal(after.Annotations, before.Annotations) {
+	if !maps.Equal(after.Spec.Selector, before.Spec.Selector) || !maps.Equal(after.Annotations, before.Annotations) ||
+		!maps.Equal(after.Labels, before.Labels) {
 		t.Errorf("restored Service: selector %v annotations %v, want %v %v",
 			after.Spec.Selector, after.Annotations, before.Spec.Selector, before.Annotations)
 	}
