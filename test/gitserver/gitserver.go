@@ -32,11 +32,14 @@ type Options struct {
 	// Username and Password enable HTTP basic auth on every request when
 	// either is set; both empty means anonymous read and write.
 	Username, Password string
+	// Host is the address to listen on; empty means 127.0.0.1. A pod of a
+	// real node (test/realnode) reaches the host at the node's address.
+	Host string
 }
 
 // Server is a running Git server.
 type Server struct {
-	// URL is the base URL, http://127.0.0.1:<port>; repository <name> is
+	// URL is the base URL, http://<Host>:<port>; repository <name> is
 	// served at URL + "/" + name + ".git".
 	URL string
 	// Root is the folder holding the bare repositories (<name>.git).
@@ -83,7 +86,11 @@ func newServer(opts Options, root string, ownRoot bool) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	host := opts.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package realtraffic
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -46,9 +45,7 @@ func TestHeaderMatchUnderLoad(t *testing.T) {
 		t.Errorf("without the header: %v, want no answer from v2", without.byVersion)
 	}
 
-	w.applyYAML(ctx, rollout(headerSteps)+fmt.Sprintf(`  approvals:
-  - {revision: %q, step: 1, approvedBy: realtraffic}
-`, ro.Status.CanaryRevision))
+	w.approveInGit(ctx)
 	w.waitHealthy(ctx, ro.Status.StableRevision, ro.Status.CanaryRevision)
 	m = l.mark()
 	after := count(l.since(ctx, m, perWindow*4/3+10), false)

@@ -18,8 +18,8 @@ const (
 	tolerance = 3.0  // percentage points around the declared weight
 )
 
-// Steps of the release: a gate at 20% (an approval, as a merged pull request
-// applies it), 60% for long enough to measure it (and to lose the
+// Steps of the release: a gate at 20% (approved by merging its branch in Git)
+// then 60% for long enough to measure it (and to lose the
 // controller's pod in the middle), then 100%.
 const steps = `
       - traffic: "20%"
@@ -41,7 +41,8 @@ type figure struct {
 
 // TestReleaseUnderLoad: v1 of the sample app serves through Traefik under
 // continuous load. v2 is applied as Flux applies a commit; rollgate (a pod
-// installed from its chart) holds it at 20% until the approval is applied,
+// installed from its chart) holds it at 20% until its approval branch is
+// merged in Git (the controller reads the repository from its pod),
 // then 60% (its own pod is deleted there, and it carries on), then 100%
 // and completion. Then v3 is released, rollgate itself is upgraded with
 // helm at the 20% gate, and v3 is aborted and rolled back. Every window of
@@ -90,11 +91,9 @@ func TestReleaseUnderLoad(t *testing.T) {
 	t.Logf("step 1 (20%%) reported done %s after the image bump", time.Since(start).Round(time.Millisecond))
 	measure("v2 step 1, declared 20%", "v2", 20)
 
-	// The approval, as the merged approval pull request applies it.
-	w.applyYAML(ctx, rollout(steps)+fmt.Sprintf(`  approvals:
-  - {revision: %q, step: 1, approvedBy: realtraffic}
-`, canary))
-	at("approval applied")
+	// The approval: the approval branch merged in Git.
+	w.approveInGit(ctx)
+	at("approval merged in Git")
 	w.waitStep(ctx, 2, 60)
 	at("step 2 reported done")
 	t.Logf("step 2 (60%%) reported done %s after the image bump", time.Since(start).Round(time.Millisecond))

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/realnode"
 	"github.com/rollgate/rollgate/test/repo"
@@ -45,6 +46,9 @@ type world struct {
 	c       client.Client
 	helm    string
 	traefik *proc.Process
+	// git serves the application's repository on the node's address, where
+	// the controller's pod reaches it.
+	git *gitserver.Server
 	// url is the application's address through the gateway.
 	url    string
 	gwPort int
@@ -96,6 +100,14 @@ func newWorld(t *testing.T, ctx context.Context, steps string) *world {
 	w.waitWebhookCA(ctx)
 	t.Logf("rollgate installed from its chart and serving its webhook in %s", time.Since(helmStart).Round(time.Millisecond))
 
+	// The application's repository, on the node's address so that the
+	// controller's pod reaches it; approvals are merges there.
+	w.git = gitserver.Start(t, gitserver.Options{Host: realnode.NodeIP})
+	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: rollout(steps)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// Traefik on loopback, with the Gateway API provider.
 	ports, err := proc.FreePorts(1)
 	if err != nil {
@@ -104,7 +116,12 @@ func newWorld(t *testing.T, ctx context.Context, steps string) *world {
 	port := ports[0]
 	w.url = fmt.Sprintf("http://127.0.0.1:%d/", port)
 	w.gwPort = port
-	w.applyYAML(ctx, app("localhost/verserver:v1", port)+"---"+rollout(steps))
+	w.applyYAML(ctx, app("localhost/verserver:v1", port)+"---"+rollout(steps)+"---"+fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Repository
+metadata: {name: app-repo, namespace: demo}
+spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
+`, repoURL))
 	p, err := proc.Start(dir, "traefik", traefik, []string{
 		fmt.Sprintf("--entryPoints.web.address=127.0.0.1:%d", port),
 		"--providers.kubernetesgateway=true", "--ping=false", "--log.level=INFO", "--global.checkNewVersion=false",
@@ -313,5 +330,34 @@ spec:
       trafficRoutings:
       - service: echoserver
         gateway: {httpRouteName: echoserver}
+  git: {repository: app-repo, path: ` + rolloutPath + `}
 `
+}
+
+// rolloutPath is where the Rollout lives in the application's repository.
+const rolloutPath = "apps/echoserver/rollout.yaml"
+
+// approveInGit merges the approval branch of the gate ro waits at, as a
+// reviewer merges the pull request, then applies the Rollout as Git now
+// declares it, as Flux would.
+func (w *world) approveInGit(ctx context.Context) {
+	w.t.Helper()
+	var branch string
+	w.eventually(ctx, time.Minute, "the approval branch is in Git", func() (bool, string) {
+		ro := w.rollout(ctx)
+		if ro.Status.AwaitingApproval == nil || ro.Status.AwaitingApproval.Branch == "" {
+			return false, describe(ro)
+		}
+		branch = ro.Status.AwaitingApproval.Branch
+		_, err := w.git.Head("app", branch)
+		return err == nil, fmt.Sprintf("branch %s: %v", branch, err)
+	})
+	if _, err := w.git.Merge("app", "main", branch, "Merge approval "+branch); err != nil {
+		w.t.Fatal(err)
+	}
+	declared, err := w.git.ReadFile("app", "main", rolloutPath)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.applyYAML(ctx, declared)
 }
