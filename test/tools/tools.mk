@@ -200,25 +200,17 @@ $(TOOLS_BIN)/traefik: $(TOOLS_STAMPS)/traefik
 	$(call tools-progress,traefik,cd $(TOOLS_DIR)/traefik && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$(TOOLS_TRAEFIK_VERSION)' -o $@.tmp github.com/traefik/traefik/v3/cmd/traefik)
 	@mv -f $@.tmp $@
 
-# The real node's runtime and network (test/realnode) from Debian. Debian's
-# containerd package enables a systemd service; the real node runs its own
-# containerd with its own socket, so a policy-rc.d keeps apt from starting the
-# service and it is disabled afterwards (systemctl disable works without a
-# running systemd): nothing is left running or enabled.
+# The real node's runtime and network (test/realnode) from Debian. The real
+# node runs its own containerd with its own socket; apt-install.sh leaves
+# the packages' services (containerd, nftables) neither started nor enabled.
 TOOLS_REALNODE_PACKAGES := containerd runc containernetworking-plugins iptables conntrack nftables
 
 tools-realnode: ## Install containerd, runc, the CNI plugins, iptables, nftables and conntrack (Debian) for the real node
 	@missing=; for b in /usr/bin/containerd /usr/bin/ctr /usr/sbin/runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/portmap /usr/sbin/iptables /usr/sbin/conntrack /usr/sbin/nft; do \
 		test -x $$b || missing=1; done; \
 	if [ -n "$$missing" ]; then \
-		echo "installing $(TOOLS_REALNODE_PACKAGES) (apt)"; \
-		policy=; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=1; printf '#!/bin/sh\nexit 101\n' | $(TOOLS_SUDO) tee /usr/sbin/policy-rc.d >/dev/null; $(TOOLS_SUDO) chmod 755 /usr/sbin/policy-rc.d; fi; \
-		$(TOOLS_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
-		$(TOOLS_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(TOOLS_REALNODE_PACKAGES); rc=$$?; \
-		if [ -n "$$policy" ]; then $(TOOLS_SUDO) rm -f /usr/sbin/policy-rc.d; fi; \
-		if command -v systemctl >/dev/null; then now=; [ -d /run/systemd/system ] && now=--now; \
-			$(TOOLS_SUDO) systemctl disable $$now containerd.service >/dev/null 2>&1 || true; fi; \
-		test $$rc = 0 || exit $$rc; \
+		echo "installing $(TOOLS_REALNODE_PACKAGES) (apt; their services are neither started nor enabled)"; \
+		$(TOOLS_SUDO) $(TOOLS_DIR)/apt-install.sh $(TOOLS_REALNODE_PACKAGES); \
 	fi
 	@for b in /usr/bin/containerd /usr/bin/ctr /usr/sbin/runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/portmap /usr/sbin/iptables /usr/sbin/conntrack /usr/sbin/nft; do \
 		test -x $$b || { echo "$$b is still missing after installing $(TOOLS_REALNODE_PACKAGES)" >&2; exit 1; }; done
