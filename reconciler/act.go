@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -14,77 +13,80 @@ import (
 	"github.com/rollgate/rollgate/traffic"
 )
 
-// actOnWorkload carries out the plan's workload action.
-func (r *RolloutReconciler) actOnWorkload(ctx context.Context, rel *release, plan strategy.Plan) error {
-	var err error
-	switch plan.Workload {
+// actOnWorkload carries out the plan's workload action and records the
+// adapter's answer (done: nothing left to move for this action).
+func (r *RolloutReconciler) actOnWorkload(ctx context.Context, sc *scope) error {
+	ro, p := sc.ro, sc.plan
+	done, err := true, error(nil)
+	switch p.Workload {
 	case strategy.WorkloadScale:
-		mu := intstr.FromInt32(plan.MaxUnavailable)
-		_, err = rel.adapter.EnsureBatch(ctx, workload.Batch{
-			CanaryReplicas: plan.CanaryReplicas,
+		mu := intstr.FromInt32(p.MaxUnavailable)
+		done, err = sc.adapter.EnsureBatch(ctx, workload.Batch{
+			CanaryReplicas: p.CanaryReplicas,
 			MaxUnavailable: &mu,
-			RolloutID:      workload.RolloutID(rel.ro.Name, plan.Status.CanaryRevision),
-			BatchID:        plan.Status.CurrentStepIndex,
+			RolloutID:      workload.RolloutID(ro.Name, p.Status.CanaryRevision),
+			BatchID:        p.Status.CurrentStepIndex,
 		})
 		if errors.Is(err, workload.ErrNotHeld) {
 			// The webhook has not frozen the workload (yet): nothing to scale.
-			return nil
+			done, err = true, nil
 		}
 	case strategy.WorkloadRollback:
-		_, err = rel.adapter.Rollback(ctx)
+		done, err = sc.adapter.Rollback(ctx)
 	case strategy.WorkloadRelease:
-		if rel.obs.Rollback {
-			_, err = rel.adapter.Rollback(ctx)
-		} else if rel.obs.Held {
-			_, err = rel.adapter.Finalize(ctx)
+		if sc.workload.Rollback {
+			done, err = sc.adapter.Rollback(ctx)
+		} else if sc.workload.Frozen {
+			done, err = sc.adapter.Finalize(ctx)
 		}
 	}
+	sc.workloadDone = done
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", rel.ro.Spec.WorkloadRef.Kind, rel.ro.Spec.WorkloadRef.Name, err)
+		return fmt.Errorf("%s %s: %w", ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, err)
 	}
 	return nil
 }
 
 // actOnTraffic sends the plan's traffic to the routers when it differs from
-// what this reconcile already asked for. It returns how long to wait for a
-// grace period.
-func (r *RolloutReconciler) actOnTraffic(ctx context.Context, rel *release, plan strategy.Plan) (time.Duration, error) {
-	if rel.router == nil {
-		if rel.trafficE != nil && hasRouting(rel.ro) {
-			return 0, rel.trafficE
+// what this reconcile already asked for.
+func (r *RolloutReconciler) actOnTraffic(ctx context.Context, sc *scope) error {
+	if sc.router == nil {
+		if sc.routerErr != nil && hasRouting(sc.ro) {
+			return sc.routerErr
 		}
-		return 0, nil
+		return nil
 	}
-	if !plan.Traffic.Equal(rel.applied) {
-		rel.applied = plan.Traffic
-		done, wait, err := r.applyTraffic(ctx, rel, plan.Traffic)
-		rel.trafficDone, rel.trafficWait, rel.trafficE = done && wait == 0 && err == nil, wait, err
+	if !sc.traffic.sent || !sc.plan.Traffic.Equal(sc.traffic.asked) {
+		r.sendTraffic(ctx, sc, sc.plan.Traffic)
 	}
-	r.markTraffic(rel)
-	if rel.trafficE != nil {
-		return 0, rel.trafficE
-	}
-	return rel.trafficWait, nil
+	return sc.traffic.err
 }
 
-// applyTraffic makes the routers carry t. A grace period is not an error.
-func (r *RolloutReconciler) applyTraffic(ctx context.Context, rel *release, t strategy.Traffic) (done bool, wait time.Duration, err error) {
+// sendTraffic makes the routers carry t and records their answer. A grace
+// period is not an error.
+func (r *RolloutReconciler) sendTraffic(ctx context.Context, sc *scope, t strategy.Traffic) {
+	ro := sc.ro
+	var done bool
+	var err error
 	if t.Mode == strategy.TrafficOriginal {
-		done, err = rel.router.Restore(ctx)
+		done, err = sc.router.Restore(ctx)
 	} else {
-		done, err = rel.router.EnsureRoutes(ctx, traffic.Desired{
+		done, err = sc.router.EnsureRoutes(ctx, traffic.Desired{
 			CanaryWeight:          weightOf(t),
 			Matches:               t.Matches,
 			RequestHeaderModifier: t.RequestHeaderModifier,
-			StableRevision:        rel.ro.Status.StableRevision,
-			CanaryRevision:        rel.ro.Status.CanaryRevision,
-			PatchPodMetadata:      patchPodMetadata(rel.ro),
+			StableRevision:        ro.Status.StableRevision,
+			CanaryRevision:        ro.Status.CanaryRevision,
+			PatchPodMetadata:      ro.Spec.Strategy.PatchPodTemplateMetadata(),
 		})
 	}
+	a := trafficAnswer{asked: t, sent: true}
 	if d, ok := traffic.RetryAfter(err); ok {
-		return false, d, nil
+		a.wait = d
+	} else {
+		a.done, a.err = done && err == nil, err
 	}
-	return done, 0, err
+	sc.traffic = a
 }
 
 func weightOf(t strategy.Traffic) int32 {
@@ -94,19 +96,6 @@ func weightOf(t strategy.Traffic) int32 {
 	return 0
 }
 
-func patchPodMetadata(ro *v1alpha1.Rollout) *v1alpha1.PatchPodTemplateMetadata {
-	if c := ro.Spec.Strategy.Canary; c != nil {
-		return c.PatchPodTemplateMetadata
-	}
-	return nil
-}
-
 func hasRouting(ro *v1alpha1.Rollout) bool {
-	if c := ro.Spec.Strategy.Canary; c != nil {
-		return len(c.TrafficRoutings) > 0
-	}
-	if b := ro.Spec.Strategy.BlueGreen; b != nil {
-		return len(b.TrafficRoutings) > 0
-	}
-	return false
+	return len(ro.Spec.Strategy.TrafficRoutings()) > 0
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,47 +18,68 @@ import (
 )
 
 // observeAnalysis takes the measurements that are due for the step's
-// analysis and the background analysis, records them in status.analysis,
-// and hands the outcomes to the planner.
-func (r *RolloutReconciler) observeAnalysis(ctx context.Context, rel *release, obs *strategy.Observed) error {
-	ro := rel.ro
+// analysis and the background analysis and keeps the outcomes, and the
+// merged results for status.analysis, in the scope. A template that cannot
+// be used is kept as sc.analysis.invalid: the planner holds the release
+// and reports it.
+func (r *RolloutReconciler) observeAnalysis(ctx context.Context, sc *scope) error {
+	ro := sc.ro
 	st := ro.Status
 	inRelease := st.CanaryRevision != "" && st.CanaryRevision != st.StableRevision && st.Phase == v1alpha1.PhaseProgressing
 	if !inRelease {
 		return nil
 	}
+	seen := &sc.analysis
 	prev := ro.Status.Analysis
 	merged := prev
-	if bg := backgroundAnalysis(ro); bg != nil && st.ReleaseStartedAt != nil {
-		rep, err := r.runAnalysis(ctx, rel, bg, 0, st.ReleaseStartedAt.Time, since(prev, st.ReleaseStartedAt.Time))
+	if bg := ro.Spec.Strategy.BackgroundAnalysis(); bg != nil && st.ReleaseStartedAt != nil {
+		rep, err := r.runAnalysis(ctx, sc, bg, 0, st.ReleaseStartedAt.Time, since(prev, st.ReleaseStartedAt.Time))
+		if err == nil {
+			merged, err = plan.MergeResults(merged, 0, rep.Results)
+		}
 		if err != nil {
-			return r.analysisSpecError(ro, err)
+			return invalidAnalysis(seen, strategyField(ro)+".analysis", err)
 		}
-		obs.BackgroundAnalysis = strategy.AnalysisResult{Phase: strategy.AnalysisPhase(rep.Outcome.Phase), Message: rep.Outcome.Message}
-		if merged, err = plan.MergeResults(merged, 0, rep.Results); err != nil {
-			return r.analysisSpecError(ro, err)
-		}
-		rel.analysisAt = earliest(rel.analysisAt, rep.NextAt)
+		seen.background = strategy.AnalysisResult{Phase: strategy.AnalysisPhase(rep.Outcome.Phase), Message: rep.Outcome.Message}
+		seen.nextAt = earliest(seen.nextAt, rep.NextAt)
 	}
 	if st.CurrentStepState == v1alpha1.StepMetricsAnalysis && st.StepStartedAt != nil {
-		if a := stepAnalysis(ro, st.CurrentStepIndex); a != nil {
-			rep, err := r.runAnalysis(ctx, rel, a, st.CurrentStepIndex, st.StepStartedAt.Time, since(prev, st.StepStartedAt.Time))
+		if a := ro.Spec.Strategy.StepAnalysis(st.CurrentStepIndex); a != nil {
+			rep, err := r.runAnalysis(ctx, sc, a, st.CurrentStepIndex, st.StepStartedAt.Time, since(prev, st.StepStartedAt.Time))
+			if err == nil {
+				merged, err = plan.MergeResults(merged, st.CurrentStepIndex, rep.Results)
+			}
 			if err != nil {
-				return r.analysisSpecError(ro, err)
+				return invalidAnalysis(seen, fmt.Sprintf("%s.steps[%d].analysis", strategyField(ro), st.CurrentStepIndex-1), err)
 			}
-			obs.StepAnalysis = strategy.AnalysisResult{Phase: strategy.AnalysisPhase(rep.Outcome.Phase), Message: rep.Outcome.Message}
-			if merged, err = plan.MergeResults(merged, st.CurrentStepIndex, rep.Results); err != nil {
-				return r.analysisSpecError(ro, err)
-			}
-			rel.analysisAt = earliest(rel.analysisAt, rep.NextAt)
-			r.markAnalysis(ro, rep.Outcome)
+			out := rep.Outcome
+			seen.step = &out
+			seen.nextAt = earliest(seen.nextAt, rep.NextAt)
 		}
 	}
-	ro.Status.Analysis = merged
+	seen.ran, seen.results = true, merged
 	return nil
 }
 
-func (r *RolloutReconciler) runAnalysis(ctx context.Context, rel *release, a *v1alpha1.RolloutAnalysis, step int32, started time.Time, prev []v1alpha1.MetricResult) (analysis.Report, error) {
+// invalidAnalysis keeps a template problem (a missing template, a bad
+// condition) for the planner; any other error is returned.
+func invalidAnalysis(seen *analysisSeen, field string, err error) error {
+	if errors.Is(err, analysis.ErrInvalidTemplate) || errors.Is(err, plan.ErrTooManyResults) {
+		seen.invalid = &strategy.SpecError{Field: field, Detail: err.Error()}
+		return nil
+	}
+	return err
+}
+
+// strategyField is the path of the strategy that is set.
+func strategyField(ro *v1alpha1.Rollout) string {
+	if ro.Spec.Strategy.BlueGreen != nil {
+		return "spec.strategy.blueGreen"
+	}
+	return "spec.strategy.canary"
+}
+
+func (r *RolloutReconciler) runAnalysis(ctx context.Context, rel *scope, a *v1alpha1.RolloutAnalysis, step int32, started time.Time, prev []v1alpha1.MetricResult) (analysis.Report, error) {
 	ro := rel.ro
 	in := analysis.Input{Args: a.Args, Step: step, StartedAt: started, Previous: prev, Now: rel.now, Facts: facts(ro)}
 	for _, name := range a.Templates {
@@ -85,69 +105,12 @@ func (r *RolloutReconciler) runAnalysis(ctx context.Context, rel *release, a *v1
 	return rep, err
 }
 
-// analysisSpecError stalls the release on a template problem (a missing
-// template, a bad condition) and keeps everything in place.
-func (r *RolloutReconciler) analysisSpecError(ro *v1alpha1.Rollout, err error) error {
-	if errors.Is(err, analysis.ErrInvalidTemplate) || errors.Is(err, plan.ErrTooManyResults) {
-		r.markStalled(ro, v1alpha1.ReasonInvalidSpec, err.Error(), false)
-		conditions.MarkFalse(ro, v1alpha1.AnalysisCondition, v1alpha1.ReasonInvalidSpec, "%s", err.Error())
-		return nil
-	}
-	return err
-}
-
-func (r *RolloutReconciler) markAnalysis(ro *v1alpha1.Rollout, o plan.Outcome) {
-	switch o.Phase {
-	case plan.PhaseSuccessful:
-		conditions.MarkTrue(ro, v1alpha1.AnalysisCondition, string(o.Phase), "%s", o.Message)
-	case plan.PhaseFailed, plan.PhaseError:
-		conditions.MarkFalse(ro, v1alpha1.AnalysisCondition, v1alpha1.ReasonAnalysisFailed, "%s", o.Message)
-	case plan.PhaseInconclusive:
-		conditions.MarkFalse(ro, v1alpha1.AnalysisCondition, v1alpha1.ReasonAnalysisInconclusive, "%s", o.Message)
-	default:
-		conditions.MarkUnknown(ro, v1alpha1.AnalysisCondition, string(o.Phase), "%s", o.Message)
-	}
-}
-
 func facts(ro *v1alpha1.Rollout) plan.Facts {
 	f := plan.Facts{Namespace: ro.Namespace, Name: ro.Name, CanaryRevision: ro.Status.CanaryRevision, StableRevision: ro.Status.StableRevision}
-	if rs := routings(ro); len(rs) > 0 {
+	if rs := ro.Spec.Strategy.TrafficRoutings(); len(rs) > 0 {
 		f.StableService, f.CanaryService = rs[0].Service, traffic.CanaryServiceName(rs[0].Service)
 	}
 	return f
-}
-
-func routings(ro *v1alpha1.Rollout) []v1alpha1.TrafficRoutingRef {
-	if c := ro.Spec.Strategy.Canary; c != nil {
-		return c.TrafficRoutings
-	}
-	if b := ro.Spec.Strategy.BlueGreen; b != nil {
-		return b.TrafficRoutings
-	}
-	return nil
-}
-
-func backgroundAnalysis(ro *v1alpha1.Rollout) *v1alpha1.RolloutAnalysis {
-	if c := ro.Spec.Strategy.Canary; c != nil {
-		return c.Analysis
-	}
-	if b := ro.Spec.Strategy.BlueGreen; b != nil {
-		return b.Analysis
-	}
-	return nil
-}
-
-func stepAnalysis(ro *v1alpha1.Rollout, idx int32) *v1alpha1.RolloutAnalysis {
-	var steps []v1alpha1.CanaryStep
-	if c := ro.Spec.Strategy.Canary; c != nil {
-		steps = c.Steps
-	} else if b := ro.Spec.Strategy.BlueGreen; b != nil {
-		steps = b.Steps
-	}
-	if idx < 1 || int(idx) > len(steps) {
-		return nil
-	}
-	return steps[idx-1].Analysis
 }
 
 // since keeps the results with a measurement at or after t: the results of

@@ -4,63 +4,67 @@ import (
 	"context"
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
-	"github.com/rollgate/rollgate/strategy"
 )
 
-// observeApprovals adds the approvals found on the tracked Git branch to
-// obs, so a merged approval pull request counts even before the GitOps
-// tool has applied the Rollout manifest it changed.
-func (r *RolloutReconciler) observeApprovals(ctx context.Context, rel *release, obs *strategy.Observed) error {
-	ro := rel.ro
-	if ro.Spec.Git == nil {
+// actOpenRepository opens (or finds open) the clone and status writer of
+// the Repository spec.git names.
+func (r *RolloutReconciler) actOpenRepository(ctx context.Context, sc *scope) error {
+	if sc.ro.Spec.Git == nil {
 		return nil
 	}
-	e, repo, err := r.git.forRollout(ctx, ro)
+	h, repo, err := r.repos.forRollout(ctx, sc.ro)
 	if err != nil {
 		return err
 	}
-	rel.git, rel.repo = e, repo
-	if ro.Status.AwaitingApproval == nil {
+	sc.git, sc.repository = h, repo
+	return nil
+}
+
+// observeApprovals reads the approvals on the tracked Git branch, so a
+// merged approval pull request counts even before the GitOps tool has
+// applied the Rollout manifest it changed. It fetches at most once per
+// interval (at once after a push webhook).
+func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) error {
+	ro, e := sc.ro, sc.git
+	if e == nil || ro.Status.AwaitingApproval == nil {
 		return nil
 	}
-	branch := trackedBranch(ro, repo)
-	if err := r.git.fetchIfDue(ctx, e, branch, rel.now); err != nil {
-		return fmt.Errorf("fetching %s of %s: %w", branch, e.repo, err)
+	branch := trackedBranch(ro, sc.repository)
+	if err := r.repos.fetchIfDue(ctx, e, branch, sc.now); err != nil {
+		return fmt.Errorf("fetching %s of %s: %w", branch, e.clone, err)
 	}
 	// Read what the last fetch brought; fetchIfDue keeps to the interval.
-	snap, err := e.repo.LocalSnapshot(branch)
+	snap, err := e.clone.LocalSnapshot(branch)
 	if err != nil {
 		e.markStale()
-		return fmt.Errorf("reading %s of %s: %w", branch, e.repo, err)
+		return fmt.Errorf("reading %s of %s: %w", branch, e.clone, err)
 	}
 	manifest, err := snap.ReadFile(ro.Spec.Git.Path)
 	if err != nil {
 		e.markStale()
-		return fmt.Errorf("reading %s from %s of %s: %w", ro.Spec.Git.Path, branch, e.repo, err)
+		return fmt.Errorf("reading %s from %s of %s: %w", ro.Spec.Git.Path, branch, e.clone, err)
 	}
 	found, err := gitsync.ApprovalsIn(manifest, ro.Namespace, ro.Name)
 	if err != nil {
-		return fmt.Errorf("reading approvals from %s of %s: %w", ro.Spec.Git.Path, e.repo, err)
+		return fmt.Errorf("reading approvals from %s of %s: %w", ro.Spec.Git.Path, e.clone, err)
 	}
 	for _, a := range found {
-		obs.Approvals = append(obs.Approvals, v1alpha1.Approval{Revision: a.Revision, Step: int32(a.Step), Attempt: int32(a.Attempt), ApprovedBy: "git"})
+		sc.gitApprovals = append(sc.gitApprovals, v1alpha1.Approval{Revision: a.Revision, Step: int32(a.Step), Attempt: int32(a.Attempt), ApprovedBy: "git"})
 	}
 	return nil
 }
 
 // actOnGit proposes the approval branch of a gate that waits and queues
 // the Rollout's progress for the status branch.
-func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *release, plan strategy.Plan) error {
+func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 	ro := rel.ro
 	if rel.git == nil {
 		return nil
 	}
 	if a := ro.Status.AwaitingApproval; a != nil && a.Branch == "" {
-		p, err := gitsync.ProposeApproval(ctx, rel.git.repo, trackedBranch(ro, rel.repo), ro.Spec.Git.Path,
+		p, err := gitsync.ProposeApproval(ctx, rel.git.clone, trackedBranch(ro, rel.repository), ro.Spec.Git.Path,
 			ro.Namespace, ro.Name, gitApproval(a.Revision, a.Attempt, a.Step), "rollgate")
 		if err != nil {
 			return err
@@ -71,7 +75,7 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *release, plan str
 			// or attempts) that were never merged can no longer approve
 			// anything: remove them.
 			keep := func(b string) bool { return b == p.Branch }
-			if _, err := gitsync.CleanupApprovalBranches(ctx, rel.git.repo, ro.Namespace, ro.Name, keep); err != nil {
+			if _, err := gitsync.CleanupApprovalBranches(ctx, rel.git.clone, ro.Namespace, ro.Name, keep); err != nil {
 				return err
 			}
 		}
@@ -88,46 +92,13 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *release, plan str
 	if ro.Status.Git == nil {
 		ro.Status.Git = &v1alpha1.GitStatus{}
 	}
-	if c, err := rel.git.repo.Head(trackedBranch(ro, rel.repo)); err == nil {
+	if c, err := rel.git.clone.Head(trackedBranch(ro, rel.repository)); err == nil {
 		ro.Status.Git.ObservedCommit = c // before stateOf, which writes it
 	}
-	rel.git.writer.Enqueue(stateOf(ro, rel, plan))
+	rel.git.writer.Enqueue(stateOf(ro, rel))
 	ro.Status.Git.StatusBranch = rel.git.statusBranch
-	r.markGitWrite(rel)
+	rel.gitQueued = true
 	return nil
-}
-
-// markGitWrite sets GitSynced from where the progress just queued is: in
-// Git (a flush wrote it, or found it there), failing to get there, or
-// waiting for the next flush, whose callback reconciles the Rollout again.
-func (r *RolloutReconciler) markGitWrite(rel *release) {
-	ro, w := rel.ro, rel.git.writer
-	branch := ro.Status.Git.StatusBranch
-	if h := w.Written(ro.Namespace, ro.Name); h != "" {
-		if h != ro.Status.Git.StatusCommit {
-			ro.Status.Git.StatusCommit = h
-			now := metav1.NewTime(rel.now)
-			ro.Status.Git.LastWriteTime = &now
-		}
-		if !rel.gitFailed {
-			r.markGit(ro, metav1True, v1alpha1.ReasonGitSynced, "progress written to "+branch+" in "+shortCommit(h))
-		}
-		return
-	}
-	if _, _, err := w.LastFlush(); err != nil {
-		r.markGit(ro, metav1False, v1alpha1.ReasonGitError, "writing progress to "+branch+": "+err.Error())
-		return
-	}
-	if !rel.gitFailed {
-		r.markGitPending(rel)
-	}
-}
-
-// markGitPending sets GitSynced=False, reason GitPending: the Rollout's
-// current progress is not in Git yet.
-func (r *RolloutReconciler) markGitPending(rel *release) {
-	r.markGit(rel.ro, metav1False, v1alpha1.ReasonGitPending,
-		fmt.Sprintf("progress queued for %s, written within %s", rel.git.statusBranch, rel.git.window))
 }
 
 func shortCommit(h string) string {
@@ -145,7 +116,7 @@ func trackedBranch(ro *v1alpha1.Rollout, repo *v1alpha1.Repository) string {
 }
 
 // stateOf maps a Rollout's status to the file written to Git.
-func stateOf(ro *v1alpha1.Rollout, rel *release, plan strategy.Plan) gitsync.RolloutState {
+func stateOf(ro *v1alpha1.Rollout, rel *scope) gitsync.RolloutState {
 	s := ro.Status
 	st := gitsync.RolloutState{
 		Namespace: ro.Namespace, Name: ro.Name,
@@ -154,7 +125,7 @@ func stateOf(ro *v1alpha1.Rollout, rel *release, plan strategy.Plan) gitsync.Rol
 		Stable:  gitsync.VersionState{Revision: s.StableRevision, Replicas: s.StableReplicas, ReadyReplicas: s.StableReadyReplicas, TrafficPercent: 100 - s.CanaryWeight},
 		Canary:  gitsync.VersionState{Revision: s.CanaryRevision, Replicas: s.CanaryReplicas, ReadyReplicas: s.CanaryReadyReplicas, TrafficPercent: s.CanaryWeight},
 		Message: s.Message,
-		Git:     gitsync.GitInfo{Repository: rel.git.repo.String(), Branch: trackedBranch(ro, rel.repo), Path: ro.Spec.Git.Path},
+		Git:     gitsync.GitInfo{Repository: rel.git.clone.String(), Branch: trackedBranch(ro, rel.repository), Path: ro.Spec.Git.Path},
 	}
 	if s.StepStartedAt != nil {
 		st.LastTransitionTime = s.StepStartedAt.Time

@@ -34,9 +34,10 @@ func (p *statusPatcher) patch(ctx context.Context, ro *v1alpha1.Rollout) error {
 	}
 	ro.Status.ObservedGeneration = ro.Generation
 	if !equality.Semantic.DeepEqual(p.before.Status, ro.Status) {
-		base := p.before.DeepCopy()
-		base.ResourceVersion = ""
-		if err := p.c.Status().Patch(ctx, ro, client.MergeFrom(base), client.FieldOwner("rollgate")); err != nil {
+		// Optimistic lock: the status is derived from what this reconcile
+		// read; written over a newer object it could undo a step.
+		patch := client.MergeFromWithOptions(p.before.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if err := p.c.Status().Patch(ctx, ro, patch, client.FieldOwner("rollgate")); err != nil {
 			return err
 		}
 	}
@@ -62,9 +63,8 @@ func (p *repositoryPatcher) patch(ctx context.Context, repo *v1alpha1.Repository
 	if equality.Semantic.DeepEqual(p.before.Status, repo.Status) {
 		return nil
 	}
-	base := p.before.DeepCopy()
-	base.ResourceVersion = ""
-	if err := p.c.Status().Patch(ctx, repo, client.MergeFrom(base), client.FieldOwner("rollgate")); err != nil {
+	patch := client.MergeFromWithOptions(p.before.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if err := p.c.Status().Patch(ctx, repo, patch, client.FieldOwner("rollgate")); err != nil {
 		return err
 	}
 	p.before = repo.DeepCopy()

@@ -24,7 +24,7 @@ type eventTarget = types.NamespacedName
 // only triggers a fetch of public information, so it needs no secret.
 type pushServer struct {
 	addr string
-	git  *gitRepos
+	git  *repoPool
 	out  chan<- eventTarget
 }
 

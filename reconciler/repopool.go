@@ -18,10 +18,10 @@ import (
 	"github.com/rollgate/rollgate/gitsync"
 )
 
-// gitRepos keeps one open gitsync.Repository and status Writer per
+// repoPool keeps one open gitsync.Repository and status Writer per
 // Repository object, reopened when the Repository's spec or its Secret
 // changes. It is a manager Runnable: writers live as long as the manager.
-type gitRepos struct {
+type repoPool struct {
 	reader   client.Reader // uncached: Secrets are read by name, never listed
 	defaults Options
 	// written gets the Rollouts whose latest progress a flush put in Git
@@ -31,15 +31,15 @@ type gitRepos struct {
 
 	mu      sync.Mutex
 	ctx     context.Context
-	entries map[types.NamespacedName]*gitEntry
+	entries map[types.NamespacedName]*repoHandle
 }
 
-// gitEntry is one open repository.
-type gitEntry struct {
+// repoHandle is one open repository.
+type repoHandle struct {
 	key    string
 	obj    types.NamespacedName // the Repository object
 	spec   v1alpha1.RepositorySpec
-	repo   *gitsync.Repository
+	clone  *gitsync.Repository // the local clone
 	writer *gitsync.Writer
 	stop   context.CancelFunc
 	// branch is the Repository's tracked branch; statusBranch and window
@@ -55,16 +55,16 @@ type gitEntry struct {
 	health    gitHealth
 }
 
-func newGitRepos(reader client.Reader, defaults Options) *gitRepos {
-	return &gitRepos{
-		reader: reader, defaults: defaults, entries: map[types.NamespacedName]*gitEntry{},
+func newRepoPool(reader client.Reader, defaults Options) *repoPool {
+	return &repoPool{
+		reader: reader, defaults: defaults, entries: map[types.NamespacedName]*repoHandle{},
 		written: newNotifier(), changed: newNotifier(),
 	}
 }
 
 // Start records the manager's context for the status writers and, when it
 // ends, stops them (each flushes what it holds).
-func (g *gitRepos) Start(ctx context.Context) error {
+func (g *repoPool) Start(ctx context.Context) error {
 	g.mu.Lock()
 	g.ctx = ctx
 	g.mu.Unlock()
@@ -78,10 +78,10 @@ func (g *gitRepos) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection: only the leader writes to Git.
-func (g *gitRepos) NeedLeaderElection() bool { return true }
+func (g *repoPool) NeedLeaderElection() bool { return true }
 
 // markStale makes the next approvals read fetch at once (push webhook).
-func (g *gitRepos) markStale(key types.NamespacedName) bool {
+func (g *repoPool) markStale(key types.NamespacedName) bool {
 	g.mu.Lock()
 	e := g.entries[key]
 	g.mu.Unlock()
@@ -94,7 +94,7 @@ func (g *gitRepos) markStale(key types.NamespacedName) bool {
 }
 
 // forRollout returns the open repository a Rollout's spec.git names.
-func (g *gitRepos) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*gitEntry, *v1alpha1.Repository, error) {
+func (g *repoPool) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*repoHandle, *v1alpha1.Repository, error) {
 	key := types.NamespacedName{Namespace: ro.Namespace, Name: ro.Spec.Git.Repository}
 	var r v1alpha1.Repository
 	if err := g.reader.Get(ctx, key, &r); err != nil {
@@ -109,7 +109,7 @@ func (g *gitRepos) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*gitEn
 
 // forRepository returns the open repository of r, opening it (again) when
 // r's spec or its Secret changed.
-func (g *gitRepos) forRepository(ctx context.Context, r *v1alpha1.Repository) (*gitEntry, error) {
+func (g *repoPool) forRepository(ctx context.Context, r *v1alpha1.Repository) (*repoHandle, error) {
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
 	var data map[string][]byte
 	secretVersion := ""
@@ -155,7 +155,7 @@ func (g *gitRepos) forRepository(ctx context.Context, r *v1alpha1.Repository) (*
 }
 
 // close stops the writer of a deleted Repository (after a last flush).
-func (g *gitRepos) close(key types.NamespacedName) {
+func (g *repoPool) close(key types.NamespacedName) {
 	g.mu.Lock()
 	e := g.entries[key]
 	delete(g.entries, key)
@@ -182,7 +182,7 @@ const (
 // open builds the repository of the Repository object obj and starts its
 // status writer; with signing (the data of the signingKeyRef Secret) every
 // commit is signed. Called with g.mu held.
-func (g *gitRepos) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing map[string][]byte, key string) (*gitEntry, error) {
+func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing map[string][]byte, key string) (*repoHandle, error) {
 	var creds *gitsync.Credentials
 	if secret != nil {
 		c, err := gitsync.CredentialsFromSecret(secret)
@@ -208,7 +208,7 @@ func (g *gitRepos) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 		return nil, err
 	}
 	opts := g.writerOptions(spec)
-	e := &gitEntry{key: key, obj: obj, spec: spec, repo: repo,
+	e := &repoHandle{key: key, obj: obj, spec: spec, clone: repo,
 		branch: orDefault(spec.Branch, "main"), statusBranch: opts.Branch, window: opts.Window}
 	opts.OnFlush = func(res gitsync.FlushResult, err error) { g.flushed(e, res, err) }
 	w, err := gitsync.NewWriter(repo, opts)
@@ -235,7 +235,7 @@ func (g *gitRepos) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 
 // flushed records a status flush of e for its Repository's status and
 // asks for reconciles of the Rollouts whose latest progress it put in Git.
-func (g *gitRepos) flushed(e *gitEntry, res gitsync.FlushResult, err error) {
+func (g *repoPool) flushed(e *repoHandle, res gitsync.FlushResult, err error) {
 	e.mu.Lock()
 	changed := e.health.flushed(res.Commit, err)
 	e.mu.Unlock()
@@ -250,7 +250,7 @@ func (g *gitRepos) flushed(e *gitEntry, res gitsync.FlushResult, err error) {
 	g.written.notify(keys...)
 }
 
-func (g *gitRepos) writerOptions(spec v1alpha1.RepositorySpec) gitsync.WriterOptions {
+func (g *repoPool) writerOptions(spec v1alpha1.RepositorySpec) gitsync.WriterOptions {
 	o := gitsync.WriterOptions{
 		Branch:          orDefault(spec.Status.Branch, g.defaults.GitStatusBranch),
 		Window:          g.defaults.GitStatusWindow,
@@ -268,7 +268,7 @@ func (g *gitRepos) writerOptions(spec v1alpha1.RepositorySpec) gitsync.WriterOpt
 }
 
 // interval is how often the tracked branch is fetched.
-func (g *gitRepos) interval(e *gitEntry) time.Duration {
+func (g *repoPool) interval(e *repoHandle) time.Duration {
 	if e.spec.Interval != nil && e.spec.Interval.Duration > 0 {
 		return e.spec.Interval.Duration
 	}
@@ -280,7 +280,7 @@ func (g *gitRepos) interval(e *gitEntry) time.Duration {
 
 // fetchIfDue fetches branch when the interval has passed or a push webhook
 // marked the repository stale.
-func (g *gitRepos) fetchIfDue(ctx context.Context, e *gitEntry, branch string, now time.Time) error {
+func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
 	e.mu.Lock()
 	due := e.stale || now.Sub(e.lastFetch) >= g.interval(e)
 	e.mu.Unlock()
@@ -292,11 +292,11 @@ func (g *gitRepos) fetchIfDue(ctx context.Context, e *gitEntry, branch string, n
 
 // fetch fetches branch and records the outcome for the Repository's
 // status.
-func (g *gitRepos) fetch(ctx context.Context, e *gitEntry, branch string, now time.Time) error {
-	err := e.repo.Fetch(ctx, branch)
+func (g *repoPool) fetch(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
+	err := e.clone.Fetch(ctx, branch)
 	head := ""
 	if err == nil && branch == e.branch {
-		head, _ = e.repo.Head(branch)
+		head, _ = e.clone.Head(branch)
 	}
 	e.mu.Lock()
 	if err == nil {
@@ -311,7 +311,7 @@ func (g *gitRepos) fetch(ctx context.Context, e *gitEntry, branch string, now ti
 }
 
 // markStale makes the next read fetch at once.
-func (e *gitEntry) markStale() {
+func (e *repoHandle) markStale() {
 	e.mu.Lock()
 	e.stale = true
 	e.mu.Unlock()

@@ -30,13 +30,13 @@ const repositoryCheck = time.Minute
 // the last fetch of the tracked branch and the last write of progress
 // succeeded, and the status names the tracked branch's head and the status
 // branch's last commit. The fetches of the Rollout controller and the
-// status writers report their outcome as they happen (gitRepos.changed);
+// status writers report their outcome as they happen (repoPool.changed);
 // when nothing has fetched for repositoryCheck, the reconciler fetches
 // itself. The status is written only when it changes.
 type RepositoryReconciler struct {
 	client.Client
 
-	git *gitRepos
+	git *repoPool
 }
 
 // Reconcile brings one Repository's status up to date.
@@ -80,7 +80,7 @@ func (r *RepositoryReconciler) setupWithManager(mgr ctrl.Manager) error {
 // push webhook marked it stale, or nothing fetched (or tried to) for
 // max(interval, repositoryCheck). It returns when the next check is due;
 // the outcome is in e.health.
-func (g *gitRepos) checkIfDue(ctx context.Context, e *gitEntry, now time.Time) time.Duration {
+func (g *repoPool) checkIfDue(ctx context.Context, e *repoHandle, now time.Time) time.Duration {
 	every := max(g.interval(e), repositoryCheck)
 	e.mu.Lock()
 	last := e.lastFetch
@@ -147,7 +147,7 @@ func errText(err error) string {
 
 // markRepository writes what e last saw into repo's status. Errors come
 // from gitsync, which redacts credentials out of them.
-func markRepository(repo *v1alpha1.Repository, e *gitEntry) {
+func markRepository(repo *v1alpha1.Repository, e *repoHandle) {
 	e.mu.Lock()
 	h := e.health
 	e.mu.Unlock()
@@ -166,7 +166,7 @@ func markRepository(repo *v1alpha1.Repository, e *gitEntry) {
 	case h.flushErr != nil:
 		failed = h.flushErr.Error()
 	case h.head == "":
-		failed = gitsync.ErrBranchNotFound.Error() + ": " + e.branch + " in " + e.repo.String()
+		failed = gitsync.ErrBranchNotFound.Error() + ": " + e.branch + " in " + e.clone.String()
 	}
 	if failed != "" {
 		conditions.MarkFalse(repo, v1alpha1.ReadyCondition, v1alpha1.ReasonGitError, "%s", strings.TrimSpace(failed))

@@ -76,7 +76,7 @@ func TestMarkRepository(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &v1alpha1.Repository{Status: *tc.status.DeepCopy()}
-			e := &gitEntry{repo: repo, branch: "main", statusBranch: "rollgate/status", health: tc.health}
+			e := &repoHandle{clone: repo, branch: "main", statusBranch: "rollgate/status", health: tc.health}
 			markRepository(r, e)
 			c := conditions.Get(r, v1alpha1.ReadyCondition)
 			if got := [3]string{string(c.Status), c.Reason, c.Message}; got != tc.ready {

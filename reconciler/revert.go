@@ -22,7 +22,7 @@ import (
 // revert branch or, with revertPolicy Commit, on the tracked branch. Until
 // Git changes, the workload stays held at the stable revision, so a
 // re-apply of the bad version by the GitOps tool moves no pod.
-func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *release) error {
+func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *scope) error {
 	ro := rel.ro
 	if rel.git == nil || ro.Status.Phase != v1alpha1.PhaseFailed || ro.Status.StableRevision == "" ||
 		ro.Status.CanaryRevision == ro.Status.StableRevision {
@@ -36,11 +36,11 @@ func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *release) error
 		return err
 	}
 	policy := gitsync.RevertPropose
-	if rel.repo.Spec.RevertPolicy == "Commit" {
+	if rel.repository.Spec.RevertPolicy == "Commit" {
 		policy = gitsync.RevertDirect
 	}
-	out, err := gitsync.Revert(ctx, rel.git.repo, gitsync.RevertOptions{
-		TrackedBranch: trackedBranch(ro, rel.repo),
+	out, err := gitsync.Revert(ctx, rel.git.clone, gitsync.RevertOptions{
+		TrackedBranch: trackedBranch(ro, rel.repository),
 		Paths:         []string{path.Dir(ro.Spec.Git.Path)},
 		Policy:        policy,
 		By:            "rollgate",

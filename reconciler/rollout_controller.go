@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
@@ -20,6 +22,9 @@ import (
 	"github.com/rollgate/rollgate/strategy"
 	"github.com/rollgate/rollgate/traffic"
 )
+
+// errSharedWorkload: another Rollout already releases the workload.
+var errSharedWorkload = errors.New("the workload has another Rollout")
 
 // movedRequeue is how soon a Rollout whose release moved is reconciled again.
 const movedRequeue = 500 * time.Millisecond
@@ -44,30 +49,9 @@ type RolloutReconciler struct {
 	// Scripts caches the compiled Lua scripts, shared by every router.
 	Scripts *luascripts.Library
 
-	git *gitRepos
+	repos *repoPool
 	// routes watches the kinds named in customNetworkRefs (nil: none).
 	routes *routeWatches
-}
-
-// release is everything one reconcile of a Rollout works with.
-type release struct {
-	ro      *v1alpha1.Rollout
-	adapter workload.Adapter
-	obs     workload.Observation
-	router  traffic.Router
-	git     *gitEntry
-	repo    *v1alpha1.Repository
-	now     time.Time
-	// applied is the traffic last sent to the routers in this reconcile;
-	// trafficDone, trafficWait and trafficE are their answer.
-	applied     strategy.Traffic
-	trafficDone bool
-	trafficWait time.Duration
-	trafficE    error
-	// gitFailed is set when Git could not be read in this reconcile.
-	gitFailed bool
-	// analysisAt is when an analysis measurement is next due.
-	analysisAt time.Time
 }
 
 // Reconcile moves one Rollout one step closer to its spec.
@@ -80,8 +64,10 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	defer r.recordMetrics(ro) // deferred first: runs after the status patch
+	sc := newScope(ro, r.Options.now())
 	patcher := newStatusPatcher(r.Client, ro)
 	defer func() {
+		r.updateStatus(sc)
 		if err := patcher.patch(ctx, ro); err != nil && !apierrors.IsNotFound(err) {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
@@ -94,116 +80,160 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if !ro.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(ro, Finalizer) {
 		return reconcile.Result{}, nil
 	}
-	return r.reconcileRelease(ctx, ro, patcher)
+	return r.reconcileRelease(ctx, sc, patcher)
 }
 
-// reconcileRelease runs the phases of one reconcile in order: observe the
-// workload, the routes, analysis and approvals; plan; act on the workload,
-// the routes and Git; record.
-func (r *RolloutReconciler) reconcileRelease(ctx context.Context, ro *v1alpha1.Rollout, patcher *statusPatcher) (reconcile.Result, error) {
-	rel := &release{ro: ro, now: r.Options.now()}
-	if err := r.observeWorkload(ctx, rel); err != nil {
-		return r.stallOrRetry(ro, err)
+// reconcileRelease runs the phases of one reconcile in order. The
+// observe… phases only read (the workload, the objects a release needs,
+// analysis, Git); every write is in an act… phase: claim the workload for
+// the webhook, keep the traffic the status asks for, then — after the
+// planner decided and its status is persisted — move the workload, the
+// traffic and Git. updateStatus (deferred in Reconcile) writes the
+// conditions from what the phases found.
+func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, patcher *statusPatcher) (reconcile.Result, error) {
+	if err := r.observeWorkload(ctx, sc); err != nil {
+		return r.stallOrRetry(sc, err)
 	}
-	r.observeTraffic(ctx, rel)
-	if rel.router != nil {
-		r.markTraffic(rel) // before a moved status is written
+	if err := r.actClaimWorkload(ctx, sc); err != nil {
+		return r.stallOrRetry(sc, err)
 	}
-	obs := r.observed(rel)
-	if err := r.observeAnalysis(ctx, rel, &obs); err != nil {
-		return reconcile.Result{}, err
+	if err := r.observeDependencies(ctx, sc); err != nil {
+		return r.stallOrRetry(sc, err)
 	}
-	if err := r.observeApprovals(ctx, rel, &obs); err != nil {
-		// Without Git no approval from Git counts: gates hold, nothing else stops.
-		rel.gitFailed = true
-		r.markGit(ro, metav1False, v1alpha1.ReasonGitError, err.Error())
+	if err := r.observeAnalysis(ctx, sc); err != nil {
+		return r.stallOrRetry(sc, err)
 	}
+	if err := r.actOpenRepository(ctx, sc); err != nil {
+		sc.gitReadErr = err // without Git no approval from Git counts: gates hold
+	} else if err := r.observeApprovals(ctx, sc); err != nil {
+		sc.gitReadErr = err
+	}
+	r.actKeepTraffic(ctx, sc)
 
-	before := ro.Status.DeepCopy()
-	plan, err := strategy.Decide(&ro.Spec, &ro.Status, obs, rel.now)
-	moved := r.record(ro, plan)
-	r.recordTransition(rel, before, obs)
-	if err != nil {
+	if err := r.plan(sc); err != nil {
 		return reconcile.Result{}, nil // Stalled with InvalidSpec; a spec change triggers the next reconcile
 	}
 	// The status is the planner's only memory: persist a new step or state
 	// before acting on it, so a crash right after the action cannot bring
 	// back the old state's traffic or pods.
-	if moved {
-		if rel.git != nil && !rel.gitFailed {
-			r.markGitPending(rel) // the new step is not in Git yet
-		}
-		if err := patcher.patch(ctx, ro); err != nil {
+	if sc.moved {
+		r.updateStatus(sc)
+		if err := patcher.patch(ctx, sc.ro); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	if err := r.actOnWorkload(ctx, rel, plan); err != nil {
-		return r.stallOrRetry(ro, err)
+	if err := r.actOnWorkload(ctx, sc); err != nil {
+		return r.stallOrRetry(sc, err)
 	}
-	if wait, err := r.actOnTraffic(ctx, rel, plan); err != nil {
-		return r.stallOrRetry(ro, err)
-	} else if wait > 0 && (plan.RequeueAfter == 0 || wait < plan.RequeueAfter) {
-		plan.RequeueAfter = wait
+	if err := r.actOnTraffic(ctx, sc); err != nil {
+		return r.stallOrRetry(sc, err)
 	}
-	if err := r.actOnGit(ctx, rel, plan); err != nil {
-		r.markGit(ro, metav1False, v1alpha1.ReasonGitError, err.Error())
+	if err := r.actOnGit(ctx, sc); err != nil {
+		sc.gitWriteErr = err
 		log.FromContext(ctx).Error(err, "writing to Git")
 	}
-	if plan.Released {
-		return r.letGo(ctx, rel)
+	if sc.plan.Released {
+		return r.actLetGo(ctx, sc)
 	}
-	return reconcile.Result{RequeueAfter: r.requeue(rel, plan, moved)}, nil
+	return reconcile.Result{RequeueAfter: r.requeue(sc)}, nil
 }
 
-// observeWorkload reads the workload and makes sure the webhook covers it.
-func (r *RolloutReconciler) observeWorkload(ctx context.Context, rel *release) error {
-	a, err := workload.For(r.Client, rel.ro)
+// observeWorkload reads the workload, after making sure this Rollout is
+// the one that releases it.
+func (r *RolloutReconciler) observeWorkload(ctx context.Context, sc *scope) error {
+	if err := r.observeOwnership(ctx, sc.ro); err != nil {
+		return err
+	}
+	a, err := workload.For(r.Client, sc.ro, r.Options.now)
 	if err != nil {
 		return err
 	}
-	rel.adapter = a
-	if rel.ro.DeletionTimestamp.IsZero() && !rel.ro.Spec.Disabled {
-		if err := a.Cover(ctx); err != nil {
-			return fmt.Errorf("labelling %s %s for the admission webhook: %w", rel.ro.Spec.WorkloadRef.Kind, rel.ro.Spec.WorkloadRef.Name, err)
-		}
-	}
+	sc.adapter = a
 	obs, err := a.Observe(ctx)
 	if err != nil {
 		return err
 	}
-	rel.obs = obs
+	sc.workload = obs
 	return nil
 }
 
-// observeTraffic asks the routers for the traffic the current status wants,
-// so the planner knows whether it is in place. It first makes sure the
-// kinds the routing names are watched.
-func (r *RolloutReconciler) observeTraffic(ctx context.Context, rel *release) {
-	r.routes.ensure(ctx, rel.ro)
-	router, err := r.Routers.New(r.Client, rel.ro, r.trafficOptions(ctx))
-	if err != nil {
-		rel.trafficE = err
-		return
+// observeOwnership fails with errSharedWorkload when an older enabled
+// Rollout names the same workload: only that one releases it (the
+// admission webhook holds the workload for it too), and this one must not
+// touch the workload at all.
+func (r *RolloutReconciler) observeOwnership(ctx context.Context, ro *v1alpha1.Rollout) error {
+	if ro.Spec.Disabled || !ro.DeletionTimestamp.IsZero() {
+		return nil
 	}
-	rel.router = router
-	rel.applied = strategy.DesiredTraffic(&rel.ro.Spec, &rel.ro.Status)
-	done, wait, err := r.applyTraffic(ctx, rel, rel.applied)
-	rel.trafficDone, rel.trafficWait, rel.trafficE = done && wait == 0 && err == nil, wait, err
+	ref := ro.Spec.WorkloadRef
+	owner, err := workload.RolloutFor(ctx, r.Client, ro.Namespace, ref.Kind, ref.Name)
+	if err != nil {
+		return err
+	}
+	if owner != nil && owner.Name != ro.Name {
+		return fmt.Errorf("%w: spec.workloadRef names %s %s, which Rollout %s already releases; "+
+			"give each workload one Rollout (delete this one, or set spec.disabled on one of them)",
+			errSharedWorkload, ref.Kind, ref.Name, owner.Name)
+	}
+	return nil
 }
 
-// observed builds the planner's view of the world.
-func (r *RolloutReconciler) observed(rel *release) strategy.Observed {
-	o := rel.obs
+// actClaimWorkload labels the workload so that the admission webhook
+// holds its next template change.
+func (r *RolloutReconciler) actClaimWorkload(ctx context.Context, sc *scope) error {
+	ro := sc.ro
+	if !ro.DeletionTimestamp.IsZero() || ro.Spec.Disabled {
+		return nil
+	}
+	if err := sc.adapter.Cover(ctx); err != nil {
+		return fmt.Errorf("labelling %s %s for the admission webhook: %w", ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, err)
+	}
+	return nil
+}
+
+// actKeepTraffic keeps the traffic the current status asks for in place
+// (a route re-applied by the GitOps tool is put back here), so the planner
+// knows whether it is. It first makes sure the kinds the routing names
+// are watched.
+func (r *RolloutReconciler) actKeepTraffic(ctx context.Context, sc *scope) {
+	r.routes.ensure(ctx, sc.ro)
+	router, err := r.Routers.New(r.Client, sc.ro, r.trafficOptions(ctx))
+	if err != nil {
+		sc.routerErr = err
+		return
+	}
+	sc.router = router
+	r.sendTraffic(ctx, sc, strategy.DesiredTraffic(&sc.ro.Spec, &sc.ro.Status))
+}
+
+// plan asks the planner for the next action and records its status and
+// event; the planner's conditions are written by updateStatus.
+func (r *RolloutReconciler) plan(sc *scope) error {
+	ro := sc.ro
+	obs := observed(sc)
+	before := ro.Status.DeepCopy()
+	p, err := strategy.Decide(&ro.Spec, &ro.Status, obs, sc.now)
+	sc.plan = &p
+	sc.moved = r.applyPlan(sc)
+	r.recordTransition(sc, before, obs)
+	return err
+}
+
+// observed builds the planner's view of the world from the scope.
+func observed(sc *scope) strategy.Observed {
+	o := sc.workload
 	obs := strategy.Observed{
 		Replicas:       o.Replicas,
 		UpdateRevision: o.Revision,
-		Frozen:         o.Held,
+		Frozen:         o.Frozen,
 		MaxUnavailable: o.MaxUnavailable,
 		Pods:           map[string]strategy.PodCounts{},
-		Approvals:      append([]v1alpha1.Approval(nil), rel.ro.Spec.Approvals...),
-		Deleting:       !rel.ro.DeletionTimestamp.IsZero(),
+		Approvals:      append(append([]v1alpha1.Approval(nil), sc.ro.Spec.Approvals...), sc.gitApprovals...),
+		Deleting:       !sc.ro.DeletionTimestamp.IsZero(),
+		Missing:        sc.missing,
+		Invalid:        sc.analysis.invalid,
 	}
-	if o.Held {
+	if o.Frozen {
 		obs.StableRevision = o.StableRevision
 	}
 	add := func(rev string, p workload.Pods) {
@@ -220,38 +250,49 @@ func (r *RolloutReconciler) observed(rel *release) strategy.Observed {
 		add(o.CanaryRevision, o.Canary)
 	}
 	add("", o.Other)
-	obs.TrafficDone = rel.trafficDone
+	obs.TrafficDone = sc.traffic.done
 	// TrafficChangedAt stays zero: the routers enforce gracePeriodSeconds
 	// themselves (they answer "not done" until it has passed).
+	if a := sc.analysis.step; a != nil {
+		obs.StepAnalysis = strategy.AnalysisResult{Phase: strategy.AnalysisPhase(a.Phase), Message: a.Message}
+	}
+	obs.BackgroundAnalysis = sc.analysis.background
 	return obs
 }
 
-// stallOrRetry maps an error: a spec the controller cannot act on stalls
-// (no retry until the spec changes); anything else is retried with backoff.
-func (r *RolloutReconciler) stallOrRetry(ro *v1alpha1.Rollout, err error) (reconcile.Result, error) {
-	var reason string
+// stallOrRetry records the error a reconcile stopped on: a spec the
+// controller cannot act on stalls (no retry until the spec changes), a
+// missing workload or route is looked at again in 30 s, anything else is
+// retried with backoff. updateStatus turns it into conditions.
+func (r *RolloutReconciler) stallOrRetry(sc *scope, err error) (reconcile.Result, error) {
+	f := &failure{message: err.Error()}
+	var res reconcile.Result
+	var retErr error
 	switch {
-	case errors.Is(err, workload.ErrUnsupported), errors.Is(err, traffic.ErrInvalid),
+	case errors.Is(err, workload.ErrUnsupported), errors.Is(err, traffic.ErrInvalid), errors.Is(err, errSharedWorkload),
 		errors.Is(err, traffic.ErrConflict), errors.Is(err, strategy.ErrInvalidSpec):
-		reason = v1alpha1.ReasonInvalidSpec
-	case apierrors.IsNotFound(err), errors.Is(err, traffic.ErrRouteNotFound):
-		reason = v1alpha1.ReasonWorkloadNotFound
-		if errors.Is(err, traffic.ErrRouteNotFound) {
-			reason = v1alpha1.ReasonTrafficError
-		}
-		r.markStalled(ro, reason, err.Error(), false)
-		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+		f.reason, f.stalled, f.final = v1alpha1.ReasonInvalidSpec, true, true
+	case apierrors.IsNotFound(err):
+		f.reason, f.stalled = v1alpha1.ReasonWorkloadNotFound, true
+		res.RequeueAfter = 30 * time.Second
+	case errors.Is(err, traffic.ErrRouteNotFound):
+		f.reason, f.stalled = v1alpha1.ReasonTrafficError, true
+		res.RequeueAfter = 30 * time.Second
 	default:
-		r.markError(ro, err)
-		return reconcile.Result{}, err
+		f.reason, retErr = v1alpha1.ReasonProgressing, err
 	}
-	r.markStalled(ro, reason, err.Error(), true)
-	return reconcile.Result{}, nil
+	if f.stalled && r.Recorder != nil {
+		if c := conditions.Get(sc.ro, v1alpha1.StalledCondition); c == nil || c.Status != metav1True || c.Message != f.message {
+			r.Recorder.Event(sc.ro, corev1.EventTypeWarning, f.reason, f.message) // on the transition only
+		}
+	}
+	sc.failure = f
+	return res, retErr
 }
 
-// letGo removes the finalizer (deleted Rollout) or the webhook label
+// actLetGo removes the finalizer (deleted Rollout) or the webhook label
 // (disabled Rollout) once the workload is back with its own controller.
-func (r *RolloutReconciler) letGo(ctx context.Context, rel *release) (reconcile.Result, error) {
+func (r *RolloutReconciler) actLetGo(ctx context.Context, rel *scope) (reconcile.Result, error) {
 	if err := rel.adapter.Uncover(ctx); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
@@ -267,9 +308,14 @@ func (r *RolloutReconciler) letGo(ctx context.Context, rel *release) (reconcile.
 // requeue says when to look again. A release that just moved is looked at
 // again soon: its own status changes trigger no watch event, and the next
 // state may already hold.
-func (r *RolloutReconciler) requeue(rel *release, plan strategy.Plan, moved bool) time.Duration {
-	d := plan.RequeueAfter
-	if moved && (d == 0 || d > movedRequeue) {
+func (r *RolloutReconciler) requeue(rel *scope) time.Duration {
+	d := rel.plan.RequeueAfter
+	if w := rel.traffic.wait; w > 0 && (d == 0 || w < d) {
+		d = w
+	}
+	// A move, or a workload the adapter has not finished moving, is looked
+	// at again soon even if a watch event is missed.
+	if (rel.moved || (rel.plan.Workload != strategy.WorkloadKeep && !rel.workloadDone)) && (d == 0 || d > movedRequeue) {
 		d = movedRequeue
 	}
 	// During a release, look again now and then even without events, so a
@@ -277,13 +323,13 @@ func (r *RolloutReconciler) requeue(rel *release, plan strategy.Plan, moved bool
 	if ph := rel.ro.Status.Phase; (ph == v1alpha1.PhaseProgressing || ph == v1alpha1.PhasePaused) && (d == 0 || d > releaseResync) {
 		d = releaseResync
 	}
-	if !rel.analysisAt.IsZero() {
-		if a := max(rel.analysisAt.Sub(rel.now), time.Second); d == 0 || a < d {
+	if at := rel.analysis.nextAt; !at.IsZero() {
+		if a := max(at.Sub(rel.now), time.Second); d == 0 || a < d {
 			d = a
 		}
 	}
 	if rel.ro.Status.AwaitingApproval != nil && rel.git != nil {
-		if i := r.git.interval(rel.git); d == 0 || i < d {
+		if i := r.repos.interval(rel.git); d == 0 || i < d {
 			d = i
 		}
 	}

@@ -72,7 +72,7 @@ func (w *routeWatches) ensure(ctx context.Context, ro *v1alpha1.Rollout) {
 	if w == nil {
 		return
 	}
-	for _, t := range routings(ro) {
+	for _, t := range ro.Spec.Strategy.TrafficRoutings() {
 		for _, ref := range t.CustomNetworkRefs {
 			if gvk, ok := customRefKind(ref); ok {
 				w.watch(ctx, gvk)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
+	"github.com/rollgate/rollgate/reconciler/fluxevents"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/traffic"
 )
@@ -51,7 +52,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := idx.IndexField(ctx, &v1alpha1.Rollout{}, routeIndex, func(o client.Object) []string {
 		var keys []string
-		for _, ref := range routings(o.(*v1alpha1.Rollout)) {
+		for _, ref := range o.(*v1alpha1.Rollout).Spec.Strategy.TrafficRoutings() {
 			keys = append(keys, "Service/"+ref.Service)
 			if g := ref.Gateway; g != nil && g.HTTPRouteName != nil {
 				keys = append(keys, "HTTPRoute/"+*g.HTTPRouteName)
@@ -71,25 +72,25 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	// The Kubernetes Events stay on the Rollout; their copies posted to
 	// notification-controller are about the Rollout's Kustomization
-	// (fluxEvents).
+	// (package fluxevents).
 	eventLog := mgr.GetLogger().WithName("events")
 	k8sEvents, err := eventv1.NewRecorder(mgr, eventLog, "", "rollgate")
 	if err != nil {
 		return fmt.Errorf("event recorder: %w", err)
 	}
-	recorder, err := newFluxEvents(fluxEventsOptions{
+	recorder, err := fluxevents.New(fluxevents.Options{
 		Kubernetes: k8sEvents, Scheme: mgr.GetScheme(), Address: opts.EventsAddr, Controller: "rollgate", Log: eventLog,
 	})
 	if err != nil {
 		return fmt.Errorf("event recorder: %w", err)
 	}
-	git := newGitRepos(mgr.GetAPIReader(), opts)
+	git := newRepoPool(mgr.GetAPIReader(), opts)
 	if err := mgr.Add(git); err != nil {
 		return err
 	}
 	r := &RolloutReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
-		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), git: git,
+		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: git,
 	}
 	if err := setupWebhook(mgr, opts); err != nil {
 		return err
@@ -126,7 +127,7 @@ func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pus
 		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfReplicaSet)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfPod)).
 		WatchesRawSource(pushSource(pushes, r)).
-		WatchesRawSource(r.git.written.source()). // progress reached Git: GitSynced
+		WatchesRawSource(r.repos.written.source()). // progress reached Git: GitSynced
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrent, 1)}).
 		Build(r)
 	if err != nil {

@@ -1,12 +1,15 @@
 package reconciler
 
 import (
+	"fmt"
+
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/strategy"
+	plan "github.com/rollgate/rollgate/strategy/analysis"
 )
 
 const (
@@ -14,33 +17,171 @@ const (
 	metav1False = metav1.ConditionFalse
 )
 
-// record writes the plan's status and conditions into ro and emits the
-// plan's event (transitions only). It reports whether the release moved:
-// another step, state, phase, revision or traffic.
-func (r *RolloutReconciler) record(ro *v1alpha1.Rollout, plan strategy.Plan) bool {
+// applyPlan writes the plan's status fields into the Rollout and emits
+// the plan's event (transitions only). It reports whether the release
+// moved: another step, state, phase, revision or traffic. Conditions are
+// left to updateStatus.
+func (r *RolloutReconciler) applyPlan(sc *scope) bool {
+	ro, p := sc.ro, sc.plan
 	keep := ro.Status
-	moved := keep.CurrentStepIndex != plan.Status.CurrentStepIndex || keep.CurrentStepState != plan.Status.CurrentStepState ||
-		keep.Phase != plan.Status.Phase || keep.CanaryRevision != plan.Status.CanaryRevision ||
-		keep.Attempt != plan.Status.Attempt || keep.Traffic != plan.Status.Traffic
-	ro.Status = plan.Status
+	moved := keep.CurrentStepIndex != p.Status.CurrentStepIndex || keep.CurrentStepState != p.Status.CurrentStepState ||
+		keep.Phase != p.Status.Phase || keep.CanaryRevision != p.Status.CanaryRevision ||
+		keep.Attempt != p.Status.Attempt || keep.Traffic != p.Status.Traffic
+	ro.Status = p.Status
 	ro.Status.Conditions = keep.Conditions
 	ro.Status.Analysis = keep.Analysis
-	ro.Status.Git = gitStatusFor(keep.Git, &keep, &plan.Status)
-	for t, c := range plan.Conditions.ByType() {
-		if c.Status == "" {
-			conditions.Delete(ro, t)
-			continue
-		}
-		conditions.Set(ro, &metav1.Condition{Type: t, Status: c.Status, Reason: c.Reason, Message: c.Message})
-	}
-	if !plan.Event.IsZero() && r.Recorder != nil {
+	ro.Status.Git = gitStatusFor(keep.Git, &keep, &p.Status)
+	if !p.Event.IsZero() && r.Recorder != nil {
 		typ := corev1.EventTypeNormal
-		if plan.Event.Type == strategy.EventWarning {
+		if p.Event.Type == strategy.EventWarning {
 			typ = corev1.EventTypeWarning
 		}
-		r.Recorder.Event(ro, typ, plan.Event.Reason, plan.Event.Message)
+		r.Recorder.Event(ro, typ, p.Event.Reason, p.Event.Message)
 	}
 	return moved
+}
+
+// updateStatus is the one writer of a Rollout's conditions (and of the
+// status fields that come from observations: analysis results, where the
+// progress is in Git). It reads only the scope, so calling it again on the
+// same scope changes nothing. In order: the planner's conditions, the
+// error the reconcile stopped on (which overrides the kstatus ones), then
+// the domain conditions TrafficShifted, Analysis and GitSynced.
+func (r *RolloutReconciler) updateStatus(sc *scope) {
+	ro := sc.ro
+	if sc.plan != nil {
+		for t, c := range sc.plan.Conditions.ByType() {
+			if c.Status == "" {
+				conditions.Delete(ro, t)
+				continue
+			}
+			conditions.Set(ro, &metav1.Condition{Type: t, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+	}
+	if f := sc.failure; f != nil {
+		markFailure(ro, f)
+	}
+	if sc.analysis.ran {
+		ro.Status.Analysis = sc.analysis.results
+	}
+	markAnalysis(ro, sc.analysis)
+	markTraffic(sc)
+	markGit(sc)
+}
+
+// markFailure reports the error a reconcile stopped on. A stall: Stalled
+// and Ready=False (Reconciling dropped when final). A transient error:
+// still Reconciling, and Ready=False, unless the release already failed:
+// its Stalled condition (and its reason, which the planner reads back)
+// stays.
+func markFailure(ro *v1alpha1.Rollout, f *failure) {
+	if f.stalled {
+		conditions.MarkStalled(ro, f.reason, "%s", f.message)
+		conditions.MarkFalse(ro, v1alpha1.ReadyCondition, f.reason, "%s", f.message)
+		if f.final {
+			conditions.Delete(ro, v1alpha1.ReconcilingCondition)
+		}
+		ro.Status.Message = f.message
+		return
+	}
+	if conditions.IsTrue(ro, v1alpha1.StalledCondition) {
+		return
+	}
+	conditions.MarkFalse(ro, v1alpha1.ReadyCondition, v1alpha1.ReasonProgressing, "retrying: %s", f.message)
+	conditions.MarkTrue(ro, v1alpha1.ReconcilingCondition, v1alpha1.ReasonProgressing, "retrying: %s", f.message)
+}
+
+// markAnalysis sets Analysis from the step analysis' outcome, or from a
+// template that cannot be used.
+func markAnalysis(ro *v1alpha1.Rollout, a analysisSeen) {
+	if a.invalid != nil {
+		// The planner reports it (Stalled); Analysis says which template.
+		conditions.MarkFalse(ro, v1alpha1.AnalysisCondition, v1alpha1.ReasonInvalidSpec, "%s", a.invalid.Error())
+		return
+	}
+	o := a.step
+	if o == nil {
+		return
+	}
+	switch o.Phase {
+	case plan.PhaseSuccessful:
+		conditions.MarkTrue(ro, v1alpha1.AnalysisCondition, string(o.Phase), "%s", o.Message)
+	case plan.PhaseFailed, plan.PhaseError:
+		conditions.MarkFalse(ro, v1alpha1.AnalysisCondition, v1alpha1.ReasonAnalysisFailed, "%s", o.Message)
+	case plan.PhaseInconclusive:
+		conditions.MarkFalse(ro, v1alpha1.AnalysisCondition, v1alpha1.ReasonAnalysisInconclusive, "%s", o.Message)
+	default:
+		conditions.MarkUnknown(ro, v1alpha1.AnalysisCondition, string(o.Phase), "%s", o.Message)
+	}
+}
+
+// markTraffic sets TrafficShifted from the routers' last answer.
+func markTraffic(sc *scope) {
+	ro, t := sc.ro, sc.traffic
+	switch {
+	case sc.routerErr != nil && hasRouting(ro):
+		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficError, "%s", sc.routerErr.Error())
+	case !t.sent:
+	case t.err != nil:
+		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficError, "%s", t.err.Error())
+	case t.done:
+		conditions.MarkTrue(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficShifted, "%s", trafficMessage(t.asked))
+	default:
+		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficPending, "moving traffic: %s", trafficMessage(t.asked))
+	}
+}
+
+func trafficMessage(t strategy.Traffic) string {
+	switch t.Mode {
+	case strategy.TrafficOriginal:
+		return "routes as declared in Git"
+	case strategy.TrafficStable:
+		return "all traffic to the stable revision"
+	}
+	return t.String() + " of traffic to the canary revision"
+}
+
+// markGit sets GitSynced, and where the progress was last written: Git
+// could not be read or written; the progress is in Git (a flush wrote it,
+// or found it there); or it waits for the next flush, whose callback
+// reconciles the Rollout again. Without spec.git the condition is left
+// alone.
+func markGit(sc *scope) {
+	ro := sc.ro
+	if sc.git == nil {
+		if sc.gitReadErr != nil {
+			setGit(ro, metav1False, v1alpha1.ReasonGitError, sc.gitReadErr.Error())
+		}
+		return
+	}
+	w := sc.git.writer
+	written := ""
+	if sc.gitQueued {
+		written = w.Written(ro.Namespace, ro.Name)
+		if g := ro.Status.Git; g != nil && written != "" && written != g.StatusCommit {
+			g.StatusCommit = written
+			now := metav1.NewTime(sc.now)
+			g.LastWriteTime = &now
+		}
+	}
+	_, _, flushErr := w.LastFlush()
+	switch {
+	case sc.gitReadErr != nil:
+		setGit(ro, metav1False, v1alpha1.ReasonGitError, sc.gitReadErr.Error())
+	case sc.gitWriteErr != nil:
+		setGit(ro, metav1False, v1alpha1.ReasonGitError, sc.gitWriteErr.Error())
+	case written != "":
+		setGit(ro, metav1True, v1alpha1.ReasonGitSynced, "progress written to "+sc.git.statusBranch+" in "+shortCommit(written))
+	case sc.gitQueued && flushErr != nil:
+		setGit(ro, metav1False, v1alpha1.ReasonGitError, "writing progress to "+sc.git.statusBranch+": "+flushErr.Error())
+	case sc.gitQueued || sc.moved:
+		setGit(ro, metav1False, v1alpha1.ReasonGitPending,
+			fmt.Sprintf("progress queued for %s, written within %s", sc.git.statusBranch, sc.git.window))
+	}
+}
+
+func setGit(ro *v1alpha1.Rollout, status metav1.ConditionStatus, reason, msg string) {
+	conditions.Set(ro, &metav1.Condition{Type: v1alpha1.GitSyncedCondition, Status: status, Reason: reason, Message: msg})
 }
 
 // gitStatusFor returns the Git status to keep when the status moves from
@@ -59,57 +200,4 @@ func gitStatusFor(g *v1alpha1.GitStatus, prev, next *v1alpha1.RolloutStatus) *v1
 	out := *g
 	out.RevertBranch, out.RevertPullRequestURL = "", ""
 	return &out
-}
-
-// markStalled reports that the controller cannot act without a change:
-// Stalled=True, Ready=False, and (when final) Reconciling removed.
-func (r *RolloutReconciler) markStalled(ro *v1alpha1.Rollout, reason, msg string, final bool) {
-	if !conditions.IsStalled(ro) && r.Recorder != nil {
-		r.Recorder.Event(ro, corev1.EventTypeWarning, reason, msg)
-	}
-	conditions.MarkStalled(ro, reason, "%s", msg)
-	conditions.MarkFalse(ro, v1alpha1.ReadyCondition, reason, "%s", msg)
-	if final {
-		conditions.Delete(ro, v1alpha1.ReconcilingCondition)
-	}
-	ro.Status.Message = msg
-}
-
-// markError reports a transient failure (retried with backoff): still
-// Reconciling, and Ready=False unless the release already failed, whose
-// Stalled condition (and its reason, which the planner reads back) stays.
-func (r *RolloutReconciler) markError(ro *v1alpha1.Rollout, err error) {
-	if conditions.IsTrue(ro, v1alpha1.StalledCondition) {
-		return
-	}
-	conditions.MarkFalse(ro, v1alpha1.ReadyCondition, v1alpha1.ReasonProgressing, "retrying: %s", err.Error())
-	conditions.MarkTrue(ro, v1alpha1.ReconcilingCondition, v1alpha1.ReasonProgressing, "retrying: %s", err.Error())
-}
-
-// markTraffic sets TrafficShifted from the routers' last answer.
-func (r *RolloutReconciler) markTraffic(rel *release) {
-	ro := rel.ro
-	switch {
-	case rel.trafficE != nil:
-		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficError, "%s", rel.trafficE.Error())
-	case rel.trafficDone:
-		conditions.MarkTrue(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficShifted, "%s", trafficMessage(rel))
-	default:
-		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficPending, "moving traffic: %s", trafficMessage(rel))
-	}
-}
-
-func trafficMessage(rel *release) string {
-	switch rel.applied.Mode {
-	case strategy.TrafficOriginal:
-		return "routes as declared in Git"
-	case strategy.TrafficStable:
-		return "all traffic to the stable revision"
-	}
-	return rel.applied.String() + " of traffic to the canary revision"
-}
-
-// markGit sets GitSynced.
-func (r *RolloutReconciler) markGit(ro *v1alpha1.Rollout, status metav1.ConditionStatus, reason, msg string) {
-	conditions.Set(ro, &metav1.Condition{Type: v1alpha1.GitSyncedCondition, Status: status, Reason: reason, Message: msg})
 }

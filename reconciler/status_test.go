@@ -38,7 +38,7 @@ func TestRecordKeepsTheRevertOfTheFailedReleaseOnly(t *testing.T) {
 			g := reverted
 			tc.prev.Git = &g
 			ro := &v1alpha1.Rollout{Status: tc.prev}
-			(&RolloutReconciler{}).record(ro, strategy.Plan{Status: tc.next})
+			(&RolloutReconciler{}).applyPlan(&scope{ro: ro, plan: &strategy.Plan{Status: tc.next}})
 
 			got := ro.Status.Git
 			if got == nil || got.StatusBranch != reverted.StatusBranch || got.StatusCommit != reverted.StatusCommit ||

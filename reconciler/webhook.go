@@ -5,6 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollgate/rollgate/reconciler/routehook"
+	"github.com/rollgate/rollgate/reconciler/validation"
 	"github.com/rollgate/rollgate/reconciler/webhook"
 )
 
@@ -25,7 +26,8 @@ func setupWebhook(mgr ctrl.Manager, opts Options) error {
 		SecretName:      opts.WebhookSecret,
 		Now:             opts.Now,
 		Hooks: []webhook.HookHandler{
-			templateHook(admission.NewDecoder(mgr.GetScheme())),
+			validation.TemplateHook(admission.NewDecoder(mgr.GetScheme())),
+			validation.RolloutHook(admission.NewDecoder(mgr.GetScheme()), mgr.GetClient()),
 			routehook.Hook(routehook.Options{Reader: mgr.GetClient(), Namespace: opts.Namespace, LuaConfigMap: opts.LuaConfigMap}),
 		},
 	})

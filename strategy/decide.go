@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,9 @@ const (
 	// routerPoll is how soon to look again while the routers have not
 	// confirmed the traffic: routes rarely cause a watch event.
 	routerPoll = 2 * time.Second
+	// dependencyPoll is how soon to look again for an object a release
+	// needs (not every kind is watched).
+	dependencyPoll = 10 * time.Second
 )
 
 // Decide plans the next action for one Rollout from its spec, its status
@@ -79,7 +83,7 @@ func (p *planner) decide() error {
 	case p.obs.Deleting || p.spec.Disabled:
 		p.releaseControl()
 	case p.canary == p.stable:
-		p.atStable()
+		return p.atStable()
 	case p.startsRelease():
 		return p.newRelease()
 	default:
@@ -103,6 +107,15 @@ func (p *planner) newRelease() error {
 		p.hold(fmt.Sprintf("revision %s waits to be released: spec.strategy.paused is true", p.canary))
 		return nil
 	}
+	if p.obs.Invalid != nil {
+		return p.obs.Invalid
+	}
+	if len(p.obs.Missing) > 0 {
+		p.hold(fmt.Sprintf("revision %s waits to be released: %s", p.canary, missingList(p.obs.Missing)))
+		p.reason = v1alpha1.ReasonDependencyNotFound
+		p.requeue(dependencyPoll)
+		return nil
+	}
 	if err := p.resolve(); err != nil {
 		return err
 	}
@@ -122,6 +135,9 @@ func (p *planner) continueRelease() error {
 	if cause, failed := p.analysisFailure(); failed {
 		p.fail(v1alpha1.ReasonAnalysisFailed, cause)
 		return nil
+	}
+	if p.obs.Invalid != nil {
+		return p.obs.Invalid
 	}
 	if p.spec.Strategy.Paused {
 		p.hold(fmt.Sprintf("release of %s held at step %d/%d (%s): spec.strategy.paused is true",
@@ -259,7 +275,7 @@ func (p *planner) trafficSettled() bool {
 // graceLeft is the part of gracePeriodSeconds still to wait after the last
 // traffic change (or the start of the current state, if later).
 func (p *planner) graceLeft() time.Duration {
-	rs := routingsOf(p.spec)
+	rs := p.spec.Strategy.TrafficRoutings()
 	if len(rs) == 0 {
 		return 0
 	}
@@ -276,6 +292,11 @@ func (p *planner) workloadSettled() bool {
 	up := p.obs.Pods[p.obs.UpdateRevision]
 	return !p.obs.Frozen && p.obs.othersTotal(p.obs.UpdateRevision) == 0 &&
 		up.Ready >= p.obs.Replicas-p.maxUnavailable
+}
+
+// missingList joins the missing objects for a message.
+func missingList(missing []string) string {
+	return strings.Join(missing, "; ")
 }
 
 func firstNonEmpty(ss ...string) string {

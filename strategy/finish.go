@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,15 +92,16 @@ func (p *planner) releaseControl() {
 }
 
 // atStable handles a workload whose template is the stable revision.
-func (p *planner) atStable() {
+func (p *planner) atStable() error {
 	switch {
 	case inRelease(p.in):
 		p.rollbackToStable()
 	case p.in.Phase == v1alpha1.PhaseProgressing && p.in.CurrentStepState == v1alpha1.StepRollingBack:
 		p.finishRollback()
 	default:
-		p.idle()
+		return p.idle()
 	}
+	return nil
 }
 
 // rollbackToStable undoes a release whose template went back to the stable
@@ -136,14 +138,19 @@ func (p *planner) finishRollback() {
 		return
 	}
 	p.next.Phase = v1alpha1.PhaseHealthy
+	p.enter(v1alpha1.StepRolledBack)
 	p.reason = v1alpha1.ReasonRolledBack
 	p.settled = true
 	p.next.Message = fmt.Sprintf("rolled back to stable revision %s", p.stable)
 }
 
 // idle: no release. A workload still frozen (a change reverted before the
-// release started) is released.
-func (p *planner) idle() {
+// release started) is released. A spec problem found while observing is
+// reported now, not when the next release would need it.
+func (p *planner) idle() error {
+	if p.obs.Invalid != nil && !p.obs.Frozen {
+		return p.obs.Invalid
+	}
 	p.next.StableRevision = p.stable
 	p.settled = true
 	if p.spec.Strategy.Paused {
@@ -153,20 +160,41 @@ func (p *planner) idle() {
 		p.plan.Workload = WorkloadRelease
 	}
 	if p.spec.Strategy.Paused {
-		return
+		return nil
 	}
-	if p.in.Phase != v1alpha1.PhaseHealthy {
-		p.next.Message = fmt.Sprintf("no release in progress: the workload runs revision %s", p.stable)
+	if p.in.Phase != v1alpha1.PhaseHealthy || len(p.obs.Missing) > 0 || strings.Contains(p.in.Message, cannotStart) {
+		p.next.Message = p.idleMessage()
 	}
 	p.next.Phase = v1alpha1.PhaseHealthy
+	if len(p.obs.Missing) > 0 {
+		// Nothing is released, but the next release could not start.
+		p.reason, p.settled = v1alpha1.ReasonDependencyNotFound, false
+		p.requeue(dependencyPoll)
+		return nil
+	}
 	switch p.next.CurrentStepState {
 	case v1alpha1.StepCompleted:
 		p.reason = v1alpha1.ReasonSucceeded
-	case v1alpha1.StepRollingBack:
+	case v1alpha1.StepRolledBack, v1alpha1.StepRollingBack:
+		// RollingBack here is a status an earlier version left behind.
+		p.next.CurrentStepState = v1alpha1.StepRolledBack
 		p.reason = v1alpha1.ReasonRolledBack
 	default:
 		p.reason = v1alpha1.ReasonIdle
 	}
+	return nil
+}
+
+// cannotStart says, in an idle Rollout's message, that objects are missing.
+const cannotStart = "the next release cannot start"
+
+// idleMessage is the message of a Rollout with no release in progress.
+func (p *planner) idleMessage() string {
+	msg := fmt.Sprintf("no release in progress: the workload runs revision %s", p.stable)
+	if len(p.obs.Missing) > 0 {
+		msg += "; " + cannotStart + ": " + missingList(p.obs.Missing)
+	}
+	return msg
 }
 
 // failReason recovers why a release failed from the Stalled condition the

@@ -113,10 +113,15 @@ func TestRollbackByTemplate(t *testing.T) {
 		t.Fatalf("phase %s event %+v, want Healthy with a RolledBack event", p.Status.Phase, p.Event)
 	}
 	wantConditions(t, p, cTrue, cFalse, cFalse, v1alpha1.ReasonRolledBack)
+	// The step state tells how the release ended (kubectl get, rollgate
+	// get and the Git status file all show it).
+	if w := whereOf(&p.Status); w.State != v1alpha1.StepRolledBack || w.Index != 2 {
+		t.Fatalf("at %+v, want step 2 RolledBack", w)
+	}
 	// 5: it stays that way.
 	p = decide(t, spec, persist(p), back, at(time.Hour))
-	if !p.Event.IsZero() || p.Conditions.Ready.Reason != v1alpha1.ReasonRolledBack {
-		t.Errorf("event %+v reason %s, want no event and RolledBack", p.Event, p.Conditions.Ready.Reason)
+	if !p.Event.IsZero() || p.Conditions.Ready.Reason != v1alpha1.ReasonRolledBack || p.Status.CurrentStepState != v1alpha1.StepRolledBack {
+		t.Errorf("event %+v reason %s state %s, want no event and RolledBack", p.Event, p.Conditions.Ready.Reason, p.Status.CurrentStepState)
 	}
 }
 

@@ -109,7 +109,7 @@ func (p *planner) upgrade() bool {
 // the grace period after a change, within the progress deadline.
 func (p *planner) routeTraffic() bool {
 	idx := p.next.CurrentStepIndex
-	if len(routingsOf(p.spec)) == 0 {
+	if len(p.spec.Strategy.TrafficRoutings()) == 0 {
 		p.enter(v1alpha1.StepMetricsAnalysis)
 		return true
 	}
@@ -295,7 +295,7 @@ func (p *planner) stableStillServes(idx int32) bool {
 // trafficBefore is the traffic while step idx's pods come up.
 func (p *planner) trafficBefore(idx int32) Traffic {
 	if idx <= 1 {
-		return baseTraffic(len(routingsOf(p.spec)) > 0)
+		return baseTraffic(len(p.spec.Strategy.TrafficRoutings()) > 0)
 	}
 	return p.steps[idx-2].Traffic
 }

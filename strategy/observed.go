@@ -65,6 +65,19 @@ type Observed struct {
 
 	// Deleting is true when the Rollout has a deletion timestamp.
 	Deleting bool
+
+	// Missing names the objects and scripts a release needs that do not
+	// exist (the Service, route or script a trafficRouting names, an
+	// AnalysisTemplate), each with the field naming it. While it is not
+	// empty no release starts: the workload stays frozen at the stable
+	// revision and the routes stay as declared.
+	Missing []string
+
+	// Invalid is a spec problem found while observing (an analysis
+	// template that cannot be used). A release in progress holds where it
+	// is and the plan reports it as an invalid spec; rollbacks, deletion
+	// and spec.disabled go on.
+	Invalid *SpecError
 }
 
 // PodCounts counts the pods of one revision.

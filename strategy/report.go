@@ -53,6 +53,16 @@ func (p *planner) conditions() Conditions {
 	switch {
 	case r == v1alpha1.ReasonInvalidSpec:
 		return stalled(r, msg, false)
+	case r == v1alpha1.ReasonDependencyNotFound:
+		// Waiting for objects the GitOps tool may still be applying:
+		// in progress for kstatus readers, not failed.
+		return Conditions{
+			Ready:            cond(metav1.ConditionFalse, r, msg),
+			Reconciling:      cond(metav1.ConditionTrue, r, msg),
+			Stalled:          cond(metav1.ConditionFalse, r, msg),
+			Progressing:      cond(metav1.ConditionFalse, r, msg),
+			AwaitingApproval: cond(metav1.ConditionFalse, r, msg),
+		}
 	case phase == v1alpha1.PhaseFailed:
 		return stalled(r, msg, !p.settled)
 	case phase == v1alpha1.PhaseHealthy, p.settled && (phase == v1alpha1.PhaseDisabled || phase == v1alpha1.PhasePaused):

@@ -40,7 +40,7 @@ func ResolveSteps(spec *v1alpha1.RolloutSpec, replicas int32) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	routed := len(routingsOf(spec)) > 0
+	routed := len(spec.Strategy.TrafficRoutings()) > 0
 	out := make([]Step, len(raw))
 	prev := baseTraffic(routed)
 	for i := range raw {
@@ -139,7 +139,7 @@ func trafficAt(spec *v1alpha1.RolloutSpec, idx int) (Traffic, error) {
 	if err != nil {
 		return Traffic{}, err
 	}
-	routed := len(routingsOf(spec)) > 0
+	routed := len(spec.Strategy.TrafficRoutings()) > 0
 	t := baseTraffic(routed)
 	for i := 0; i < idx && i < len(raw); i++ {
 		if t, err = stepTraffic(&raw[i], fmt.Sprintf("%s.steps[%d]", field, i), t, routed); err != nil {
@@ -228,17 +228,6 @@ func specSteps(spec *v1alpha1.RolloutSpec) ([]v1alpha1.CanaryStep, string, error
 		return nil, field, specErrorf(field+".steps", "a release needs at least one step")
 	}
 	return steps, field, nil
-}
-
-// routingsOf returns the strategy's trafficRoutings.
-func routingsOf(spec *v1alpha1.RolloutSpec) []v1alpha1.TrafficRoutingRef {
-	switch s := spec.Strategy; {
-	case s.Canary != nil:
-		return s.Canary.TrafficRoutings
-	case s.BlueGreen != nil:
-		return s.BlueGreen.TrafficRoutings
-	}
-	return nil
 }
 
 // maxUnavailable resolves failureThreshold against replicas (rounded down,

@@ -82,7 +82,7 @@ func (t Traffic) weight() int32 {
 func DesiredTraffic(spec *v1alpha1.RolloutSpec, status *v1alpha1.RolloutStatus) Traffic {
 	original := Traffic{Mode: TrafficOriginal}
 	stable := Traffic{Mode: TrafficStable}
-	if len(routingsOf(spec)) == 0 || status.Phase == v1alpha1.PhaseDisabled || !inRelease(status) {
+	if len(spec.Strategy.TrafficRoutings()) == 0 || status.Phase == v1alpha1.PhaseDisabled || !inRelease(status) {
 		return original
 	}
 	switch {

@@ -62,7 +62,7 @@ func New(c client.Client, ro *v1alpha1.Rollout, opts Options) (Router, error) {
 // gets a Router that does nothing and is always done. Building reads
 // nothing from the cluster; call it on every reconcile.
 func (r Registry) New(c client.Client, ro *v1alpha1.Rollout, opts Options) (Router, error) {
-	refs := trafficRoutings(ro)
+	refs := ro.Spec.Strategy.TrafficRoutings()
 	entries := make([]Router, 0, len(refs))
 	for i, ref := range refs {
 		if ref.Service == "" {
@@ -94,17 +94,6 @@ func (r Registry) build(t Target) (Router, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: no router handles this entry (set one of gateway, ingress or customNetworkRefs)", ErrInvalid)
-}
-
-// trafficRoutings returns the Rollout's entries, whichever strategy it uses.
-func trafficRoutings(ro *v1alpha1.Rollout) []v1alpha1.TrafficRoutingRef {
-	switch {
-	case ro.Spec.Strategy.Canary != nil:
-		return ro.Spec.Strategy.Canary.TrafficRoutings
-	case ro.Spec.Strategy.BlueGreen != nil:
-		return ro.Spec.Strategy.BlueGreen.TrafficRoutings
-	}
-	return nil
 }
 
 // Sequence composes routers: EnsureRoutes runs them in order and stops at

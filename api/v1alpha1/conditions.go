@@ -38,6 +38,10 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonWorkloadNotFound: the workload in spec.workloadRef does not exist.
 	ReasonWorkloadNotFound = "WorkloadNotFound"
+	// ReasonDependencyNotFound: an object or script a release needs (a
+	// Service, route, Lua script or AnalysisTemplate the spec names) does
+	// not exist; no release starts until it does.
+	ReasonDependencyNotFound = "DependencyNotFound"
 	// ReasonIdle: no release is in progress.
 	ReasonIdle = "Idle"
 	// ReasonProgressing: a release is moving forward.

@@ -26,7 +26,7 @@ const (
 )
 
 // StepState is where the current step is, using Kruise Rollout's names.
-// +kubebuilder:validation:Enum=StepUpgrade;StepTrafficRouting;StepMetricsAnalysis;StepPaused;StepReady;Completed;RollingBack
+// +kubebuilder:validation:Enum=StepUpgrade;StepTrafficRouting;StepMetricsAnalysis;StepPaused;StepReady;Completed;RollingBack;RolledBack
 type StepState string
 
 // States of a step.
@@ -45,6 +45,10 @@ const (
 	StepCompleted StepState = "Completed"
 	// StepRollingBack: traffic and pods are returning to the stable revision.
 	StepRollingBack StepState = "RollingBack"
+	// StepRolledBack: the release ended by returning to the stable
+	// revision (a revert in Git reached the workload); the step index
+	// tells how far it had come.
+	StepRolledBack StepState = "RolledBack"
 )
 
 // RolloutStatus is what the controller observed and did.

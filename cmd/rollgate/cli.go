@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler"
 )
 
 // clusterFlags select the cluster and namespace, as kubectl does.
@@ -47,7 +48,7 @@ func (f *clusterFlags) client() (client.Client, string, error) {
 	if err != nil {
 		return nil, "", explainConfigError(err)
 	}
-	scheme, err := newScheme()
+	scheme, err := reconciler.NewScheme()
 	if err != nil {
 		return nil, "", err
 	}

@@ -8,20 +8,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/reconciler/metrics"
 )
@@ -100,16 +91,6 @@ https://127.0.0.1:<port> and --webhook-bind-host 127.0.0.1.`,
 	return cmd
 }
 
-func newScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
-		if err := add(s); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
 // restConfig loads the cluster's configuration as the CLI does: the
 // kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config), else in-cluster.
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -144,42 +125,17 @@ func runController(f *controllerFlags) error {
 		// priority and fairness protects it.
 		cfg.QPS = -1
 	}
-	scheme, err := newScheme()
-	if err != nil {
-		return err
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		// ConfigMaps are read only in the controller's namespace (the Lua
-		// scripts); Secrets are never cached (read by name when needed).
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{f.namespace: {}}},
-		}},
-		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
-		HealthProbeBindAddress:  f.probeAddr,
-		LeaderElection:          f.leaderElect,
-		LeaderElectionID:        f.leaderElectionID,
-		LeaderElectionNamespace: f.namespace,
-		// Step down at once on SIGTERM (the process exits when the manager
-		// returns, after the Git writers' last flush), so that a rolling
-		// update of the controller hands over in seconds instead of waiting
-		// for the lease to expire.
-		LeaderElectionReleaseOnCancel: true,
-	})
-	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
-	}
 	opts := f.options()
 	// rollgate's metrics are served next to controller-runtime's on
 	// --metrics-bind-address.
 	if opts.Metrics, err = metrics.New(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	if err := reconciler.Setup(mgr, opts); err != nil {
-		return err
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	mgr, err := reconciler.NewManager(cfg, reconciler.ManagerOptions{
+		MetricsAddr: f.metricsAddr, ProbeAddr: f.probeAddr,
+		LeaderElect: f.leaderElect, LeaderElectionID: f.leaderElectionID,
+	}, opts)
+	if err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())

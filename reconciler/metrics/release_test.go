@@ -20,13 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
@@ -74,18 +71,9 @@ func newReleaseWorld(t *testing.T) *releaseWorld {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	mgr, err := ctrl.NewManager(cluster.RESTConfig, ctrl.Options{
-		Scheme:                 scheme,
-		Logger:                 zap.New(zap.UseDevMode(true), zap.WriteTo(testLog{t})),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = reconciler.Setup(mgr, reconciler.Options{
+	mgr, err := reconciler.NewManager(cluster.RESTConfig, reconciler.ManagerOptions{
+		Logger: zap.New(zap.UseDevMode(true), zap.WriteTo(testLog{t})), Restartable: true,
+	}, reconciler.Options{
 		Namespace:          "rollgate-system",
 		Concurrent:         2,
 		WebhookURL:         fmt.Sprintf("https://127.0.0.1:%d", port),

@@ -34,7 +34,8 @@
 //     partition or OnDelete are in its spec) until the controller is back,
 //     and the controller re-creates the registration when it starts.
 //  3. To take one workload out of rollgate's hands for good, set
-//     spec.disabled on its Rollout (in Git) and remove the label:
+//     spec.disabled on its Rollout (in Git) and remove the label (while an
+//     enabled Rollout names the workload, the webhook puts the label back):
 //     `kubectl label deployment <name> rollgate.dev/controlled-`. The API
 //     server matches the object selector against the old object too, so
 //     this label removal is itself refused while the webhook is down: do

@@ -94,31 +94,19 @@ func (h *WorkloadHandler) Handle(ctx context.Context, req admission.Request) adm
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if verdict == workload.Unchanged && !annotationChanged(req, newObj) {
-		return admission.Allowed("")
-	}
-	log.FromContext(ctx).Info("workload update admitted", "kind", req.Kind.Kind, "namespace", req.Namespace,
-		"name", req.Name, "verdict", verdict)
 	resp, err := patch(req.Object.Raw, newObj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if len(resp.Patches) == 0 {
+		return admission.Allowed("")
+	}
+	log.FromContext(ctx).Info("workload update admitted", "kind", req.Kind.Kind, "namespace", req.Namespace,
+		"name", req.Name, "verdict", verdict, "manager", fieldManager(req))
 	if w := warning(verdict, u.Rollout); w != "" {
 		resp = resp.WithWarnings(w)
 	}
 	return resp
-}
-
-// annotationChanged reports whether Admit dropped a control annotation the
-// request carried (only rollgate may set it).
-func annotationChanged(req admission.Request, obj client.Object) bool {
-	var sent struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-	}
-	if json.Unmarshal(req.Object.Raw, &sent) != nil {
-		return false
-	}
-	return sent.Metadata.Annotations[v1alpha1.AnnotationControl] != obj.GetAnnotations()[v1alpha1.AnnotationControl]
 }
 
 func warning(v workload.Verdict, ro *v1alpha1.Rollout) string {
@@ -144,8 +132,9 @@ func fieldManager(req admission.Request) string {
 	return opts.FieldManager
 }
 
-// patchedPaths are the only fields Admit changes; the patch touches
-// nothing else, so fields this build does not know survive.
+// patchedPaths are the only spec fields Admit changes (besides rollgate's
+// label and annotation); the patch touches nothing else, so fields this
+// build does not know survive.
 func patchedPaths() [][]string {
 	return [][]string{{"spec", "paused"}, {"spec", "strategy"}, {"spec", "updateStrategy"}}
 }
@@ -171,21 +160,28 @@ func patch(raw []byte, obj client.Object) (admission.Response, error) {
 		meta = map[string]any{}
 		doc["metadata"] = meta
 	}
-	ann, _ := meta["annotations"].(map[string]any)
-	if v, ok := obj.GetAnnotations()[v1alpha1.AnnotationControl]; ok {
-		if ann == nil {
-			ann = map[string]any{}
-			meta["annotations"] = ann
-		}
-		ann[v1alpha1.AnnotationControl] = v
-	} else {
-		delete(ann, v1alpha1.AnnotationControl)
-	}
+	copyKey(meta, "annotations", v1alpha1.AnnotationControl, obj.GetAnnotations())
+	copyKey(meta, "labels", v1alpha1.LabelControlled, obj.GetLabels())
 	out, err := json.Marshal(doc)
 	if err != nil {
 		return admission.Response{}, err
 	}
 	return admission.PatchResponseFromRaw(raw, out), nil
+}
+
+// copyKey sets key of meta[field] (labels or annotations) to its value in
+// from, or removes it there.
+func copyKey(meta map[string]any, field, key string, from map[string]string) {
+	m, _ := meta[field].(map[string]any)
+	v, ok := from[key]
+	switch {
+	case ok && m == nil:
+		meta[field] = map[string]any{key: v}
+	case ok:
+		m[key] = v
+	default:
+		delete(m, key)
+	}
 }
 
 // copyPath sets path in dst to its value in src, or removes it there.

@@ -78,7 +78,7 @@ func cover(t *testing.T, ns, kind, name string, mutate func(*v1alpha1.Rollout)) 
 	if err := suite.c.Create(ctx, ro); err != nil {
 		t.Fatal(err)
 	}
-	a, err := workload.For(suite.c, ro)
+	a, err := workload.For(suite.c, ro, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestStatefulSetHeldAndPartitionReasserted(t *testing.T) {
 	}
 
 	// The adapter moves the partition for batch 1 (rollgate's own update).
-	a, err := workload.For(suite.c, ro)
+	a, err := workload.For(suite.c, ro, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

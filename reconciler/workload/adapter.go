@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,11 +47,11 @@ type Observation struct {
 	// Stable, Canary and Other count the pods of the stable revision, the
 	// canary revision and any other revision (an abandoned canary).
 	Stable, Canary, Other Pods
-	// Held is true while a release holds the workload: the control
+	// Frozen is true while a release holds the workload: the control
 	// annotation is present (Control is its content), or the canary
 	// style's canary Deployment is still to be removed (Control nil;
 	// Finalize or Rollback removes it).
-	Held    bool
+	Frozen  bool
 	Control *Control
 	// Rollback is true when the workload is held but its template is back
 	// at the stable revision (a revert in Git): call Rollback.
@@ -131,13 +132,18 @@ type Adapter interface {
 
 // For returns the Adapter of the workload ro points at. c must be able to
 // read and write the workload kind, ReplicaSets, ControllerRevisions and
-// Pods in ro's namespace (and Deployments for the canary style).
-func For(c client.Client, ro *v1alpha1.Rollout) (Adapter, error) {
+// Pods in ro's namespace (and Deployments for the canary style). clock
+// tells the time pod availability (minReadySeconds) is judged at: the
+// reconciler's clock, the one the planner gets; nil is time.Now.
+func For(c client.Client, ro *v1alpha1.Rollout, clock func() time.Time) (Adapter, error) {
+	if clock == nil {
+		clock = time.Now
+	}
 	ref := ro.Spec.WorkloadRef
 	if ref.APIVersion != "apps/v1" {
 		return nil, fmt.Errorf("workloadRef.apiVersion %q: %w", ref.APIVersion, ErrUnsupported)
 	}
-	b := base{c: c, ro: ro}
+	b := base{c: c, ro: ro, clock: clock}
 	switch ref.Kind {
 	case "Deployment":
 		return &deployment{base: b}, nil

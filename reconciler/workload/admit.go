@@ -40,10 +40,17 @@ const (
 )
 
 // Admit decides what the admission webhook does with an update of a
-// workload labelled rollgate.dev/controlled, and mutates u.New accordingly:
+// workload labelled rollgate.dev/controlled (before or after the update),
+// and mutates u.New accordingly. The decision reads only what the writer
+// cannot drop: the old object and the Rollout that names the workload. A
+// whole-object write (kubectl replace, a PUT of what Git declares, a patch
+// that removes rollgate's label or annotation) is treated like any other
+// update, and rollgate's marks are put back:
 //
-//   - rollgate's own updates, and updates that remove the label (a human
-//     taking the workload out of rollgate's hands), pass unchanged;
+//   - rollgate's own updates pass unchanged;
+//   - while an enabled Rollout names the workload, its rollgate.dev/controlled
+//     label stays (to take a workload out of rollgate's hands, disable or
+//     delete its Rollout);
 //   - mid-release (the old object carries the control annotation) every
 //     update is re-asserted, or released when no enabled Rollout is left;
 //   - otherwise a pod template change of a workload with pods, referenced
@@ -53,8 +60,8 @@ func Admit(u Update) (Verdict, error) {
 	if u.FromRollgate {
 		return Unchanged, nil
 	}
-	if _, ok := u.New.GetLabels()[v1alpha1.LabelControlled]; !ok {
-		return Unchanged, nil
+	if u.Rollout != nil {
+		keepLabel(u.New)
 	}
 	ctrl, err := ParseControl(u.Old)
 	if err != nil {
@@ -92,6 +99,19 @@ func Admit(u Update) (Verdict, error) {
 		StableRevision: stable,
 		CanaryRevision: canary,
 	})
+}
+
+// keepLabel puts the rollgate.dev/controlled label back on obj.
+func keepLabel(obj client.Object) {
+	labels := obj.GetLabels()
+	if _, ok := labels[v1alpha1.LabelControlled]; ok {
+		return
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1alpha1.LabelControlled] = "true"
+	obj.SetLabels(labels)
 }
 
 // hasPods reports whether a workload asks for any pod; a Deployment or

@@ -121,17 +121,47 @@ func TestAdmitPassesThrough(t *testing.T) {
 	scaled := deploy("web:v1")
 	scaled.Spec.Replicas = ptr.To[int32](3)
 	for name, u := range map[string]Update{
-		"no Rollout":         {Old: deploy("web:v1"), New: deploy("web:v2")},
-		"from rollgate":      {Old: deploy("web:v1"), New: deploy("web:v2"), Rollout: ro, FromRollgate: true},
-		"label removed":      {Old: deploy("web:v1"), New: unlabelled, Rollout: ro},
-		"scaled to zero":     {Old: deploy("web:v1"), New: zero, Rollout: ro},
-		"template unchanged": {Old: deploy("web:v1"), New: scaled, Rollout: ro},
+		"no Rollout":                {Old: deploy("web:v1"), New: deploy("web:v2")},
+		"from rollgate":             {Old: deploy("web:v1"), New: deploy("web:v2"), Rollout: ro, FromRollgate: true},
+		"label removed, no Rollout": {Old: deploy("web:v1"), New: unlabelled},
+		"scaled to zero":            {Old: deploy("web:v1"), New: zero, Rollout: ro},
+		"template unchanged":        {Old: deploy("web:v1"), New: scaled, Rollout: ro},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if ctrl := admit(t, u, Unchanged); ctrl != nil {
 				t.Fatalf("control = %+v, want none", ctrl)
 			}
 		})
+	}
+}
+
+// A writer that sends the whole object as Git declares it drops rollgate's
+// label and annotation: the decision comes from the old object and the
+// Rollout, and the marks are put back.
+func TestAdmitWholeObjectWrite(t *testing.T) {
+	ro := rollout(false)
+	strip := func(d *appsv1.Deployment) *appsv1.Deployment {
+		delete(d.Labels, v1alpha1.LabelControlled)
+		delete(d.Annotations, v1alpha1.AnnotationControl)
+		return d
+	}
+	// Not yet held: the replace with a new image is held.
+	upd := strip(deploy("web:v2"))
+	ctrl := admit(t, Update{Old: deploy("web:v1"), New: upd, Rollout: ro}, Held)
+	if ctrl == nil || !upd.Spec.Paused || upd.Labels[v1alpha1.LabelControlled] == "" {
+		t.Fatalf("replace with a new image: control=%+v paused=%v labels=%v, want held and labelled", ctrl, upd.Spec.Paused, upd.Labels)
+	}
+	// Mid-release: the replace (same canary image, Git's strategy) is re-asserted.
+	again := strip(deploy("web:v2"))
+	ctrl = admit(t, Update{Old: upd, New: again, Rollout: ro}, Reasserted)
+	if ctrl == nil || !again.Spec.Paused || again.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType ||
+		again.Labels[v1alpha1.LabelControlled] == "" {
+		t.Fatalf("replace mid-release: control=%+v spec=%+v labels=%v, want the hold re-asserted", ctrl, again.Spec, again.Labels)
+	}
+	// Same template, no release: only the label comes back.
+	same := strip(deploy("web:v1"))
+	if ctrl := admit(t, Update{Old: deploy("web:v1"), New: same, Rollout: ro}, Unchanged); ctrl != nil || same.Labels[v1alpha1.LabelControlled] == "" {
+		t.Fatalf("replace with the same template: control=%+v labels=%v, want no hold and the label back", ctrl, same.Labels)
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 type base struct {
 	c  client.Client
 	ro *v1alpha1.Rollout
+	// clock tells the time pod availability is judged at.
+	clock func() time.Time
 }
 
 func (b *base) key() client.ObjectKey {
@@ -246,7 +248,7 @@ func observeControl(o *Observation, obj client.Object) error {
 	if ctrl == nil {
 		return nil
 	}
-	o.Held, o.Control = true, ctrl
+	o.Frozen, o.Control = true, ctrl
 	o.StableRevision, o.CanaryRevision = ctrl.StableRevision, ctrl.CanaryRevision
 	o.Rollback = ctrl.Rollback || o.Revision == ctrl.StableRevision
 	return nil

@@ -265,3 +265,19 @@ func PodTemplate(obj client.Object) (*corev1.PodTemplateSpec, error) {
 	}
 	return nil, fmt.Errorf("unsupported workload type %T", obj)
 }
+
+// IsHeld reports whether obj's spec carries ctrl's control state, so that
+// its own controller moves no pod: a paused Deployment (with Recreate in
+// the partition style), a StatefulSet at the held partition, a DaemonSet
+// with OnDelete.
+func IsHeld(obj client.Object, ctrl *Control) (bool, error) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return o.Spec.Paused && (ctrl.Style == StyleCanary || o.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType), nil
+	case *appsv1.StatefulSet:
+		return stsHeld(o, ctrl), nil
+	case *appsv1.DaemonSet:
+		return o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType, nil
+	}
+	return false, fmt.Errorf("unsupported workload type %T", obj)
+}

@@ -36,7 +36,7 @@ func (a *daemonSet) Uncover(ctx context.Context) error {
 }
 
 func (a *daemonSet) read(ctx context.Context) (*dsState, error) {
-	st := &dsState{ds: &appsv1.DaemonSet{}, now: time.Now()}
+	st := &dsState{ds: &appsv1.DaemonSet{}, now: a.clock()}
 	if err := a.get(ctx, st.ds); err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (a *daemonSet) Observe(ctx context.Context) (Observation, error) {
 	}
 	tally(&o, st.pods, st.h.revOf, st.ds.Spec.MinReadySeconds, st.now)
 	o.MaxUnavailable = dsBudget(st.ds, st.ctrl, nil)
-	o.Complete = !o.Held && daemonSetComplete(st.ds)
+	o.Complete = !o.Frozen && daemonSetComplete(st.ds)
 	return o, nil
 }
 

@@ -67,7 +67,7 @@ func (a *deployment) Uncover(ctx context.Context) error {
 
 // read reads the Deployment, its ReplicaSets, canary Deployments and pods.
 func (a *deployment) read(ctx context.Context) (*deployState, error) {
-	s := &deployState{d: &appsv1.Deployment{}, revs: map[types.UID]string{}, now: time.Now()}
+	s := &deployState{d: &appsv1.Deployment{}, revs: map[types.UID]string{}, now: a.clock()}
 	if err := a.get(ctx, s.d); err != nil {
 		return nil, err
 	}
@@ -138,8 +138,8 @@ func (a *deployment) Observe(ctx context.Context) (Observation, error) {
 	// canary Deployment, after the Deployment itself rolled out: until
 	// then the release still holds the workload, so that the reconciler
 	// keeps finalizing (and the planner does not call it Healthy).
-	o.Held = o.Held || len(s.canaries) > 0
-	o.Complete = !o.Held && deploymentComplete(s.d)
+	o.Frozen = o.Frozen || len(s.canaries) > 0
+	o.Complete = !o.Frozen && deploymentComplete(s.d)
 	return o, nil
 }
 

@@ -80,7 +80,7 @@ func cover(t *testing.T, obj client.Object, mutate func(*v1alpha1.Rollout)) (*v1
 		mutate(ro)
 	}
 	create(t, ro)
-	a, err := workload.For(suite.c, ro)
+	a, err := workload.For(suite.c, ro, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func IndexRollouts(ctx context.Context, indexer client.FieldIndexer) error {
 }
 
 // RolloutFor returns the enabled Rollout that references a workload (the
-// oldest, should there be several), or nil. r must serve
+// oldest, should there be several; by name between two of the same second), or nil. r must serve
 // RolloutWorkloadIndex (a manager's cached client after IndexRollouts).
 // Rollouts that are disabled or being deleted do not count.
 func RolloutFor(ctx context.Context, r client.Reader, namespace, kind, name string) (*v1alpha1.Rollout, error) {
@@ -46,9 +46,18 @@ func RolloutFor(ctx context.Context, r client.Reader, namespace, kind, name stri
 		if ro.Spec.Disabled || ro.DeletionTimestamp != nil || ro.Spec.WorkloadRef.APIVersion != "apps/v1" {
 			continue
 		}
-		if found == nil || ro.CreationTimestamp.Before(&found.CreationTimestamp) {
+		if found == nil || olderThan(ro, found) {
 			found = ro
 		}
 	}
 	return found, nil
+}
+
+// olderThan orders Rollouts by creation, then by name: every reader picks
+// the same one of two Rollouts created in the same second.
+func olderThan(a, b *v1alpha1.Rollout) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
 }

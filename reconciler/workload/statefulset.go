@@ -38,7 +38,7 @@ func (a *statefulSet) Uncover(ctx context.Context) error {
 }
 
 func (a *statefulSet) read(ctx context.Context) (*stsState, error) {
-	st := &stsState{s: &appsv1.StatefulSet{}, now: time.Now()}
+	st := &stsState{s: &appsv1.StatefulSet{}, now: a.clock()}
 	if err := a.get(ctx, st.s); err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func (a *statefulSet) Observe(ctx context.Context) (Observation, error) {
 	}
 	tally(&o, st.pods, st.h.revOf, st.s.Spec.MinReadySeconds, st.now)
 	o.MaxUnavailable = stsBudget(st.s, st.ctrl, nil)
-	o.Complete = !o.Held && statefulSetComplete(st.s)
+	o.Complete = !o.Frozen && statefulSetComplete(st.s)
 	return o, nil
 }
 

@@ -20,13 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -316,21 +312,7 @@ func (f *fleet) startController() {
 	// trace when no logger was ever set.
 	discard := zap.New(zap.WriteTo(io.Discard))
 	ctrl.SetLogger(discard)
-	mgr, err := ctrl.NewManager(&cfg, ctrl.Options{
-		Scheme:                 f.scheme,
-		Logger:                 discard,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{"rollgate-system": {}}},
-		}},
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
-	if err != nil {
-		f.b.Fatal(err)
-	}
-	err = reconciler.Setup(mgr, reconciler.Options{
+	mgr, err := reconciler.NewManager(&cfg, reconciler.ManagerOptions{Logger: discard, Restartable: true}, reconciler.Options{
 		Namespace: "rollgate-system", Concurrent: 4, LuaConfigMap: "rollgate-lua",
 		WebhookURL: fmt.Sprintf("https://127.0.0.1:%d", port), WebhookSecret: "rollgate-webhook-cert",
 		GitWebhookAddr: "0", GitDefaultInterval: time.Minute,

@@ -95,4 +95,17 @@ spec: {url: %q, interval: 1s, status: {window: 1s}}
 		d := w.deployment("demo", "echoserver")
 		return ro.Status.Phase == v1alpha1.PhaseHealthy && !d.Spec.Paused && w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
 	})
+
+	// Then the release has settled, and says how it ended, in the status
+	// and in Git: RolledBack, not a RollingBack that never ends.
+	w.eventually(30*time.Second, "the release ends RolledBack, in the status and in Git", func(ctx context.Context) (bool, error) {
+		ro = w.rollout("demo", "echoserver")
+		file, err := w.git.ReadFile("app", "rollgate/status", "demo/echoserver.yaml")
+		if err != nil {
+			return false, nil
+		}
+		return ro.Status.CurrentStepState == v1alpha1.StepRolledBack && conditions.IsReady(ro) &&
+			conditions.GetReason(ro, v1alpha1.ReadyCondition) == v1alpha1.ReasonRolledBack &&
+			strings.Contains(file, "state: RolledBack"), nil
+	})
 }

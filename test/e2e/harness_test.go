@@ -1,8 +1,9 @@
 // Package e2e tells rollgate's story end to end on a real control plane
 // (kwok: kube-apiserver, controller-manager, scheduler, fake kubelets), with
 // a real Git server on loopback and the controller running in-process
-// exactly as `rollgate controller --webhook-url https://127.0.0.1:<port>`
-// runs it next to a development cluster.
+// built by reconciler.NewManager, as `rollgate controller --webhook-url
+// https://127.0.0.1:<port>` builds it next to a development cluster (only
+// the intervals are shorter).
 package e2e
 
 import (
@@ -27,13 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -180,23 +176,12 @@ func freePort(t *testing.T) int {
 func (w *world) startController() {
 	w.t.Helper()
 	port := freePort(w.t)
-	mgr, err := ctrl.NewManager(w.cluster.RESTConfig, ctrl.Options{
-		Scheme:                 newScheme(w.t),
-		Logger:                 zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{w.t, w.logsDone})),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr, err := reconciler.NewManager(w.cluster.RESTConfig, reconciler.ManagerOptions{
+		Logger: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{w.t, w.logsDone})),
 		// A restarted controller registers the same controller name again
 		// in this process' metrics registry.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{"rollgate-system": {}}},
-		}},
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	err = reconciler.Setup(mgr, reconciler.Options{
+		Restartable: true,
+	}, reconciler.Options{
 		Namespace:          "rollgate-system",
 		Concurrent:         2,
 		LuaConfigMap:       "rollgate-lua",

@@ -1,4 +1,4 @@
-package reconciler
+package fluxevents
 
 import (
 	"fmt"
@@ -43,8 +43,8 @@ const (
 	metaStep = "step"
 )
 
-// fluxEventsOptions configure newFluxEvents.
-type fluxEventsOptions struct {
+// Options configure New.
+type Options struct {
 	// Kubernetes records the Kubernetes Event, on the object itself.
 	Kubernetes record.EventRecorder
 	// Scheme resolves the kind of the objects whose events are forwarded.
@@ -58,14 +58,14 @@ type fluxEventsOptions struct {
 	Log logr.Logger
 }
 
-// fluxEvents records rollgate's events: the Kubernetes Event stays on the
+// Recorder records rollgate's events: the Kubernetes Event stays on the
 // object (kubectl describe shows it), and a copy is posted to Flux's
 // notification-controller. A Flux Alert selects events by the kind of their
 // involved object among Flux's kinds only, so the copy of an event about a
 // Rollout that a Flux Kustomization applied is about that Kustomization,
 // with the Rollout named in its metadata; the copy of an event about any
 // other object is about the object.
-type fluxEvents struct {
+type Recorder struct {
 	k8s record.EventRecorder
 	// flux posts to notification-controller only: its own Kubernetes
 	// recorder records nothing. nil when there is no address.
@@ -90,11 +90,11 @@ type fluxPost struct {
 // fluxQueue is how many event copies may wait for notification-controller.
 const fluxQueue = 256
 
-var _ record.EventRecorder = &fluxEvents{}
+var _ record.EventRecorder = &Recorder{}
 
-// newFluxEvents returns the recorder of o.
-func newFluxEvents(o fluxEventsOptions) (*fluxEvents, error) {
-	f := &fluxEvents{k8s: o.Kubernetes, posts: make(chan fluxPost, fluxQueue), log: o.Log}
+// New returns the recorder of o.
+func New(o Options) (*Recorder, error) {
+	f := &Recorder{k8s: o.Kubernetes, posts: make(chan fluxPost, fluxQueue), log: o.Log}
 	if o.Address == "" {
 		return f, nil
 	}
@@ -111,18 +111,18 @@ func newFluxEvents(o fluxEventsOptions) (*fluxEvents, error) {
 }
 
 // Event records an event about object.
-func (f *fluxEvents) Event(object runtime.Object, eventtype, reason, message string) {
+func (f *Recorder) Event(object runtime.Object, eventtype, reason, message string) {
 	f.AnnotatedEventf(object, nil, eventtype, reason, "%s", message)
 }
 
 // Eventf records an event about object with a formatted message.
-func (f *fluxEvents) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+func (f *Recorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	f.AnnotatedEventf(object, nil, eventtype, reason, messageFmt, args...)
 }
 
 // AnnotatedEventf records the Kubernetes Event about object, then queues
 // its copy for notification-controller; it never waits for the post.
-func (f *fluxEvents) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
+func (f *Recorder) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
 	if f.k8s != nil {
 		f.k8s.AnnotatedEventf(object, annotations, eventtype, reason, messageFmt, args...)
 	}
@@ -140,7 +140,7 @@ func (f *fluxEvents) AnnotatedEventf(object runtime.Object, annotations map[stri
 }
 
 // post sends the queued copies, one at a time, for the life of the process.
-func (f *fluxEvents) post() {
+func (f *Recorder) post() {
 	for p := range f.posts {
 		f.flux.AnnotatedEventf(p.target, p.metadata, p.eventtype, p.reason, "%s", p.message)
 	}

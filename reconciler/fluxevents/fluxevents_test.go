@@ -1,4 +1,4 @@
-package reconciler
+package fluxevents
 
 import (
 	"encoding/json"
@@ -240,19 +240,19 @@ func TestFluxEventsWithoutAddress(t *testing.T) {
 
 // TestFluxEventsBadAddress: an address that is no URL is an error.
 func TestFluxEventsBadAddress(t *testing.T) {
-	_, err := newFluxEvents(fluxEventsOptions{Kubernetes: &k8sEvents{}, Scheme: runtime.NewScheme(), Address: "http://[::1", Controller: "rollgate"})
+	_, err := New(Options{Kubernetes: &k8sEvents{}, Scheme: runtime.NewScheme(), Address: "http://[::1", Controller: "rollgate"})
 	if err == nil {
 		t.Fatal("want an error for an address that is no URL")
 	}
 }
 
-func newTestFluxEvents(t *testing.T, k8s *k8sEvents, addr string) *fluxEvents {
+func newTestFluxEvents(t *testing.T, k8s *k8sEvents, addr string) *Recorder {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := newFluxEvents(fluxEventsOptions{Kubernetes: k8s, Scheme: scheme, Address: addr, Controller: "rollgate", Log: testr.New(t)})
+	rec, err := New(Options{Kubernetes: k8s, Scheme: scheme, Address: addr, Controller: "rollgate", Log: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestFluxEventsZeroLogger(t *testing.T) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := newFluxEvents(fluxEventsOptions{Kubernetes: &k8sEvents{}, Scheme: scheme, Address: nc.URL, Controller: "rollgate"})
+	rec, err := New(Options{Kubernetes: &k8sEvents{}, Scheme: scheme, Address: nc.URL, Controller: "rollgate"})
 	if err != nil {
 		t.Fatal(err)
 	}

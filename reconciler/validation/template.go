@@ -1,4 +1,4 @@
-package reconciler
+package validation
 
 import (
 	"context"
@@ -33,7 +33,8 @@ func (v *templateValidator) Handle(_ context.Context, req admission.Request) adm
 	return admission.Allowed("")
 }
 
-func templateHook(d admission.Decoder) webhook.HookHandler {
+// TemplateHook returns the AnalysisTemplate validating webhook.
+func TemplateHook(d admission.Decoder) webhook.HookHandler {
 	return webhook.HookHandler{
 		Hook: webhook.Hook{
 			Name: "analysistemplates.rollgate.dev",

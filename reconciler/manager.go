@@ -1,0 +1,98 @@
+package reconciler
+
+import (
+	"fmt"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// ManagerOptions are what a process decides about the manager that runs
+// rollgate: where it serves metrics and probes, leader election, its
+// logger. Everything else (scheme, cache, client) is fixed by NewManager,
+// the same for `rollgate controller` and for every test that runs the
+// controller.
+type ManagerOptions struct {
+	// MetricsAddr serves the Prometheus metrics; "0" disables it.
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz; "0" disables it.
+	ProbeAddr string
+	// LeaderElect elects a leader (LeaderElectionID, in Options.Namespace).
+	LeaderElect      bool
+	LeaderElectionID string
+	// Logger of the manager; the zero value uses controller-runtime's.
+	Logger logr.Logger
+	// Restartable lets a process start the controllers again after a
+	// stop (tests that restart the controller in one process).
+	Restartable bool
+}
+
+// NewScheme returns the scheme of the kinds rollgate reads and writes.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// NewManager builds the manager that runs rollgate with opts: the Rollout
+// and Repository controllers, the admission webhooks, the Git push
+// endpoint and a health check. ConfigMaps are cached only in the
+// controller's namespace (the Lua scripts); Secrets are never cached
+// (read by name when needed).
+func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	co := ctrl.Options{
+		Scheme: scheme,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+		}},
+		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Metrics:                 metricsserver.Options{BindAddress: orDefault(mo.MetricsAddr, "0")},
+		HealthProbeBindAddress:  orDefault(mo.ProbeAddr, "0"),
+		LeaderElection:          mo.LeaderElect,
+		LeaderElectionID:        orDefault(mo.LeaderElectionID, "rollgate.dev"),
+		LeaderElectionNamespace: opts.Namespace,
+		// Step down at once on SIGTERM (the process exits when the manager
+		// returns, after the Git writers' last flush), so that a rolling
+		// update of the controller hands over in seconds instead of waiting
+		// for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+	}
+	if mo.Logger.GetSink() != nil {
+		co.Logger = mo.Logger
+	}
+	if mo.Restartable {
+		co.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+	}
+	mgr, err := ctrl.NewManager(cfg, co)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := Setup(mgr, opts); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}

@@ -1,0 +1,99 @@
+package reconciler
+
+import (
+	"time"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/strategy"
+	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/traffic"
+)
+
+// scope is one reconcile of a Rollout. The observe… phases fill in what
+// they read; the act… phases add what they did and what the world
+// answered. Nothing in it is a condition: updateStatus alone turns a
+// scope into the Rollout's conditions.
+type scope struct {
+	ro  *v1alpha1.Rollout
+	now time.Time
+
+	// What the observe… phases read.
+
+	// adapter moves the workload; workload is what it saw.
+	adapter  workload.Adapter
+	workload workload.Observation
+	// router carries the traffic of every trafficRouting; routerErr says
+	// why it could not be built.
+	router    traffic.Router
+	routerErr error
+	// missing names the objects and scripts a release needs that do not
+	// exist, each with the field that names it.
+	missing []string
+	// repository is the Repository resource spec.git names; git is its
+	// open clone and status writer (nil without spec.git).
+	repository *v1alpha1.Repository
+	git        *repoHandle
+	// gitApprovals are the approvals found on the tracked branch;
+	// gitReadErr says why Git could not be read.
+	gitApprovals []v1alpha1.Approval
+	gitReadErr   error
+	// analysis is what the metric providers answered.
+	analysis analysisSeen
+
+	// What the act… phases did.
+
+	// plan is the planner's answer; moved says the release moved (another
+	// step, state, phase, revision or traffic).
+	plan  *strategy.Plan
+	moved bool
+	// traffic is the routers' last answer.
+	traffic trafficAnswer
+	// workloadDone is the adapter's answer to the plan's workload action.
+	workloadDone bool
+	// gitQueued says the progress was queued for the status branch;
+	// gitWriteErr why writing to Git failed.
+	gitQueued   bool
+	gitWriteErr error
+	// failure is the error the reconcile stopped on, if any.
+	failure *failure
+}
+
+// trafficAnswer is what the routers answered for the traffic last asked.
+type trafficAnswer struct {
+	// asked is the traffic sent to the routers; sent is false until then.
+	asked strategy.Traffic
+	sent  bool
+	// done: the routers carry it; wait: a grace period to wait first.
+	done bool
+	wait time.Duration
+	err  error
+}
+
+// analysisSeen is what the metric providers answered in this reconcile.
+type analysisSeen struct {
+	// ran is true when measurements were taken (a release in progress);
+	// results are then the merged status.analysis.
+	ran     bool
+	results []v1alpha1.MetricResult
+	// step is the outcome of the current step's analysis, if it runs;
+	// background that of the release's background analysis.
+	step       *plan.Outcome
+	background strategy.AnalysisResult
+	// nextAt is when the next measurement is due.
+	nextAt time.Time
+	// invalid says why a template cannot be used (missing, bad condition).
+	invalid *strategy.SpecError
+}
+
+// failure is an error a reconcile stopped on.
+type failure struct {
+	reason, message string
+	// stalled: nothing changes without a change to the spec or the
+	// cluster (no retry with backoff); final: Reconciling is dropped.
+	stalled, final bool
+}
+
+func newScope(ro *v1alpha1.Rollout, now time.Time) *scope {
+	return &scope{ro: ro, now: now}
+}

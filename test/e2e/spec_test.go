@@ -1,0 +1,239 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// specRollout is a Rollout of echoserver (echoApp) without Git whose first
+// step analyses with the AnalysisTemplate "success-rate".
+const specRollout = `
+apiVersion: rollgate.dev/v1alpha1
+kind: Rollout
+metadata: {name: echoserver, namespace: demo}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
+  strategy:
+    canary:
+      steps:
+      - traffic: "20%%"
+        replicas: 1
+        analysis: {templates: [success-rate]%s}
+        pause: {}
+      - traffic: "100%%"
+        replicas: "100%%"
+      trafficRoutings:
+      - service: echoserver
+        gracePeriodSeconds: 0
+        gateway: {httpRouteName: echoserver}
+`
+
+// successRate needs an argument "service" that has no default.
+const successRate = `
+apiVersion: rollgate.dev/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: success-rate, namespace: demo}
+spec:
+  args: [{name: service}]
+  metrics:
+  - name: success
+    interval: 1s
+    count: 1
+    successCondition: "result[0] >= 0"
+    provider:
+      prometheus: {address: "http://127.0.0.1:1", query: "vector(1) + 0 * up{service=\"{{args.service}}\"}"}
+`
+
+// condition returns a condition of the Rollout, or a zero one.
+func condition(ro *v1alpha1.Rollout, typ string) metav1.Condition {
+	if c := conditions.Get(ro, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// holdsStill asserts that for d no pod of image runs and the Rollout
+// stays as check wants it.
+func (w *world) holdsStill(d time.Duration, image string, check func(*v1alpha1.Rollout) error) {
+	w.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if n := w.pods("demo", "echoserver")[image]; n[1] > 0 {
+			w.t.Fatalf("%d pods of %s were created while nothing may move", n[1], image)
+		}
+		if err := check(w.rollout("demo", "echoserver")); err != nil {
+			w.t.Fatal(err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestNothingMovesOnAHalfUnderstoodSpec: a Rollout whose HTTPRoute and
+// AnalysisTemplate do not exist is not Ready while idle and names them;
+// an image bump moves no pod and no route. Once they exist, a template
+// argument without a value stalls it with the field named, still moving
+// nothing; with the argument given, the release starts.
+func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
+	w := newWorld(t)
+	w.ensureNamespace("demo")
+	app := decode(t, echoApp("echo:v1"))
+	for _, u := range app[:2] { // the Deployment and the Service; no HTTPRoute yet
+		w.apply(u, fluxManager)
+	}
+	w.applyYAML(fmt.Sprintf(specRollout, ""))
+	w.eventually(30*time.Second, "the missing HTTPRoute and template reported", func(context.Context) (bool, error) {
+		ro := w.rollout("demo", "echoserver")
+		ready := condition(ro, v1alpha1.ReadyCondition)
+		return ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonDependencyNotFound &&
+			strings.Contains(ready.Message, "spec.strategy.canary.trafficRoutings[0].gateway.httpRouteName") &&
+			strings.Contains(ready.Message, "spec.strategy.canary.steps[0].analysis.templates[0]"), nil
+	})
+	assertKstatus(t, w.rollout("demo", "echoserver"))
+
+	// An image bump while they are missing: nothing moves.
+	w.applyYAML(echoApp("echo:v2")[:strings.Index(echoApp("echo:v2"), "---")])
+	w.holdsStill(5*time.Second, "echo:v2", func(ro *v1alpha1.Rollout) error {
+		if ro.Status.CurrentStepIndex != 0 || condition(ro, v1alpha1.ReadyCondition).Reason != v1alpha1.ReasonDependencyNotFound {
+			return fmt.Errorf("the release started with objects missing: step %d, %+v", ro.Status.CurrentStepIndex, ro.Status.Conditions)
+		}
+		return nil
+	})
+
+	// The route and the template arrive; the template needs an argument
+	// the Rollout does not give: Stalled, field named, still nothing moves.
+	w.apply(app[2], fluxManager)
+	w.applyYAML(successRate)
+	w.eventually(30*time.Second, "the missing argument stalls the Rollout", func(context.Context) (bool, error) {
+		ro := w.rollout("demo", "echoserver")
+		st := condition(ro, v1alpha1.StalledCondition)
+		return st.Status == metav1.ConditionTrue && st.Reason == v1alpha1.ReasonInvalidSpec &&
+			strings.Contains(st.Message, "spec.strategy.canary.steps[0].analysis.args"), nil
+	})
+	w.holdsStill(3*time.Second, "echo:v2", func(ro *v1alpha1.Rollout) error {
+		if st := condition(ro, v1alpha1.StalledCondition); st.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Stalled was overwritten: %+v", ro.Status.Conditions)
+		}
+		return nil
+	})
+	assertKstatus(t, w.rollout("demo", "echoserver"))
+	warnings := w.warningEvents("demo", "echoserver", v1alpha1.ReasonInvalidSpec)
+	if warnings != 1 {
+		t.Errorf("%d InvalidSpec warning events, want 1 (events on transitions only)", warnings)
+	}
+
+	// The argument is given: the release starts.
+	w.applyYAML(fmt.Sprintf(specRollout, ", args: [{name: service, value: echoserver}]"))
+	w.eventually(60*time.Second, "the release starts at step 1", func(context.Context) (bool, error) {
+		ro := w.rollout("demo", "echoserver")
+		return ro.Status.CurrentStepIndex == 1 && ro.Status.Phase == v1alpha1.PhaseProgressing && w.pods("demo", "echoserver")["echo:v2"][1] == 1, nil
+	})
+}
+
+// plainRollout is specRollout named name, without analysis.
+func plainRollout(name string) string {
+	r := strings.Replace(fmt.Sprintf(specRollout, ""), "        analysis: {templates: [success-rate]}\n", "", 1)
+	return strings.Replace(r, "name: echoserver, namespace: demo", "name: "+name+", namespace: demo", 1)
+}
+
+// warningEvents counts the Warning events with reason on a Rollout.
+func (w *world) warningEvents(ns, name, reason string) int {
+	w.t.Helper()
+	var list corev1.EventList
+	if err := w.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		w.t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "Rollout" && e.InvolvedObject.Name == name && e.Type == "Warning" && e.Reason == reason {
+			n += max(int(e.Count), 1)
+		}
+	}
+	return n
+}
+
+// TestOneRolloutPerWorkload: a second Rollout naming a workload another
+// Rollout releases is refused at admission; one that got in anyway (the
+// validating webhook was not registered) stays Stalled naming the other
+// and never touches the workload.
+func TestOneRolloutPerWorkload(t *testing.T) {
+	w := newWorld(t)
+	w.ensureNamespace("demo")
+	w.applyYAML(echoApp("echo:v1"))
+	w.applyYAML(plainRollout("echoserver"))
+	w.eventually(30*time.Second, "the first Rollout is Ready", func(context.Context) (bool, error) {
+		return conditions.IsReady(w.rollout("demo", "echoserver")), nil
+	})
+	second := plainRollout("echoserver-too")
+	u := decode(t, second)[0]
+	err := w.c.Patch(context.Background(), u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership)
+	if err == nil || !strings.Contains(err.Error(), "spec.workloadRef") || !strings.Contains(err.Error(), "Rollout echoserver") {
+		t.Fatalf("want the second Rollout refused naming spec.workloadRef and Rollout echoserver, got %v", err)
+	}
+
+	// Without the validating webhook it gets in: Stalled, and hands off.
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := w.c.Get(context.Background(), client.ObjectKey{Name: "rollgate"}, &vwc); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Delete(context.Background(), &vwc); err != nil {
+		t.Fatal(err)
+	}
+	w.applyYAML(second)
+	w.eventually(30*time.Second, "the second Rollout is Stalled naming the first", func(context.Context) (bool, error) {
+		st := condition(w.rollout("demo", "echoserver-too"), v1alpha1.StalledCondition)
+		return st.Status == metav1.ConditionTrue && strings.Contains(st.Message, "Rollout echoserver already releases"), nil
+	})
+	w.applyYAML(echoApp("echo:v2"))
+	w.eventually(60*time.Second, "the first Rollout releases step 1", func(context.Context) (bool, error) {
+		ro := w.rollout("demo", "echoserver")
+		return ro.Status.CurrentStepIndex == 1 && ro.Status.AwaitingApproval != nil, nil
+	})
+	if ro := w.rollout("demo", "echoserver-too"); ro.Status.CanaryRevision != "" || ro.Status.CurrentStepIndex != 0 {
+		t.Fatalf("the second Rollout took part in the release: %+v", ro.Status)
+	}
+	if n := w.pods("demo", "echoserver")["echo:v2"]; n[1] != 1 {
+		t.Fatalf("%d pods of echo:v2, want the first Rollout's 1", n[1])
+	}
+}
+
+// TestApprovalOfAStepThatDoesNotExistWarns: an approval of step 9 of a
+// 2-step Rollout is accepted (it is harmless) with a warning naming the
+// field, which kubectl and the GitOps tool print.
+func TestApprovalOfAStepThatDoesNotExistWarns(t *testing.T) {
+	w := newWorld(t)
+	w.ensureNamespace("demo")
+	w.applyYAML(echoApp("echo:v1"))
+	u := decode(t, plainRollout("echoserver")+"  approvals: [{revision: abc, step: 9}]\n")[0]
+	var warnings []string
+	cfg := rest.CopyConfig(w.cluster.RESTConfig)
+	cfg.WarningHandler = warningRecorder{&warnings}
+	wc, err := client.New(cfg, client.Options{Scheme: w.c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wc.Patch(context.Background(), u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "spec.approvals[0].step: 9, but the Rollout has 2 steps") {
+		t.Fatalf("warnings = %q, want one naming spec.approvals[0].step", warnings)
+	}
+}
+
+// warningRecorder keeps the warnings the API server sends.
+type warningRecorder struct{ out *[]string }
+
+func (r warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	*r.out = append(*r.out, text)
+}
