@@ -11,6 +11,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,7 +34,8 @@ const Path = "/mutate-held-routes"
 
 // Options configure the route webhook.
 type Options struct {
-	// Reader reads the controller's Lua ConfigMap (the manager's client).
+	// Reader reads Rollouts and the controller's Lua ConfigMap (the
+	// manager's cached client); nil skips both (tests).
 	Reader client.Reader
 	// Namespace and LuaConfigMap name the ConfigMap whose
 	// lua.traffic.routing.<Kind>.<group> keys replace built-in scripts,
@@ -105,6 +107,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if manager := fieldManager(req); manager == h.opts.FieldOwner {
 		return admission.Allowed("")
 	}
+	if gone, err := h.rolloutGone(ctx, req); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	} else if gone != "" {
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("rollgate: Rollout %s no longer exists; "+
+			"this object is released as sent (remove the label %s)", gone, traffic.LabelHeld))
+	}
 	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
 	var (
 		verdict traffic.Verdict
@@ -164,6 +172,32 @@ func typed[T client.Object](req admission.Request, old, obj T, admit func(old, o
 	held, _ := traffic.ParseHeld(obj.GetAnnotations())
 	out, err := patched(req.Object.Raw, obj, field)
 	return verdict, held, out, err
+}
+
+// rolloutGone returns the name of the Rollout recorded on the old object
+// when that Rollout does not exist any more (deleted without ending its
+// release, its finalizer removed by hand): the object is then no longer
+// held, since the canary Service it would send requests to is gone too.
+func (h *Handler) rolloutGone(ctx context.Context, req admission.Request) (string, error) {
+	if h.opts.Reader == nil {
+		return "", nil
+	}
+	var old metav1.PartialObjectMetadata
+	if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+		return "", nil // the admission below reports it
+	}
+	held, err := traffic.ParseHeld(old.Annotations)
+	if err != nil || held == nil {
+		return "", nil
+	}
+	err = h.opts.Reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: held.Rollout}, &v1alpha1.Rollout{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return held.Rollout, nil
+	case err != nil:
+		return "", fmt.Errorf("get Rollout %s/%s: %w", req.Namespace, held.Rollout, err)
+	}
+	return "", nil
 }
 
 // custom admits an update of any other kind through its Lua script.

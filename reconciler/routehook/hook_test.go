@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -245,5 +246,26 @@ func TestVirtualServiceWrites(t *testing.T) {
 	}
 	if got.GetLabels()[traffic.LabelHeld] == "" {
 		t.Errorf("the held label was dropped: %v", got.GetLabels())
+	}
+}
+
+// TestRolloutGoneReleases: an object whose Rollout no longer exists (its
+// finalizer removed by hand mid-release) is no longer held: the canary
+// Service the step sends requests to is gone with the Rollout.
+func TestRolloutGoneReleases(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	none := fake.NewClientBuilder().WithScheme(scheme).Build()
+	resp := Hook(Options{Reader: none}).Handler.Handle(context.Background(), request(t, routeKind, "argocd-controller", heldRoute(t), gitRoute("")))
+	if !resp.Allowed || len(resp.Patches) > 0 || len(resp.Warnings) == 0 {
+		t.Errorf("want the update stored as sent, with a warning: %+v", resp)
+	}
+	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: held.Rollout, Namespace: "demo"}}
+	some := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ro).Build()
+	resp = Hook(Options{Reader: some}).Handler.Handle(context.Background(), request(t, routeKind, "argocd-controller", heldRoute(t), gitRoute("")))
+	if !resp.Allowed || len(resp.Patches) == 0 {
+		t.Errorf("want the step put back while the Rollout exists: %+v", resp)
 	}
 }

@@ -136,9 +136,9 @@ func (s *trafficStory) flaps(objects map[routedKey]flapView) {
 				t.Errorf("%s: %s stored off its step at resourceVersion %d:\n%s", writer.name, v.key, v.rv, yamlOf(fv.view(v.obj)))
 			}
 		}
-		t.Logf("%s, every second for %s: %d writes (%d refused); %d samples every %s, %d off the step; "+
-			"%d stored versions of the routing objects, %d off the step; pods created %d, deleted %d",
-			writer.name, reapplyFor(t), writes, refused, samples, sampleEvery, len(off), stored, offStored, created, deleted)
+		t.Logf("%s, every second for %s: %d writes (%d refused); %d samples of the %d routing objects every %s, %d off the step; "+
+			"%d versions of them stored, %d off the step; pods created %d, deleted %d",
+			writer.name, reapplyFor(t), writes, refused, samples, len(objects), sampleEvery, len(off), stored, offStored, created, deleted)
 		for _, o := range off {
 			t.Errorf("%s: sample off the step: %s", writer.name, o)
 		}
