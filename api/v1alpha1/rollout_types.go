@@ -58,7 +58,7 @@ type RolloutSpec struct {
 	// ProgressDeadlineSeconds is how long a step may wait for its pods to
 	// become ready (or its traffic to be applied) before the release fails.
 	// Time spent waiting for approval or in a pause does not count.
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="must be at least 1: the seconds a step may wait for its pods and routes (default 600)"
 	// +kubebuilder:default=600
 	// +optional
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
@@ -314,13 +314,13 @@ type Approval struct {
 	// +kubebuilder:validation:MaxLength=64
 	Revision string `json:"revision"`
 	// Step is the 1-based step number whose gate is opened.
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="steps are numbered from 1: set the step whose gate this approval opens"
 	// +kubebuilder:validation:Maximum=50
 	Step int32 `json:"step"`
 	// Attempt is the release attempt (status.attempt) approved; unset means
 	// attempt 1. After spec.retry, the approvals of earlier attempts no
 	// longer open a gate: each attempt is approved anew.
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="attempts are numbered from 1: leave it unset for the first attempt"
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
 	// ApprovedBy records who approved, for the audit trail.
@@ -355,7 +355,7 @@ type RetryRequest struct {
 	// +kubebuilder:validation:MaxLength=64
 	Revision string `json:"revision"`
 	// Attempt number to run; must be greater than status.attempt to act.
-	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:XValidation:rule="self >= 2",message="must be 2 or more: set status.attempt + 1 to release the failed revision again"
 	Attempt int32 `json:"attempt"`
 }
 

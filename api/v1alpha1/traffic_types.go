@@ -43,7 +43,7 @@ type TrafficRoutingRef struct {
 
 	// GracePeriodSeconds to wait after each traffic change before the next
 	// action, so that routers and clients settle.
-	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="must be 0 or more: the seconds to wait after each traffic change"
 	// +kubebuilder:validation:Maximum=3600
 	// +kubebuilder:default=3
 	// +optional

@@ -141,7 +141,7 @@ func For(c client.Client, ro *v1alpha1.Rollout, clock func() time.Time) (Adapter
 	}
 	ref := ro.Spec.WorkloadRef
 	if ref.APIVersion != "apps/v1" {
-		return nil, fmt.Errorf("workloadRef.apiVersion %q: %w", ref.APIVersion, ErrUnsupported)
+		return nil, fmt.Errorf("spec.workloadRef.apiVersion %q: %w: rollgate releases apps/v1 Deployments, StatefulSets and DaemonSets", ref.APIVersion, ErrUnsupported)
 	}
 	b := base{c: c, ro: ro, clock: clock}
 	switch ref.Kind {
@@ -149,14 +149,14 @@ func For(c client.Client, ro *v1alpha1.Rollout, clock func() time.Time) (Adapter
 		return &deployment{base: b}, nil
 	case "StatefulSet":
 		if ro.Spec.Strategy.BlueGreen != nil {
-			return nil, fmt.Errorf("blueGreen for a StatefulSet: %w", ErrUnsupported)
+			return nil, fmt.Errorf("spec.strategy.blueGreen: %w: a StatefulSet is released with spec.strategy.canary steps", ErrUnsupported)
 		}
 		return &statefulSet{base: b}, nil
 	case "DaemonSet":
 		if ro.Spec.Strategy.BlueGreen != nil {
-			return nil, fmt.Errorf("blueGreen for a DaemonSet: %w", ErrUnsupported)
+			return nil, fmt.Errorf("spec.strategy.blueGreen: %w: a DaemonSet is released with spec.strategy.canary steps", ErrUnsupported)
 		}
 		return &daemonSet{base: b}, nil
 	}
-	return nil, fmt.Errorf("workloadRef.kind %q: %w", ref.Kind, ErrUnsupported)
+	return nil, fmt.Errorf("spec.workloadRef.kind %q: %w: use Deployment, StatefulSet or DaemonSet", ref.Kind, ErrUnsupported)
 }
