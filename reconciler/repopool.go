@@ -81,16 +81,15 @@ func (g *repoPool) Start(ctx context.Context) error {
 func (g *repoPool) NeedLeaderElection() bool { return true }
 
 // markStale makes the next approvals read fetch at once (push webhook).
-func (g *repoPool) markStale(key types.NamespacedName) bool {
+func (g *repoPool) markStale(key types.NamespacedName) {
 	g.mu.Lock()
 	e := g.entries[key]
 	g.mu.Unlock()
 	if e == nil {
-		return false
+		return
 	}
 	e.markStale()
 	g.changed.notify(key) // the Repository controller fetches at once
-	return true
 }
 
 // forRollout returns the open repository a Rollout's spec.git names.

@@ -23,6 +23,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/reconciler/fluxevents"
+	"github.com/rollgate/rollgate/reconciler/gitpush"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/traffic"
 )
@@ -98,16 +99,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := (&RepositoryReconciler{Client: mgr.GetClient(), git: git}).setupWithManager(mgr); err != nil {
 		return err
 	}
-	pushes := make(chan eventTarget, 64)
+	pushes := make(chan types.NamespacedName, 64)
 	if opts.GitWebhookAddr != "" && opts.GitWebhookAddr != "0" {
-		if err := mgr.Add(&pushServer{addr: opts.GitWebhookAddr, git: git, out: pushes}); err != nil {
+		if err := mgr.Add(&gitpush.Server{Addr: opts.GitWebhookAddr, Stale: git.markStale, Pushed: pushes}); err != nil {
 			return err
 		}
 	}
 	return r.setupWithManager(mgr, opts, pushes)
 }
 
-func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pushes <-chan eventTarget) error {
+func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pushes <-chan types.NamespacedName) error {
 	workloadEvents := handler.EnqueueRequestsFromMapFunc(r.rolloutsOfWorkload)
 	// A route or Service re-applied by the GitOps tool mid-release is
 	// re-asserted at once: watch them (HTTPRoutes only where the CRD is;
