@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,6 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/gitserver"
@@ -60,6 +62,9 @@ func (w *world) chart() string { return filepath.Join(repo.Root(), "charts", "ro
 
 func newWorld(t *testing.T, ctx context.Context, steps string) *world {
 	start := time.Now()
+	// The clients log nothing the story needs (and controller-runtime
+	// complains with a stack trace when no logger is set).
+	ctrllog.SetLogger(logr.Discard())
 	helm := repo.Tool(t, "helm")
 	traefik := repo.Tool(t, "traefik")
 	crds := filepath.Join(repo.ToolsDir(), "gateway-api-crds")
