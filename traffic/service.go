@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -86,6 +87,9 @@ func (s *services) ensure(ctx context.Context, d Desired) (bool, *corev1.Service
 		if declared, err = s.declaredSelector(stable); err != nil {
 			return err
 		}
+		if err := s.podsLabelled(ctx, stable, declared); err != nil {
+			return err
+		}
 		held := heldFor(s.ro, s.opts, d)
 		_, err = s.narrow(ctx, stable, declared, d.StableRevision, &held)
 		return err
@@ -99,6 +103,36 @@ func (s *services) ensure(ctx context.Context, d Desired) (bool, *corev1.Service
 	}
 	return changedCanary, canary, nil
 }
+
+// podsLabelled holds the first narrowing of the stable Service until every
+// running pod its declared selector matches carries the revision label:
+// narrowed earlier, the Service would select fewer pods than serve (none at
+// all at the start of a release) and requests would fail. The workload
+// adapter labels the pods; the answer is a short wait, not an error.
+func (s *services) podsLabelled(ctx context.Context, stable *corev1.Service, declared map[string]string) error {
+	rev := s.opts.revisionLabel()
+	if _, narrowed := stable.Spec.Selector[rev]; narrowed {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := s.c.List(ctx, &pods, client.InNamespace(stable.Namespace), client.MatchingLabels(declared)); err != nil {
+		return fmt.Errorf("list the pods of Service %s/%s: %w", stable.Namespace, stable.Name, err)
+	}
+	unlabelled := 0
+	for _, p := range pods.Items {
+		if _, ok := p.Labels[rev]; !ok && p.DeletionTimestamp == nil {
+			unlabelled++
+		}
+	}
+	if unlabelled > 0 {
+		return &WaitError{After: podLabelPoll, Reason: fmt.Sprintf("%d pods of Service %s/%s do not carry %s yet", unlabelled, stable.Namespace, stable.Name, rev)}
+	}
+	return nil
+}
+
+// podLabelPoll is how soon to look again for pods to carry the revision
+// label.
+const podLabelPoll = 250 * time.Millisecond
 
 // declaredSelector is the stable Service's selector as declared: the saved
 // one while the live selector carries rollgate's revision key, otherwise

@@ -199,3 +199,31 @@ func TestServicesSelectorReappliedFromGitBecomesDeclared(t *testing.T) {
 		t.Errorf("restored selector %v, want the one from Git", got)
 	}
 }
+
+// The stable Service is narrowed to the stable revision only once every
+// running pod it selects carries the revision label: narrowed earlier it
+// would select none of them, and requests would fail (seen on a real data
+// plane: 503s for two seconds at the start of each release).
+func TestServicesNarrowedOnlyOnceThePodsAreLabelled(t *testing.T) {
+	f := newFixture(t, gatewayRef(0))
+	f.createRoute()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: f.ns, Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:v1"}}},
+	}
+	must(t, k8s.Create(f.ctx, pod))
+	r := f.router()
+	_, err := r.EnsureRoutes(f.ctx, desired(10))
+	if _, wait := traffic.RetryAfter(err); !wait {
+		t.Fatalf("EnsureRoutes with an unlabelled pod: %v, want a wait", err)
+	}
+	if sel := f.service("web").Spec.Selector; sel[v1alpha1.LabelRevision] != "" {
+		t.Fatalf("the stable Service was narrowed to %v while its pod has no revision label", sel)
+	}
+	pod.Labels[v1alpha1.LabelRevision] = "v1"
+	must(t, k8s.Update(f.ctx, pod))
+	f.ensure(r, desired(10))
+	if sel := f.service("web").Spec.Selector; sel[v1alpha1.LabelRevision] != "v1" {
+		t.Fatalf("stable selector %v once the pod is labelled, want it narrowed to v1", sel)
+	}
+}

@@ -94,9 +94,6 @@ func (a *deployment) ensureCanary(ctx context.Context, s *deployState, b Batch) 
 			canary.count(p, s.d.Spec.MinReadySeconds, s.now)
 		}
 	}
-	if err := a.labelPods(ctx, s.pods, s.revOf, rev, b); err != nil {
-		return false, err
-	}
 	done := deploymentComplete(cd) && canary.Total == c && canary.Ready == c
 	return done, nil
 }

@@ -97,6 +97,10 @@ func (a *daemonSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if st.ctrl == nil {
 		return false, fmt.Errorf("DaemonSet %s: %w", a.key(), ErrNotHeld)
 	}
+	// Label first: the stable Service is narrowed to the revision label.
+	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b); err != nil {
+		return false, err
+	}
 	r := st.ds.Status.DesiredNumberScheduled
 	c := clamp(b.CanaryReplicas, r)
 	var o Observation
@@ -116,9 +120,6 @@ func (a *daemonSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 		if err := a.deleteWithin(ctx, st, old[:min(need, len(old))], dsBudget(st.ds, st.ctrl, b.MaxUnavailable)); err != nil {
 			return false, err
 		}
-	}
-	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b); err != nil {
-		return false, err
 	}
 	done := o.Canary.Total >= c && o.Canary.Ready >= c && o.Canary.Total+o.Stable.Total+o.Other.Total == r &&
 		terminating(st.pods) == 0

@@ -183,6 +183,11 @@ func (a *deployment) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if s.ctrl == nil {
 		return false, fmt.Errorf("%s %s: %w", a.ro.Spec.WorkloadRef.Kind, a.key(), ErrNotHeld)
 	}
+	// Label first: the stable Service is narrowed to the revision label
+	// right after this, and must never select fewer pods than are running.
+	if err := a.labelPods(ctx, s.pods, s.revOf, s.ctrl.CanaryRevision, b); err != nil {
+		return false, err
+	}
 	if a.style(s) == StyleCanary {
 		return a.ensureCanary(ctx, s, b)
 	}
@@ -197,7 +202,7 @@ func (a *deployment) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return done, a.labelPods(ctx, s.pods, s.revOf, s.ctrl.CanaryRevision, b)
+	return done, nil
 }
 
 // find returns the oldest ReplicaSet of revision rev, as the Deployment

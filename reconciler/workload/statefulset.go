@@ -99,6 +99,10 @@ func (a *statefulSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if st.ctrl == nil {
 		return false, fmt.Errorf("StatefulSet %s: %w", a.key(), ErrNotHeld)
 	}
+	// Label first: the stable Service is narrowed to the revision label.
+	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b); err != nil {
+		return false, err
+	}
 	r := ptr.Deref(st.s.Spec.Replicas, 1)
 	c := clamp(b.CanaryReplicas, r)
 	if moved, err := a.hold(ctx, st, r-c); moved || err != nil {
@@ -109,9 +113,6 @@ func (a *statefulSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	// revision when deleted.
 	strays := a.pods(st, func(p *corev1.Pod, ord int) bool { return ord < int(r-c) && st.h.revOf(p) != st.ctrl.StableRevision })
 	if err := a.deleteWithin(ctx, st, strays, stsBudget(st.s, st.ctrl, b.MaxUnavailable)); err != nil {
-		return false, err
-	}
-	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b); err != nil {
 		return false, err
 	}
 	var o Observation
