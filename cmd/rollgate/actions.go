@@ -178,7 +178,7 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 no such Rollout (or no status in Git).
 }
 
 func addCLICommands(root *cobra.Command) {
-	root.AddCommand(newGetCommand(), newGitStatusCommand(), newApproveCommand(),
+	root.AddCommand(newGetCommand(), newWaitCommand(), newGitStatusCommand(), newApproveCommand(),
 		newActionCommand("pause", "Hold a Rollout where it is (spec.strategy.paused=true)", "Hold the release: no more pods move and traffic stays where it is until resume.", pauseAction(true), false),
 		newActionCommand("resume", "Let a paused Rollout continue (spec.strategy.paused=false)", "Let a paused release continue.", pauseAction(false), false),
 		newActionCommand("abort", "Stop the release in progress and roll back (spec.abort)", "Stop the release of the current canary revision: traffic returns to the stable revision, the workload returns to the stable revision, and a revert is proposed in Git.", abortAction, true),

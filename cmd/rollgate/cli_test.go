@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,15 +37,9 @@ func run(t *testing.T, stdin string, args ...string) (string, int) {
 	return out.String(), exitCode(err)
 }
 
-// TestCLIAgainstAPIServer drives get, approve, pause, resume, abort and
-// promote against a real API server and checks output formats and exit
-// codes that scripts rely on.
-func TestCLIAgainstAPIServer(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
+// writeKubeconfig writes a kubeconfig for cfg, namespace default.
+func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["t"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
@@ -54,6 +49,19 @@ func TestCLIAgainstAPIServer(t *testing.T) {
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	return kubeconfig
+}
+
+// TestCLIAgainstAPIServer drives get, approve, pause, resume, abort and
+// promote against a real API server and checks output formats and exit
+// codes that scripts rely on.
+func TestCLIAgainstAPIServer(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
+	kubeconfig := writeKubeconfig(t, cfg)
 	ctx := context.Background()
 	ro := &v1alpha1.Rollout{}
 	if err := yaml.Unmarshal([]byte(`

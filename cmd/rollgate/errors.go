@@ -31,7 +31,13 @@ func (e notFoundError) Unwrap() error { return e.err }
 func exitCode(err error) int {
 	var u usageError
 	var n notFoundError
+	var f releaseFailed
+	var t timedOut
 	switch {
+	case errors.As(err, &f):
+		return exitReleaseFailed
+	case errors.As(err, &t):
+		return exitTimeout
 	case err == nil:
 		return exitOK
 	case errors.As(err, &u):
