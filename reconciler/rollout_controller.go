@@ -227,6 +227,7 @@ func observed(sc *scope) strategy.Observed {
 		UpdateRevision: o.Revision,
 		Frozen:         o.Frozen,
 		MaxUnavailable: o.MaxUnavailable,
+		Leaving:        o.Leaving,
 		Pods:           map[string]strategy.PodCounts{},
 		Approvals:      append(append([]v1alpha1.Approval(nil), sc.ro.Spec.Approvals...), sc.gitApprovals...),
 		Deleting:       !sc.ro.DeletionTimestamp.IsZero(),

@@ -48,8 +48,8 @@ func (p *planner) finalize() {
 	p.plan.Workload = WorkloadRelease
 	if !p.workloadSettled() {
 		up := p.obs.Pods[p.canary]
-		p.next.Message = fmt.Sprintf("finishing the release of %s: the workload updates its remaining pods (%d of %d ready)",
-			p.canary, up.Ready, p.obs.Replicas)
+		p.next.Message = fmt.Sprintf("finishing the release of %s: the workload updates its remaining pods (%d of %d ready, %d old pods shutting down)",
+			p.canary, up.Ready, p.obs.Replicas, p.obs.Leaving)
 		return
 	}
 	p.next.Phase = v1alpha1.PhaseHealthy

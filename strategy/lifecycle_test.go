@@ -146,6 +146,14 @@ func TestPromote(t *testing.T) {
 	if p.Workload != WorkloadRelease || p.Status.Phase != v1alpha1.PhaseProgressing {
 		t.Fatalf("workload %s phase %s, want Release while the workload finishes", p.Workload, p.Status.Phase)
 	}
+	// Old pods still shutting down may still answer requests: the release
+	// is not over until they are gone.
+	leaving := atRevision(10, "v2")
+	leaving.Leaving = 2
+	p = decide(t, spec, persist(p), leaving, at(30*time.Second))
+	if p.Status.Phase != v1alpha1.PhaseProgressing || !strings.Contains(p.Status.Message, "2 old pods shutting down") {
+		t.Fatalf("phase %s message %q, want Progressing while 2 old pods shut down", p.Status.Phase, p.Status.Message)
+	}
 	done := atRevision(10, "v2")
 	p = decide(t, spec, persist(p), done, at(time.Minute))
 	if p.Status.Phase != v1alpha1.PhaseHealthy || p.Status.StableRevision != "v2" {

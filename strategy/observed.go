@@ -31,6 +31,11 @@ type Observed struct {
 	// of their template). Revisions without pods may be missing.
 	Pods map[string]PodCounts
 
+	// Leaving counts the pods of other revisions than UpdateRevision that
+	// are shutting down: they may still answer requests, so a release (or
+	// a rollback by template) is not over until they are gone.
+	Leaving int32
+
 	// MaxUnavailable is the workload's own maxUnavailable resolved to a
 	// number of pods. It is the default when the strategy sets no
 	// failureThreshold.

@@ -56,6 +56,9 @@ type Observation struct {
 	// Rollback is true when the workload is held but its template is back
 	// at the stable revision (a revert in Git): call Rollback.
 	Rollback bool
+	// Leaving counts the pods of revisions other than Revision that are
+	// shutting down (terminating, possibly still answering requests).
+	Leaving int32
 	// MaxUnavailable is the workload's declared maxUnavailable, resolved
 	// against Replicas (at least 1 where the workload kind needs it to
 	// make progress).

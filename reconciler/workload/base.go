@@ -257,6 +257,9 @@ func observeControl(o *Observation, obj client.Object) error {
 // tally counts pods into o by revision.
 func tally(o *Observation, pods []*corev1.Pod, revOf func(*corev1.Pod) string, minReady int32, now time.Time) {
 	for _, p := range pods {
+		if p.DeletionTimestamp != nil && o.Revision != "" && revOf(p) != o.Revision {
+			o.Leaving++
+		}
 		switch rev := revOf(p); {
 		case rev == o.StableRevision:
 			o.Stable.count(p, minReady, now)
