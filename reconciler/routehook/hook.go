@@ -1,7 +1,6 @@
 package routehook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -104,7 +102,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if req.Operation != admissionv1.Update || req.SubResource != "" {
 		return admission.Allowed("")
 	}
-	if manager := fieldManager(req); manager == h.opts.FieldOwner {
+	if manager := webhook.FieldManager(req); manager == h.opts.FieldOwner {
 		return admission.Allowed("")
 	}
 	if gone, err := h.rolloutGone(ctx, req); err != nil {
@@ -145,7 +143,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
 	log.FromContext(ctx).Info("update of a held routing object admitted", "kind", req.Kind.Kind,
-		"namespace", req.Namespace, "name", req.Name, "verdict", verdict, "manager", fieldManager(req),
+		"namespace", req.Namespace, "name", req.Name, "verdict", verdict, "manager", webhook.FieldManager(req),
 		"patches", len(resp.Patches))
 	if w := warning(verdict, held, req.Kind.Kind); w != "" {
 		resp = resp.WithWarnings(w)
@@ -236,74 +234,11 @@ func (h *Handler) overrides(ctx context.Context) map[string]string {
 // patched returns raw with field and rollgate's labels and annotations
 // copied from obj.
 func patched(raw []byte, obj client.Object, field []string) ([]byte, error) {
-	var doc map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // keep every number exactly as sent
-	if err := dec.Decode(&doc); err != nil {
-		return nil, err
-	}
-	typedDoc, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	copyPath(doc, typedDoc, field)
-	meta, _ := doc["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-		doc["metadata"] = meta
-	}
-	copyKey(meta, "labels", traffic.LabelHeld, obj.GetLabels())
-	copyKey(meta, "annotations", traffic.AnnotationHeld, obj.GetAnnotations())
-	copyKey(meta, "annotations", v1alpha1.AnnotationOriginal, obj.GetAnnotations())
-	return json.Marshal(doc)
-}
-
-// copyKey sets key of meta[field] (labels or annotations) to its value in
-// from, or removes it there.
-func copyKey(meta map[string]any, field, key string, from map[string]string) {
-	m, _ := meta[field].(map[string]any)
-	v, ok := from[key]
-	switch {
-	case ok && m == nil:
-		meta[field] = map[string]any{key: v}
-	case ok:
-		m[key] = v
-	default:
-		delete(m, key)
-	}
-}
-
-// copyPath sets path in dst to its value in src, or removes it there.
-func copyPath(dst, src map[string]any, path []string) {
-	for _, k := range path[:len(path)-1] {
-		d, _ := dst[k].(map[string]any)
-		s, _ := src[k].(map[string]any)
-		if d == nil {
-			if s == nil {
-				return
-			}
-			d = map[string]any{}
-			dst[k] = d
-		}
-		dst, src = d, s
-	}
-	last := path[len(path)-1]
-	if v, ok := src[last]; ok {
-		dst[last] = v
-	} else {
-		delete(dst, last)
-	}
-}
-
-// fieldManager returns the field manager of the request's options.
-func fieldManager(req admission.Request) string {
-	var opts struct {
-		FieldManager string `json:"fieldManager"`
-	}
-	if len(req.Options.Raw) == 0 || json.Unmarshal(req.Options.Raw, &opts) != nil {
-		return ""
-	}
-	return opts.FieldManager
+	return webhook.Owned{
+		Paths:       [][]string{field},
+		Labels:      []string{traffic.LabelHeld},
+		Annotations: []string{traffic.AnnotationHeld, v1alpha1.AnnotationOriginal},
+	}.Apply(raw, obj)
 }
 
 // warning is what the writer reads (kubectl prints it; Argo CD and Flux

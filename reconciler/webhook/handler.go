@@ -1,9 +1,7 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -11,7 +9,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -82,7 +79,7 @@ func (h *WorkloadHandler) Handle(ctx context.Context, req admission.Request) adm
 	if err := h.Decoder.DecodeRaw(req.Object, newObj); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	u := workload.Update{Old: oldObj, New: newObj, FromRollgate: fieldManager(req) == workload.FieldOwner}
+	u := workload.Update{Old: oldObj, New: newObj, FromRollgate: FieldManager(req) == workload.FieldOwner}
 	if !u.FromRollgate {
 		ro, err := workload.RolloutFor(ctx, h.Rollouts, req.Namespace, req.Kind.Kind, req.Name)
 		if err != nil {
@@ -102,7 +99,7 @@ func (h *WorkloadHandler) Handle(ctx context.Context, req admission.Request) adm
 		return admission.Allowed("")
 	}
 	log.FromContext(ctx).Info("workload update admitted", "kind", req.Kind.Kind, "namespace", req.Namespace,
-		"name", req.Name, "verdict", verdict, "manager", fieldManager(req))
+		"name", req.Name, "verdict", verdict, "manager", FieldManager(req))
 	if w := warning(verdict, u.Rollout); w != "" {
 		resp = resp.WithWarnings(w)
 	}
@@ -121,87 +118,16 @@ func warning(v workload.Verdict, ro *v1alpha1.Rollout) string {
 	return ""
 }
 
-// fieldManager returns the field manager of the request's options.
-func fieldManager(req admission.Request) string {
-	var opts struct {
-		FieldManager string `json:"fieldManager"`
-	}
-	if len(req.Options.Raw) == 0 || json.Unmarshal(req.Options.Raw, &opts) != nil {
-		return ""
-	}
-	return opts.FieldManager
-}
-
-// patchedPaths are the only spec fields Admit changes (besides rollgate's
-// label and annotation); the patch touches nothing else, so fields this
-// build does not know survive.
-func patchedPaths() [][]string {
-	return [][]string{{"spec", "paused"}, {"spec", "strategy"}, {"spec", "updateStrategy"}}
+// workloadOwned are the only fields Admit changes; the patch touches
+// nothing else.
+var workloadOwned = Owned{
+	Paths:       [][]string{{"spec", "paused"}, {"spec", "strategy"}, {"spec", "updateStrategy"}},
+	Labels:      []string{v1alpha1.LabelControlled},
+	Annotations: []string{v1alpha1.AnnotationControl},
 }
 
 // patch returns the JSON patch from the raw object to the raw object with
-// the changed fields of obj copied in.
+// the owned fields of obj copied in.
 func patch(raw []byte, obj client.Object) (admission.Response, error) {
-	var doc map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // keep every number exactly as sent
-	if err := dec.Decode(&doc); err != nil {
-		return admission.Response{}, err
-	}
-	typed, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return admission.Response{}, err
-	}
-	for _, path := range patchedPaths() {
-		copyPath(doc, typed, path)
-	}
-	meta, _ := doc["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-		doc["metadata"] = meta
-	}
-	copyKey(meta, "annotations", v1alpha1.AnnotationControl, obj.GetAnnotations())
-	copyKey(meta, "labels", v1alpha1.LabelControlled, obj.GetLabels())
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return admission.Response{}, err
-	}
-	return admission.PatchResponseFromRaw(raw, out), nil
-}
-
-// copyKey sets key of meta[field] (labels or annotations) to its value in
-// from, or removes it there.
-func copyKey(meta map[string]any, field, key string, from map[string]string) {
-	m, _ := meta[field].(map[string]any)
-	v, ok := from[key]
-	switch {
-	case ok && m == nil:
-		meta[field] = map[string]any{key: v}
-	case ok:
-		m[key] = v
-	default:
-		delete(m, key)
-	}
-}
-
-// copyPath sets path in dst to its value in src, or removes it there.
-func copyPath(dst, src map[string]any, path []string) {
-	for _, k := range path[:len(path)-1] {
-		d, _ := dst[k].(map[string]any)
-		s, _ := src[k].(map[string]any)
-		if d == nil {
-			if s == nil {
-				return
-			}
-			d = map[string]any{}
-			dst[k] = d
-		}
-		dst, src = d, s
-	}
-	last := path[len(path)-1]
-	if v, ok := src[last]; ok {
-		dst[last] = v
-	} else {
-		delete(dst, last)
-	}
+	return workloadOwned.Patch(raw, obj)
 }
