@@ -31,6 +31,9 @@ TOOLS_PROMETHEUS_PACKAGE := prometheus
 TOOLS_PROMETHEUS_SYSTEM_BINARY := /usr/bin/prometheus
 
 TOOLS_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+# Tools with a file of their own add their targets to TOOLS_EXTRA (see the
+# includes at the end of this file).
+TOOLS_EXTRA :=
 TOOLS_ROOT := $(abspath $(TOOLS_DIR)/../..)
 TOOLS_BIN := $(TOOLS_ROOT)/bin
 TOOLS_K8S_BIN := $(TOOLS_BIN)/k8s
@@ -91,10 +94,14 @@ define tools-progress
 	echo "  $(1): $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 endef
 
+# Tools kept in files of their own (included before `tools` reads
+# TOOLS_EXTRA); each appends its target to TOOLS_EXTRA.
+-include $(TOOLS_DIR)/argocd.mk $(TOOLS_DIR)/helmcontroller.mk
+
 .PHONY: tools-image tools-traefik tools-realnode tools tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-clean .tools-force
 .tools-force:
 
-tools: tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-image tools-traefik tools-realnode ## Install or build every test tool into bin/ (cheap when up to date)
+tools: tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-image tools-traefik tools-realnode $(TOOLS_EXTRA) ## Install or build every test tool into bin/ (cheap when up to date)
 
 tools-demo: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_DEMO_K8S_COMPONENTS)) tools-etcd tools-kwok $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_DEMO_FLUX_COMPONENTS)) $(TOOLS_FLUX_BIN)/crds ## Build only what make demo runs: kube-apiserver, -controller-manager, -scheduler, etcd, kwok, Flux source- and kustomize-controller
 
@@ -246,3 +253,4 @@ $(TOOLS_BIN)/previous/rollgate-%: $(TOOLS_PREVIOUS_DIR)/controller-%-src.tar.gz
 	@rm -rf $@.src && mkdir -p $@.src && tar -xzf $< -C $@.src --strip-components=1
 	$(call tools-progress,the rollgate $* controller,cd $@.src && go build -o $@.tmp ./cmd/rollgate)
 	@mv -f $@.tmp $@ && rm -rf $@.src
+
