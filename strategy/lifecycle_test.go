@@ -412,8 +412,8 @@ func TestScaleChangeMidRelease(t *testing.T) {
 		want           int32
 	}{
 		{"scaled up: 40% re-resolves", 20, 4, 8},
-		{"scaled down: running canary pods stay", 5, 4, 4},
-		{"scaled below the canary pods", 3, 4, 3},
+		{"scaled down: 40% re-resolves, the extra canary pods go", 5, 4, 2},
+		{"scaled below the canary pods", 3, 4, 2},
 		{"same size", 10, 4, 4},
 	}
 	for _, tt := range tests {

@@ -251,17 +251,20 @@ func (p *planner) approved(step int32) bool {
 }
 
 // target is the number of canary pods for step idx: the step's replicas,
-// but never fewer than the canary pods already running (up to the
-// workload's size), so that a release never moves pods backwards.
+// resolved against the workload's live replica count. When an autoscaler
+// (or `kubectl scale`) changes that count mid-release, the batch follows
+// it both ways: a step of 25% runs 2 pods of 8 and 1 of 4, never the 2 it
+// ran before the scale-down (that would be 50%).
 //
 // A step that replaces every pod keeps the last stable pod until the
 // routers carry a traffic that sends nothing to stable: the stable Service
 // never loses its last pod while it still gets requests. (With an extra
-// canary Deployment the stable pods stay anyway.)
+// canary Deployment the stable pods stay anyway.) Once every pod was
+// replaced, it stays so.
 func (p *planner) target(idx int32) int32 {
-	have := min(p.obs.Pods[p.canary].Total, max(p.obs.Replicas, 0))
-	want := max(p.steps[idx-1].Replicas, have)
+	want := p.steps[idx-1].Replicas
 	if want >= p.obs.Replicas && p.obs.Replicas > 1 && p.keepsStable() && p.stableStillServes(idx) {
+		have := min(p.obs.Pods[p.canary].Total, max(p.obs.Replicas, 0))
 		want = max(p.obs.Replicas-1, have)
 	}
 	return want
