@@ -332,7 +332,10 @@ func (c *Cluster) up(ctx context.Context, opts Options) error {
 		fmt.Sprintf("--secure-port=%d", kcmPort), "--use-service-account-credentials=false",
 		"--service-account-private-key-file="+p.saKey, "--root-ca-file="+p.caCert,
 		"--cluster-signing-cert-file="+p.caCert, "--cluster-signing-key-file="+p.caKey,
-		"--service-cluster-ip-range="+ServiceCIDR)...)
+		"--service-cluster-ip-range="+ServiceCIDR,
+		// HorizontalPodAutoscalers are evaluated every 2 s (15 s by
+		// default), so a test's scale event lands within seconds.
+		"--horizontal-pod-autoscaler-sync-period=2s")...)
 	if err != nil {
 		return err
 	}

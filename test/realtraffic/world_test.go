@@ -61,6 +61,11 @@ func (w *world) port() int { return w.gwPort }
 func (w *world) chart() string { return filepath.Join(repo.Root(), "charts", "rollgate") }
 
 func newWorld(t *testing.T, ctx context.Context, steps string) *world {
+	return newWorldOf(t, ctx, steps, app)
+}
+
+// newWorldOf is newWorld with the application as appOf declares it.
+func newWorldOf(t *testing.T, ctx context.Context, steps string, appOf func(image string, port int) string) *world {
 	start := time.Now()
 	// The clients log nothing the story needs (and controller-runtime
 	// complains with a stack trace when no logger is set).
@@ -121,7 +126,7 @@ func newWorld(t *testing.T, ctx context.Context, steps string) *world {
 	port := ports[0]
 	w.url = fmt.Sprintf("http://127.0.0.1:%d/", port)
 	w.gwPort = port
-	w.applyYAML(ctx, app("localhost/verserver:v1", port)+"---"+rollout(steps)+"---"+fmt.Sprintf(`
+	w.applyYAML(ctx, appOf("localhost/verserver:v1", port)+"---"+rollout(steps)+"---"+fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: app-repo, namespace: demo}
