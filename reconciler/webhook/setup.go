@@ -156,5 +156,10 @@ func New(mgr ctrl.Manager, opts Options) (*Keeper, error) {
 	if err := mgr.AddReadyzCheck("webhook-certificate", keeper.Ready); err != nil {
 		return nil, err
 	}
+	// Ready only once the server answers TLS on its port: before that the
+	// API server's calls through the Service would be refused.
+	if err := mgr.AddReadyzCheck("webhook-server", server.StartedChecker()); err != nil {
+		return nil, err
+	}
 	return keeper, nil
 }

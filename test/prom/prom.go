@@ -36,11 +36,14 @@ type Options struct {
 	ScrapeInterval time.Duration
 	// StartTimeout bounds the wait for /-/ready; 0 means 30 s.
 	StartTimeout time.Duration
+	// Host is the address Prometheus listens on; "" means 127.0.0.1. A
+	// real node's pods reach the host on realnode.NodeIP.
+	Host string
 }
 
 // Server is a running Prometheus.
 type Server struct {
-	// URL is the base URL of the HTTP API, http://127.0.0.1:<port>.
+	// URL is the base URL of the HTTP API, http://<Options.Host>:<port>.
 	URL string
 	// Dir holds the configuration, the TSDB and prometheus.log.
 	Dir string
@@ -106,7 +109,7 @@ func start(opts Options, dir string, ownDir bool) (*Server, error) {
 	// another process may win that race, so retry with a new port.
 	var errs []error
 	for attempt := 0; attempt < 3; attempt++ {
-		s, err := launch(bin, config, dir, opts.StartTimeout)
+		s, err := launch(bin, config, dir, opts.Host, opts.StartTimeout)
 		if err == nil {
 			s.ownDir = ownDir
 			return s, nil
@@ -116,12 +119,15 @@ func start(opts Options, dir string, ownDir bool) (*Server, error) {
 	return nil, errors.Join(errs...)
 }
 
-func launch(bin, config, dir string, timeout time.Duration) (*Server, error) {
+func launch(bin, config, dir, host string, timeout time.Duration) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	logFile, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	if err != nil {
 		return nil, err

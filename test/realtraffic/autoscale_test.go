@@ -51,7 +51,7 @@ func autoscaledApp(image string, port int) string {
 func TestAutoscaledReleaseUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	w := newWorldOf(t, ctx, autoscaledSteps, autoscaledApp)
+	w := newWorldOf(t, ctx, worldOptions{rollout: rollout(autoscaledSteps), app: autoscaledApp})
 	metric := startMetricsAPI(t, 4)
 	w.applyYAML(ctx, metric.manifests()+"---"+autoscaler)
 	w.waitPods(ctx, "the autoscaler runs 4 pods of v1", map[string]int32{"v1": 4})

@@ -54,6 +54,9 @@ type world struct {
 	// url is the application's address through the gateway.
 	url    string
 	gwPort int
+	// metricsPort is where Traefik serves its Prometheus metrics, on
+	// loopback.
+	metricsPort int
 }
 
 func (w *world) port() int { return w.gwPort }
@@ -61,11 +64,25 @@ func (w *world) port() int { return w.gwPort }
 func (w *world) chart() string { return filepath.Join(repo.Root(), "charts", "rollgate") }
 
 func newWorld(t *testing.T, ctx context.Context, steps string) *world {
-	return newWorldOf(t, ctx, steps, app)
+	return newWorldOf(t, ctx, worldOptions{rollout: rollout(steps)})
 }
 
-// newWorldOf is newWorld with the application as appOf declares it.
-func newWorldOf(t *testing.T, ctx context.Context, steps string, appOf func(image string, port int) string) *world {
+// worldOptions change what newWorldOf declares.
+type worldOptions struct {
+	// rollout is the Rollout as Git declares it (required).
+	rollout string
+	// app is the application as Git declares it at image; nil means app.
+	app func(image string, port int) string
+	// extra returns more documents to apply with the application, once the
+	// world's addresses (w.gwPort, w.metricsPort) are known.
+	extra func(w *world) string
+}
+
+// newWorldOf is newWorld with what opts declares.
+func newWorldOf(t *testing.T, ctx context.Context, opts worldOptions) *world {
+	if opts.app == nil {
+		opts.app = app
+	}
 	start := time.Now()
 	// The clients log nothing the story needs (and controller-runtime
 	// complains with a stack trace when no logger is set).
@@ -113,20 +130,24 @@ func newWorldOf(t *testing.T, ctx context.Context, steps string, appOf func(imag
 	// The application's repository, on the node's address so that the
 	// controller's pod reaches it; approvals are merges there.
 	w.git = gitserver.Start(t, gitserver.Options{Host: realnode.NodeIP})
-	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: rollout(steps)})
+	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: opts.rollout})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// Traefik on loopback, with the Gateway API provider.
-	ports, err := proc.FreePorts(1)
+	ports, err := proc.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := ports[0]
 	w.url = fmt.Sprintf("http://127.0.0.1:%d/", port)
-	w.gwPort = port
-	w.applyYAML(ctx, appOf("localhost/verserver:v1", port)+"---"+rollout(steps)+"---"+fmt.Sprintf(`
+	w.gwPort, w.metricsPort = port, ports[1]
+	docs := opts.app("localhost/verserver:v1", port) + "---" + opts.rollout
+	if opts.extra != nil {
+		docs += "---" + opts.extra(w)
+	}
+	w.applyYAML(ctx, docs+"---"+fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: app-repo, namespace: demo}
@@ -136,6 +157,10 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 		fmt.Sprintf("--entryPoints.web.address=127.0.0.1:%d", port),
 		"--providers.kubernetesgateway=true", "--ping=false", "--log.level=INFO", "--global.checkNewVersion=false",
 		"--global.sendAnonymousUsage=false",
+		// Prometheus metrics on their own entry point, for the stories
+		// that analyse what the gateway measured.
+		fmt.Sprintf("--entryPoints.metrics.address=127.0.0.1:%d", w.metricsPort),
+		"--metrics.prometheus=true", "--metrics.prometheus.entryPoint=metrics",
 	}, []string{"KUBECONFIG=" + node.Kubeconfig})
 	if err != nil {
 		t.Fatal(err)
@@ -198,6 +223,23 @@ func (w *world) waitWebhookCA(ctx context.Context) {
 			}
 		}
 		return len(mwc.Webhooks) > 0, "no webhooks"
+	})
+	// The pod is ready, but the node's kube-proxy programs the Service a
+	// moment later: until then the API server's calls are refused. A
+	// server-side dry run of an AnalysisTemplate (whose webhook fails
+	// closed) succeeds only once the webhook answers through the Service.
+	probe := &unstructured.Unstructured{}
+	probe.SetAPIVersion(v1alpha1.GroupVersion.String())
+	probe.SetKind("AnalysisTemplate")
+	probe.SetNamespace(releaseNS)
+	probe.SetName("webhook-probe")
+	_ = unstructured.SetNestedSlice(probe.Object, []any{map[string]any{
+		"name": "probe", "successCondition": "result[0] == 0",
+		"provider": map[string]any{"prometheus": map[string]any{"address": "http://127.0.0.1:9090", "query": "vector(0)"}},
+	}}, "spec", "metrics")
+	w.eventually(ctx, time.Minute, "the webhook answers through its Service", func() (bool, string) {
+		err := w.c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return err == nil, fmt.Sprint(err)
 	})
 }
 
