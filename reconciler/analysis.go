@@ -33,7 +33,7 @@ func (r *RolloutReconciler) observeAnalysis(ctx context.Context, sc *scope) erro
 	prev := ro.Status.Analysis
 	merged := prev
 	if bg := ro.Spec.Strategy.BackgroundAnalysis(); bg != nil && st.ReleaseStartedAt != nil {
-		rep, err := r.runAnalysis(ctx, sc, bg, 0, st.ReleaseStartedAt.Time, since(prev, st.ReleaseStartedAt.Time))
+		rep, err := r.runAnalysis(ctx, sc, bg, 0, st.ReleaseStartedAt.Time, since(prev, st.ReleaseStartedAt.Time), nil)
 		if err == nil {
 			merged, err = plan.MergeResults(merged, 0, rep.Results)
 		}
@@ -44,8 +44,12 @@ func (r *RolloutReconciler) observeAnalysis(ctx context.Context, sc *scope) erro
 		seen.nextAt = earliest(seen.nextAt, rep.NextAt)
 	}
 	if st.CurrentStepState == v1alpha1.StepMetricsAnalysis && st.StepStartedAt != nil {
-		if a := ro.Spec.Strategy.StepAnalysis(st.CurrentStepIndex); a != nil {
-			rep, err := r.runAnalysis(ctx, sc, a, st.CurrentStepIndex, st.StepStartedAt.Time, since(prev, st.StepStartedAt.Time))
+		a, verify := ro.Spec.Strategy.StepAnalysis(st.CurrentStepIndex), verification(ro, st.CurrentStepIndex)
+		if a != nil || verify != nil {
+			if a == nil {
+				a = &v1alpha1.RolloutAnalysis{}
+			}
+			rep, err := r.runAnalysis(ctx, sc, a, st.CurrentStepIndex, st.StepStartedAt.Time, since(prev, st.StepStartedAt.Time), verify)
 			if err == nil {
 				merged, err = plan.MergeResults(merged, st.CurrentStepIndex, rep.Results)
 			}
@@ -79,7 +83,10 @@ func strategyField(ro *v1alpha1.Rollout) string {
 	return "spec.strategy.canary"
 }
 
-func (r *RolloutReconciler) runAnalysis(ctx context.Context, rel *scope, a *v1alpha1.RolloutAnalysis, step int32, started time.Time, prev []v1alpha1.MetricResult) (analysis.Report, error) {
+// runAnalysis measures analysis a (its templates read from the cluster)
+// and, when set, the in-memory template extra (a step's traffic
+// verification).
+func (r *RolloutReconciler) runAnalysis(ctx context.Context, rel *scope, a *v1alpha1.RolloutAnalysis, step int32, started time.Time, prev []v1alpha1.MetricResult, extra *v1alpha1.AnalysisTemplate) (analysis.Report, error) {
 	ro := rel.ro
 	in := analysis.Input{Args: a.Args, Step: step, StartedAt: started, Previous: prev, Now: rel.now, Facts: facts(ro)}
 	for _, name := range a.Templates {
@@ -90,6 +97,9 @@ func (r *RolloutReconciler) runAnalysis(ctx context.Context, rel *scope, a *v1al
 			return analysis.Report{}, err
 		}
 		in.Templates = append(in.Templates, t)
+	}
+	if extra != nil {
+		in.Templates = append(in.Templates, *extra)
 	}
 	runner := analysis.Runner{Secrets: func(ctx context.Context, name string) (map[string][]byte, error) {
 		var s corev1.Secret

@@ -27,8 +27,13 @@ type Step struct {
 	// Gate is true when the step waits for an approval (a pause without
 	// duration).
 	Gate bool
-	// Analysis is true when the step runs metric analysis.
+	// Analysis is true when the step runs metric analysis: its own, or the
+	// verification of its traffic share (Verify).
 	Analysis bool
+	// Verify is true when the step's traffic share is measured from the
+	// data plane (a traffic routing sets verify and the step's traffic is
+	// a weight).
+	Verify bool
 }
 
 // ResolveSteps resolves the steps of spec against a workload of replicas
@@ -41,6 +46,7 @@ func ResolveSteps(spec *v1alpha1.RolloutSpec, replicas int32) ([]Step, error) {
 		return nil, err
 	}
 	routed := len(spec.Strategy.TrafficRoutings()) > 0
+	verify := verifies(spec)
 	out := make([]Step, len(raw))
 	prev := baseTraffic(routed)
 	for i := range raw {
@@ -54,10 +60,24 @@ func ResolveSteps(spec *v1alpha1.RolloutSpec, replicas int32) ([]Step, error) {
 				"step %d resolves to %d of %d pods, fewer than the %d of step %d: replicas must not decrease from one step to the next",
 				i+1, s.Replicas, replicas, out[i-1].Replicas, i)
 		}
+		if verify && s.Traffic.Mode == TrafficCanary && len(s.Traffic.Matches) == 0 {
+			s.Verify, s.Analysis = true, true
+		}
 		out[i] = s
 		prev = s.Traffic
 	}
 	return out, nil
+}
+
+// verifies reports whether a traffic routing of spec measures the canary's
+// share from the data plane.
+func verifies(spec *v1alpha1.RolloutSpec) bool {
+	for _, r := range spec.Strategy.TrafficRoutings() {
+		if r.Verify != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // ResolveReplicas resolves a number of pods or a percentage of replicas.

@@ -109,6 +109,34 @@ func TestResolveStepsMatchesTakePrecedenceAndAreNotCarriedByTraffic(t *testing.T
 	}
 }
 
+func TestResolveStepsVerifyWeightedSteps(t *testing.T) {
+	ab := step("", num(1), nil)
+	ab.Matches = []v1alpha1.HttpRouteMatch{{}}
+	spec := routedSpec(step("", num(1), nil), ab, step("20%", num(2), nil), step("", num(3), nil), step("0%", num(3), nil))
+	for _, verify := range []bool{false, true} {
+		if verify {
+			spec.Strategy.Canary.TrafficRoutings[0].Verify = &v1alpha1.TrafficVerification{}
+		}
+		got, err := ResolveSteps(spec, 10)
+		if err != nil {
+			t.Fatalf("ResolveSteps: %v", err)
+		}
+		var verified []bool
+		for _, s := range got {
+			verified = append(verified, s.Verify)
+			if s.Verify && !s.Analysis {
+				t.Errorf("a verified step must hold for its analysis: %+v", s)
+			}
+		}
+		// Stable before the first traffic step and a header match carry no
+		// weight to verify; 20%, the 20% kept by the next step, and 0% do.
+		want := []bool{false, false, verify, verify, verify}
+		if fmt.Sprint(verified) != fmt.Sprint(want) {
+			t.Errorf("verify=%t: steps verified %v, want %v", verify, verified, want)
+		}
+	}
+}
+
 func TestResolveStepsWithoutRoutingsIsOriginal(t *testing.T) {
 	got, err := ResolveSteps(plainSpec(step("", num(1), nil), step("", pct("100%"), nil)), 10)
 	if err != nil {

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -64,6 +65,57 @@ type TrafficRoutingRef struct {
 	// +listType=atomic
 	// +optional
 	CustomNetworkRefs []ObjectRef `json:"customNetworkRefs,omitempty"`
+
+	// Verify measures, from the data plane's own metrics, the share of
+	// requests the canary actually received at each step that sets a
+	// traffic weight, and holds the step until it is within tolerance of
+	// the declared weight; the step fails (and the release rolls back, as
+	// after a failed analysis) when too many measurements are outside it.
+	// +optional
+	Verify *TrafficVerification `json:"verify,omitempty"`
+}
+
+// TrafficVerification is a Prometheus query answering the percentage (0 to
+// 100) of requests the canary received, as the data plane counted them
+// (for example Traefik's traefik_service_requests_total by service). The
+// query may use the {{rollout.<field>}} placeholders of AnalysisTemplates
+// (namespace, name, canaryService, stableService, canaryRevision,
+// stableRevision). It runs as a metric of the step's analysis, named
+// "traffic-share" in status.analysis.
+type TrafficVerification struct {
+	// Prometheus is where and what to query; the query answers the
+	// canary's share in percent.
+	Prometheus PrometheusMetric `json:"prometheus"`
+	// Tolerance is how many percentage points the measured share may be
+	// from the declared weight.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=50
+	// +kubebuilder:default=5
+	// +optional
+	Tolerance *int32 `json:"tolerance,omitempty"`
+	// InitialDelay before the first measurement once the step's traffic is
+	// applied: at least the rate window of the query, so that the
+	// measurement covers the step's traffic only.
+	// +kubebuilder:default="30s"
+	// +optional
+	InitialDelay *metav1.Duration `json:"initialDelay,omitempty"`
+	// Interval between measurements.
+	// +kubebuilder:default="10s"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Count is how many measurements the step takes.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=3
+	// +optional
+	Count *int32 `json:"count,omitempty"`
+	// FailureLimit is how many measurements may be outside the tolerance;
+	// one more fails the step.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	FailureLimit *int32 `json:"failureLimit,omitempty"`
 }
 
 // IngressTrafficRouting names the user's Ingress and the controller dialect.

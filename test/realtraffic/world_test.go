@@ -69,10 +69,13 @@ func newWorld(t *testing.T, ctx context.Context, steps string) *world {
 
 // worldOptions change what newWorldOf declares.
 type worldOptions struct {
-	// rollout is the Rollout as Git declares it (required).
+	// rollout is the Rollout as Git declares it (or rolloutOf).
 	rollout string
 	// app is the application as Git declares it at image; nil means app.
 	app func(image string, port int) string
+	// rolloutOf, when set, replaces rollout: the Rollout once the world's
+	// addresses are known (after extra ran).
+	rolloutOf func(w *world) string
 	// extra returns more documents to apply with the application, once the
 	// world's addresses (w.gwPort, w.metricsPort) are known.
 	extra func(w *world) string
@@ -127,15 +130,8 @@ func newWorldOf(t *testing.T, ctx context.Context, opts worldOptions) *world {
 	w.waitWebhookCA(ctx)
 	t.Logf("rollgate installed from its chart and serving its webhook in %s", time.Since(helmStart).Round(time.Millisecond))
 
-	// The application's repository, on the node's address so that the
-	// controller's pod reaches it; approvals are merges there.
-	w.git = gitserver.Start(t, gitserver.Options{Host: realnode.NodeIP})
-	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: opts.rollout})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// Traefik on loopback, with the Gateway API provider.
+	// Traefik's ports (its entry point and its metrics), known before
+	// anything is declared.
 	ports, err := proc.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
@@ -143,9 +139,25 @@ func newWorldOf(t *testing.T, ctx context.Context, opts worldOptions) *world {
 	port := ports[0]
 	w.url = fmt.Sprintf("http://127.0.0.1:%d/", port)
 	w.gwPort, w.metricsPort = port, ports[1]
-	docs := opts.app("localhost/verserver:v1", port) + "---" + opts.rollout
+	var extra string
 	if opts.extra != nil {
-		docs += "---" + opts.extra(w)
+		extra = opts.extra(w)
+	}
+	ro := opts.rollout
+	if opts.rolloutOf != nil {
+		ro = opts.rolloutOf(w)
+	}
+	// The application's repository, on the node's address so that the
+	// controller's pod reaches it; approvals are merges there.
+	w.git = gitserver.Start(t, gitserver.Options{Host: realnode.NodeIP})
+	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: ro})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	docs := opts.app("localhost/verserver:v1", port) + "---" + ro
+	if extra != "" {
+		docs += "---" + extra
 	}
 	w.applyYAML(ctx, docs+"---"+fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
@@ -153,6 +165,7 @@ kind: Repository
 metadata: {name: app-repo, namespace: demo}
 spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 `, repoURL))
+	// Traefik on loopback, with the Gateway API provider.
 	p, err := proc.Start(dir, "traefik", traefik, []string{
 		fmt.Sprintf("--entryPoints.web.address=127.0.0.1:%d", port),
 		"--providers.kubernetesgateway=true", "--ping=false", "--log.level=INFO", "--global.checkNewVersion=false",
