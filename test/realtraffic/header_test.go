@@ -18,7 +18,9 @@ const headerSteps = `
 
 // TestHeaderMatchUnderLoad: at a header-match step, every request carrying
 // the header is answered by the canary and none without it, under
-// continuous load through Traefik; after the approval the release completes
+// continuous load through Traefik, also while the application is re-applied
+// from Git every second (Argo CD's server-side apply, then full-object
+// updates); after the approval the release completes
 // without a failed request.
 func TestHeaderMatchUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -30,7 +32,27 @@ func TestHeaderMatchUnderLoad(t *testing.T) {
 	w.applyYAML(ctx, app("localhost/verserver:v2", w.port()))
 	ro := w.waitStep(ctx, 1, 0)
 	m := l.mark()
-	// A quarter of the workers send the header: wait for 1,000 of each.
+	// At the gate, a GitOps tool re-applies the application as Git
+	// declares it (the route without the canary rule, the Service without
+	// the revision selector, the Deployment unpaused) once a second: 15 s
+	// as Argo CD's server-side apply with force, 15 s as a client-side
+	// full-object Update. The admission webhook keeps the release's state:
+	// no request may reach a version the step does not allow.
+	route := w.sampleRoute(ctx)
+	writes, refused := w.reapplyFromGit(ctx, app("localhost/verserver:v2", w.port()), 15*time.Second)
+	samples, flat := route.stop()
+	t.Logf("re-applied from Git during the gate: %d writes (%d refused); HTTPRoute sampled every 50 ms: %d samples, %d without the canary rule",
+		writes, refused, samples, flat)
+	if samples < 100 {
+		t.Errorf("only %d samples of the HTTPRoute in 30 s", samples)
+	}
+	if flat > 0 {
+		t.Errorf("%d of %d samples of the HTTPRoute lost the step's canary rule to a re-apply", flat, samples)
+	}
+	if refused > 0 {
+		t.Errorf("%d of %d re-applies were refused: a GitOps tool would report errors", refused, writes)
+	}
+	// A quarter of the workers send the header: at least 1,000 of each.
 	ans := l.since(ctx, m, 4*perWindow)
 	with, without := count(ans, true), count(ans, false)
 	t.Logf("header step, with x-canary: yes:    %5d requests, v2 %.1f%%, failed %d", with.total, with.share("v2"), with.failed)

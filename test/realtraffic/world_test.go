@@ -296,20 +296,28 @@ func (w *world) eventually(ctx context.Context, limit time.Duration, what string
 // applyYAML applies every document of docs as Flux would.
 func (w *world) applyYAML(ctx context.Context, docs string) {
 	w.t.Helper()
+	for _, u := range decodeAll(w, docs) {
+		if err := w.c.Patch(ctx, u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership); err != nil {
+			w.t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// decodeAll decodes every non-empty document of docs.
+func decodeAll(w *world, docs string) []*unstructured.Unstructured {
+	w.t.Helper()
+	var out []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
 			if err == io.EOF {
-				return
+				return out
 			}
 			w.t.Fatalf("decode: %v", err)
 		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := w.c.Patch(ctx, u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership); err != nil {
-			w.t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		if len(u.Object) > 0 {
+			out = append(out, u)
 		}
 	}
 }
