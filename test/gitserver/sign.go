@@ -11,9 +11,28 @@ import (
 // (what `git commit -S` asks gpg for).
 type SignFunc func(payload []byte) ([]byte, error)
 
+// unsigned drops the gpgsig header (and its continuation lines) of a raw
+// commit, so that a signed tip can be signed again by someone else.
+func unsigned(raw string) string {
+	headers, message, _ := strings.Cut(raw, "\n\n")
+	var kept []string
+	inSig := false
+	for _, l := range strings.Split(headers, "\n") {
+		switch {
+		case strings.HasPrefix(l, "gpgsig "):
+			inSig = true
+		case inSig && strings.HasPrefix(l, " "):
+		default:
+			inSig = false
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n") + "\n\n" + message
+}
+
 // SignTip replaces the tip of branch with a signed copy of it (same tree,
 // parents, author and message), as if its author had signed it, and
-// returns the new tip. sign may write anything, including an SSH
+// returns the new tip (a signed tip loses its signature first). sign may write anything, including an SSH
 // signature block, to test verifiers with.
 func (s *Server) SignTip(repo, branch string, sign SignFunc) (string, error) {
 	dir, err := s.repoDir(repo)
@@ -24,10 +43,11 @@ func (s *Server) SignTip(repo, branch string, sign SignFunc) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	payload, err := gitRaw(dir, nil, "cat-file", "commit", tip)
+	raw, err := gitRaw(dir, nil, "cat-file", "commit", tip)
 	if err != nil {
 		return "", err
 	}
+	payload := unsigned(raw)
 	sig, err := sign([]byte(payload))
 	if err != nil {
 		return "", fmt.Errorf("signing %s: %w", tip, err)
