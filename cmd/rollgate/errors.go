@@ -33,7 +33,10 @@ func exitCode(err error) int {
 	var n notFoundError
 	var f releaseFailed
 	var t timedOut
+	var inv invalidSpec
 	switch {
+	case errors.As(err, &inv):
+		return exitInvalid
 	case errors.As(err, &f):
 		return exitReleaseFailed
 	case errors.As(err, &t):

@@ -53,6 +53,7 @@ failed release is reverted in Git.`,
 	root.AddCommand(newDemoMovedCommand())
 	addCLICommands(root)
 	root.AddCommand(newLuaCommand())
+	root.AddCommand(newPlanCommand())
 	markUsageErrors(root)
 	return root
 }
