@@ -34,9 +34,12 @@ func exitCode(err error) int {
 	var f releaseFailed
 	var t timedOut
 	var inv invalidSpec
+	var nc notConverted
 	switch {
 	case errors.As(err, &inv):
 		return exitInvalid
+	case errors.As(err, &nc):
+		return exitNotConverted
 	case errors.As(err, &f):
 		return exitReleaseFailed
 	case errors.As(err, &t):

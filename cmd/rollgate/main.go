@@ -54,6 +54,7 @@ failed release is reverted in Git.`,
 	addCLICommands(root)
 	root.AddCommand(newLuaCommand())
 	root.AddCommand(newPlanCommand())
+	root.AddCommand(newConvertCommand())
 	markUsageErrors(root)
 	return root
 }
