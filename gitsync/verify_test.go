@@ -227,3 +227,4 @@ func TestApprovalVerifierKeys(t *testing.T) {
 		}
 	}
 }
+

@@ -50,6 +50,16 @@ func approvalVerifier(p *v1alpha1.ApprovalPolicy, keys map[string][]byte) (*gits
 	return v, -1, nil
 }
 
+// shallowBranches are the branches fetched without history even when
+// approvals need it: the status branch, unless progress goes to the
+// tracked branch.
+func shallowBranches(w gitsync.WriterOptions) []string {
+	if w.PathPrefix != "" {
+		return nil
+	}
+	return []string{w.Branch}
+}
+
 // observeVerifiedApproval judges the approval of the gate the Rollout
 // waits at, as found at the head of the tracked branch (snap), under the
 // Repository's approval policy. Only an approval that passes counts; the

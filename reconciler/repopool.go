@@ -211,15 +211,15 @@ func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 	if err != nil {
 		return nil, err
 	}
+	opts := g.writerOptions(spec)
 	repo, err := gitsync.Open(gitsync.Options{
 		URL: spec.URL, Credentials: creds, InsecureHTTP: g.defaults.GitInsecureHTTP,
 		Observe: g.defaults.Metrics.GitObserver(obj.Namespace, obj.Name),
-		Signer:  signer, Depth: depth,
+		Signer:  signer, Depth: depth, ShallowBranches: shallowBranches(opts),
 	})
 	if err != nil {
 		return nil, err
 	}
-	opts := g.writerOptions(spec)
 	e := &repoHandle{key: key, obj: obj, spec: spec, clone: repo, verifier: verifier,
 		branch: orDefault(spec.Branch, "main"), statusBranch: opts.Branch, window: opts.Window}
 	opts.OnFlush = func(res gitsync.FlushResult, err error) { g.flushed(e, res, err) }
