@@ -227,4 +227,3 @@ func TestApprovalVerifierKeys(t *testing.T) {
 		}
 	}
 }
-
