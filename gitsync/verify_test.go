@@ -2,7 +2,9 @@ package gitsync_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -23,7 +25,7 @@ type testKey struct {
 	signAt time.Time
 }
 
-func newTestKey(t *testing.T, name string, created time.Time, lifetime time.Duration) testKey {
+func newTestKey(t testing.TB, name string, created time.Time, lifetime time.Duration) testKey {
 	t.Helper()
 	cfg := &packet.Config{KeyLifetimeSecs: uint32(lifetime / time.Second)}
 	if !created.IsZero() {
@@ -41,7 +43,7 @@ func newTestKey(t *testing.T, name string, created time.Time, lifetime time.Dura
 }
 
 // public is the armored public key, as an approvers' Secret holds it.
-func (k testKey) public(t *testing.T) []byte {
+func (k testKey) public(t testing.TB) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	w, err := armor.Encode(&b, openpgp.PublicKeyType, nil)
@@ -224,6 +226,53 @@ func TestApprovalVerifierKeys(t *testing.T) {
 		}
 		if name == "not armored" && !strings.Contains(err.Error(), "team.asc") {
 			t.Errorf("the error does not name the Secret key: %v", err)
+		}
+	}
+}
+
+// BenchmarkVerifyApproval200Deep judges an approval brought by a signed
+// merge 200 commits below the head, with no cached verdict: the walk back
+// through the history and one signature check.
+func BenchmarkVerifyApproval200Deep(b *testing.B) {
+	before, err := os.ReadFile("testdata/approve-append-block/before.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := gitserver.Start(b, gitserver.Options{})
+	url, err := srv.CreateRepo("app", map[string]string{rolloutPath: string(before)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	repo, err := gitsync.Open(gitsync.Options{URL: url, Depth: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := gitsync.RecordApproval(context.Background(), repo, "main", rolloutPath, "demo", "echoserver", step2, ""); err != nil {
+		b.Fatal(err)
+	}
+	key := newTestKey(b, "approver", time.Time{}, 0)
+	if _, err := srv.SignTip("app", "main", key.sign); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := srv.Commit("app", "main", "later", map[string]string{"other.txt": fmt.Sprint(i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	snap, err := repo.Snapshot(context.Background(), "main")
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := map[string][]byte{"approver.asc": key.public(b)}
+	b.ResetTimer()
+	for range b.N {
+		v, err := gitsync.NewApprovalVerifier(keys, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, found, err := v.Verify(snap, rolloutPath, "demo", "echoserver", step2)
+		if err != nil || !found || !got.Counts() {
+			b.Fatalf("verdict %v, %v, %v", got, found, err)
 		}
 	}
 }
