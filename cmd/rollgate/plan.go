@@ -30,6 +30,7 @@ func (e invalidSpec) Unwrap() error { return e.err }
 type planFlags struct {
 	output    string
 	base      string
+	baseFile  string
 	namespace string
 	nodes     int32
 }
@@ -55,24 +56,33 @@ each rollgate object:
 With --base <ref> inside a Git working copy, the same paths are read at that
 commit too, to say which Rollouts the change releases (the workload's pod
 template changed) and which it does not, and to check updates as updates
-(spec.workloadRef is immutable).
+(spec.workloadRef is immutable). For rendered manifests, --base-file names
+the base rendered the same way.
 
 Exit codes: 0 when every object is valid, 6 when one is not (the field and
 the fix are named), 1 when the files cannot be read.`,
 		Example: `  rollgate plan apps/
   kustomize build apps/echoserver | rollgate plan -
   helm template web charts/web | rollgate plan -n web -o markdown -
-  rollgate plan --base origin/main -o markdown apps/`,
+  rollgate plan --base origin/main -o markdown apps/
+  helm template web charts/web | rollgate plan --base-file base.yaml -`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkPlanOutput(f.output); err != nil {
 				return usageError{err}
+			}
+			if f.base != "" && f.baseFile != "" {
+				return usageError{errors.New("--base and --base-file both name the base: give one")}
+			}
+			if f.baseFile == "-" {
+				return usageError{errors.New("--base-file names a file: standard input is for the manifests to plan")}
 			}
 			return runPlan(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), f, args)
 		},
 	}
 	c.Flags().StringVarP(&f.output, "output", "o", "table", "Output format: table, markdown or json")
 	c.Flags().StringVar(&f.base, "base", "", "Git ref to compare with (a branch, tag or commit of the working copy holding the files)")
+	c.Flags().StringVar(&f.baseFile, "base-file", "", "Manifests to compare with, rendered from the base (helm template or kustomize build of the base commit)")
 	c.Flags().StringVarP(&f.namespace, "namespace", "n", "default", "Namespace of objects that name none (as helm template prints them)")
 	c.Flags().Int32Var(&f.nodes, "nodes", 0, "Nodes a DaemonSet runs on, to count its pods (default: show percentages)")
 	return c
@@ -93,8 +103,13 @@ func runPlan(ctx context.Context, stdin io.Reader, w io.Writer, f *planFlags, ar
 		return err
 	}
 	var base *manifestSet
-	if f.base != "" {
+	switch {
+	case f.base != "":
 		if base, err = readBase(head, args, f.base, f.namespace); err != nil {
+			return err
+		}
+	case f.baseFile != "":
+		if base, err = readManifests(nil, []string{f.baseFile}, f.namespace); err != nil {
 			return err
 		}
 	}
@@ -146,7 +161,7 @@ func readBase(head *manifestSet, args []string, ref, namespace string) (*manifes
 
 // buildPlan validates every rollgate object of head and plans its Rollouts.
 func buildPlan(ctx context.Context, v *admission.Validator, head, base *manifestSet, f *planFlags) planReport {
-	report := planReport{Base: f.base}
+	report := planReport{Base: f.base + f.baseFile}
 	for _, m := range head.objects {
 		if !v.Handles(m.obj.GroupVersionKind()) {
 			continue

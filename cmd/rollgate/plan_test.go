@@ -87,6 +87,17 @@ func TestPlanRefusesWhatTheAPIServerRefuses(t *testing.T) {
 	if err != nil || json.Unmarshal(data, &r) != nil || len(r.Rollouts) != 1 || r.Rollouts[0].Namespace != "shop" || r.Rollouts[0].Replicas != 4 {
 		t.Fatalf("plan of standard input: %v\n%s", err, data)
 	}
+
+	// The same, against a base rendered the same way with another image.
+	base := filepath.Join(dir, "base.yaml")
+	write(t, base, strings.ReplaceAll(rolloutYAML("web", "web")+"---\n"+deploymentYAML("web", "web:0", 4), "namespace: demo", ""))
+	cmd = exec.Command(os.Args[0], "plan", "-n", "shop", "--base-file", base, "-")
+	cmd.Env = append(os.Environ(), "ROLLGATE_TEST_RUN_MAIN=1")
+	cmd.Stdin = strings.NewReader(rendered)
+	data, err = cmd.Output()
+	if err != nil || !strings.Contains(string(data), "releases: the pod template changed (web: web:0 -> web:1)") {
+		t.Fatalf("plan against a rendered base: %v\n%s", err, data)
+	}
 }
 
 // TestPlanBaseOnAGitHistory: in a repository of two commits, the second
