@@ -204,3 +204,42 @@ func write(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestPlanDaemonSet: a DaemonSet's pods depend on the nodes: without
+// --nodes the steps give their replicas as written, with it they count.
+func TestPlanDaemonSet(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "agent.yaml"), `apiVersion: rollgate.dev/v1alpha1
+kind: Rollout
+metadata: {name: agent, namespace: ops}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: DaemonSet, name: agent}
+  strategy:
+    canary:
+      steps:
+      - {replicas: 1, pause: {}}
+      - {replicas: "50%"}
+      - {replicas: "100%"}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: ops}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: agent, image: "agent:1"}]}
+`)
+	out, code := runMain(t, "plan", dir)
+	if code != exitOK || !strings.Contains(out, "pass --nodes to count pods") || !strings.Contains(out, "2     50%   the rest") {
+		t.Fatalf("without --nodes: exit %d\n%s", code, out)
+	}
+	out, code = runMain(t, "plan", "--nodes", "8", "-o", "json", dir)
+	var r planReport
+	if code != exitOK || json.Unmarshal([]byte(out), &r) != nil || len(r.Rollouts) != 1 {
+		t.Fatalf("with --nodes: exit %d\n%s", code, out)
+	}
+	if s := r.Rollouts[0].Steps; s[0].New != 1 || s[0].Old != 7 || s[1].New != 4 || s[1].Old != 4 || s[2].New != 8 {
+		t.Errorf("steps on 8 nodes = %+v", s)
+	}
+}
