@@ -21,9 +21,10 @@ import (
 // TestGateOpensOnlyOnASignedMergedApproval: with spec.approvals on the
 // Repository (signedBy the approvers' keys, mergeOnly), a gate holds on
 // an approval written into the cluster, on an unsigned merge of the
-// approval branch, and on a merge signed by a key that is not an
-// approver's; each rejected approval is a condition and a Warning event
-// naming the commit. A merge signed by an approver opens the gate.
+// approval branch, on a merge signed by a key that is not an approver's,
+// and while the approvers' Secret holds no usable key; each rejected
+// approval is a condition and a Warning event naming the commit. A merge
+// signed by an approver opens the gate.
 func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 	w := newWorld(t)
 	w.ensureNamespace("demo")
@@ -72,6 +73,22 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 	}
 	w.rejected(merge, "not trusted")
 	w.holdsGate(3*time.Second, 1)
+
+	// When the approvers' Secret holds no usable key, no approval from Git
+	// counts, and the Rollout names the field.
+	keys.Data = map[string][]byte{"approver.asc": []byte("not a key")}
+	if err := w.c.Update(context.Background(), keys); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually(30*time.Second, "GitSynced=False naming spec.approvals.signedBy", func(ctx context.Context) (bool, error) {
+		c := conditions.Get(w.rollout("demo", "echoserver"), v1alpha1.GitSyncedCondition)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "spec.approvals.signedBy"), nil
+	})
+	keys.Data = map[string][]byte{"approver.asc": approver.public}
+	if err := w.c.Update(context.Background(), keys); err != nil {
+		t.Fatal(err)
+	}
+	w.holdsGate(2*time.Second, 1)
 
 	// When an approver signs the merge, the gate opens and the Rollout
 	// names the commit and the key.
