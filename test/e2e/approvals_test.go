@@ -80,10 +80,12 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 	if err := w.c.Update(context.Background(), keys); err != nil {
 		t.Fatal(err)
 	}
-	w.eventually(30*time.Second, "GitSynced=False naming spec.approvals.signedBy", func(ctx context.Context) (bool, error) {
+	broken := time.Now()
+	w.eventually(60*time.Second, "GitSynced=False naming spec.approvals.signedBy", func(ctx context.Context) (bool, error) {
 		c := conditions.Get(w.rollout("demo", "echoserver"), v1alpha1.GitSyncedCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "spec.approvals.signedBy"), nil
 	})
+	t.Logf("GitSynced=False %v after the Secret broke", time.Since(broken).Round(100*time.Millisecond))
 	keys.Data = map[string][]byte{"approver.asc": approver.public}
 	if err := w.c.Update(context.Background(), keys); err != nil {
 		t.Fatal(err)
