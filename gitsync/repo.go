@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,10 +79,6 @@ type Options struct {
 	// top of the fetched head), so 0 means 1: a shallow fetch. A negative
 	// value fetches full history.
 	Depth int
-	// ShallowBranches are fetched with depth 1 even when Depth asks for
-	// history (a status branch, whose history rollgate never reads and
-	// which grows with every status write).
-	ShallowBranches []string
 	// InsecureHTTP allows sending credentials over plain http://. Off by
 	// default; meant for tests and in-cluster Git servers.
 	InsecureHTTP bool
@@ -201,17 +196,6 @@ func (r *Repository) depth() int {
 	}
 }
 
-// depthFor is the depth of a fetch of branches: 1 when they are all
-// ShallowBranches, else depth().
-func (r *Repository) depthFor(branches []string) int {
-	for _, b := range branches {
-		if !slices.Contains(r.opts.ShallowBranches, b) {
-			return r.depth()
-		}
-	}
-	return 1
-}
-
 // netContext bounds one exchange with the remote by Options.Timeout.
 func (r *Repository) netContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := r.opts.Timeout
@@ -313,7 +297,7 @@ func (r *Repository) fetchHeads(ctx context.Context, branches ...string) (map[st
 	err = r.repo.FetchContext(fctx, &git.FetchOptions{
 		RemoteName: remoteName,
 		RefSpecs:   specs,
-		Depth:      r.depthFor(fetched),
+		Depth:      r.depth(),
 		Auth:       r.auth,
 		Tags:       git.NoTags,
 		Force:      true,

@@ -33,44 +33,42 @@ func (g *repoPool) approverKeys(ctx context.Context, r *v1alpha1.Repository) (ma
 }
 
 // approvalVerifier builds the verifier of policy p from the keys of its
-// signedBy Secret, and the fetch depth it needs: the whole history of the
-// tracked branch, to find the commit that brought each approval. Without a
-// policy it returns nil and the default (shallow) depth.
-func approvalVerifier(p *v1alpha1.ApprovalPolicy, keys map[string][]byte) (*gitsync.ApprovalVerifier, int, error) {
+// signedBy Secret; nil without a policy.
+func approvalVerifier(p *v1alpha1.ApprovalPolicy, keys map[string][]byte) (*gitsync.ApprovalVerifier, error) {
 	if !p.Enabled() {
-		return nil, 0, nil
+		return nil, nil
 	}
 	if p.SignedBy == nil {
 		keys = nil
 	}
 	v, err := gitsync.NewApprovalVerifier(keys, p.MergeOnly)
 	if err != nil {
-		return nil, 0, fmt.Errorf("spec.approvals.signedBy (Secret %s): %w", p.SignedBy.Name, err)
+		return nil, fmt.Errorf("spec.approvals.signedBy (Secret %s): %w", p.SignedBy.Name, err)
 	}
-	return v, -1, nil
-}
-
-// shallowBranches are the branches fetched without history even when
-// approvals need it: the status branch, unless progress goes to the
-// tracked branch.
-func shallowBranches(w gitsync.WriterOptions) []string {
-	if w.PathPrefix != "" {
-		return nil
-	}
-	return []string{w.Branch}
+	return v, nil
 }
 
 // observeVerifiedApproval judges the approval of the gate the Rollout
-// waits at, as found at the head of the tracked branch (snap), under the
-// Repository's approval policy. Only an approval that passes counts; the
-// verdict goes to the scope either way, for the ApprovalVerified condition.
-func observeVerifiedApproval(sc *scope, snap *gitsync.Snapshot) error {
+// waits at, found at the head of the tracked branch (snap, as the main
+// clone last fetched it), under the Repository's approval policy, in the
+// history clone (fetched when its head differs). Only an approval that
+// passes counts; the verdict goes to the scope either way, for the
+// ApprovalVerified condition.
+func observeVerifiedApproval(ctx context.Context, sc *scope, snap *gitsync.Snapshot) error {
 	ro, e := sc.ro, sc.git
 	a := ro.Status.AwaitingApproval
 	want := gitApproval(a.Revision, a.Attempt, a.Step)
-	v, found, err := e.verifier.Verify(snap, ro.Spec.Git.Path, ro.Namespace, ro.Name, want)
+	if h, err := e.history.Head(snap.Branch); err != nil || h != snap.Commit {
+		if err := e.history.Fetch(ctx, snap.Branch); err != nil {
+			return fmt.Errorf("fetching the history of %s of %s: %w", snap.Branch, e.clone, err)
+		}
+	}
+	full, err := e.history.LocalSnapshot(snap.Branch)
 	if err != nil {
-		e.markStale()
+		return fmt.Errorf("reading the history of %s of %s: %w", snap.Branch, e.clone, err)
+	}
+	v, found, err := e.verifier.Verify(full, ro.Spec.Git.Path, ro.Namespace, ro.Name, want)
+	if err != nil {
 		return fmt.Errorf("verifying the approval in %s of %s: %w", snap.Branch, e.clone, err)
 	}
 	if !found {

@@ -37,24 +37,17 @@ func TestCountedApprovals(t *testing.T) {
 
 // TestApprovalVerifierFromSecret: a Secret without a usable public key is
 // an error naming spec.approvals.signedBy (the Repository is then not
-// Ready and no approval from Git counts); with a policy the clone fetches
-// history, without one it stays shallow.
+// Ready and no approval from Git counts).
 func TestApprovalVerifierFromSecret(t *testing.T) {
 	p := &v1alpha1.ApprovalPolicy{SignedBy: &v1alpha1.LocalObjectReference{Name: "approvers"}}
-	_, _, err := approvalVerifier(p, map[string][]byte{"alice.asc": []byte("not a key")})
+	_, err := approvalVerifier(p, map[string][]byte{"alice.asc": []byte("not a key")})
 	if !errors.Is(err, gitsync.ErrInvalidCredentials) || !strings.Contains(err.Error(), "spec.approvals.signedBy") || !strings.Contains(err.Error(), "alice.asc") {
 		t.Fatalf("error %v", err)
 	}
-	if v, depth, err := approvalVerifier(&v1alpha1.ApprovalPolicy{MergeOnly: true}, nil); v == nil || depth != -1 || err != nil {
-		t.Fatalf("mergeOnly: %v %d %v", v, depth, err)
+	if v, err := approvalVerifier(&v1alpha1.ApprovalPolicy{MergeOnly: true}, nil); v == nil || err != nil {
+		t.Fatalf("mergeOnly: %v %v", v, err)
 	}
-	if v, depth, err := approvalVerifier(nil, nil); v != nil || depth != 0 || err != nil {
-		t.Fatalf("no policy: %v %d %v", v, depth, err)
-	}
-	if got := shallowBranches(gitsync.WriterOptions{Branch: "rollgate/status"}); len(got) != 1 || got[0] != "rollgate/status" {
-		t.Errorf("shallow branches %v", got)
-	}
-	if got := shallowBranches(gitsync.WriterOptions{Branch: "main", PathPrefix: "status"}); got != nil {
-		t.Errorf("status in the tracked branch: shallow branches %v", got)
+	if v, err := approvalVerifier(nil, nil); v != nil || err != nil {
+		t.Fatalf("no policy: %v %v", v, err)
 	}
 }

@@ -52,7 +52,7 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) err
 		return fmt.Errorf("reading approvals from %s of %s: %w", ro.Spec.Git.Path, e.clone, err)
 	}
 	if e.verifier != nil {
-		return observeVerifiedApproval(sc, snap)
+		return observeVerifiedApproval(ctx, sc, snap)
 	}
 	for _, a := range found {
 		sc.gitApprovals = append(sc.gitApprovals, v1alpha1.Approval{Revision: a.Revision, Step: int32(a.Step), Attempt: int32(a.Attempt), ApprovedBy: "git"})

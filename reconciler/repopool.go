@@ -41,8 +41,11 @@ type repoHandle struct {
 	spec   v1alpha1.RepositorySpec
 	clone  *gitsync.Repository // the local clone
 	writer *gitsync.Writer
-	// verifier judges approvals under spec.approvals; nil counts them all.
+	// verifier judges approvals under spec.approvals (nil counts them
+	// all), in history, a clone that fetches the tracked branch with its
+	// history.
 	verifier *gitsync.ApprovalVerifier
+	history  *gitsync.Repository
 	stop     context.CancelFunc
 	// branch is the Repository's tracked branch; statusBranch and window
 	// where and how often its writer writes.
@@ -207,20 +210,30 @@ func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 		}
 		signer = s
 	}
-	verifier, depth, err := approvalVerifier(spec.Approvals, approvers)
+	verifier, err := approvalVerifier(spec.Approvals, approvers)
 	if err != nil {
 		return nil, err
 	}
-	opts := g.writerOptions(spec)
-	repo, err := gitsync.Open(gitsync.Options{
+	gitOpts := gitsync.Options{
 		URL: spec.URL, Credentials: creds, InsecureHTTP: g.defaults.GitInsecureHTTP,
 		Observe: g.defaults.Metrics.GitObserver(obj.Namespace, obj.Name),
-		Signer:  signer, Depth: depth, ShallowBranches: shallowBranches(opts),
-	})
+		Signer:  signer,
+	}
+	repo, err := gitsync.Open(gitOpts)
 	if err != nil {
 		return nil, err
 	}
-	e := &repoHandle{key: key, obj: obj, spec: spec, clone: repo, verifier: verifier,
+	var history *gitsync.Repository
+	if verifier != nil {
+		// A copy of its own, with history, for the tracked branch only: the
+		// shallow fetches of the main copy would hide history from it.
+		gitOpts.Depth, gitOpts.Signer = -1, nil
+		if history, err = gitsync.Open(gitOpts); err != nil {
+			return nil, err
+		}
+	}
+	opts := g.writerOptions(spec)
+	e := &repoHandle{key: key, obj: obj, spec: spec, clone: repo, verifier: verifier, history: history,
 		branch: orDefault(spec.Branch, "main"), statusBranch: opts.Branch, window: opts.Window}
 	opts.OnFlush = func(res gitsync.FlushResult, err error) { g.flushed(e, res, err) }
 	w, err := gitsync.NewWriter(repo, opts)
