@@ -15,10 +15,11 @@ func (r *RolloutReconciler) actOpenRepository(ctx context.Context, sc *scope) er
 		return nil
 	}
 	h, repo, err := r.repos.forRollout(ctx, sc.ro)
+	sc.repository = repo
 	if err != nil {
 		return err
 	}
-	sc.git, sc.repository = h, repo
+	sc.git = h
 	return nil
 }
 
@@ -49,6 +50,9 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) err
 	found, err := gitsync.ApprovalsIn(manifest, ro.Namespace, ro.Name)
 	if err != nil {
 		return fmt.Errorf("reading approvals from %s of %s: %w", ro.Spec.Git.Path, e.clone, err)
+	}
+	if e.verifier != nil {
+		return observeVerifiedApproval(ctx, sc, snap)
 	}
 	for _, a := range found {
 		sc.gitApprovals = append(sc.gitApprovals, v1alpha1.Approval{Revision: a.Revision, Step: int32(a.Step), Attempt: int32(a.Attempt), ApprovedBy: "git"})

@@ -41,7 +41,12 @@ type repoHandle struct {
 	spec   v1alpha1.RepositorySpec
 	clone  *gitsync.Repository // the local clone
 	writer *gitsync.Writer
-	stop   context.CancelFunc
+	// verifier judges approvals under spec.approvals (nil counts them
+	// all), in history, a clone that fetches the tracked branch with its
+	// history.
+	verifier *gitsync.ApprovalVerifier
+	history  *gitsync.Repository
+	stop     context.CancelFunc
 	// branch is the Repository's tracked branch; statusBranch and window
 	// where and how often its writer writes.
 	branch       string
@@ -101,7 +106,8 @@ func (g *repoPool) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*repoH
 	}
 	e, err := g.forRepository(ctx, &r)
 	if err != nil {
-		return nil, nil, err
+		// The Repository still says which approvals may count.
+		return nil, &r, err
 	}
 	return e, &r, nil
 }
@@ -130,13 +136,18 @@ func (g *repoPool) forRepository(ctx context.Context, r *v1alpha1.Repository) (*
 		signing = s.Data
 		secretVersion += "/" + s.ResourceVersion
 	}
+	approvers, version, err := g.approverKeys(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	secretVersion += "/" + version
 	entryKey := entryKey(r.Spec, secretVersion)
 	g.mu.Lock()
 	if e := g.entries[key]; e != nil && e.key == entryKey {
 		g.mu.Unlock()
 		return e, nil
 	}
-	e, err := g.open(key, r.Spec, data, signing, entryKey)
+	e, err := g.open(key, r.Spec, data, signing, approvers, entryKey)
 	if err != nil {
 		g.mu.Unlock()
 		return nil, fmt.Errorf("Repository %s: %w", key, err)
@@ -180,8 +191,9 @@ const (
 
 // open builds the repository of the Repository object obj and starts its
 // status writer; with signing (the data of the signingKeyRef Secret) every
-// commit is signed. Called with g.mu held.
-func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing map[string][]byte, key string) (*repoHandle, error) {
+// commit is signed; approvers are the keys of spec.approvals.signedBy.
+// Called with g.mu held.
+func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing, approvers map[string][]byte, key string) (*repoHandle, error) {
 	var creds *gitsync.Credentials
 	if secret != nil {
 		c, err := gitsync.CredentialsFromSecret(secret)
@@ -198,16 +210,30 @@ func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 		}
 		signer = s
 	}
-	repo, err := gitsync.Open(gitsync.Options{
-		URL: spec.URL, Credentials: creds, InsecureHTTP: g.defaults.GitInsecureHTTP,
-		Observe: g.defaults.Metrics.GitObserver(obj.Namespace, obj.Name),
-		Signer:  signer,
-	})
+	verifier, err := approvalVerifier(spec.Approvals, approvers)
 	if err != nil {
 		return nil, err
 	}
+	gitOpts := gitsync.Options{
+		URL: spec.URL, Credentials: creds, InsecureHTTP: g.defaults.GitInsecureHTTP,
+		Observe: g.defaults.Metrics.GitObserver(obj.Namespace, obj.Name),
+		Signer:  signer,
+	}
+	repo, err := gitsync.Open(gitOpts)
+	if err != nil {
+		return nil, err
+	}
+	var history *gitsync.Repository
+	if verifier != nil {
+		// A copy of its own, with history, for the tracked branch only: the
+		// shallow fetches of the main copy would hide history from it.
+		gitOpts.Depth, gitOpts.Signer = -1, nil
+		if history, err = gitsync.Open(gitOpts); err != nil {
+			return nil, err
+		}
+	}
 	opts := g.writerOptions(spec)
-	e := &repoHandle{key: key, obj: obj, spec: spec, clone: repo,
+	e := &repoHandle{key: key, obj: obj, spec: spec, clone: repo, verifier: verifier, history: history,
 		branch: orDefault(spec.Branch, "main"), statusBranch: opts.Branch, window: opts.Window}
 	opts.OnFlush = func(res gitsync.FlushResult, err error) { g.flushed(e, res, err) }
 	w, err := gitsync.NewWriter(repo, opts)

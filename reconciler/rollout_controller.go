@@ -229,7 +229,7 @@ func observed(sc *scope) strategy.Observed {
 		MaxUnavailable: o.MaxUnavailable,
 		Leaving:        o.Leaving,
 		Pods:           map[string]strategy.PodCounts{},
-		Approvals:      append(append([]v1alpha1.Approval(nil), sc.ro.Spec.Approvals...), sc.gitApprovals...),
+		Approvals:      countedApprovals(sc),
 		Deleting:       !sc.ro.DeletionTimestamp.IsZero(),
 		Missing:        sc.missing,
 		Invalid:        sc.analysis.invalid,

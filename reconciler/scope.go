@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
 	plan "github.com/rollgate/rollgate/strategy/analysis"
@@ -38,6 +39,9 @@ type scope struct {
 	// gitReadErr says why Git could not be read.
 	gitApprovals []v1alpha1.Approval
 	gitReadErr   error
+	// approvalVerdict judges the approval of the waiting gate found on the
+	// tracked branch, when the Repository restricts approvals.
+	approvalVerdict *gitsync.Verdict
 	// analysis is what the metric providers answered.
 	analysis analysisSeen
 

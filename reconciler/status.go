@@ -67,6 +67,30 @@ func (r *RolloutReconciler) updateStatus(sc *scope) {
 	markAnalysis(ro, sc.analysis)
 	markTraffic(sc)
 	markGit(sc)
+	r.markApproval(sc)
+}
+
+// markApproval sets ApprovalVerified from the verdict on the waiting
+// gate's approval in Git, with an event when it changes (a rejected
+// approval is a Warning naming the commit).
+func (r *RolloutReconciler) markApproval(sc *scope) {
+	v := sc.approvalVerdict
+	if v == nil {
+		return
+	}
+	ro := sc.ro
+	c := metav1.Condition{Type: v1alpha1.ApprovalVerifiedCondition, Status: metav1True, Reason: v1alpha1.ReasonApprovalVerified, Message: v.String()}
+	typ := corev1.EventTypeNormal
+	if !v.Counts() {
+		c.Status, c.Reason, typ = metav1False, v1alpha1.ReasonApprovalRejected, corev1.EventTypeWarning
+	}
+	if old := conditions.Get(ro, c.Type); old != nil && old.Status == c.Status && old.Message == c.Message {
+		return
+	}
+	conditions.Set(ro, &c)
+	if r.Recorder != nil {
+		r.Recorder.Event(ro, typ, c.Reason, c.Message)
+	}
 }
 
 // markFailure reports the error a reconcile stopped on. A stall: Stalled

@@ -30,6 +30,13 @@ const (
 	// Git says what the cluster says. It never affects Ready, Reconciling
 	// or Stalled.
 	GitSyncedCondition = "GitSynced"
+	// ApprovalVerifiedCondition reports the last approval found in Git for
+	// a waiting gate when the Repository restricts approvals
+	// (spec.approvals): True when it counts (the message names the commit
+	// and the key that signed it), False with reason ApprovalRejected when
+	// it does not (the message names the commit and why). Absent when the
+	// Repository does not restrict approvals.
+	ApprovalVerifiedCondition = "ApprovalVerified"
 )
 
 // Condition reasons.
@@ -84,6 +91,12 @@ const (
 	// blocked by status write-back failures, only gates are. On a
 	// Repository: its last fetch or status write failed.
 	ReasonGitError = "GitError"
+	// ReasonApprovalVerified: the approval in Git passed the Repository's
+	// checks (signature, merge).
+	ReasonApprovalVerified = "ApprovalVerified"
+	// ReasonApprovalRejected: an approval in Git was ignored: its commit is
+	// unsigned, signed by an untrusted or expired key, or not a merge.
+	ReasonApprovalRejected = "ApprovalRejected"
 	// ReasonGitReachable: on a Repository, the last fetch of the tracked
 	// branch and the last status write succeeded.
 	ReasonGitReachable = "GitReachable"

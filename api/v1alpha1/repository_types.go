@@ -81,6 +81,39 @@ type RepositorySpec struct {
 	// +kubebuilder:default=Branch
 	// +optional
 	RevertPolicy string `json:"revertPolicy,omitempty"`
+
+	// Approvals says which approvals found in Git count. Unset, every
+	// approval on the tracked branch counts, and so do approvals written
+	// into a Rollout object in the cluster.
+	// +optional
+	Approvals *ApprovalPolicy `json:"approvals,omitempty"`
+}
+
+// ApprovalPolicy restricts which approvals count, by the commit that
+// brought each approval to the tracked branch. With any of its fields set,
+// only approvals read from the tracked branch count (not spec.approvals of
+// the Rollout object in the cluster), and the clone keeps the branch's
+// whole history to find those commits.
+type ApprovalPolicy struct {
+	// SignedBy names a Secret holding ASCII-armored OpenPGP public keys
+	// (every data key is read as a keyring). An approval counts only when
+	// the commit that brought it to the tracked branch carries a valid
+	// signature by one of them, made with a key that has not expired.
+	// SSH signatures are not supported (go-git cannot verify them): a
+	// commit signed only with SSH does not count.
+	// +optional
+	SignedBy *LocalObjectReference `json:"signedBy,omitempty"`
+	// MergeOnly counts an approval only when the commit that brought it to
+	// the tracked branch is a merge commit whose other parent carries the
+	// approval (the approval branch, merged as a pull request). Direct
+	// commits, squash and rebase merges, and fast-forwards do not count.
+	// +optional
+	MergeOnly bool `json:"mergeOnly,omitempty"`
+}
+
+// Enabled reports whether p restricts approvals.
+func (p *ApprovalPolicy) Enabled() bool {
+	return p != nil && (p.SignedBy != nil || p.MergeOnly)
 }
 
 // StatusWriteSpec says where progress files go.

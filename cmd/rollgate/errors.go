@@ -33,7 +33,13 @@ func exitCode(err error) int {
 	var n notFoundError
 	var f releaseFailed
 	var t timedOut
+	var inv invalidSpec
+	var nc notConverted
 	switch {
+	case errors.As(err, &inv):
+		return exitInvalid
+	case errors.As(err, &nc):
+		return exitNotConverted
 	case errors.As(err, &f):
 		return exitReleaseFailed
 	case errors.As(err, &t):

@@ -53,6 +53,8 @@ failed release is reverted in Git.`,
 	root.AddCommand(newDemoMovedCommand())
 	addCLICommands(root)
 	root.AddCommand(newLuaCommand())
+	root.AddCommand(newPlanCommand())
+	root.AddCommand(newConvertCommand())
 	markUsageErrors(root)
 	return root
 }
