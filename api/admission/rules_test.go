@@ -191,6 +191,8 @@ func ruleCases() []ruleCase {
 		add(p, p+".steps[].replicas must not decrease", p+".steps=[{replicas: 3}, {replicas: 1}]")
 		add(p, p+".steps[].replicas percentages", p+".steps=[{replicas: '50%'}, {replicas: '20%'}]")
 		add(p+".steps[*].matches[*]", "a match needs at least one", p+".steps[0].matches=[{headers: []}]")
+		add(p+".trafficRoutings[*].verify.prometheus.headers[*]", "header name is managed",
+			p+".trafficRoutings[0].verify={prometheus: {address: 'http://p:9090', query: share, headers: [{name: Content-Length, value: '1'}]}}")
 		cs = append(cs, ruleCase{"Rollout", p + ".steps[*].matches[*].path", "type must be one of", st.base,
 			[]string{p + ".steps[0].matches=[{path: {type: Glob, value: /a}}]"}, nil,
 			"the enum of path.type refuses any other type first, and the API server skips CEL rules after an enum error"})
