@@ -49,6 +49,18 @@ func TestPlanExamples(t *testing.T) {
 	if a := echo.Steps[1].Analysis; len(a) != 1 || a[0] != "success-rate" {
 		t.Errorf("analysis of step 2 = %v", a)
 	}
+	verified := 0
+	for i := range r.Rollouts {
+		if ro := r.Rollouts[i]; ro.Name == "shop" && strings.HasPrefix(ro.Steps[0].Traffic[0].Router, "HTTPRoute") {
+			verified++
+			if a := ro.Steps[0].Analysis; len(a) != 1 || a[0] != "traffic share verified (10%)" {
+				t.Errorf("shop (trafficRoutings[].verify): analysis of step 1 = %v, want its traffic share verified", a)
+			}
+		}
+	}
+	if verified != 1 {
+		t.Errorf("found %d plans of examples/rollout-traffic-verify.yaml, want 1", verified)
+	}
 
 	for _, format := range []string{"table", "markdown"} {
 		out, code := runMain(t, "plan", "-o", format, "../../examples/echoserver")

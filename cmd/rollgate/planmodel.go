@@ -139,6 +139,9 @@ func planRollout(ro *v1alpha1.Rollout, source string, head, base *manifestSet, n
 		if a := ro.Spec.Strategy.StepAnalysis(int32(i + 1)); a != nil {
 			sp.Analysis = a.Templates
 		}
+		if s.Verify {
+			sp.Analysis = append(sp.Analysis, fmt.Sprintf("traffic share verified (%d%%)", s.Traffic.Weight))
+		}
 		p.Steps = append(p.Steps, sp)
 	}
 	if base != nil {
