@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -86,6 +87,11 @@ func waitReleased(ctx context.Context, w io.Writer, c client.Client, ns, ref, im
 			fmt.Fprintln(w, line)
 			last = line
 		}
+		if err != nil && deadlineHit(ctx, err) && !errors.As(err, new(releaseFailed)) {
+			// The deadline passed during a read: that is the timeout,
+			// not an API error.
+			return timedOut{fmt.Errorf("not released within %s: %s", timeout, orWaiting(last))}
+		}
 		if err != nil || done {
 			return err
 		}
@@ -95,6 +101,19 @@ func waitReleased(ctx context.Context, w io.Writer, c client.Client, ns, ref, im
 		case <-time.After(interval):
 		}
 	}
+}
+
+// deadlineHit reports whether err comes from the --timeout deadline: it
+// passed during a read, or the client's rate limiter would wait past it.
+func deadlineHit(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "would exceed context deadline")
+}
+
+func orWaiting(last string) string {
+	if last == "" {
+		return "no answer from the API server yet"
+	}
+	return last
 }
 
 // releaseOutcome looks once: done is true when *target is released; err is

@@ -75,10 +75,10 @@ func TestWaitForARelease(t *testing.T) {
 	wait := func(args ...string) (string, int) {
 		return run(t, "", append([]string{"wait", "echo", k, "--interval=100ms"}, args...)...)
 	}
-	if out, code := wait("--timeout=1s"); code != exitTimeout || !strings.Contains(out, "not released within 1s") || !strings.Contains(out, "step 1/1 StepPaused") {
+	if out, code := wait("--timeout=3s"); code != exitTimeout || !strings.Contains(out, "not released within 3s") || !strings.Contains(out, "step 1/1 StepPaused") {
 		t.Fatalf("at a gate: exit %d, want %d\n%s", code, exitTimeout, out)
 	}
-	if out, code := wait("--timeout=1s", "--image=echo:v3"); code != exitTimeout || !strings.Contains(out, "waiting for Deployment echo to use image echo:v3") {
+	if out, code := wait("--timeout=3s", "--image=echo:v3"); code != exitTimeout || !strings.Contains(out, "waiting for Deployment echo to use image echo:v3") {
 		t.Fatalf("for an image not applied yet: exit %d, want %d\n%s", code, exitTimeout, out)
 	}
 	setStatus(v1alpha1.RolloutStatus{Phase: v1alpha1.PhaseHealthy, StableRevision: v2, CanaryRevision: v2, StepCount: 1,
