@@ -3,6 +3,7 @@ package gitsync_test
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/rollgate/rollgate/gitsync"
@@ -47,6 +48,15 @@ func TestApprovalThroughAValuesFile(t *testing.T) {
 	}
 	if again, err := gitsync.ProposeApproval(ctx(t), repo, "main", valuesPath, "demo", "echoserver", step2, ""); err != nil || !again.AlreadyApproved {
 		t.Fatalf("proposal after the merge = %+v, %v", again, err)
+	}
+	// `rollgate approve --direct`: committed to main, in the same list.
+	step3 := gitsync.Approval{Revision: step2.Revision, Step: 3}
+	if _, err := gitsync.RecordApproval(ctx(t), repo, "main", valuesPath, "demo", "echoserver", step3, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = srv.ReadFile("app", "main", valuesPath)
+	if err != nil || !strings.Contains(got, "approvals: [{revision: 7b1e2a9f, step: 2}, {revision: 7b1e2a9f, step: 3}]   # rollgate:approvals demo/echoserver") {
+		t.Fatalf("values file on main after a direct approval:\n%s", got)
 	}
 }
 
