@@ -31,8 +31,8 @@ const (
 // ones Flux's healthChecks apply to a Rollout, over every fixture.
 func TestFluxKstatus(t *testing.T) {
 	want := map[string]string{
-		"no-status":                      current, // nothing observed yet: kstatus cannot tell
-		"generation-not-observed":        inProgress,
+		"no-status":               current, // nothing observed yet: kstatus cannot tell
+		"generation-not-observed": inProgress,
 		// A release under way (no Ready, Reconciling=False): the apply is
 		// done, so Flux's waits end; kubectl wait on Ready still waits.
 		"progressing":                    current,
