@@ -2,6 +2,7 @@ package gitsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -89,6 +90,14 @@ func ApprovalsIn(manifest []byte, namespace, name string) ([]Approval, error) {
 		return nil, err
 	}
 	i, err := findRollout(f, namespace, name)
+	if errors.Is(err, ErrManifestNotFound) {
+		if m, found, merr := findApprovalsMarker(f, namespace, name); found || merr != nil {
+			if merr != nil {
+				return nil, merr
+			}
+			return decodeApprovals(m.value, "the list marked rollgate:approvals")
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -98,12 +107,18 @@ func ApprovalsIn(manifest []byte, namespace, name string) ([]Approval, error) {
 func approvalsOf(root *yaml.Node) ([]Approval, error) {
 	_, spec := mapGet(root, "spec")
 	_, seq := mapGet(spec, "approvals")
+	return decodeApprovals(seq, "spec.approvals")
+}
+
+// decodeApprovals decodes a list of approvals (nil or null: none); what
+// names the list in errors.
+func decodeApprovals(seq *yaml.Node, what string) ([]Approval, error) {
 	if seq == nil || (seq.Kind == yaml.ScalarNode && seq.Tag == "!!null") {
 		return nil, nil
 	}
 	var out []Approval
 	if err := seq.Decode(&out); err != nil {
-		return nil, fmt.Errorf("%w: spec.approvals: %v", ErrInvalidManifest, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidManifest, what, err)
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package gitsync
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -21,6 +22,14 @@ func AddApproval(manifest []byte, namespace, name string, a Approval) (out []byt
 		return nil, false, err
 	}
 	doc, err := findRollout(f, namespace, name)
+	if errors.Is(err, ErrManifestNotFound) {
+		if m, found, merr := findApprovalsMarker(f, namespace, name); found || merr != nil {
+			if merr != nil {
+				return nil, false, merr
+			}
+			return addMarkedApproval(manifest, f, m, a)
+		}
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -65,12 +74,21 @@ func spliceApproval(f *yamlFile, root *yaml.Node, a Approval) (edit, error) {
 		return edit{}, fmt.Errorf("spec is not a block mapping")
 	}
 	key, seq := mapGet(spec, "approvals")
-	switch {
-	case key == nil:
+	if key == nil {
 		at, lead := f.insertAfter(lastLine(spec))
 		indent := strings.Repeat(" ", spec.Column-1)
 		text := lead + indent + "approvals:" + nl + indent + strings.Repeat(" ", f.seqIndent()) + "- " + item + nl
 		return edit{start: at, end: at, text: text}, nil
+	}
+	return f.appendItemEdit(key, seq, item)
+}
+
+// appendItemEdit computes the text insertion appending item to the
+// sequence seq, the value of key: a block or flow sequence, or an empty
+// value.
+func (f *yamlFile) appendItemEdit(key, seq *yaml.Node, item string) (edit, error) {
+	nl := f.newline()
+	switch {
 	case seq.Kind == yaml.SequenceNode && seq.Style&yaml.FlowStyle == 0 && len(seq.Content) > 0:
 		at, lead := f.insertAfter(lastLine(seq))
 		return edit{start: at, end: at, text: lead + strings.Repeat(" ", seq.Column-1) + "- " + item + nl}, nil
@@ -91,7 +109,7 @@ func spliceApproval(f *yamlFile, root *yaml.Node, a Approval) (edit, error) {
 		start, end, err := f.scalarSpan(seq)
 		return edit{start: start, end: end, text: "[" + item + "]"}, err
 	}
-	return edit{}, fmt.Errorf("spec.approvals has an unexpected layout")
+	return edit{}, fmt.Errorf("the approvals list has an unexpected layout")
 }
 
 // newline returns the file's line ending.

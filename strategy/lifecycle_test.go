@@ -15,6 +15,9 @@ import (
 const (
 	cTrue  = metav1.ConditionTrue
 	cFalse = metav1.ConditionFalse
+	// cAbsent: the condition is removed (Ready while a release is under
+	// way, so that kstatus reads Current and kubectl wait still waits).
+	cAbsent metav1.ConditionStatus = ""
 )
 
 func idleAt(rev string) *v1alpha1.RolloutStatus {
@@ -59,7 +62,7 @@ func TestNewReleaseStartsAtStepOne(t *testing.T) {
 			if p.RequeueAfter != defaultProgressDeadline {
 				t.Errorf("RequeueAfter = %s, want the deadline", p.RequeueAfter)
 			}
-			wantConditions(t, p, cFalse, cTrue, cFalse, v1alpha1.ReasonProgressing)
+			wantConditions(t, p, cAbsent, cFalse, cFalse, v1alpha1.ReasonProgressing)
 			if p.Conditions.Progressing.Status != cTrue || p.Event.Reason != v1alpha1.ReasonProgressing {
 				t.Errorf("Progressing %s event %+v", p.Conditions.Progressing.Status, p.Event)
 			}
@@ -306,7 +309,7 @@ func TestPausedHoldsInPlace(t *testing.T) {
 	if p.Workload != WorkloadKeep || !p.Traffic.Equal(Traffic{Mode: TrafficCanary, Weight: 5}) || p.RequeueAfter != 0 {
 		t.Errorf("workload %s traffic %+v requeue %s, want nothing to change", p.Workload, p.Traffic, p.RequeueAfter)
 	}
-	wantConditions(t, p, cFalse, cTrue, cFalse, v1alpha1.ReasonPaused)
+	wantConditions(t, p, cAbsent, cFalse, cFalse, v1alpha1.ReasonPaused)
 
 	// Resumed: the deadline counts from the resume.
 	spec.Strategy.Paused = false
@@ -337,7 +340,7 @@ func TestPausedBeforeARelease(t *testing.T) {
 	if p.Status.Phase != v1alpha1.PhasePaused || p.Status.CanaryRevision != "v1" || p.Workload != WorkloadKeep {
 		t.Errorf("phase %s canary %s workload %s, want the new revision to wait", p.Status.Phase, p.Status.CanaryRevision, p.Workload)
 	}
-	wantConditions(t, p, cFalse, cTrue, cFalse, v1alpha1.ReasonPaused)
+	wantConditions(t, p, cAbsent, cFalse, cFalse, v1alpha1.ReasonPaused)
 	p = decide(t, spec, idleAt("v1"), atRevision(10, "v1"), t0)
 	wantConditions(t, p, cTrue, cFalse, cFalse, v1alpha1.ReasonPaused)
 }

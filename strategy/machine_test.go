@@ -245,7 +245,12 @@ func TestGateOpensOnlyForItsRevisionAndStep(t *testing.T) {
 			if a == nil || a.Revision != "v2" || a.Step != 1 || a.Reason != "Manual" {
 				t.Errorf("awaitingApproval = %+v, want Manual for v2 step 1", a)
 			}
-			wantConditions(t, p, metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, v1alpha1.ReasonWaitingForApproval)
+			// A gate is Current for kstatus (no Ready, Reconciling=False);
+			// AwaitingApproval says it waits.
+			wantConditions(t, p, cAbsent, cFalse, cFalse, v1alpha1.ReasonWaitingForApproval)
+			if p.Conditions.AwaitingApproval.Status != cTrue || p.Conditions.Progressing.Status != cFalse {
+				t.Errorf("AwaitingApproval=%s Progressing=%s, want True and False", p.Conditions.AwaitingApproval.Status, p.Conditions.Progressing.Status)
+			}
 		})
 	}
 }

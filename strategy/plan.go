@@ -112,10 +112,12 @@ type Condition struct {
 // reconciler's, from what it observes.
 type Conditions struct {
 	// Ready is True when no release is in progress and the workload runs
-	// the declared revision (or rollgate has let go of it).
+	// the declared revision (or rollgate has let go of it). An empty
+	// Status removes it: while a release is under way (kstatus Current).
 	Ready Condition
-	// Reconciling is True while rollgate works towards the spec, including
-	// a release in progress, a wait for approval and a rollback.
+	// Reconciling is True while rollgate works towards the spec before a
+	// release can run (a missing dependency) and during a rollback; False
+	// while a release runs as planned, a wait for approval included.
 	Reconciling Condition
 	// Stalled is True when nothing moves without a change to the spec: an
 	// invalid spec, or a failed release.

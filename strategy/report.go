@@ -81,6 +81,18 @@ func (p *planner) conditions() Conditions {
 		Progressing:      cond(metav1.ConditionFalse, r, msg),
 		AwaitingApproval: cond(metav1.ConditionFalse, r, msg),
 	}
+	if underWay(phase) && r != v1alpha1.ReasonRollingBack {
+		// The applier's work is done: rollgate holds the new revision and
+		// carries the release out step by step. kstatus readers (Flux's
+		// helm-controller and kustomize-controller waits, health checks)
+		// read Current, so an apply never times out, nor is remediated,
+		// in the middle of a release. Ready stays away until the release
+		// is over, so `kubectl wait --for=condition=Ready` and Argo CD
+		// still wait for all of it; Progressing and AwaitingApproval say
+		// where it is.
+		c.Ready.Status = ""
+		c.Reconciling.Status = metav1.ConditionFalse
+	}
 	if p.next.AwaitingApproval != nil {
 		c.AwaitingApproval.Status = metav1.ConditionTrue
 	}
@@ -88,6 +100,12 @@ func (p *planner) conditions() Conditions {
 		c.Progressing.Status = metav1.ConditionTrue
 	}
 	return c
+}
+
+// underWay reports whether phase is a release under way as planned: its
+// steps, timed pauses and gates, or held by spec.strategy.paused.
+func underWay(phase v1alpha1.RolloutPhase) bool {
+	return phase == v1alpha1.PhaseProgressing || phase == v1alpha1.PhasePaused
 }
 
 // stalled is the conditions of an invalid spec or a failed release;

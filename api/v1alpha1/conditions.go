@@ -4,10 +4,16 @@ package v1alpha1
 // Flux, Argo CD and kubectl wait read a Rollout correctly.
 const (
 	// ReadyCondition is True when no release is in progress and the workload
-	// runs the declared revision, or a release finished.
+	// runs the declared revision, or a release finished. It is absent while
+	// a release is under way (its steps, timed pauses and gates), which
+	// kstatus reads as Current: an applier's wait (Flux's health checks,
+	// helm-controller's upgrade wait) is over once rollgate holds the new
+	// revision, while `kubectl wait --for=condition=Ready` waits for the
+	// whole release.
 	ReadyCondition = "Ready"
-	// ReconcilingCondition is True while the controller works towards the
-	// spec (including a release in progress).
+	// ReconcilingCondition is True while the controller cannot take a new
+	// revision over yet (a missing dependency), retries an error, or rolls
+	// a failed release back; False while a release runs as planned.
 	ReconcilingCondition = "Reconciling"
 	// StalledCondition is True when the controller cannot progress without a
 	// change to the spec (invalid spec, failed release).

@@ -31,15 +31,17 @@ const (
 // ones Flux's healthChecks apply to a Rollout, over every fixture.
 func TestFluxKstatus(t *testing.T) {
 	want := map[string]string{
-		"no-status":                      current, // nothing observed yet: kstatus cannot tell
-		"generation-not-observed":        inProgress,
-		"progressing":                    inProgress,
-		"awaiting-approval":              inProgress,
-		"awaiting-approval-step2":        inProgress,
-		"awaiting-approval-inconclusive": inProgress,
-		"awaiting-approval-retry":        inProgress,
-		"timed-pause":                    inProgress,
-		"paused":                         inProgress,
+		"no-status":               current, // nothing observed yet: kstatus cannot tell
+		"generation-not-observed": inProgress,
+		// A release under way (no Ready, Reconciling=False): the apply is
+		// done, so Flux's waits end; kubectl wait on Ready still waits.
+		"progressing":                    current,
+		"awaiting-approval":              current,
+		"awaiting-approval-step2":        current,
+		"awaiting-approval-inconclusive": current,
+		"awaiting-approval-retry":        current,
+		"timed-pause":                    current,
+		"paused":                         current,
 		"failed-analysis":                failed,
 		"aborted":                        inProgress, // still rolling back
 		"stalled-invalid-spec":           failed,
@@ -54,22 +56,23 @@ func TestFluxKstatus(t *testing.T) {
 }
 
 // TestFluxHealthCheckExprs evaluates the healthCheckExprs of docs/flux.md
-// as kustomize-controller does: a waiting release is Current, a moving one
-// InProgress, a failed one Failed.
+// as kustomize-controller does. They hold a Kustomization until a release
+// is over: a release under way (moving, pausing, at a gate) is InProgress,
+// a failed one Failed, a released one Current.
 func TestFluxHealthCheckExprs(t *testing.T) {
 	exprs := docsHealthCheckExprs(t)
 	want := map[string]string{
 		"no-status":                      "error", // no status yet: Flux polls again
 		"generation-not-observed":        inProgress,
 		"progressing":                    inProgress,
-		"awaiting-approval":              current,
-		"awaiting-approval-step2":        current,
-		"awaiting-approval-inconclusive": current,
-		"awaiting-approval-retry":        current,
+		"awaiting-approval":              inProgress,
+		"awaiting-approval-step2":        inProgress,
+		"awaiting-approval-inconclusive": inProgress,
+		"awaiting-approval-retry":        inProgress,
 		"timed-pause":                    inProgress,
-		"paused":                         current,
+		"paused":                         inProgress,
 		"failed-analysis":                failed,
-		"aborted":                        inProgress, // still rolling back
+		"aborted":                        failed, // failed, rolling back
 		"stalled-invalid-spec":           failed,
 		"completed":                      current,
 		"disabled":                       current,
