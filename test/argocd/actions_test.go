@@ -21,8 +21,8 @@ import (
 //   - retry: attempt 2 starts and waits at the gate again (Suspended);
 //   - approve: the gate opens;
 //   - pause during the timed pause of step 2: the Rollout is Suspended and
-//     stays at step 2 past the pause's end, also across a sync (Git does
-//     not declare spec.strategy.paused, so selfHeal has nothing to undo);
+//     stays paused at step 2 across a sync (Git does not declare
+//     spec.strategy.paused, so selfHeal has nothing to undo);
 //   - resume: the release finishes, Healthy;
 //   - promote, in a second release: the remaining steps are skipped.
 //
@@ -30,7 +30,25 @@ import (
 // fields of spec that Git does not declare.
 func TestActionsThroughArgoCD(t *testing.T) {
 	t.Parallel()
-	a := newApp(t, "actions", false)
+	// Step 2 pauses for 30 s here, time enough to run pause and promote
+	// in it.
+	files := appFiles("echo:1.0", "")
+	files["app/rollout.yaml"] = strings.Replace(files["app/rollout.yaml"], "duration: 6s", "duration: 30s", 1)
+	a := newAppWith(t, "actions", false, "\n  annotations: {"+compareOptions+"}", files)
+	atStep2 := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ro := a.rollout()
+			if ro.Status.CurrentStepIndex == 2 && strings.Contains(ro.Status.Message, "pausing") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 1m; the Rollout says %q", what, ro.Status.Message)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	gate := func(what string) {
 		a.eventually(time.Minute, what, func(st appState) bool { return st.res["Rollout"].health == suspended })
 	}
@@ -42,7 +60,7 @@ func TestActionsThroughArgoCD(t *testing.T) {
 		t.Logf("after %s: %v", after, st)
 	}
 
-	a.commit("echo 1.1", map[string]string{"app/deployment.yaml": appFiles("echo:1.1", "")["app/deployment.yaml"]})
+	a.commit("echo 1.1", map[string]string{"app/deployment.yaml": strings.Replace(files["app/deployment.yaml"], "echo:1.0", "echo:1.1", 1)})
 	gate("the gate of step 1")
 
 	a.action("abort")
@@ -63,13 +81,10 @@ func TestActionsThroughArgoCD(t *testing.T) {
 	synced("retry")
 
 	a.action("approve")
-	a.eventually(time.Minute, "step 2 pausing", func(st appState) bool {
-		return strings.Contains(st.res["Rollout"].message, "step 2/3: pausing")
-	})
+	atStep2("step 2 pausing")
 	a.action("pause")
 	a.eventually(30*time.Second, "paused: Suspended", func(st appState) bool { return st.res["Rollout"].health == suspended })
-	// Past the end of step 2's 6 s pause, and through a sync.
-	time.Sleep(7 * time.Second)
+	// Through a sync: Git does not declare spec.strategy.paused.
 	a.sync()
 	ro := a.rollout()
 	if !ro.Spec.Strategy.Paused || ro.Status.CurrentStepIndex != 2 || ro.Status.Phase != v1alpha1.PhasePaused {
@@ -83,12 +98,10 @@ func TestActionsThroughArgoCD(t *testing.T) {
 	})
 	synced("resume")
 
-	a.commit("echo 1.2", map[string]string{"app/deployment.yaml": appFiles("echo:1.2", "")["app/deployment.yaml"]})
+	a.commit("echo 1.2", map[string]string{"app/deployment.yaml": strings.Replace(files["app/deployment.yaml"], "echo:1.0", "echo:1.2", 1)})
 	gate("the gate of step 1 of 1.2")
 	a.action("approve")
-	a.eventually(time.Minute, "step 2 of 1.2 pausing", func(st appState) bool {
-		return strings.Contains(st.res["Rollout"].message, "step 2/3: pausing")
-	})
+	atStep2("step 2 of 1.2 pausing")
 	a.action("promote")
 	a.eventually(2*time.Minute, "promoted: Healthy with every pod on 1.2", func(st appState) bool {
 		return st.res["Rollout"].health == healthy && a.readyPods("echo:1.2") == 4
