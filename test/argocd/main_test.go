@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -160,8 +161,11 @@ func (e *env) startController(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	logger := zap.New(zap.UseDevMode(true), zap.WriteTo(logFile))
+	// Clients built outside the manager log through the global logger.
+	ctrllog.SetLogger(logger)
 	mgr, err := reconciler.NewManager(e.cluster.RESTConfig, reconciler.ManagerOptions{
-		Logger: zap.New(zap.UseDevMode(true), zap.WriteTo(logFile)),
+		Logger: logger,
 	}, reconciler.Options{
 		Namespace:          "rollgate-system",
 		Concurrent:         2,
@@ -258,4 +262,3 @@ func (e *env) kubectl(ctx context.Context, stdin string, args ...string) (string
 	}
 	return string(out), nil
 }
-
