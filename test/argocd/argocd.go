@@ -117,6 +117,10 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	in := &Instance{ServerAddr: addr(5), Bin: bin, kubeconfig: o.Kubeconfig}
 	resync := strconv.Itoa(int(o.Resync / time.Second))
 	env := []string{
+		// The repo-server runs `argocd` as Git's askpass helper for
+		// repository credentials (the binary in the role its
+		// ARGOCD_BINARY_NAME gives it), as in Argo CD's image.
+		"PATH=" + o.Bin + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"KUBECONFIG=" + o.Kubeconfig,
 		"HOME=" + home,
 		"ARGOCD_FAKE_IN_CLUSTER=true",
