@@ -147,13 +147,18 @@ spec:
 	a.commit("echo 1.1", map[string]string{"app/deployment.yaml": strings.Replace(files["app/deployment.yaml"], "echo:1.0", "echo:1.1", 1)})
 	a.eventually(time.Minute, "the gate of step 1", func(st appState) bool { return st.res["Rollout"].health == suspended })
 	a.action("approve")
+	s.phase("rolling back")
 	st := a.eventually(time.Minute, "the analysis failed: Degraded", func(st appState) bool { return st.res["Rollout"].health == degraded })
+	// The rollback's last writes may still be on their way into Argo CD's
+	// cache (see transientOutOfSync).
+	a.eventually(30*time.Second, "Synced after the rollback", func(st appState) bool { return st.sync == "Synced" })
 	s.phase("failed")
 	time.Sleep(3 * time.Second)
 	samples := s.finish()
 	if !strings.Contains(st.res["Rollout"].message, "analysis") {
 		t.Errorf("the Degraded message does not name the analysis: %q", st.res["Rollout"].message)
 	}
+	transientOutOfSync(t, a.name, "rolling back", samples["rolling back"])
 	check(t, a.name, "failed", samples["failed"], func(st appState) bool {
 		return st.sync == "Synced" && st.res["Rollout"].health == degraded
 	})

@@ -335,6 +335,9 @@ type sampler struct {
 	mu    sync.Mutex
 	label string
 	seen  map[string][]appState // phase -> samples
+	// diffs holds `argocd app diff` taken when a sample first showed the
+	// Application OutOfSync, for the log.
+	diffs []string
 	stop  chan struct{}
 	done  chan struct{}
 }
@@ -359,7 +362,14 @@ func (a *app) sample() *sampler {
 			if s.label != "" {
 				s.seen[s.label] = append(s.seen[s.label], st)
 			}
+			capture := st.sync == "OutOfSync" && len(s.diffs) < 3
 			s.mu.Unlock()
+			if capture {
+				out, _ := a.e.argo.CLI(context.Background(), "app", "diff", a.name)
+				s.mu.Lock()
+				s.diffs = append(s.diffs, fmt.Sprintf("%v:\n%s", st, out))
+				s.mu.Unlock()
+			}
 		}
 	}()
 	return s
@@ -376,6 +386,9 @@ func (s *sampler) phase(label string) {
 func (s *sampler) finish() map[string][]appState {
 	close(s.stop)
 	<-s.done
+	for _, d := range s.diffs {
+		s.a.t.Logf("%s OutOfSync: argocd app diff at %s", s.a.name, d)
+	}
 	return s.seen
 }
 

@@ -47,6 +47,11 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 			s.phase("starting")
 			a.commit("echo 1.1", map[string]string{"app/deployment.yaml": appFiles("echo:1.1", "")["app/deployment.yaml"]})
 			a.eventually(time.Minute, "the gate of step 1", func(st appState) bool { return st.res["Rollout"].health == suspended })
+			// Step 1's last writes may still be on their way into Argo CD's
+			// cache (see transientOutOfSync); from the first comparison
+			// after them on, the gate is sampled strictly.
+			s.phase("entering the gate")
+			a.eventually(30*time.Second, "Synced at the gate", func(st appState) bool { return st.sync == "Synced" })
 
 			s.phase("gate")
 			// Long enough for a periodic comparison (10 s) and selfHeal.
@@ -65,6 +70,10 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 			a.eventually(2*time.Minute, "the Rollout Healthy with every pod on 1.1", func(st appState) bool {
 				return st.res["Rollout"].health == healthy && a.readyPods("echo:1.1") == 4
 			})
+			// The release's last writes (the objects handed back to what
+			// Git declares) may still be on their way into Argo CD's cache.
+			s.phase("finishing")
+			a.eventually(30*time.Second, "Synced after the release", func(st appState) bool { return st.sync == "Synced" })
 			s.phase("end")
 			time.Sleep(3 * time.Second)
 			samples := s.finish()
@@ -81,7 +90,9 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 				h := st.res["Rollout"].health
 				return h == progressing || h == healthy
 			})
+			transientOutOfSync(t, a.name, "entering the gate", samples["entering the gate"])
 			transientOutOfSync(t, a.name, "batches", samples["batches"])
+			transientOutOfSync(t, a.name, "finishing", samples["finishing"])
 			check(t, a.name, "end", samples["end"], func(st appState) bool {
 				return st.sync == "Synced" && st.res["Rollout"].health == healthy
 			})
@@ -118,13 +129,14 @@ func TestWithoutServerSideDiffTheRouteDiffers(t *testing.T) {
 	a.expectStep(5, "echo:1.1", 1)
 }
 
-// transientOutOfSync prints how many samples of a phase showed the
-// Application OutOfSync. Server-side diff compares a dry run against the
-// API server now with Argo CD's cached copy of the object; a write by
-// rollgate that lands between the two shows as OutOfSync for one
-// comparison, until the write's own watch event brings a new one
-// (docs/argocd.md, "Things to know"). Only a difference still there at the
-// end of the phase fails the test: rollgate must leave no drift.
+// transientOutOfSync prints how many samples of a phase in which rollgate
+// writes showed the Application OutOfSync. Server-side diff compares a dry
+// run against the API server now with Argo CD's cached copy of the
+// object; a write by rollgate that is not in the cache yet shows as
+// OutOfSync (the diff shows the cached copy one write behind) until the
+// write's watch event brings the next comparison (docs/argocd.md, "Things
+// to know"). The phases after it (the gate, the end) are checked strictly:
+// rollgate must leave no drift.
 func transientOutOfSync(t *testing.T, app, phase string, samples []appState) {
 	t.Helper()
 	n := 0
@@ -134,9 +146,6 @@ func transientOutOfSync(t *testing.T, app, phase string, samples []appState) {
 		}
 	}
 	t.Logf("%s %s: %d of %d samples OutOfSync", app, phase, n, len(samples))
-	if len(samples) > 0 && samples[len(samples)-1].sync != "Synced" {
-		t.Errorf("%s %s: the phase ended OutOfSync: %v", app, phase, samples[len(samples)-1])
-	}
 }
 
 func countHealth(samples []appState, health string) int {
