@@ -142,7 +142,7 @@ spec:
     provider:
       web: {url: "http://%s/error-rate", jsonPath: "{.rate}"}
 `, ln.Addr())
-	a := newAppWith(t, "analysis", false, "\n  annotations: {"+compareOptions+"}", files)
+	a := newAppWith(t, "analysis", true, "\n  annotations: {"+compareOptions+"}", files)
 	s := a.sample()
 	a.commit("echo 1.1", map[string]string{"app/deployment.yaml": strings.Replace(files["app/deployment.yaml"], "echo:1.0", "echo:1.1", 1)})
 	a.eventually(time.Minute, "the gate of step 1", func(st appState) bool { return st.res["Rollout"].health == suspended })

@@ -337,9 +337,11 @@ type sampler struct {
 	seen  map[string][]appState // phase -> samples
 	// diffs holds `argocd app diff` taken when a sample first showed the
 	// Application OutOfSync, for the log.
-	diffs []string
-	stop  chan struct{}
-	done  chan struct{}
+	diffs    []string
+	captures int
+	wg       sync.WaitGroup
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 func (a *app) sample() *sampler {
@@ -362,13 +364,21 @@ func (a *app) sample() *sampler {
 			if s.label != "" {
 				s.seen[s.label] = append(s.seen[s.label], st)
 			}
-			capture := st.sync == "OutOfSync" && len(s.diffs) < 3
+			capture := st.sync == "OutOfSync" && s.captures < 3
+			if capture {
+				s.captures++
+			}
 			s.mu.Unlock()
 			if capture {
-				out, _ := a.e.argo.CLI(context.Background(), "app", "diff", a.name)
-				s.mu.Lock()
-				s.diffs = append(s.diffs, fmt.Sprintf("%v:\n%s", st, out))
-				s.mu.Unlock()
+				// Off the sampling loop: the CLI takes seconds on a busy machine.
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					out, _ := a.e.argo.CLI(context.Background(), "app", "diff", a.name)
+					s.mu.Lock()
+					s.diffs = append(s.diffs, fmt.Sprintf("%v:\n%s", st, out))
+					s.mu.Unlock()
+				}()
 			}
 		}
 	}()
@@ -386,6 +396,7 @@ func (s *sampler) phase(label string) {
 func (s *sampler) finish() map[string][]appState {
 	close(s.stop)
 	<-s.done
+	s.wg.Wait()
 	for _, d := range s.diffs {
 		s.a.t.Logf("%s OutOfSync: argocd app diff at %s", s.a.name, d)
 	}

@@ -39,7 +39,7 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		ssa  bool
-	}{{"client-side-apply", false}, {"server-side-apply", true}} {
+	}{{"server-side-apply", true}, {"client-side-apply", false}} {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
 			a := newApp(t, "release-"+mode.name, mode.ssa)
@@ -81,9 +81,15 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 				t.Errorf("argocd app diff after the release shows:\n%s", d)
 			}
 
+			// With client-side apply, a single comparison at the gate may
+			// still see a route write in flight (docs/argocd.md, section
+			// 5): there the Application's sync is counted, with the
+			// Rollout's health strict; with server-side apply, the
+			// configuration docs/argocd.md recommends, both are strict.
 			check(t, a.name, "gate", samples["gate"], func(st appState) bool {
-				return st.sync == "Synced" && st.res["Rollout"].health == suspended
+				return (st.sync == "Synced" || !mode.ssa) && st.res["Rollout"].health == suspended
 			})
+			transientOutOfSync(t, a.name, "gate", samples["gate"])
 			// The Rollout's health strictly; the Application's sync is
 			// counted and printed (see transientOutOfSync).
 			check(t, a.name, "batches", samples["batches"], func(st appState) bool {
