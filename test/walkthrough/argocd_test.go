@@ -69,38 +69,7 @@ func TestArgoCDGettingStarted(t *testing.T) {
 		_ = argo.Stop()
 	})
 
-	var controller *chartrun.Controller
-	hooks := map[string]func() error{
-		"gateway-api-crds": func() error {
-			crd := filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml")
-			out, err := exec.CommandContext(ctx, tool(t, "kubectl"), "--kubeconfig", cluster.Kubeconfig,
-				"apply", "--server-side", "-f", crd).CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("kubectl apply %s: %v\n%s", crd, err, out)
-			}
-			return nil
-		},
-		"controller": func() error {
-			c, err := chartrun.Start(ctx, chartrun.Options{
-				Kubeconfig: cluster.Kubeconfig,
-				Namespace:  "rollgate-system",
-				Deployment: "rollgate",
-				ExtraArgs:  []string{"--git-allow-insecure-http"},
-				LogPath:    filepath.Join(t.TempDir(), "rollgate-controller.log"),
-			})
-			if err != nil {
-				return err
-			}
-			controller = c
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rollgate controller log (last lines):\n%s", c.LogTail(60))
-				}
-				_ = c.Stop()
-			})
-			return nil
-		},
-	}
+	hooks, controller := argocdPageHooks(ctx, t, cluster.Kubeconfig)
 	env := map[string]string{
 		"GIT_URL":        gitURL,
 		"GIT_USER":       gitUser,
@@ -125,43 +94,11 @@ func TestArgoCDGettingStarted(t *testing.T) {
 	defer s.Close()
 
 	runPage(ctx, t, s, pagePath, blocks, env, hooks)
-	if controller == nil {
+	if *controller == nil {
 		t.Fatal("the controller never started")
 	}
 
-	// What the page promises at the end.
-	var ro v1alpha1.Rollout
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &ro); err != nil {
-		t.Fatal(err)
-	}
-	if ro.Status.Phase != v1alpha1.PhaseHealthy {
-		t.Errorf("Rollout phase %q, want Healthy (%s)", ro.Status.Phase, ro.Status.Message)
-	}
-	images := podImages(ctx, t, cluster.Client)
-	if want := []string{"registry.example.com/echoserver:1.2.0 x4"}; strings.Join(images, ",") != strings.Join(want, ",") {
-		t.Errorf("pods by image: %v, want %v", images, want)
-	}
-	head, err := git.Head("app-repo", "main")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var app struct {
-		Status struct {
-			Sync struct{ Status, Revision string } `json:"sync"`
-		} `json:"status"`
-	}
-	if err := argo.GetJSON("/api/v1/applications/echoserver", &app); err != nil {
-		t.Fatal(err)
-	}
-	if app.Status.Sync.Status != "Synced" || app.Status.Sync.Revision != head {
-		t.Errorf("Application %s at %s, want Synced at main's head %s", app.Status.Sync.Status, app.Status.Sync.Revision, head)
-	}
-	status, err := git.ReadFile("app-repo", "rollgate/status", "demo/echoserver.yaml")
-	if err != nil {
-		t.Logf("status branch file: %v", err)
-	} else {
-		t.Logf("status file on rollgate/status:\n%s", status)
-	}
+	checkArgoCDPageEnd(ctx, t, cluster, git, argo)
 }
 
 // runPage runs the page's shell blocks in order in s: an env block as the
@@ -213,6 +150,90 @@ func runPage(ctx context.Context, t *testing.T, s *Session, pagePath string, blo
 	for name := range hooks {
 		if !used[name] {
 			t.Errorf("the page no longer marks a block for hook %q: remove it from the test or restore the directive", name)
+		}
+	}
+}
+
+// argocdPageHooks are what the test does instead of, or after, the page's
+// marked blocks: the Gateway API CRDs from the repository, and the chart's
+// controller run as a local process. The second result points at the
+// controller once the hook has started it.
+func argocdPageHooks(ctx context.Context, t *testing.T, kubeconfig string) (map[string]func() error, **chartrun.Controller) {
+	var controller *chartrun.Controller
+	hooks := map[string]func() error{
+		"gateway-api-crds": func() error {
+			crd := filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml")
+			out, err := exec.CommandContext(ctx, tool(t, "kubectl"), "--kubeconfig", kubeconfig,
+				"apply", "--server-side", "-f", crd).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("kubectl apply %s: %v\n%s", crd, err, out)
+			}
+			return nil
+		},
+		"controller": func() error {
+			c, err := chartrun.Start(ctx, chartrun.Options{
+				Kubeconfig: kubeconfig,
+				Namespace:  "rollgate-system",
+				Deployment: "rollgate",
+				ExtraArgs:  []string{"--git-allow-insecure-http"},
+				LogPath:    filepath.Join(t.TempDir(), "rollgate-controller.log"),
+			})
+			if err != nil {
+				return err
+			}
+			controller = c
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("rollgate controller log (last lines):\n%s", c.LogTail(60))
+				}
+				_ = c.Stop()
+			})
+			return nil
+		},
+	}
+	return hooks, &controller
+}
+
+// checkArgoCDPageEnd checks what the page promises at the end: every pod on
+// 1.2.0, the Rollout Healthy, the Application Synced to the head of main.
+func checkArgoCDPageEnd(ctx context.Context, t *testing.T, cluster *kwok.Cluster, git *gitserver.Server, argo *argocd.Instance) {
+	t.Helper()
+	var ro v1alpha1.Rollout
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &ro); err != nil {
+		t.Fatal(err)
+	}
+	if ro.Status.Phase != v1alpha1.PhaseHealthy {
+		t.Errorf("Rollout phase %q, want Healthy (%s)", ro.Status.Phase, ro.Status.Message)
+	}
+	images := podImages(ctx, t, cluster.Client)
+	if want := []string{"registry.example.com/echoserver:1.2.0 x4"}; strings.Join(images, ",") != strings.Join(want, ",") {
+		t.Errorf("pods by image: %v, want %v", images, want)
+	}
+	head, err := git.Head("app-repo", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var app struct {
+		Status struct {
+			Sync struct{ Status, Revision string } `json:"sync"`
+		} `json:"status"`
+	}
+	if err := argo.GetJSON("/api/v1/applications/echoserver", &app); err != nil {
+		t.Fatal(err)
+	}
+	if app.Status.Sync.Status != "Synced" || app.Status.Sync.Revision != head {
+		t.Errorf("Application %s at %s, want Synced at main's head %s", app.Status.Sync.Status, app.Status.Sync.Revision, head)
+	}
+	// The status branch follows within a status window (10 s).
+	var status string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		status, err = git.ReadFile("app-repo", "rollgate/status", "demo/echoserver.yaml")
+		if err == nil && strings.Contains(status, "phase: Healthy") && strings.Contains(status, "revision: "+ro.Status.StableRevision) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the status file on rollgate/status does not say %s is released and Healthy (%v):\n%s", ro.Status.StableRevision, err, status)
+			break
 		}
 	}
 }
