@@ -103,26 +103,44 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if err := install(ctx, o.Kubeconfig, filepath.Join(o.Bin, "crds")); err != nil {
 		return nil, err
 	}
-	home := filepath.Join(o.Dir, "home")
-	for _, d := range []string{home, filepath.Join(o.Dir, "tls"), filepath.Join(o.Dir, "ssh"), filepath.Join(o.Dir, "gnupg"), filepath.Join(o.Dir, "gpg"), filepath.Join(o.Dir, "redis")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	for _, d := range []string{"home", "tls", "ssh", "gnupg", "gpg", "redis"} {
+		if err := os.MkdirAll(filepath.Join(o.Dir, d), 0o700); err != nil {
 			return nil, err
 		}
 	}
-	ports, err := proc.FreePorts(7)
+	ports, err := proc.FreePorts(6)
 	if err != nil {
 		return nil, err
 	}
-	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	in := &Instance{ServerAddr: addr(5), Bin: bin, kubeconfig: o.Kubeconfig}
-	resync := strconv.Itoa(int(o.Resync / time.Second))
-	env := []string{
+	in := &Instance{ServerAddr: loopback(ports[4]), Bin: bin, kubeconfig: o.Kubeconfig}
+	env := processEnv(o)
+	for _, p := range processes(o, bin, redis, ports) {
+		penv := append([]string{"ARGOCD_BINARY_NAME=" + p.name}, env...)
+		if p.name == ApplicationController {
+			// The controller takes its shard from the StatefulSet pod name.
+			penv = append(penv, "HOSTNAME=argocd-application-controller-0")
+		}
+		started, err := proc.Start(o.Dir, p.name, p.bin, p.args, penv)
+		if err != nil {
+			return nil, errors.Join(err, in.Stop())
+		}
+		in.procs = append(in.procs, started)
+		if err := waitFor(ctx, 90*time.Second, p.name, in.Exited, p.ready); err != nil {
+			return nil, errors.Join(err, in.Stop())
+		}
+	}
+	return in, nil
+}
+
+// processEnv is the environment every Argo CD process gets.
+func processEnv(o Options) []string {
+	return []string{
 		// The repo-server runs `argocd` as Git's askpass helper for
 		// repository credentials (the binary in the role its
-		// ARGOCD_BINARY_NAME gives it), as in Argo CD's image.
+		// ARGOCD_BINARY_NAME gives it), and kustomize, as in Argo CD's image.
 		"PATH=" + o.Bin + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"KUBECONFIG=" + o.Kubeconfig,
-		"HOME=" + home,
+		"HOME=" + filepath.Join(o.Dir, "home"),
 		"ARGOCD_FAKE_IN_CLUSTER=true",
 		"ARGOCD_RECONCILIATION_TIMEOUT=" + o.Resync.String(),
 		"ARGOCD_RECONCILIATION_JITTER=0",
@@ -132,47 +150,49 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 		"ARGOCD_GNUPGHOME=" + filepath.Join(o.Dir, "gnupg"),
 		"ARGOCD_GPG_DATA_PATH=" + filepath.Join(o.Dir, "gpg"),
 	}
-	redisArgs := []string{"--redis", addr(0)}
-	steps := []struct {
-		name, bin string
-		args      []string
-		ready     func() bool
-	}{
-		{Redis, redis, []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[0]), "--save", "", "--appendonly", "no", "--dir", filepath.Join(o.Dir, "redis")},
-			func() bool { return proc.Listening(addr(0)) }},
-		{RepoServer, bin, append([]string{"--address", "127.0.0.1", "--port", strconv.Itoa(ports[1]),
-			"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports[2]), "--disable-tls",
-			"--loglevel", "info", "--logformat", "text"}, redisArgs...),
-			func() bool { return httpOK("http://" + addr(2) + "/metrics") }},
-		{ApplicationController, bin, append([]string{"--kubeconfig", o.Kubeconfig, "--namespace", Namespace,
-			"--repo-server", addr(1), "--repo-server-plaintext", "--metrics-port", strconv.Itoa(ports[3]),
-			"--app-resync", resync, "--app-resync-jitter", "0",
-			"--loglevel", "info", "--logformat", "text"}, redisArgs...),
-			func() bool { return httpOK("http://" + addr(3) + "/metrics") }},
-		{Server, bin, append([]string{"--kubeconfig", o.Kubeconfig, "--namespace", Namespace,
-			"--address", "127.0.0.1", "--port", strconv.Itoa(ports[5]),
-			"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports[6]),
-			"--insecure", "--disable-auth", "--repo-server", addr(1), "--repo-server-plaintext",
-			"--dex-server", "http://127.0.0.1:1", "--staticassets", o.Dir,
-			"--loglevel", "info", "--logformat", "text"}, redisArgs...),
-			func() bool { return httpOK("http://" + addr(5) + "/healthz") }},
+}
+
+// process is one process to start and how to tell it is ready.
+type process struct {
+	name, bin string
+	args      []string
+	ready     func() bool
+}
+
+// processes are Redis, the repo-server, the application-controller and the
+// API server, in start order, on ports[0] (Redis), ports[1] and [2]
+// (repo-server and its metrics), ports[3] (controller metrics), ports[4]
+// and [5] (API server and its metrics).
+func processes(o Options, bin, redis string, ports []int) []process {
+	port := func(i int) string { return strconv.Itoa(ports[i]) }
+	redisArgs := []string{"--redis", loopback(ports[0])}
+	common := []string{"--loglevel", "info", "--logformat", "text"}
+	return []process{
+		{Redis, redis, []string{"--bind", "127.0.0.1", "--port", port(0), "--save", "", "--appendonly", "no", "--dir", filepath.Join(o.Dir, "redis")},
+			func() bool { return proc.Listening(loopback(ports[0])) }},
+		{RepoServer, bin, concat([]string{"--address", "127.0.0.1", "--port", port(1),
+			"--metrics-address", "127.0.0.1", "--metrics-port", port(2), "--disable-tls"}, common, redisArgs),
+			func() bool { return httpOK("http://" + loopback(ports[2]) + "/metrics") }},
+		{ApplicationController, bin, concat([]string{"--kubeconfig", o.Kubeconfig, "--namespace", Namespace,
+			"--repo-server", loopback(ports[1]), "--repo-server-plaintext", "--metrics-port", port(3),
+			"--app-resync", strconv.Itoa(int(o.Resync / time.Second)), "--app-resync-jitter", "0"}, common, redisArgs),
+			func() bool { return httpOK("http://" + loopback(ports[3]) + "/metrics") }},
+		{Server, bin, concat([]string{"--kubeconfig", o.Kubeconfig, "--namespace", Namespace,
+			"--address", "127.0.0.1", "--port", port(4), "--metrics-address", "127.0.0.1", "--metrics-port", port(5),
+			"--insecure", "--disable-auth", "--repo-server", loopback(ports[1]), "--repo-server-plaintext",
+			"--dex-server", "http://127.0.0.1:1", "--staticassets", o.Dir}, common, redisArgs),
+			func() bool { return httpOK("http://" + loopback(ports[4]) + "/healthz") }},
 	}
-	for _, s := range steps {
-		penv := append([]string{"ARGOCD_BINARY_NAME=" + s.name}, env...)
-		if s.name == ApplicationController {
-			// The controller takes its shard from the StatefulSet pod name.
-			penv = append(penv, "HOSTNAME=argocd-application-controller-0")
-		}
-		p, err := proc.Start(o.Dir, s.name, s.bin, s.args, penv)
-		if err != nil {
-			return nil, errors.Join(err, in.Stop())
-		}
-		in.procs = append(in.procs, p)
-		if err := waitFor(ctx, 90*time.Second, s.name, in.Exited, s.ready); err != nil {
-			return nil, errors.Join(err, in.Stop())
-		}
+}
+
+func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+func concat(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
 	}
-	return in, nil
+	return out
 }
 
 // Stop stops the processes in reverse start order: SIGTERM to each process
