@@ -43,6 +43,7 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
 			a := newApp(t, "release-"+mode.name, mode.ssa)
+			a.acceptRoutes()
 			s := a.sample()
 			s.phase("starting")
 			a.commit("echo 1.1", map[string]string{"app/deployment.yaml": appFiles("echo:1.1", "")["app/deployment.yaml"]})
@@ -51,7 +52,9 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 			// cache (see transientOutOfSync); from the first comparison
 			// after them on, the gate is sampled strictly.
 			s.phase("entering the gate")
-			a.eventually(30*time.Second, "Synced at the gate", func(st appState) bool { return st.sync == "Synced" })
+			a.eventually(30*time.Second, "Synced and Suspended at the gate", func(st appState) bool {
+				return st.sync == "Synced" && st.health == suspended
+			})
 
 			s.phase("gate")
 			// Long enough for a periodic comparison (10 s) and selfHeal.
@@ -73,7 +76,9 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 			// The release's last writes (the objects handed back to what
 			// Git declares) may still be on their way into Argo CD's cache.
 			s.phase("finishing")
-			a.eventually(30*time.Second, "Synced after the release", func(st appState) bool { return st.sync == "Synced" })
+			a.eventually(30*time.Second, "Synced and Healthy after the release", func(st appState) bool {
+				return st.sync == "Synced" && st.health == healthy
+			})
 			s.phase("end")
 			time.Sleep(3 * time.Second)
 			samples := s.finish()
@@ -87,7 +92,7 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 			// Rollout's health strict; with server-side apply, the
 			// configuration docs/argocd.md recommends, both are strict.
 			check(t, a.name, "gate", samples["gate"], func(st appState) bool {
-				return (st.sync == "Synced" || !mode.ssa) && st.res["Rollout"].health == suspended
+				return (st.sync == "Synced" || !mode.ssa) && st.res["Rollout"].health == suspended && st.health == suspended
 			})
 			transientOutOfSync(t, a.name, "gate", samples["gate"])
 			// The Rollout's health strictly; the Application's sync is
@@ -100,7 +105,7 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 			transientOutOfSync(t, a.name, "batches", samples["batches"])
 			transientOutOfSync(t, a.name, "finishing", samples["finishing"])
 			check(t, a.name, "end", samples["end"], func(st appState) bool {
-				return st.sync == "Synced" && st.res["Rollout"].health == healthy
+				return st.sync == "Synced" && st.res["Rollout"].health == healthy && st.health == healthy
 			})
 			if n := countHealth(samples["batches"], progressing); n == 0 {
 				t.Errorf("%s: the Rollout never showed Progressing during the batches", a.name)
