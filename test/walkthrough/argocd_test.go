@@ -1,0 +1,239 @@
+package walkthrough
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/argocd"
+	"github.com/rollgate/rollgate/test/chartrun"
+	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// TestArgoCDGettingStarted runs docs/getting-started-argocd.md from a
+// cluster with Argo CD (real Argo CD v3.2.11 as local processes,
+// test/argocd) to two released canaries, the first approved by merging
+// the approval branch, the second by the approve action through
+// argocd-server; every shell block in order. Then it checks what the page
+// promises at the end: every pod on 1.2.0, the Rollout Healthy, the
+// Application Synced to the head of main, and Git's status file saying
+// Healthy.
+func TestArgoCDGettingStarted(t *testing.T) {
+	const pagePath = "docs/getting-started-argocd.md"
+	page, err := os.ReadFile(filepath.Join(repo.Root(), pagePath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := Parse(string(page))
+	if err != nil {
+		t.Fatalf("%s: %v", pagePath, err)
+	}
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cluster := kwok.Start(t, kwok.Options{Nodes: 2, Scheme: scheme})
+	git := gitserver.Start(t, gitserver.Options{Username: gitUser, Password: gitToken})
+	gitURL, err := git.CreateRepo("app-repo", map[string]string{"README.md": "# app-repo\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+
+	// "A cluster with Argo CD installed" (see the page's last section).
+	argo, err := argocd.Start(ctx, argocd.Options{Kubeconfig: cluster.Kubeconfig, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Argo CD logs (last lines):\n%s", argo.Logs(40))
+		}
+		_ = argo.Stop()
+	})
+
+	hooks, controller := argocdPageHooks(ctx, t, cluster.Kubeconfig)
+	env := map[string]string{
+		"GIT_URL":        gitURL,
+		"GIT_USER":       gitUser,
+		"GIT_TOKEN":      gitToken,
+		"ROLLGATE_IMAGE": "registry.example.com/rollgate",
+		"ROLLGATE_TAG":   "dev",
+	}
+
+	// The CLI's environment in place of `argocd login`, and bin/argocd on
+	// the PATH.
+	senv := sessionEnv(t, cluster.Kubeconfig, home)
+	for i, kv := range senv {
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			senv[i] = "PATH=" + filepath.Join(repo.ToolsDir(), "argocd") + string(os.PathListSeparator) + p
+		}
+	}
+	senv = append(senv, argo.CLIEnv()...)
+	s, err := StartSession(repo.Root(), senv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	runPage(ctx, t, s, pagePath, blocks, env, hooks)
+	if *controller == nil {
+		t.Fatal("the controller never started")
+	}
+
+	checkArgoCDPageEnd(ctx, t, cluster, git, argo)
+}
+
+// runPage runs the page's shell blocks in order in s: an env block as the
+// test's exports for the same names, an "instead" block as its hook, an
+// "after" block followed by its hook. It fails the test at the first
+// failing block, and when a hook is no longer named by the page.
+func runPage(ctx context.Context, t *testing.T, s *Session, pagePath string, blocks []Block, env map[string]string, hooks map[string]func() error) {
+	t.Helper()
+	used := map[string]bool{}
+	for _, b := range blocks {
+		if !b.Shell() {
+			continue
+		}
+		what := fmt.Sprintf("block at %s:%d", pagePath, b.Line)
+		script := b.Body
+		switch b.Directive {
+		case "env":
+			names, err := b.Exports()
+			if err != nil {
+				t.Fatal(err)
+			}
+			script = exportsFor(t, names, env)
+		case "instead", "after":
+			if hooks[b.Hook] == nil {
+				t.Fatalf("%s names hook %q, which the test does not have", what, b.Hook)
+			}
+			used[b.Hook] = true
+		}
+		if b.Directive == "instead" {
+			start := time.Now()
+			if err := hooks[b.Hook](); err != nil {
+				t.Fatalf("%s: hook %s (instead of the block): %v", what, b.Hook, err)
+			}
+			t.Logf("%s: ran hook %s instead (%s)", what, b.Hook, time.Since(start).Round(time.Millisecond))
+			continue
+		}
+		start := time.Now()
+		out, err := s.Run(ctx, script, 6*time.Minute)
+		t.Logf("%s (%s):\n%s\n%s", what, time.Since(start).Round(time.Millisecond), indent(script), indent(out))
+		if err != nil {
+			t.Fatalf("%s failed: %v", what, err)
+		}
+		if b.Directive == "after" {
+			if err := hooks[b.Hook](); err != nil {
+				t.Fatalf("%s: hook %s (after the block): %v", what, b.Hook, err)
+			}
+		}
+	}
+	for name := range hooks {
+		if !used[name] {
+			t.Errorf("the page no longer marks a block for hook %q: remove it from the test or restore the directive", name)
+		}
+	}
+}
+
+// argocdPageHooks are what the test does instead of, or after, the page's
+// marked blocks: the Gateway API CRDs from the repository, and the chart's
+// controller run as a local process. The second result points at the
+// controller once the hook has started it.
+func argocdPageHooks(ctx context.Context, t *testing.T, kubeconfig string) (map[string]func() error, **chartrun.Controller) {
+	var controller *chartrun.Controller
+	hooks := map[string]func() error{
+		"gateway-api-crds": func() error {
+			crd := filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml")
+			out, err := exec.CommandContext(ctx, tool(t, "kubectl"), "--kubeconfig", kubeconfig,
+				"apply", "--server-side", "-f", crd).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("kubectl apply %s: %v\n%s", crd, err, out)
+			}
+			return nil
+		},
+		"controller": func() error {
+			c, err := chartrun.Start(ctx, chartrun.Options{
+				Kubeconfig: kubeconfig,
+				Namespace:  "rollgate-system",
+				Deployment: "rollgate",
+				ExtraArgs:  []string{"--git-allow-insecure-http"},
+				LogPath:    filepath.Join(t.TempDir(), "rollgate-controller.log"),
+			})
+			if err != nil {
+				return err
+			}
+			controller = c
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("rollgate controller log (last lines):\n%s", c.LogTail(60))
+				}
+				_ = c.Stop()
+			})
+			return nil
+		},
+	}
+	return hooks, &controller
+}
+
+// checkArgoCDPageEnd checks what the page promises at the end: every pod on
+// 1.2.0, the Rollout Healthy, the Application Synced to the head of main.
+func checkArgoCDPageEnd(ctx context.Context, t *testing.T, cluster *kwok.Cluster, git *gitserver.Server, argo *argocd.Instance) {
+	t.Helper()
+	var ro v1alpha1.Rollout
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &ro); err != nil {
+		t.Fatal(err)
+	}
+	if ro.Status.Phase != v1alpha1.PhaseHealthy {
+		t.Errorf("Rollout phase %q, want Healthy (%s)", ro.Status.Phase, ro.Status.Message)
+	}
+	images := podImages(ctx, t, cluster.Client)
+	if want := []string{"registry.example.com/echoserver:1.2.0 x4"}; strings.Join(images, ",") != strings.Join(want, ",") {
+		t.Errorf("pods by image: %v, want %v", images, want)
+	}
+	head, err := git.Head("app-repo", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var app struct {
+		Status struct {
+			Sync struct{ Status, Revision string } `json:"sync"`
+		} `json:"status"`
+	}
+	if err := argo.GetJSON("/api/v1/applications/echoserver", &app); err != nil {
+		t.Fatal(err)
+	}
+	if app.Status.Sync.Status != "Synced" || app.Status.Sync.Revision != head {
+		t.Errorf("Application %s at %s, want Synced at main's head %s", app.Status.Sync.Status, app.Status.Sync.Revision, head)
+	}
+	// The status branch follows within a status window (10 s).
+	var status string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		status, err = git.ReadFile("app-repo", "rollgate/status", "demo/echoserver.yaml")
+		if err == nil && strings.Contains(status, "phase: Healthy") && strings.Contains(status, "revision: "+ro.Status.StableRevision) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the status file on rollgate/status does not say %s is released and Healthy (%v):\n%s", ro.Status.StableRevision, err, status)
+			break
+		}
+	}
+}
