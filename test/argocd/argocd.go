@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rollgate/rollgate/test/proc"
@@ -75,6 +76,34 @@ type Instance struct {
 	kubeconfig string
 	procs      []*proc.Process
 	stopped    atomic.Bool
+	lock       *os.File
+}
+
+// lockPath serializes Argo CD environments on this machine: the
+// repo-server serves Git credentials on a fixed socket,
+// /tmp/reposerver-ask-pass.sock (a package variable of Argo CD, not
+// configurable), so two repo-servers at once (two test packages in
+// parallel under `go test ./...`) take it from each other.
+const lockPath = "/tmp/rollgate-argocd.lock"
+
+// lockMachine takes lockPath, waiting for another environment to stop.
+func lockMachine(ctx context.Context) (*os.File, error) {
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("argocd: another Argo CD environment holds %s: %w", lockPath, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // Start installs Argo CD's CRDs and settings into the cluster (namespace
@@ -100,6 +129,16 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := lockMachine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Close()
+		}
+	}()
 	if err := install(ctx, o.Kubeconfig, filepath.Join(o.Bin, "crds")); err != nil {
 		return nil, err
 	}
@@ -112,7 +151,7 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Instance{ServerAddr: loopback(ports[4]), Bin: bin, kubeconfig: o.Kubeconfig}
+	in := &Instance{ServerAddr: loopback(ports[4]), Bin: bin, kubeconfig: o.Kubeconfig, lock: lock}
 	env := processEnv(o)
 	for _, p := range processes(o, bin, redis, ports) {
 		penv := append([]string{"ARGOCD_BINARY_NAME=" + p.name}, env...)
@@ -129,6 +168,7 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 			return nil, errors.Join(err, in.Stop())
 		}
 	}
+	ok = true
 	return in, nil
 }
 
@@ -199,7 +239,12 @@ func concat(lists ...[]string) []string {
 // group, SIGKILL after 10 s.
 func (in *Instance) Stop() error {
 	in.stopped.Store(true)
-	return proc.StopAll(in.procs, 10*time.Second)
+	err := proc.StopAll(in.procs, 10*time.Second)
+	if in.lock != nil {
+		in.lock.Close() // releases the machine lock
+		in.lock = nil
+	}
+	return err
 }
 
 // Exited returns an error, with the last lines of its log, when a process
