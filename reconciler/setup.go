@@ -71,6 +71,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}); err != nil {
 		return err
 	}
+	// Observing a workload lists its own pods and ReplicaSets through
+	// this index, not every one of its namespace.
+	if err := workload.IndexOwners(ctx, idx); err != nil {
+		return err
+	}
 	// The Kubernetes Events stay on the Rollout; their copies posted to
 	// notification-controller are about the Rollout's Kustomization
 	// (package fluxevents).
@@ -92,6 +97,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	r := &RolloutReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: git,
+		workloadOpts: []workload.Option{workload.OwnerIndexed()},
 	}
 	if err := setupWebhook(mgr, opts); err != nil {
 		return err
