@@ -37,8 +37,9 @@ const (
 	// fluxManager is the field manager Flux's kustomize-controller applies
 	// with: the benchmark changes images the way Flux does.
 	fluxManager = "kustomize-controller"
-	// replicas is the size of every Deployment; step 1 releases one pod.
-	replicas = 4
+	// defaultReplicas is the size of every Deployment unless
+	// fleetOptions.replicas says otherwise; step 1 releases one pod.
+	defaultReplicas = 4
 	// applyWorkers apply manifests in parallel, as a GitOps tool applying
 	// one large commit does.
 	applyWorkers = 8
@@ -70,6 +71,8 @@ type fleetOptions struct {
 	// gitWebhookPort, when set, is where the controller serves Git push
 	// webhooks.
 	gitWebhookPort int
+	// replicas is the size of every Deployment; 0 means defaultReplicas.
+	replicas int
 }
 
 func newScheme(b *testing.B) *runtime.Scheme {
@@ -95,6 +98,10 @@ func startFleetWith(b *testing.B, n int, opts fleetOptions) *fleet {
 	start := time.Now()
 	scheme := newScheme(b)
 	// kwok's fake nodes take 110 pods each.
+	if opts.replicas == 0 {
+		opts.replicas = defaultReplicas
+	}
+	replicas := opts.replicas
 	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n*replicas/80+1), Scheme: scheme})
 	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: opts}
 	f.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
@@ -110,7 +117,7 @@ func startFleetWith(b *testing.B, n int, opts fleetOptions) *fleet {
 	if opts.gitURL != "" {
 		f.applyYAML(repositoryYAML(opts.gitURL, opts.interval))
 	}
-	f.parallel(func(name string) { f.applyYAML(appYAML(name, "app:1.0") + f.rolloutYAML(name)) })
+	f.parallel(func(name string) { f.applyYAML(appYAML(name, "app:1.0", replicas) + f.rolloutYAML(name)) })
 	f.waitHealthy(5*time.Minute, nil)
 	b.Logf("fleet of %d rollouts (%d pods) healthy %v after start", n, n*replicas, time.Since(start).Round(time.Second))
 	return f
@@ -120,8 +127,8 @@ func startFleetWith(b *testing.B, n int, opts fleetOptions) *fleet {
 // Service is headless (and so is the canary Service rollgate copies from
 // it): kwok's API server keeps the default Service range 10.0.0.0/24, whose
 // 254 addresses do not hold 200 Services and their 200 canary Services.
-func appYAML(name, image string) string {
-	return deploymentYAML(name, image) + fmt.Sprintf(`
+func appYAML(name, image string, replicas int) string {
+	return deploymentYAML(name, image, replicas) + fmt.Sprintf(`
 ---
 apiVersion: v1
 kind: Service
@@ -142,7 +149,7 @@ spec:
 }
 
 // deploymentYAML is the Deployment of a workload running image.
-func deploymentYAML(name, image string) string {
+func deploymentYAML(name, image string, replicas int) string {
 	return fmt.Sprintf(`
 apiVersion: apps/v1
 kind: Deployment
@@ -259,7 +266,7 @@ func (f *fleet) allCovered(ctx context.Context) bool {
 	}
 	for _, d := range list.Items {
 		ready, _, _ := unstructured.NestedInt64(d.Object, "status", "readyReplicas")
-		if d.GetLabels()[v1alpha1.LabelControlled] == "" || ready != replicas {
+		if d.GetLabels()[v1alpha1.LabelControlled] == "" || ready != int64(f.opts.replicas) {
 			return false
 		}
 	}

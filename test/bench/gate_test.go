@@ -98,7 +98,7 @@ func (f *fleet) releaseToGate(image string) sample {
 	bumped := map[string]time.Time{}
 	f.parallel(func(name string) {
 		at := time.Now()
-		f.applyYAML(deploymentYAML(name, image))
+		f.applyYAML(deploymentYAML(name, image, f.opts.replicas))
 		mu.Lock()
 		bumped[name] = at
 		mu.Unlock()
