@@ -2,6 +2,7 @@ package luascripts
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -68,6 +69,9 @@ func BenchmarkRunVirtualServicePooled(b *testing.B) {
 	}
 	if used := cpuTime(b) - cpu0; used > 0 {
 		b.ReportMetric(float64(b.N)/used.Seconds(), "evals/s/core")
+		// b.Loop runs this function once: one line per make bench.
+		fmt.Printf("P4 VirtualService evaluations on pooled sandboxes: %.0f evals/s per core (CPU time)\n", float64(b.N)/used.Seconds())
+		fmt.Printf("P4 VirtualService evaluation on a pooled sandbox: %.0f µs\n", float64(b.Elapsed().Microseconds())/float64(b.N))
 	}
 }
 
