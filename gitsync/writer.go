@@ -3,6 +3,7 @@ package gitsync
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"reflect"
@@ -429,10 +430,11 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 
 // Start flushes every Window while states are pending, until ctx ends,
 // then flushes once more (bounded by a timeout). Flush errors are kept for
-// LastFlush and retried at the next tick. It fits controller-runtime's
+// LastFlush and retried at the next tick, or after raceRetry when the flush
+// lost every attempt to other writers moving the branch. It fits controller-runtime's
 // manager.Runnable.
 func (w *Writer) Start(ctx context.Context) error {
-	t := time.NewTicker(w.opts.Window)
+	t := time.NewTimer(w.opts.Window)
 	defer t.Stop()
 	for {
 		select {
@@ -444,12 +446,22 @@ func (w *Writer) Start(ctx context.Context) error {
 			}
 			return nil
 		case <-t.C:
+			next := w.opts.Window
 			if w.Pending() {
-				_, _ = w.Flush(ctx)
+				// A flush that lost every race with other writers tries
+				// again soon, not a whole window later.
+				if _, err := w.Flush(ctx); errors.Is(err, ErrNonFastForward) {
+					next = min(next, raceRetry)
+				}
 			}
+			t.Reset(next)
 		}
 	}
 }
+
+// raceRetry is how soon Start flushes again after a flush lost every
+// attempt to other writers moving the branch.
+const raceRetry = time.Second
 
 // NeedLeaderElection makes controller-runtime run the Writer on the leader
 // only: one writer per status branch.
