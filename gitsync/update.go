@@ -1,10 +1,10 @@
 package gitsync
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -80,13 +80,47 @@ func (s *Snapshot) Files(dir string) ([]string, error) {
 		}
 		t, prefix = sub, d+"/"
 	}
+	// Walk the tree entries only: listing needs no blob.
 	var out []string
-	err := t.Files().ForEach(func(f *object.File) error {
-		out = append(out, prefix+f.Name)
-		return nil
-	})
+	w := object.NewTreeWalker(t, true, nil)
+	defer w.Close()
+	var err error
+	for {
+		name, e, werr := w.Next()
+		if werr == io.EOF {
+			break
+		}
+		if werr != nil {
+			err = werr
+			break
+		}
+		if e.Mode.IsFile() {
+			out = append(out, prefix+name)
+		}
+	}
 	sort.Strings(out)
 	return out, s.noteDamage(err)
+}
+
+// blobHash returns the hash of the file at path and whether the tree lists
+// a file there; comparing it with blobHashOf(data) tells whether the file
+// holds data without reading the blob.
+func (s *Snapshot) blobHash(path string) (plumbing.Hash, bool) {
+	p, err := cleanPath(path)
+	if err != nil || s.tree == nil {
+		return plumbing.ZeroHash, false
+	}
+	defer s.acquire()()
+	e, err := s.tree.FindEntry(p)
+	if err != nil || !e.Mode.IsFile() {
+		return plumbing.ZeroHash, false
+	}
+	return e.Hash, true
+}
+
+// blobHashOf is the Git object hash of a file holding data.
+func blobHashOf(data []byte) plumbing.Hash {
+	return plumbing.ComputeHash(plumbing.BlobObject, data)
 }
 
 // Change is the content of one commit.
@@ -243,12 +277,11 @@ func (r *Repository) effectiveChanges(base *Snapshot, files map[string][]byte) (
 		if err != nil {
 			return nil, err
 		}
-		old, err := readBlob(base.tree, cp)
-		exists := err == nil
+		old, exists := base.blobHash(cp)
 		switch {
 		case data == nil && !exists:
 			continue
-		case data != nil && exists && bytes.Equal(old, data):
+		case data != nil && exists && old == blobHashOf(data):
 			continue
 		}
 		out[cp] = data

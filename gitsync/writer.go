@@ -12,6 +12,8 @@ import (
 	"sync"
 	"text/template"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 const (
@@ -112,10 +114,13 @@ type Writer struct {
 	afterBuild func()
 }
 
-// render is a rendered status file and the Enqueue it came from.
+// render is a rendered status file and the Enqueue it came from; hash is
+// its Git blob hash, prev the hash of the render it replaced (the file
+// this Writer last had there, so not another writer's).
 type render struct {
-	seq  uint64
-	data []byte
+	seq        uint64
+	data       []byte
+	hash, prev plumbing.Hash
 }
 
 type flushOutcome struct {
@@ -344,7 +349,7 @@ func (w *Writer) renderAll(states map[string]RolloutState, seq map[string]uint64
 		if err != nil {
 			return fmt.Errorf("rendering status of %s: %w", k, err)
 		}
-		w.renders[k] = render{seq: seq[k], data: data}
+		w.renders[k] = render{seq: seq[k], data: data, hash: blobHashOf(data), prev: w.renders[k].hash}
 	}
 	return nil
 }
@@ -385,14 +390,18 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 	var keys []string
 	for _, k := range sortedKeys(states) {
 		s := states[k]
-		rendered := w.renders[k].data
+		r := w.renders[k]
 		p := StatusPath(w.opts.PathPrefix, s.Namespace, s.Name)
-		old, err := base.ReadFile(p)
-		if err != nil || !bytes.Equal(old, rendered) {
-			if err == nil && !isStatusFile(old) {
-				return nil, nil, fmt.Errorf("%w: %s (set a PathPrefix)", ErrNotOwned, p)
+		h, exists := base.blobHash(p)
+		if !exists || h != r.hash {
+			// A file that is not this Writer's previous render must be a
+			// status file before it is overwritten.
+			if exists && h != r.prev {
+				if old, err := base.ReadFile(p); err == nil && !isStatusFile(old) {
+					return nil, nil, fmt.Errorf("%w: %s (set a PathPrefix)", ErrNotOwned, p)
+				}
 			}
-			files[p] = rendered
+			files[p] = r.data
 			data.Changed = append(data.Changed, s)
 			keys = append(keys, k)
 		}
