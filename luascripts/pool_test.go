@@ -78,12 +78,18 @@ func TestPooledStatesDoNotLeak(t *testing.T) {
 	}
 }
 
-// TestPoolRetiresFailedStates: a run that fails (here a time limit) never
-// returns its state to the pool.
+// TestPoolRetiresFailedStates: a run that fails (here stopped by its
+// caller's context) never returns its state to the pool.
 func TestPoolRetiresFailedStates(t *testing.T) {
 	pool := NewPool(1)
-	r := Runner{Pool: pool, Limits: Limits{Time: 20 * time.Millisecond}}
-	if _, err := runHostile(t, r, `while true do end`); err == nil {
+	r := Runner{Pool: pool}
+	loop, err := NewScript("hostile", `while true do end`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := r.RunIngress(ctx, loop, IngressInput{}); err == nil {
 		t.Fatal("no error from an endless loop")
 	}
 	if _, err := runHostile(t, r, `return {ok = "1"}`); err != nil {
