@@ -50,7 +50,11 @@ func BenchmarkApprovalLatency(b *testing.B) {
 		f.releaseToGate("app:2.0")
 		hook := fmt.Sprintf("http://127.0.0.1:%d/hook/%s/app-repo", port, ns)
 		push := f.mergeApprovals(srv, 1, hook)
+		// The Rollouts at the step-2 gates planned their next look with
+		// the 10-minute interval; every one looks again within the
+		// release resync (30 s) and then keeps to the new interval.
 		f.setInterval(pollInterval)
+		time.Sleep(35 * time.Second)
 		poll := f.mergeApprovals(srv, 2, "")
 		for _, m := range []struct {
 			name string
