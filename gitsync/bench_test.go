@@ -76,3 +76,19 @@ func BenchmarkFlush200None(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFlush1000All rewrites all 1,000 status files per flush (one
+// commit), with no other writer: one fetch-build-push cycle of P3.
+func BenchmarkFlush1000All(b *testing.B) {
+	w := benchWriter(b, 1000)
+	b.ResetTimer()
+	for it := 0; it < b.N; it++ {
+		for i := range 1000 {
+			w.Enqueue(state(fmt.Sprintf("team-%d", i%10), fmt.Sprintf("app-%03d", i), 2+it%2))
+		}
+		res, err := w.Flush(context.Background())
+		if err != nil || len(res.Changed) != 1000 {
+			b.Fatalf("flush = %+v, %v", res, err)
+		}
+	}
+}

@@ -1,10 +1,10 @@
 package gitsync
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -80,13 +80,47 @@ func (s *Snapshot) Files(dir string) ([]string, error) {
 		}
 		t, prefix = sub, d+"/"
 	}
+	// Walk the tree entries only: listing needs no blob.
 	var out []string
-	err := t.Files().ForEach(func(f *object.File) error {
-		out = append(out, prefix+f.Name)
-		return nil
-	})
+	w := object.NewTreeWalker(t, true, nil)
+	defer w.Close()
+	var err error
+	for {
+		name, e, werr := w.Next()
+		if werr == io.EOF {
+			break
+		}
+		if werr != nil {
+			err = werr
+			break
+		}
+		if e.Mode.IsFile() {
+			out = append(out, prefix+name)
+		}
+	}
 	sort.Strings(out)
 	return out, s.noteDamage(err)
+}
+
+// blobHash returns the hash of the file at path and whether the tree lists
+// a file there; comparing it with blobHashOf(data) tells whether the file
+// holds data without reading the blob.
+func (s *Snapshot) blobHash(path string) (plumbing.Hash, bool) {
+	p, err := cleanPath(path)
+	if err != nil || s.tree == nil {
+		return plumbing.ZeroHash, false
+	}
+	defer s.acquire()()
+	e, err := s.tree.FindEntry(p)
+	if err != nil || !e.Mode.IsFile() {
+		return plumbing.ZeroHash, false
+	}
+	return e.Hash, true
+}
+
+// blobHashOf is the Git object hash of a file holding data.
+func blobHashOf(data []byte) plumbing.Hash {
+	return plumbing.ComputeHash(plumbing.BlobObject, data)
 }
 
 // Change is the content of one commit.
@@ -144,8 +178,14 @@ func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildF
 		req.From = req.Branch
 	}
 	repaired := false
+	staged := false
+	defer func() {
+		if staged {
+			r.unstage(ctx, req.Branch)
+		}
+	}()
 	for attempt := 1; ; attempt++ {
-		res, err := r.tryUpdate(ctx, req, build)
+		res, err := r.tryUpdate(ctx, req, build, &staged)
 		res.Attempts = attempt
 		if err != nil && !repaired && r.isDamaged() {
 			// The local copy is damaged: the next attempt drops it and
@@ -177,7 +217,7 @@ func (r *Repository) isDamaged() bool {
 }
 
 // tryUpdate runs one fetch-build-commit-push cycle.
-func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build BuildFunc) (UpdateResult, error) {
+func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build BuildFunc, staged *bool) (UpdateResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	heads, err := r.fetch(ctx, unique(req.From, req.Branch)...)
@@ -211,6 +251,12 @@ func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build Bui
 	if h, ok := heads[req.Branch]; ok {
 		expected = &h
 	}
+	if !*staged && len(changes) >= stageThreshold {
+		if err := r.stage(ctx, req.Branch, commit); err != nil {
+			return res, r.red.wrap("staging "+req.Branch+" on "+r.safeURL, r.noteDamage(err))
+		}
+		*staged = true
+	}
 	if err := r.push(ctx, req.Branch, commit, expected); err != nil {
 		return res, r.red.wrap("pushing "+req.Branch+" to "+r.safeURL, r.noteDamage(err))
 	}
@@ -231,12 +277,11 @@ func (r *Repository) effectiveChanges(base *Snapshot, files map[string][]byte) (
 		if err != nil {
 			return nil, err
 		}
-		old, err := readBlob(base.tree, cp)
-		exists := err == nil
+		old, exists := base.blobHash(cp)
 		switch {
 		case data == nil && !exists:
 			continue
-		case data != nil && exists && bytes.Equal(old, data):
+		case data != nil && exists && old == blobHashOf(data):
 			continue
 		}
 		out[cp] = data
@@ -313,4 +358,61 @@ func unique(xs ...string) []string {
 		}
 	}
 	return out
+}
+
+// stageThreshold is the size of a change (files) that Update first
+// uploads to a staging ref: see stage.
+const stageThreshold = 64
+
+// stagingRef is the ref a large change of branch is uploaded to before
+// the push to branch itself. It is not a branch: forges and GitOps tools
+// do not list it.
+func stagingRef(branch string) plumbing.ReferenceName {
+	return plumbing.ReferenceName("refs/rollgate/staging/" + branch)
+}
+
+// stage uploads commit and its objects to branch's staging ref (forced:
+// only this writer uses it). The push to branch that follows then sends
+// only the objects the server lacks — the commit and a few trees, also
+// when it is rebuilt on a head another writer moved — so it is short
+// enough to win against a writer pushing several times a second, where
+// uploading every file of a large change again on each attempt would
+// lose every race. Caller holds r.mu.
+func (r *Repository) stage(ctx context.Context, branch string, commit plumbing.Hash) error {
+	ref := stagingRef(branch)
+	if err := r.repo.Storer.SetReference(plumbing.NewHashReference(ref, commit)); err != nil {
+		return err
+	}
+	ctx, cancel := r.netContext(ctx)
+	defer cancel()
+	start := time.Now()
+	err := r.repo.PushContext(ctx, &git.PushOptions{
+		RemoteName: remoteName,
+		RefSpecs:   []config.RefSpec{config.RefSpec("+" + ref.String() + ":" + ref.String())},
+		Auth:       r.auth,
+		CABundle:   r.opts.Credentials.caBundleData(),
+	})
+	if errors.Is(err, git.NoErrAlreadyUpToDate) {
+		err = nil
+	}
+	r.observe(OpPush, start, err)
+	return err
+}
+
+// unstage deletes branch's staging ref, remote and local; best effort (a
+// leftover ref holds objects the branch has anyway, and the next stage
+// overwrites it).
+func (r *Repository) unstage(ctx context.Context, branch string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ref := stagingRef(branch)
+	ctx, cancel := r.netContext(context.WithoutCancel(ctx))
+	defer cancel()
+	_ = r.repo.PushContext(ctx, &git.PushOptions{
+		RemoteName: remoteName,
+		RefSpecs:   []config.RefSpec{config.RefSpec(":" + ref.String())},
+		Auth:       r.auth,
+		CABundle:   r.opts.Credentials.caBundleData(),
+	})
+	_ = r.repo.Storer.RemoveReference(ref)
 }

@@ -3,6 +3,7 @@ package gitsync
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"reflect"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"text/template"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 const (
@@ -111,10 +114,13 @@ type Writer struct {
 	afterBuild func()
 }
 
-// render is a rendered status file and the Enqueue it came from.
+// render is a rendered status file and the Enqueue it came from; hash is
+// its Git blob hash, prev the hash of the render it replaced (the file
+// this Writer last had there, so not another writer's).
 type render struct {
-	seq  uint64
-	data []byte
+	seq        uint64
+	data       []byte
+	hash, prev plumbing.Hash
 }
 
 type flushOutcome struct {
@@ -343,7 +349,7 @@ func (w *Writer) renderAll(states map[string]RolloutState, seq map[string]uint64
 		if err != nil {
 			return fmt.Errorf("rendering status of %s: %w", k, err)
 		}
-		w.renders[k] = render{seq: seq[k], data: data}
+		w.renders[k] = render{seq: seq[k], data: data, hash: blobHashOf(data), prev: w.renders[k].hash}
 	}
 	return nil
 }
@@ -384,14 +390,18 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 	var keys []string
 	for _, k := range sortedKeys(states) {
 		s := states[k]
-		rendered := w.renders[k].data
+		r := w.renders[k]
 		p := StatusPath(w.opts.PathPrefix, s.Namespace, s.Name)
-		old, err := base.ReadFile(p)
-		if err != nil || !bytes.Equal(old, rendered) {
-			if err == nil && !isStatusFile(old) {
-				return nil, nil, fmt.Errorf("%w: %s (set a PathPrefix)", ErrNotOwned, p)
+		h, exists := base.blobHash(p)
+		if !exists || h != r.hash {
+			// A file that is not this Writer's previous render must be a
+			// status file before it is overwritten.
+			if exists && h != r.prev {
+				if old, err := base.ReadFile(p); err == nil && !isStatusFile(old) {
+					return nil, nil, fmt.Errorf("%w: %s (set a PathPrefix)", ErrNotOwned, p)
+				}
 			}
-			files[p] = rendered
+			files[p] = r.data
 			data.Changed = append(data.Changed, s)
 			keys = append(keys, k)
 		}
@@ -429,10 +439,11 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 
 // Start flushes every Window while states are pending, until ctx ends,
 // then flushes once more (bounded by a timeout). Flush errors are kept for
-// LastFlush and retried at the next tick. It fits controller-runtime's
+// LastFlush and retried at the next tick, or after raceRetry when the flush
+// lost every attempt to other writers moving the branch. It fits controller-runtime's
 // manager.Runnable.
 func (w *Writer) Start(ctx context.Context) error {
-	t := time.NewTicker(w.opts.Window)
+	t := time.NewTimer(w.opts.Window)
 	defer t.Stop()
 	for {
 		select {
@@ -444,12 +455,22 @@ func (w *Writer) Start(ctx context.Context) error {
 			}
 			return nil
 		case <-t.C:
+			next := w.opts.Window
 			if w.Pending() {
-				_, _ = w.Flush(ctx)
+				// A flush that lost every race with other writers tries
+				// again soon, not a whole window later.
+				if _, err := w.Flush(ctx); errors.Is(err, ErrNonFastForward) {
+					next = min(next, raceRetry)
+				}
 			}
+			t.Reset(next)
 		}
 	}
 }
+
+// raceRetry is how soon Start flushes again after a flush lost every
+// attempt to other writers moving the branch.
+const raceRetry = time.Second
 
 // NeedLeaderElection makes controller-runtime run the Writer on the leader
 // only: one writer per status branch.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -66,9 +67,42 @@ type encoder struct {
 	m marks
 }
 
+// pathError is an encoding error whose path is built while the error
+// unwinds, so a successful encoding builds no path strings.
+type pathError struct {
+	path []string // innermost first
+	msg  string
+}
+
+func (p *pathError) Error() string {
+	var b strings.Builder
+	for i := len(p.path) - 1; i >= 0; i-- {
+		b.WriteString(p.path[i])
+	}
+	return b.String() + ": " + p.msg
+}
+
+// under adds the path element elem (".key", "[i]" or the root name) to an
+// encoding error.
+func under(err error, elem string) error {
+	if pe, ok := err.(*pathError); ok {
+		pe.path = append(pe.path, elem)
+	}
+	return err
+}
+
+// encode converts v; path names its position for error messages.
 func (e encoder) encode(v any, path string, depth int) (lua.LValue, error) {
+	lv, err := e.encodeAt(v, depth)
+	if err != nil {
+		return nil, under(err, path)
+	}
+	return lv, nil
+}
+
+func (e encoder) encodeAt(v any, depth int) (lua.LValue, error) {
 	if depth > maxDepth {
-		return nil, fmt.Errorf("%s: nested deeper than %d levels", path, maxDepth)
+		return nil, &pathError{msg: fmt.Sprintf("nested deeper than %d levels", maxDepth)}
 	}
 	switch x := v.(type) {
 	case nil:
@@ -86,7 +120,7 @@ func (e encoder) encode(v any, path string, depth int) (lua.LValue, error) {
 	case float64:
 		return lua.LNumber(x), nil
 	case map[string]any:
-		return e.encodeMap(x, path, depth)
+		return e.encodeMap(x, depth)
 	case map[string]string:
 		t := e.L.CreateTable(0, len(x))
 		for _, k := range sortedKeys(x) {
@@ -97,9 +131,9 @@ func (e encoder) encode(v any, path string, depth int) (lua.LValue, error) {
 	case []any:
 		t := e.L.CreateTable(len(x), 0)
 		for i, item := range x {
-			lv, err := e.encode(item, path+"["+strconv.Itoa(i)+"]", depth+1)
+			lv, err := e.encodeAt(item, depth+1)
 			if err != nil {
-				return nil, err
+				return nil, under(err, "["+strconv.Itoa(i)+"]")
 			}
 			t.RawSetInt(i+1, lv)
 		}
@@ -113,18 +147,18 @@ func (e encoder) encode(v any, path string, depth int) (lua.LValue, error) {
 		t.Metatable = e.m.array
 		return t, nil
 	}
-	return nil, fmt.Errorf("%s: cannot convert Go value of type %T", path, v)
+	return nil, &pathError{msg: fmt.Sprintf("cannot convert Go value of type %T", v)}
 }
 
-func (e encoder) encodeMap(x map[string]any, path string, depth int) (lua.LValue, error) {
+func (e encoder) encodeMap(x map[string]any, depth int) (lua.LValue, error) {
 	t := e.L.CreateTable(0, len(x))
 	for _, k := range sortedKeys(x) {
 		if x[k] == nil {
 			continue
 		}
-		lv, err := e.encode(x[k], path+"."+k, depth+1)
+		lv, err := e.encodeAt(x[k], depth+1)
 		if err != nil {
-			return nil, err
+			return nil, under(err, "."+k)
 		}
 		t.RawSetString(k, lv)
 	}

@@ -83,6 +83,7 @@ type Library struct {
 	mu       sync.Mutex
 	builtin  map[string]Script
 	override map[string]overrideEntry
+	pool     *Pool
 }
 
 type overrideEntry struct {
@@ -97,7 +98,16 @@ func NewLibrary() *Library {
 }
 
 func newLibrary(fsys fs.FS) *Library {
-	return &Library{fsys: fsys, builtin: map[string]Script{}, override: map[string]overrideEntry{}}
+	return &Library{fsys: fsys, builtin: map[string]Script{}, override: map[string]overrideEntry{}, pool: NewPool(libraryPoolSize)}
+}
+
+// libraryPoolSize is how many idle Lua states a Library keeps.
+const libraryPoolSize = 8
+
+// Pool returns the Library's pool of Lua states, for Runner.Pool: the
+// scripts of one Library share it.
+func (l *Library) Pool() *Pool {
+	return l.pool
 }
 
 var (

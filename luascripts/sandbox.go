@@ -81,12 +81,15 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Runner runs scripts in the sandbox. The zero value is ready to use with
-// DefaultLimits. A Runner holds no state between runs: every run gets a
-// fresh Lua state, so runs never see each other and may happen
-// concurrently.
+// DefaultLimits. Runs never see each other and may happen concurrently:
+// every run gets a fresh Lua state, or with Pool a pooled one reset to
+// what it was when it was built.
 type Runner struct {
 	// Limits of each run.
 	Limits Limits
+	// Pool, when set, lends prepared states (see Pool); nil builds one per
+	// run.
+	Pool *Pool
 	// Print receives what scripts print(), one line per call, after the run
 	// ends. Nil discards it.
 	Print io.Writer
@@ -142,7 +145,16 @@ func (r Runner) run(ctx context.Context, s Script, in any, decode decodeFunc) (v
 				done <- outcome{err: scriptErr(s.Name, ErrRuntime, 0, "internal error: %v", p)}
 			}
 		}()
-		done <- execute(runCtx, s, lim, in, decode)
+		v := r.Pool.get(lim)
+		o := execute(runCtx, v, s, in, decode)
+		// The state goes back (reset) before the result is handed over:
+		// the caller's next run finds it in the pool.
+		if o.err == nil && runCtx.Err() == nil {
+			r.Pool.put(v)
+		} else {
+			v.L.Close()
+		}
+		done <- o
 	}()
 	hard := time.NewTimer(lim.Time + abandonGrace)
 	defer hard.Stop()
@@ -163,23 +175,10 @@ func (r Runner) run(ctx context.Context, s Script, in any, decode decodeFunc) (v
 	}
 }
 
-// execute runs one script in a fresh Lua state; it is the only code that
-// touches that state.
-func execute(ctx context.Context, s Script, lim Limits, in any, decode decodeFunc) outcome {
-	L := lua.NewState(lua.Options{
-		SkipOpenLibs:    true,
-		CallStackSize:   lim.CallStackSize,
-		RegistrySize:    256,
-		RegistryMaxSize: lim.RegistrySlots,
-		// gopher-lua grows the value stack linearly; small steps make a
-		// large unpack quadratic.
-		RegistryGrowStep: 4096,
-		// A fixed call stack: gopher-lua's growing one panics without a
-		// line number when it is full.
-		MinimizeStackMemory: false,
-	})
-	defer L.Close()
-	sb := openSandbox(L, lim)
+// execute runs one script in the state of v; while it runs it is the only
+// code that touches that state.
+func execute(ctx context.Context, v *vm, s Script, in any, decode decodeFunc) outcome {
+	L, sb, lim := v.L, v.sb, v.lim
 	obj, err := encoder{L: L, m: sb.marks}.encode(in, "obj", 0)
 	if err != nil {
 		return outcome{err: scriptErr(s.Name, ErrInput, 0, "%v", err)}
@@ -188,18 +187,18 @@ func execute(ctx context.Context, s Script, lim Limits, in any, decode decodeFun
 	L.SetContext(ctx)
 	L.Push(L.NewFunctionFromProto(s.proto))
 	if err := L.PCall(0, 1, nil); err != nil {
-		return outcome{prints: sb.prints.Bytes(), err: err}
+		return outcome{prints: sb.printed(), err: err}
 	}
 	L.RemoveContext()
-	v, err := decode(newDecoder(sb.marks, lim.ResultValues), L.Get(-1))
+	val, err := decode(newDecoder(sb.marks, lim.ResultValues), L.Get(-1))
 	if err != nil {
 		kind := ErrResult
 		if errors.Is(err, ErrLimit) {
 			kind = ErrLimit
 		}
-		return outcome{prints: sb.prints.Bytes(), err: scriptErr(s.Name, kind, 0, "result: %v", err)}
+		return outcome{prints: sb.printed(), err: scriptErr(s.Name, kind, 0, "result: %v", err)}
 	}
-	return outcome{value: v, prints: sb.prints.Bytes()}
+	return outcome{value: val, prints: sb.printed()}
 }
 
 // classify maps a failed run to a *ScriptError of the right kind.

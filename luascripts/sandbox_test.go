@@ -64,37 +64,69 @@ func TestHostileScripts(t *testing.T) {
 		{"error() line", "\n\n\n\nerror(\"boom\")", ErrRuntime, "boom", 5},
 		{"syntax error line", "return {\n  a = 1\n  b = 2\n}", ErrCompile, "near", 3},
 	}
+	// Every script runs on a fresh state and on a pooled state that an
+	// ordinary script used just before: the limits hold for both.
+	pool := NewPool(1)
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			start := time.Now()
-			out, err := runHostile(t, Runner{}, tt.src)
-			elapsed := time.Since(start)
-			if err == nil {
-				t.Fatalf("no error; result %v", out)
-			}
-			var se *ScriptError
-			if !errors.As(err, &se) {
-				t.Fatalf("error %v is a %T, not a *ScriptError", err, err)
-			}
-			if !errors.Is(err, tt.kind) {
-				t.Errorf("error kind: got %v, want %v (%v)", se.Kind, tt.kind, err)
-			}
-			if !strings.Contains(err.Error(), tt.msg) {
-				t.Errorf("error %q does not contain %q", err, tt.msg)
-			}
-			if !strings.HasPrefix(err.Error(), `lua script "hostile": `) {
-				t.Errorf("error %q does not name the script", err)
-			}
-			if tt.line > 0 && se.Line != tt.line {
-				t.Errorf("line: got %d, want %d (%v)", se.Line, tt.line, err)
-			}
-			if elapsed > 1500*time.Millisecond {
-				t.Errorf("took %v; limits must stop a script within about 1s", elapsed)
-			}
-		})
+		for _, r := range []struct {
+			name   string
+			runner Runner
+		}{{"fresh", Runner{}}, {"pooled", Runner{Pool: pool}}} {
+			t.Run(tt.name+"/"+r.name, func(t *testing.T) {
+				if r.runner.Pool != nil {
+					warm(t, pool)
+				}
+				hostileCase(t, r.runner, tt.src, tt.kind, tt.msg, tt.line)
+			})
+		}
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("a hostile script created %s", marker)
+	}
+}
+
+// warm runs an ordinary script through pool and checks the next run will
+// take a state from it.
+func warm(t *testing.T, pool *Pool) {
+	t.Helper()
+	before := pool.Stats().Reused
+	for i := 0; i < 2; i++ {
+		if out, err := runHostile(t, Runner{Pool: pool}, `return {ok = "1"}`); err != nil || out["ok"] != "1" {
+			t.Fatalf("ordinary script: %v %v", out, err)
+		}
+	}
+	if pool.Stats().Reused <= before {
+		t.Fatalf("the pool reused no state: %+v", pool.Stats())
+	}
+}
+
+// hostileCase runs one hostile script and checks its error.
+func hostileCase(t *testing.T, r Runner, src string, kind error, msg string, line int) {
+	t.Helper()
+	start := time.Now()
+	out, err := runHostile(t, r, src)
+	elapsed := time.Since(start)
+	if err == nil {
+		t.Fatalf("no error; result %v", out)
+	}
+	var se *ScriptError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v is a %T, not a *ScriptError", err, err)
+	}
+	if !errors.Is(err, kind) {
+		t.Errorf("error kind: got %v, want %v (%v)", se.Kind, kind, err)
+	}
+	if !strings.Contains(err.Error(), msg) {
+		t.Errorf("error %q does not contain %q", err, msg)
+	}
+	if !strings.HasPrefix(err.Error(), `lua script "hostile": `) {
+		t.Errorf("error %q does not name the script", err)
+	}
+	if line > 0 && se.Line != line {
+		t.Errorf("line: got %d, want %d (%v)", se.Line, line, err)
+	}
+	if elapsed > 1500*time.Millisecond {
+		t.Errorf("took %v; limits must stop a script within about 1s", elapsed)
 	}
 }
 

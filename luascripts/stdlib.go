@@ -25,8 +25,9 @@ type sandbox struct {
 // loadfile, load, loadstring, require, module (code loading), print
 // (replaced), collectgarbage (forces a GC of the whole controller),
 // getfenv and setfenv (environment tampering), newproxy and _printregs
-// (internals, _printregs writes to stdout). rawset and rawget stay: with
-// a fresh state per run, a script can only change its own globals.
+// (internals, _printregs writes to stdout). rawset and rawget stay: a
+// state is fresh, or reset after a run (Pool), so a script can only
+// change its own globals.
 func allowedGlobal(name string) bool {
 	switch name {
 	case "assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal",

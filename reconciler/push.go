@@ -1,30 +1,60 @@
 package reconciler
 
 import (
+	"bytes"
 	"context"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
 )
 
-// pushSource turns push events into reconciles of the Rollouts that use the
-// Repository.
-func pushSource(in <-chan types.NamespacedName, r *RolloutReconciler) source.Source {
-	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case key := <-in:
-					for _, req := range r.rolloutsBy(ctx, key.Namespace, repositoryIndex, key.Name) {
-						q.Add(req)
-					}
-				}
-			}
-		}()
-		return nil
-	})
+// A merged approval reaches its Rollout this way: a push webhook marks the
+// Repository stale (gitpush.Server → repoPool.markStale) and its
+// controller fetches at once; without a webhook a Rollout waiting at a
+// gate fetches once per interval. Whoever fetches, a fetch that moves a
+// branch wakes exactly the Rollouts waiting at a gate whose manifest
+// changed on it (repoPool.moved): not every Rollout of the Repository,
+// whose reconciles would queue in front of the one that was approved.
+
+// wakeGated notifies g.moved of the Rollouts of e waiting at a gate, on
+// branch, whose manifest differs between old (the branch before the
+// fetch; nil when unknown) and the branch now. Caller must not hold e.mu.
+func (g *repoPool) wakeGated(ctx context.Context, e *repoHandle, branch string, old *gitsync.Snapshot) {
+	if g.rollouts == nil {
+		return
+	}
+	var list v1alpha1.RolloutList
+	if err := g.rollouts.List(ctx, &list, client.InNamespace(e.obj.Namespace), client.MatchingFields{repositoryIndex: e.obj.Name}); err != nil {
+		return
+	}
+	cur, err := e.clone.LocalSnapshot(branch)
+	if err != nil {
+		old = nil
+	}
+	var keys []types.NamespacedName
+	for i := range list.Items {
+		ro := &list.Items[i]
+		if ro.Status.AwaitingApproval == nil || ro.Spec.Git == nil || orDefault(ro.Spec.Git.Branch, e.branch) != branch {
+			continue
+		}
+		if old != nil && sameFile(old, cur, ro.Spec.Git.Path) {
+			continue
+		}
+		keys = append(keys, client.ObjectKeyFromObject(ro))
+	}
+	g.moved.notify(keys...)
+}
+
+// sameFile reports whether path reads the same in a and b (false when
+// either read fails: better one reconcile too many).
+func sameFile(a, b *gitsync.Snapshot, path string) bool {
+	x, err := a.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	y, err := b.ReadFile(path)
+	return err == nil && bytes.Equal(x, y)
 }

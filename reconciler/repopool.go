@@ -28,6 +28,11 @@ type repoPool struct {
 	// (their GitSynced turns True); changed the Repositories whose fetch
 	// or flush outcome changed (their status).
 	written, changed *notifier
+	// moved gets the Rollouts waiting at a gate whose manifest a fetch
+	// changed (see wakeGated); rollouts lists them (the manager's cached
+	// client; nil wakes none).
+	moved    *notifier
+	rollouts client.Reader
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -63,7 +68,7 @@ type repoHandle struct {
 func newRepoPool(reader client.Reader, defaults Options) *repoPool {
 	return &repoPool{
 		reader: reader, defaults: defaults, entries: map[types.NamespacedName]*repoHandle{},
-		written: newNotifier(), changed: newNotifier(),
+		written: newNotifier(), changed: newNotifier(), moved: newNotifier(),
 	}
 }
 
@@ -318,10 +323,19 @@ func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string,
 // fetch fetches branch and records the outcome for the Repository's
 // status.
 func (g *repoPool) fetch(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
+	old, oldErr := e.clone.LocalSnapshot(branch)
 	err := e.clone.Fetch(ctx, branch)
 	head := ""
 	if err == nil && branch == e.branch {
 		head, _ = e.clone.Head(branch)
+	}
+	if err == nil {
+		if cur, _ := e.clone.Head(branch); oldErr != nil || cur != old.Commit {
+			if oldErr != nil {
+				old = nil
+			}
+			g.wakeGated(ctx, e, branch, old)
+		}
 	}
 	e.mu.Lock()
 	if err == nil {

@@ -50,6 +50,9 @@ type RolloutReconciler struct {
 	Scripts *luascripts.Library
 
 	repos *repoPool
+	// workloadOpts are the workload adapters' options (OwnerIndexed once
+	// Setup has registered workload.OwnerIndex).
+	workloadOpts []workload.Option
 	// routes watches the kinds named in customNetworkRefs (nil: none).
 	routes *routeWatches
 }
@@ -144,7 +147,7 @@ func (r *RolloutReconciler) observeWorkload(ctx context.Context, sc *scope) erro
 	if err := r.observeOwnership(ctx, sc.ro); err != nil {
 		return err
 	}
-	a, err := workload.For(r.Client, sc.ro, r.Options.now)
+	a, err := workload.For(r.Client, sc.ro, r.Options.now, r.workloadOpts...)
 	if err != nil {
 		return err
 	}

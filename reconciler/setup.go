@@ -71,6 +71,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}); err != nil {
 		return err
 	}
+	// Observing a workload lists its own pods and ReplicaSets through
+	// this index, not every one of its namespace.
+	if err := workload.IndexOwners(ctx, idx); err != nil {
+		return err
+	}
 	// The Kubernetes Events stay on the Rollout; their copies posted to
 	// notification-controller are about the Rollout's Kustomization
 	// (package fluxevents).
@@ -86,12 +91,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("event recorder: %w", err)
 	}
 	git := newRepoPool(mgr.GetAPIReader(), opts)
+	git.rollouts = mgr.GetClient()
 	if err := mgr.Add(git); err != nil {
 		return err
 	}
 	r := &RolloutReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: git,
+		workloadOpts: []workload.Option{workload.OwnerIndexed()},
 	}
 	if err := setupWebhook(mgr, opts); err != nil {
 		return err
@@ -99,16 +106,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := (&RepositoryReconciler{Client: mgr.GetClient(), git: git}).setupWithManager(mgr); err != nil {
 		return err
 	}
-	pushes := make(chan types.NamespacedName, 64)
+	// A push makes the Repository controller fetch at once; the fetch
+	// wakes the Rollouts whose approval it brought (wakeGated).
 	if opts.GitWebhookAddr != "" && opts.GitWebhookAddr != "0" {
-		if err := mgr.Add(&gitpush.Server{Addr: opts.GitWebhookAddr, Stale: git.markStale, Pushed: pushes}); err != nil {
+		if err := mgr.Add(&gitpush.Server{Addr: opts.GitWebhookAddr, Stale: git.markStale}); err != nil {
 			return err
 		}
 	}
-	return r.setupWithManager(mgr, opts, pushes)
+	return r.setupWithManager(mgr, opts)
 }
 
-func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pushes <-chan types.NamespacedName) error {
+func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
 	workloadEvents := handler.EnqueueRequestsFromMapFunc(r.rolloutsOfWorkload)
 	// A route or Service re-applied by the GitOps tool mid-release is
 	// re-asserted at once: watch them (HTTPRoutes only where the CRD is;
@@ -127,7 +135,7 @@ func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options, pus
 		Watches(&appsv1.DaemonSet{}, workloadEvents).
 		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfReplicaSet)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfPod)).
-		WatchesRawSource(pushSource(pushes, r)).
+		WatchesRawSource(r.repos.moved.source()).   // a fetch brought a merged approval
 		WatchesRawSource(r.repos.written.source()). // progress reached Git: GitSynced
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrent, 1)}).
 		Build(r)

@@ -57,7 +57,7 @@ func ingressAnnotations(ctx context.Context, o Options, classType string, annota
 		RequestHeaderModifier: d.RequestHeaderModifier,
 		StableService:         d.StableService, CanaryService: d.CanaryService,
 	}
-	out, err := luascripts.Runner{Limits: o.Lua, Observe: o.LuaObserve}.RunIngress(ctx, script, in)
+	out, err := luascripts.Runner{Limits: o.Lua, Observe: o.LuaObserve, Pool: o.library().Pool()}.RunIngress(ctx, script, in)
 	if err != nil {
 		return nil, scriptError(err)
 	}
@@ -82,7 +82,7 @@ func customScript(ctx context.Context, o Options, kind, group string, original o
 		RequestHeaderModifier: d.RequestHeaderModifier,
 		Target:                scriptTarget(o, d),
 	}
-	out, err := luascripts.Runner{Limits: o.Lua, Observe: o.LuaObserve}.RunCustom(ctx, script, in)
+	out, err := luascripts.Runner{Limits: o.Lua, Observe: o.LuaObserve, Pool: o.library().Pool()}.RunCustom(ctx, script, in)
 	if err != nil {
 		return objectState{}, scriptError(err)
 	}

@@ -23,7 +23,7 @@ type Server struct {
 	Addr string
 	// Stale is called with the Repository a push names: fetch it at once.
 	Stale func(types.NamespacedName)
-	// Pushed receives the Repository too (without blocking: one pending
+	// Pushed, when set, receives the Repository too (without blocking: one pending
 	// event is enough), to reconcile the Rollouts that use it.
 	Pushed chan<- types.NamespacedName
 }

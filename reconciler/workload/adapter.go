@@ -137,8 +137,9 @@ type Adapter interface {
 // read and write the workload kind, ReplicaSets, ControllerRevisions and
 // Pods in ro's namespace (and Deployments for the canary style). clock
 // tells the time pod availability (minReadySeconds) is judged at: the
-// reconciler's clock, the one the planner gets; nil is time.Now.
-func For(c client.Client, ro *v1alpha1.Rollout, clock func() time.Time) (Adapter, error) {
+// reconciler's clock, the one the planner gets; nil is time.Now. opts
+// (OwnerIndexed) change how the Adapter lists.
+func For(c client.Client, ro *v1alpha1.Rollout, clock func() time.Time, opts ...Option) (Adapter, error) {
 	if clock == nil {
 		clock = time.Now
 	}
@@ -147,6 +148,9 @@ func For(c client.Client, ro *v1alpha1.Rollout, clock func() time.Time) (Adapter
 		return nil, fmt.Errorf("spec.workloadRef.apiVersion %q: %w: rollgate releases apps/v1 Deployments, StatefulSets and DaemonSets", ref.APIVersion, ErrUnsupported)
 	}
 	b := base{c: c, ro: ro, clock: clock}
+	for _, o := range opts {
+		o(&b)
+	}
 	switch ref.Kind {
 	case "Deployment":
 		return &deployment{base: b}, nil

@@ -22,6 +22,8 @@ type base struct {
 	ro *v1alpha1.Rollout
 	// clock tells the time pod availability is judged at.
 	clock func() time.Time
+	// indexed: c serves OwnerIndex (see OwnerIndexed).
+	indexed bool
 }
 
 func (b *base) key() client.ObjectKey {
@@ -80,16 +82,9 @@ func (b *base) listPods(ctx context.Context, selector *metav1.LabelSelector, own
 	if err != nil {
 		return nil, fmt.Errorf("selector of %s: %w", b.key(), err)
 	}
-	var list corev1.PodList
-	if err := b.c.List(ctx, &list, client.InNamespace(b.ro.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	pods, err := listOwned(ctx, b, newPodList, podItems, b.ro.Namespace, sel, owners)
+	if err != nil {
 		return nil, fmt.Errorf("list pods of %s: %w", b.key(), err)
-	}
-	var pods []*corev1.Pod
-	for i := range list.Items {
-		p := &list.Items[i]
-		if ref := metav1.GetControllerOf(p); ref != nil && owners[ref.UID] {
-			pods = append(pods, p)
-		}
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	return pods, nil

@@ -6,6 +6,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,15 +33,10 @@ func CanaryName(name, rev string) string {
 // canaryDeployments lists the canary Deployments of d owned by the
 // Rollout.
 func (a *deployment) canaryDeployments(ctx context.Context, d *appsv1.Deployment) ([]*appsv1.Deployment, error) {
-	var list appsv1.DeploymentList
-	if err := a.c.List(ctx, &list, client.InNamespace(d.Namespace), client.MatchingLabels{LabelCanaryOf: d.Name}); err != nil {
+	sel := labels.SelectorFromSet(labels.Set{LabelCanaryOf: d.Name})
+	out, err := listOwned(ctx, &a.base, newDeploymentList, deploymentItems, d.Namespace, sel, map[types.UID]bool{a.ro.UID: true})
+	if err != nil {
 		return nil, fmt.Errorf("list canary Deployments of %s: %w", d.Name, err)
-	}
-	var out []*appsv1.Deployment
-	for i := range list.Items {
-		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == a.ro.UID {
-			out = append(out, &list.Items[i])
-		}
 	}
 	return out, nil
 }

@@ -107,18 +107,15 @@ func (a *deployment) ownedReplicaSets(ctx context.Context, d *appsv1.Deployment)
 	if err != nil {
 		return nil, fmt.Errorf("selector of Deployment %s: %w", d.Name, err)
 	}
-	var list appsv1.ReplicaSetList
-	if err := a.c.List(ctx, &list, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	out, err := listOwned(ctx, &a.base, newReplicaSetList, replicaSetItems, d.Namespace, sel, map[types.UID]bool{d.UID: true})
+	if err != nil {
 		return nil, fmt.Errorf("list ReplicaSets of %s: %w", d.Name, err)
 	}
-	var out []*appsv1.ReplicaSet
-	for i := range list.Items {
-		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == d.UID {
-			out = append(out, &list.Items[i])
-		}
-	}
 	sort.SliceStable(out, func(i, j int) bool {
-		return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
+		if !out[i].CreationTimestamp.Equal(&out[j].CreationTimestamp) {
+			return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
+		}
+		return out[i].Name < out[j].Name
 	})
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -32,16 +33,12 @@ func (b *base) readHistory(ctx context.Context, owner client.Object, selector *m
 	if err != nil {
 		return nil, fmt.Errorf("selector of %s: %w", owner.GetName(), err)
 	}
-	var list appsv1.ControllerRevisionList
-	if err := b.c.List(ctx, &list, client.InNamespace(owner.GetNamespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	crs, err := listOwned(ctx, b, newControllerRevisionList, controllerRevisionItems, owner.GetNamespace(), sel, map[types.UID]bool{owner.GetUID(): true})
+	if err != nil {
 		return nil, fmt.Errorf("list ControllerRevisions of %s: %w", owner.GetName(), err)
 	}
 	h := &history{revs: map[string]string{}, templates: map[string]*corev1.PodTemplateSpec{}}
-	for i := range list.Items {
-		cr := &list.Items[i]
-		if ref := metav1.GetControllerOf(cr); ref == nil || ref.UID != owner.GetUID() {
-			continue
-		}
+	for _, cr := range crs {
 		var data struct {
 			Spec struct {
 				Template corev1.PodTemplateSpec `json:"template"`

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -60,4 +63,31 @@ func olderThan(a, b *v1alpha1.Rollout) bool {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
 	}
 	return a.Name < b.Name
+}
+
+// OwnerIndex is the field index of Pods, ReplicaSets, ControllerRevisions
+// and Deployments (the canary style's canary Deployments) by the UID of their controlling owner. IndexOwners
+// registers it; an Adapter made with OwnerIndexed lists through it, so
+// observing a workload reads its own objects instead of every object of
+// its namespace.
+const OwnerIndex = "rollgate.dev/controller-uid"
+
+// IndexOwners registers OwnerIndex with a manager's field indexer for
+// Pods, ReplicaSets, ControllerRevisions and Deployments. Register it once per manager,
+// before the manager starts.
+func IndexOwners(ctx context.Context, indexer client.FieldIndexer) error {
+	for _, obj := range []client.Object{&corev1.Pod{}, &appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &appsv1.Deployment{}} {
+		if err := indexer.IndexField(ctx, obj, OwnerIndex, controllerUID); err != nil {
+			return fmt.Errorf("index %T by controller: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// controllerUID is the OwnerIndex value of obj: its controller's UID.
+func controllerUID(obj client.Object) []string {
+	if ref := metav1.GetControllerOf(obj); ref != nil {
+		return []string{string(ref.UID)}
+	}
+	return nil
 }

@@ -10,11 +10,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/webhook/webhooktest"
+	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
 )
@@ -24,6 +27,9 @@ import (
 // loopback URL; every test works in its own namespace.
 var suite struct {
 	c client.Client
+	// cached reads through an informer cache that serves
+	// workload.OwnerIndex, as the controller's client does.
+	cached client.Client
 }
 
 func TestMain(m *testing.M) {
@@ -70,6 +76,31 @@ func run(m *testing.M) int {
 		return 1
 	}
 	suite.c = cluster.Client
+	if suite.cached, err = indexedClient(ctx, cluster.RESTConfig, scheme); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	code = m.Run()
 	return code
+}
+
+// indexedClient starts an informer cache with workload.OwnerIndex and
+// returns a client that reads through it.
+func indexedClient(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (client.Client, error) {
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	if err := workload.IndexOwners(ctx, c); err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "cache:", err)
+		}
+	}()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("cache did not sync")
+	}
+	return client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: c}})
 }

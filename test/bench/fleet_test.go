@@ -37,8 +37,9 @@ const (
 	// fluxManager is the field manager Flux's kustomize-controller applies
 	// with: the benchmark changes images the way Flux does.
 	fluxManager = "kustomize-controller"
-	// replicas is the size of every Deployment; step 1 releases one pod.
-	replicas = 4
+	// defaultReplicas is the size of every Deployment unless
+	// fleetOptions.replicas says otherwise; step 1 releases one pod.
+	defaultReplicas = 4
 	// applyWorkers apply manifests in parallel, as a GitOps tool applying
 	// one large commit does.
 	applyWorkers = 8
@@ -57,6 +58,21 @@ type fleet struct {
 	stable map[string]string
 	// heapBase is the process heap before the controller started (MiB).
 	heapBase float64
+	opts     fleetOptions
+}
+
+// fleetOptions change the fleet; the zero value is the plain fleet.
+type fleetOptions struct {
+	// gitURL, when set, is the Git repository the Rollouts' spec.git
+	// names (through the Repository "app-repo"), holding each Rollout's
+	// manifest at apps/<name>/rollout.yaml; interval is its fetch interval.
+	gitURL   string
+	interval time.Duration
+	// gitWebhookPort, when set, is where the controller serves Git push
+	// webhooks.
+	gitWebhookPort int
+	// replicas is the size of every Deployment; 0 means defaultReplicas.
+	replicas int
 }
 
 func newScheme(b *testing.B) *runtime.Scheme {
@@ -73,11 +89,21 @@ func newScheme(b *testing.B) *runtime.Scheme {
 // workloads, and waits until every Rollout is Healthy.
 func startFleet(b *testing.B, n int) *fleet {
 	b.Helper()
+	return startFleetWith(b, n, fleetOptions{})
+}
+
+// startFleetWith is startFleet with options.
+func startFleetWith(b *testing.B, n int, opts fleetOptions) *fleet {
+	b.Helper()
 	start := time.Now()
 	scheme := newScheme(b)
 	// kwok's fake nodes take 110 pods each.
+	if opts.replicas == 0 {
+		opts.replicas = defaultReplicas
+	}
+	replicas := opts.replicas
 	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n*replicas/80+1), Scheme: scheme})
-	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}}
+	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: opts}
 	f.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
 	f.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
 	f.ensureNamespace("rollgate-system")
@@ -88,7 +114,10 @@ func startFleet(b *testing.B, n int) *fleet {
 	for i := range n {
 		f.names = append(f.names, fmt.Sprintf("app-%03d", i))
 	}
-	f.parallel(func(name string) { f.applyYAML(appYAML(name, "app:1.0") + rolloutYAML(name)) })
+	if opts.gitURL != "" {
+		f.applyYAML(repositoryYAML(opts.gitURL, opts.interval))
+	}
+	f.parallel(func(name string) { f.applyYAML(appYAML(name, "app:1.0", replicas) + f.rolloutYAML(name)) })
 	f.waitHealthy(5*time.Minute, nil)
 	b.Logf("fleet of %d rollouts (%d pods) healthy %v after start", n, n*replicas, time.Since(start).Round(time.Second))
 	return f
@@ -98,8 +127,8 @@ func startFleet(b *testing.B, n int) *fleet {
 // Service is headless (and so is the canary Service rollgate copies from
 // it): kwok's API server keeps the default Service range 10.0.0.0/24, whose
 // 254 addresses do not hold 200 Services and their 200 canary Services.
-func appYAML(name, image string) string {
-	return deploymentYAML(name, image) + fmt.Sprintf(`
+func appYAML(name, image string, replicas int) string {
+	return deploymentYAML(name, image, replicas) + fmt.Sprintf(`
 ---
 apiVersion: v1
 kind: Service
@@ -120,7 +149,7 @@ spec:
 }
 
 // deploymentYAML is the Deployment of a workload running image.
-func deploymentYAML(name, image string) string {
+func deploymentYAML(name, image string, replicas int) string {
 	return fmt.Sprintf(`
 apiVersion: apps/v1
 kind: Deployment
@@ -136,8 +165,29 @@ spec:
 `, name, image, ns, replicas)
 }
 
+// repositoryYAML is the Repository "app-repo" of url, fetched every
+// interval while a gate waits.
+func repositoryYAML(url string, interval time.Duration) string {
+	return fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Repository
+metadata: {name: app-repo, namespace: %s}
+spec: {url: %q, branch: main, interval: %s, status: {window: 10s}}
+`, ns, url, interval)
+}
+
+// rolloutYAML is rolloutYAML of name, with spec.git when the fleet has a
+// Git repository.
+func (f *fleet) rolloutYAML(name string) string {
+	if f.opts.gitURL != "" {
+		return gitRolloutYAML(name)
+	}
+	return rolloutYAML(name)
+}
+
 // rolloutYAML is the Rollout of one workload: batch 1 is one pod and 20%
-// of traffic behind a manual gate.
+// of traffic behind a manual gate, batch 2 half the pods and 50% behind
+// another.
 func rolloutYAML(name string) string {
 	return fmt.Sprintf(`
 ---
@@ -216,7 +266,7 @@ func (f *fleet) allCovered(ctx context.Context) bool {
 	}
 	for _, d := range list.Items {
 		ready, _, _ := unstructured.NestedInt64(d.Object, "status", "readyReplicas")
-		if d.GetLabels()[v1alpha1.LabelControlled] == "" || ready != replicas {
+		if d.GetLabels()[v1alpha1.LabelControlled] == "" || ready != int64(f.opts.replicas) {
 			return false
 		}
 	}
@@ -315,7 +365,7 @@ func (f *fleet) startController() {
 	mgr, err := reconciler.NewManager(&cfg, reconciler.ManagerOptions{Logger: discard, Restartable: true}, reconciler.Options{
 		Namespace: "rollgate-system", Concurrent: 4, LuaConfigMap: "rollgate-lua",
 		WebhookURL: fmt.Sprintf("https://127.0.0.1:%d", port), WebhookSecret: "rollgate-webhook-cert",
-		GitWebhookAddr: "0", GitDefaultInterval: time.Minute,
+		GitWebhookAddr: f.gitWebhookAddr(), GitDefaultInterval: time.Minute,
 	})
 	if err != nil {
 		f.b.Fatal(err)
@@ -336,6 +386,13 @@ func (f *fleet) startController() {
 		}
 		return err == nil, nil
 	})
+}
+
+func (f *fleet) gitWebhookAddr() string {
+	if f.opts.gitWebhookPort == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("127.0.0.1:%d", f.opts.gitWebhookPort)
 }
 
 func (f *fleet) stopController() {

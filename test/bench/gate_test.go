@@ -98,15 +98,17 @@ func (f *fleet) releaseToGate(image string) sample {
 	bumped := map[string]time.Time{}
 	f.parallel(func(name string) {
 		at := time.Now()
-		f.applyYAML(deploymentYAML(name, image))
+		f.applyYAML(deploymentYAML(name, image, f.opts.replicas))
 		mu.Lock()
 		bumped[name] = at
 		mu.Unlock()
 	})
-	started, gated, ok := gates.wait(10 * time.Minute)
+	// 10 minutes, or 1.2 s per Rollout for large fleets.
+	timeout := max(10*time.Minute, time.Duration(len(f.names))*1200*time.Millisecond)
+	started, gated, ok := gates.wait(timeout)
 	s := sample{stats: readReconcileStats(f.b).minus(before)}
 	if !ok {
-		f.b.Fatalf("%d of %d Rollouts at the step-1 gate after 10 minutes; the others: %s", len(gated), len(f.names), f.whereAre(gated))
+		f.b.Fatalf("%d of %d Rollouts at the step-1 gate after %v; the others: %s", len(gated), len(f.names), timeout, f.whereAre(gated))
 	}
 	if n := gates.rewatched(); n > 0 {
 		f.b.Logf("the watch was re-opened %d times: some times are late", n)

@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// scaleEnv sets the number of Rollouts of BenchmarkScale (default
+// defaultScale): ROLLGATE_BENCH_SCALE=1000 make bench.
+const (
+	scaleEnv     = "ROLLGATE_BENCH_SCALE"
+	defaultScale = 200
+	// restWindow is how long the fleet is watched at rest.
+	restWindow = 30 * time.Second
+)
+
+// BenchmarkScale is P2 of docs/benchmarks.md: one controller with N
+// Rollouts of 1-replica Deployments (headless Services, so the cluster's
+// Service range is not the limit), at rest and with N releases in flight
+// (every Rollout released to its step-1 gate at once). It prints the
+// process's RSS and live heap (the controller runs in this process, with
+// the benchmark's own small client), the reconcile p99 from
+// controller-runtime's reconcile-time histogram, the API requests per
+// reconcile, and the times from the image changes to the gates.
+func BenchmarkScale(b *testing.B) {
+	n := defaultScale
+	if v := os.Getenv(scaleEnv); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("%s=%q: want a number of Rollouts, such as 1000", scaleEnv, v)
+		}
+	}
+	b.Run(fmt.Sprintf("rollouts=%d", n), func(b *testing.B) {
+		for range b.N {
+			benchmarkScale(b, n)
+		}
+	})
+}
+
+func benchmarkScale(b *testing.B, n int) {
+	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRequestLatency)
+	f := startFleetWith(b, n, fleetOptions{replicas: 1})
+	row := func(what string, v float64, unit string) {
+		fmt.Printf("P2 scale, %d Rollouts, %s: %.*f %s\n", n, what, decimals(v), v, unit)
+	}
+
+	// At rest: N healthy Rollouts, nothing changing.
+	time.Sleep(5 * time.Second)
+	h0, s0 := readReconcileHistogram(b), readReconcileStats(b)
+	time.Sleep(restWindow)
+	h1, s1 := readReconcileHistogram(b), readReconcileStats(b)
+	rest := s1.minus(s0)
+	row("RSS at rest", rssMiB(b), "MiB")
+	row("heap at rest", heapMiB(), "MiB")
+	row(fmt.Sprintf("reconciles at rest in %v", restWindow), rest.reconciles, "reconciles")
+	row("reconcile p99 at rest", 1000*h1.minus(h0).quantile(0.99), "ms")
+
+	// In flight: every Rollout released to its step-1 gate at once.
+	b.ResetTimer()
+	s := f.releaseToGate("app:2.0")
+	b.StopTimer()
+	h2 := readReconcileHistogram(b)
+	row("RSS with every release at its gate", rssMiB(b), "MiB")
+	row("heap with every release at its gate", heapMiB(), "MiB")
+	row("first gate p50", percentile(s.gate, 50).Seconds(), "s")
+	row("first gate p95", percentile(s.gate, 95).Seconds(), "s")
+	row("first gate max", percentile(s.gate, 100).Seconds(), "s")
+	row("reconcile p99 during the release", 1000*h2.minus(h1).quantile(0.99), "ms")
+	row("reconciles per Rollout during the release", s.stats.reconciles/float64(n), "reconciles")
+	own := float64(n + 1) // the benchmark's applies and its watch
+	row("API requests per reconcile during the release", (s.stats.requests-own)/max(s.stats.reconciles, 1), "requests")
+}
+
+// decimals keeps two significant decimals for small values.
+func decimals(v float64) int {
+	if v >= 100 || v == 0 {
+		return 0
+	}
+	if v >= 10 {
+		return 1
+	}
+	return 2
+}
+
+// rssMiB is the resident set size of this process.
+func rssMiB(b *testing.B) float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				b.Fatalf("VmRSS %q: %v", rest, err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// histogram is a cumulative histogram: count of observations at or below
+// each upper bound.
+type histogram struct {
+	bounds []float64
+	counts []float64
+	total  float64
+}
+
+// readReconcileHistogram reads controller-runtime's reconcile-time
+// histogram of the Rollout controller.
+func readReconcileHistogram(b *testing.B) histogram {
+	mfs, err := crmetrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var h histogram
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_time_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			rollout := false
+			for _, l := range m.GetLabel() {
+				rollout = rollout || (l.GetName() == "controller" && l.GetValue() == "rollout")
+			}
+			if !rollout {
+				continue
+			}
+			for _, bk := range m.GetHistogram().GetBucket() {
+				h.bounds = append(h.bounds, bk.GetUpperBound())
+				h.counts = append(h.counts, float64(bk.GetCumulativeCount()))
+			}
+			h.total = float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return h
+}
+
+// minus is h less an earlier read of the same histogram.
+func (h histogram) minus(o histogram) histogram {
+	out := histogram{bounds: h.bounds, counts: make([]float64, len(h.counts)), total: h.total - o.total}
+	for i := range h.counts {
+		out.counts[i] = h.counts[i]
+		if i < len(o.counts) {
+			out.counts[i] -= o.counts[i]
+		}
+	}
+	return out
+}
+
+// quantile estimates the q-quantile in seconds, interpolating linearly
+// within the bucket it falls in (as Prometheus' histogram_quantile does).
+func (h histogram) quantile(q float64) float64 {
+	if h.total <= 0 {
+		return 0
+	}
+	rank := q * h.total
+	lower, below := 0.0, 0.0
+	for i, c := range h.counts {
+		if c >= rank {
+			if c == below {
+				return h.bounds[i]
+			}
+			return lower + (h.bounds[i]-lower)*(rank-below)/(c-below)
+		}
+		lower, below = h.bounds[i], c
+	}
+	return lower
+}
