@@ -128,53 +128,7 @@ func TestFluxGettingStarted(t *testing.T) {
 	}
 	defer s.Close()
 
-	used := map[string]bool{}
-	var last string
-	for _, b := range blocks {
-		if !b.Shell() {
-			continue
-		}
-		what := fmt.Sprintf("block at docs/getting-started-flux.md:%d", b.Line)
-		script := b.Body
-		switch b.Directive {
-		case "env":
-			names, err := b.Exports()
-			if err != nil {
-				t.Fatal(err)
-			}
-			script = exportsFor(t, names, env)
-		case "instead", "after":
-			if hooks[b.Hook] == nil {
-				t.Fatalf("%s names hook %q, which the test does not have", what, b.Hook)
-			}
-			used[b.Hook] = true
-		}
-		if b.Directive == "instead" {
-			start := time.Now()
-			if err := hooks[b.Hook](); err != nil {
-				t.Fatalf("%s: hook %s (instead of the block): %v", what, b.Hook, err)
-			}
-			t.Logf("%s: ran hook %s instead (%s)", what, b.Hook, time.Since(start).Round(time.Millisecond))
-			continue
-		}
-		start := time.Now()
-		out, err := s.Run(ctx, script, 6*time.Minute)
-		t.Logf("%s (%s):\n%s\n%s", what, time.Since(start).Round(time.Millisecond), indent(script), indent(out))
-		if err != nil {
-			t.Fatalf("%s failed: %v", what, err)
-		}
-		last = out
-		if b.Directive == "after" {
-			if err := hooks[b.Hook](); err != nil {
-				t.Fatalf("%s: hook %s (after the block): %v", what, b.Hook, err)
-			}
-		}
-	}
-	for name := range hooks {
-		if !used[name] {
-			t.Errorf("the page no longer marks a block for hook %q: remove it from the test or restore the directive", name)
-		}
-	}
+	last := runPage(ctx, t, s, "docs/getting-started-flux.md", blocks, env, hooks)
 	if controller == nil {
 		t.Fatal("the controller never started")
 	}
