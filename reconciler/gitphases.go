@@ -131,6 +131,16 @@ func stateOf(ro *v1alpha1.Rollout, rel *scope) gitsync.RolloutState {
 		Message: s.Message,
 		Git:     gitsync.GitInfo{Repository: rel.git.clone.String(), Branch: trackedBranch(ro, rel.repository), Path: ro.Spec.Git.Path},
 	}
+	// The images of the workload's template identify the version across
+	// clusters (spec.fleet of Rollouts elsewhere compares them).
+	if w := rel.workload; w.Revision != "" {
+		if s.CanaryRevision == w.Revision && s.CanaryRevision != s.StableRevision {
+			st.Canary.Images = w.Images
+		}
+		if s.StableRevision == w.Revision {
+			st.Stable.Images = w.Images
+		}
+	}
 	if s.StepStartedAt != nil {
 		st.LastTransitionTime = s.StepStartedAt.Time
 	}
