@@ -80,6 +80,11 @@ type VersionState struct {
 	ReadyReplicas int32 `json:"readyReplicas"`
 	// TrafficPercent is the share of traffic routed to this version.
 	TrafficPercent int32 `json:"trafficPercent"`
+	// Images are the version's containers as "<container>=<image>",
+	// sorted by container: the identity of a version across clusters,
+	// whose pod templates may differ in everything else. Written when
+	// the controller knows them (the version of the workload's template).
+	Images []string `json:"images,omitempty"`
 }
 
 // Approval binds a manual approval to a canary revision, an attempt and a
@@ -319,11 +324,28 @@ func ReadStatusAt(ctx context.Context, repo *Repository, branch, prefix string) 
 	return out, nil
 }
 
+// ClusterStates returns the status files written under root by the
+// controllers of every cluster (Repository spec.status.cluster), keyed by
+// "<cluster>/<namespace>/<name>". Files that are not status files are
+// skipped; one that cannot be parsed is an error naming it. The snapshot
+// is read, not fetched: fetch it on your own schedule.
+func ClusterStates(snap *Snapshot, root string) (map[string]RolloutState, error) {
+	return parseStates(snap, root, 2, nil)
+}
+
 // readStates parses the status files under prefix, keyed by namespace/name,
 // except those whose "<namespace>/<name>" path skip accepts. Files that are
 // not status files are skipped; a status file that cannot be parsed is an
 // error naming it.
 func readStates(snap *Snapshot, prefix string, skip func(key string) bool) (map[string]RolloutState, error) {
+	return parseStates(snap, prefix, 1, skip)
+}
+
+// parseStates parses the status files dirs levels below prefix
+// ("<namespace>/<name>.yaml" at 1, "<cluster>/<namespace>/<name>.yaml" at
+// 2), keyed by "<namespace>/<name>" as the file says, after the cluster
+// directory at 2, except those whose path without ".yaml" skip accepts.
+func parseStates(snap *Snapshot, prefix string, dirs int, skip func(key string) bool) (map[string]RolloutState, error) {
 	files, err := snap.Files(prefix)
 	if err != nil {
 		return nil, err
@@ -333,7 +355,7 @@ func readStates(snap *Snapshot, prefix string, skip func(key string) bool) (map[
 	var errs []error
 	for _, f := range files {
 		rel := strings.TrimPrefix(strings.TrimPrefix(f, base), "/")
-		if strings.Count(rel, "/") != 1 || path.Ext(rel) != ".yaml" {
+		if strings.Count(rel, "/") != dirs || path.Ext(rel) != ".yaml" {
 			continue
 		}
 		if skip != nil && skip(strings.TrimSuffix(rel, ".yaml")) {
@@ -348,9 +370,15 @@ func readStates(snap *Snapshot, prefix string, skip func(key string) bool) (map[
 			errs = append(errs, fmt.Errorf("%s: %w", f, err))
 			continue
 		}
-		if ok {
-			out[s.key()] = s
+		if !ok {
+			continue
 		}
+		key := s.key()
+		if dirs == 2 {
+			cluster, _, _ := strings.Cut(rel, "/")
+			key = cluster + "/" + key
+		}
+		out[key] = s
 	}
 	return out, errors.Join(errs...)
 }

@@ -40,6 +40,10 @@ type WriterOptions struct {
 	// Branch set to the tracked branch, to keep status next to the
 	// manifests; such a branch must already exist.
 	PathPrefix string
+	// CreateBranch creates a missing Branch as an orphan even though
+	// PathPrefix is set: for a status branch shared by several clusters,
+	// each writing under its own directory.
+	CreateBranch bool
 	// Window is the flush period of Start; 0 means DefaultWindow.
 	Window time.Duration
 	// Author of status commits; zero means the rollgate default.
@@ -357,7 +361,7 @@ func (w *Writer) renderAll(states map[string]RolloutState, seq map[string]uint64
 // write commits states and removals to the status branch.
 func (w *Writer) write(ctx context.Context, states map[string]RolloutState, removed []string) (FlushResult, error) {
 	var changed []string
-	res, err := w.repo.Update(ctx, UpdateRequest{Branch: w.opts.Branch, CreateOrphan: w.opts.PathPrefix == ""},
+	res, err := w.repo.Update(ctx, UpdateRequest{Branch: w.opts.Branch, CreateOrphan: w.opts.PathPrefix == "" || w.opts.CreateBranch},
 		func(base *Snapshot) (*Change, error) {
 			change, keys, err := w.build(base, states, removed)
 			changed = keys

@@ -470,3 +470,52 @@ func TestOnFlushReportsWhatReachedGit(t *testing.T) {
 		t.Fatalf("OnFlush(%+v, %v) after a failed flush; want ErrNotOwned and nothing written", got.res, got.err)
 	}
 }
+
+// TestClustersShareOneStatusBranch: the controllers of two clusters write
+// the same Rollout under their own cluster directory of one status branch,
+// which the first one creates; neither loses the other's file, and
+// ClusterStates reads both, keyed by cluster.
+func TestClustersShareOneStatusBranch(t *testing.T) {
+	srv, repo := newRepo(t, map[string]string{"apps/echo/rollout.yaml": "kind: Rollout\n"})
+	url := strings.TrimSuffix(repo.String(), "/")
+	other, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging := newWriter(t, repo, gitsync.WriterOptions{PathPrefix: "staging", CreateBranch: true})
+	prod := newWriter(t, other, gitsync.WriterOptions{PathPrefix: "prod", CreateBranch: true})
+	a, b := state("demo", "echo", 1), state("demo", "echo", 2)
+	a.Stable.Images = []string{"echo=echo:2"}
+	staging.Enqueue(a)
+	if _, err := staging.Flush(ctx(t)); err != nil {
+		t.Fatalf("the first cluster creates the status branch: %v", err)
+	}
+	prod.Enqueue(b)
+	if _, err := prod.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	a.Step.Current = 3
+	staging.Enqueue(a)
+	if _, err := staging.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"staging/demo/echo.yaml", "prod/demo/echo.yaml", "staging/README.md", "prod/README.md"} {
+		if _, err := srv.ReadFile("app", gitsync.DefaultStatusBranch, f); err != nil {
+			t.Fatalf("%s missing from the shared status branch: %v", f, err)
+		}
+	}
+	snap, err := repo.Snapshot(ctx(t), gitsync.DefaultStatusBranch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := gitsync.ClusterStates(snap, "")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("ClusterStates = %v, %v; want staging/demo/echo and prod/demo/echo", got, err)
+	}
+	if s := got["staging/demo/echo"]; s.Step.Current != 3 || !reflect.DeepEqual(s.Stable.Images, a.Stable.Images) {
+		t.Fatalf("staging's file = %+v", s)
+	}
+	if s := got["prod/demo/echo"]; s.Step.Current != 2 {
+		t.Fatalf("prod's file = %+v", s)
+	}
+}

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -60,38 +61,25 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) err
 	return nil
 }
 
-// actOnGit proposes the approval branch of a gate that waits and queues
-// the Rollout's progress for the status branch.
+// actOnGit proposes the approval branch of a gate that waits, writes a
+// failed release's revert, and queues the Rollout's progress for the
+// status branch. The progress is queued even when a proposal or the revert
+// failed: other clusters (spec.fleet) and people read it there.
 func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 	ro := rel.ro
 	if rel.git == nil {
 		return nil
 	}
-	if a := ro.Status.AwaitingApproval; a != nil && a.Branch == "" {
-		p, err := gitsync.ProposeApproval(ctx, rel.git.clone, trackedBranch(ro, rel.repository), ro.Spec.Git.Path,
-			ro.Namespace, ro.Name, gitApproval(a.Revision, a.Attempt, a.Step), "rollgate")
-		if err != nil {
-			return err
-		}
-		if !p.AlreadyApproved {
-			a.Branch = p.Branch
-			// Approval branches of earlier gates (earlier steps, revisions
-			// or attempts) that were never merged can no longer approve
-			// anything: remove them.
-			keep := func(b string) bool { return b == p.Branch }
-			if _, err := gitsync.CleanupApprovalBranches(ctx, rel.git.clone, ro.Namespace, ro.Name, keep); err != nil {
-				return err
-			}
-		}
-	}
-	if err := r.openApprovalRequest(ctx, rel); err != nil {
-		return fmt.Errorf("approval pull request: %w", err)
+	var errs []error
+	if err := r.proposeApproval(ctx, rel); err != nil {
+		errs = append(errs, err)
+	} else if err := r.openApprovalRequest(ctx, rel); err != nil {
+		errs = append(errs, fmt.Errorf("approval pull request: %w", err))
 	}
 	if err := r.revertInGit(ctx, rel); err != nil {
-		return err
-	}
-	if err := r.openRevertRequest(ctx, rel, ro.Status.Message); err != nil {
-		return fmt.Errorf("revert pull request: %w", err)
+		errs = append(errs, err)
+	} else if err := r.openRevertRequest(ctx, rel, ro.Status.Message); err != nil {
+		errs = append(errs, fmt.Errorf("revert pull request: %w", err))
 	}
 	if ro.Status.Git == nil {
 		ro.Status.Git = &v1alpha1.GitStatus{}
@@ -102,7 +90,29 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 	rel.git.writer.Enqueue(stateOf(ro, rel))
 	ro.Status.Git.StatusBranch = rel.git.statusBranch
 	rel.gitQueued = true
-	return nil
+	return errors.Join(errs...)
+}
+
+// proposeApproval pushes the approval branch of a gate that waits and has
+// none yet, and removes the approval branches of earlier gates.
+func (r *RolloutReconciler) proposeApproval(ctx context.Context, rel *scope) error {
+	ro := rel.ro
+	a := ro.Status.AwaitingApproval
+	if a == nil || a.Branch != "" {
+		return nil
+	}
+	p, err := gitsync.ProposeApproval(ctx, rel.git.clone, trackedBranch(ro, rel.repository), ro.Spec.Git.Path,
+		ro.Namespace, ro.Name, gitApproval(a.Revision, a.Attempt, a.Step), "rollgate")
+	if err != nil || p.AlreadyApproved {
+		return err
+	}
+	a.Branch = p.Branch
+	// Approval branches of earlier gates (earlier steps, revisions or
+	// attempts) that were never merged can no longer approve anything:
+	// remove them.
+	keep := func(b string) bool { return b == p.Branch }
+	_, err = gitsync.CleanupApprovalBranches(ctx, rel.git.clone, ro.Namespace, ro.Name, keep)
+	return err
 }
 
 func shortCommit(h string) string {
@@ -130,6 +140,16 @@ func stateOf(ro *v1alpha1.Rollout, rel *scope) gitsync.RolloutState {
 		Canary:  gitsync.VersionState{Revision: s.CanaryRevision, Replicas: s.CanaryReplicas, ReadyReplicas: s.CanaryReadyReplicas, TrafficPercent: s.CanaryWeight},
 		Message: s.Message,
 		Git:     gitsync.GitInfo{Repository: rel.git.clone.String(), Branch: trackedBranch(ro, rel.repository), Path: ro.Spec.Git.Path},
+	}
+	// The images of the workload's template identify the version across
+	// clusters (spec.fleet of Rollouts elsewhere compares them).
+	if w := rel.workload; w.Revision != "" {
+		if s.CanaryRevision == w.Revision && s.CanaryRevision != s.StableRevision {
+			st.Canary.Images = w.Images
+		}
+		if s.StableRevision == w.Revision {
+			st.Stable.Images = w.Images
+		}
 	}
 	if s.StepStartedAt != nil {
 		st.LastTransitionTime = s.StepStartedAt.Time

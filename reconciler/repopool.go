@@ -58,6 +58,9 @@ type repoHandle struct {
 	statusBranch string
 	window       time.Duration
 
+	// fleet caches the status files of every cluster for spec.fleet.
+	fleet fleetCache
+
 	mu        sync.Mutex
 	lastFetch time.Time
 	checked   time.Time // last fetch tried by the Repository controller
@@ -290,9 +293,12 @@ func (g *repoPool) writerOptions(spec v1alpha1.RepositorySpec) gitsync.WriterOpt
 	if spec.Status.Window != nil {
 		o.Window = spec.Status.Window.Duration
 	}
+	o.PathPrefix = statusPrefix(spec)
+	// A status branch of its own is created when missing, also when
+	// several clusters share it, each under its spec.status.cluster.
+	o.CreateBranch = spec.Status.Path == ""
 	if spec.Status.Path != "" {
 		o.Branch = orDefault(spec.Branch, "main")
-		o.PathPrefix = spec.Status.Path
 	}
 	return o
 }

@@ -111,6 +111,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 	} else if err := r.observeApprovals(ctx, sc); err != nil {
 		sc.gitReadErr = err
 	}
+	r.observeFleet(ctx, sc)
 	r.actKeepTraffic(ctx, sc)
 
 	if err := r.plan(sc); err != nil {
@@ -236,6 +237,7 @@ func observed(sc *scope) strategy.Observed {
 		Deleting:       !sc.ro.DeletionTimestamp.IsZero(),
 		Missing:        sc.missing,
 		Invalid:        sc.analysis.invalid,
+		Fleet:          sc.fleet,
 	}
 	if o.Frozen {
 		obs.StableRevision = o.StableRevision

@@ -44,6 +44,9 @@ type scope struct {
 	approvalVerdict *gitsync.Verdict
 	// analysis is what the metric providers answered.
 	analysis analysisSeen
+	// fleet judges spec.fleet.waitFor from the other clusters' progress
+	// in Git, one gate per wait.
+	fleet []strategy.FleetGate
 
 	// What the act… phases did.
 

@@ -20,6 +20,10 @@ const (
 	// dependencyPoll is how soon to look again for an object a release
 	// needs (not every kind is watched).
 	dependencyPoll = 10 * time.Second
+	// fleetPoll is how soon to look again at other clusters' progress in
+	// Git while a fleet gate is closed (Git is fetched at most once per
+	// Repository interval).
+	fleetPoll = 5 * time.Second
 )
 
 // Decide plans the next action for one Rollout from its spec, its status
@@ -114,6 +118,12 @@ func (p *planner) newRelease() error {
 		p.hold(fmt.Sprintf("revision %s waits to be released: %s", p.canary, missingList(p.obs.Missing)))
 		p.reason = v1alpha1.ReasonDependencyNotFound
 		p.requeue(dependencyPoll)
+		return nil
+	}
+	if why, held := p.obs.fleetHolds(1); held {
+		p.hold(fmt.Sprintf("revision %s waits to be released: %s", p.canary, why))
+		p.reason = v1alpha1.ReasonWaitingForFleet
+		p.requeue(fleetPoll)
 		return nil
 	}
 	if err := p.resolve(); err != nil {

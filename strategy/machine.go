@@ -189,9 +189,22 @@ func (p *planner) pause() bool {
 	return true
 }
 
-// ready starts the next step, or completes the release after the last.
+// ready starts the next step, or completes the release after the last,
+// once the fleet gates guarding it are open (spec.fleet; a beforeStep
+// past the last step guards the completion).
 func (p *planner) ready() bool {
-	if idx := p.next.CurrentStepIndex; int(idx) < len(p.steps) {
+	idx := p.next.CurrentStepIndex
+	if why, held := p.obs.fleetHolds(idx + 1); held {
+		next := fmt.Sprintf("step %d", idx+1)
+		if int(idx) >= len(p.steps) {
+			next = "completion"
+		}
+		p.reason = v1alpha1.ReasonWaitingForFleet
+		p.next.Message = fmt.Sprintf("step %d/%d of %s waits before %s: %s", idx, len(p.steps), p.canary, next, why)
+		p.requeue(fleetPoll)
+		return false
+	}
+	if int(idx) < len(p.steps) {
 		p.next.CurrentStepIndex = idx + 1
 		p.enter(v1alpha1.StepUpgrade)
 		return true

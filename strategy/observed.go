@@ -78,11 +78,41 @@ type Observed struct {
 	// revision and the routes stay as declared.
 	Missing []string
 
+	// Fleet is spec.fleet.waitFor as judged from the other clusters'
+	// status files in Git, one entry per wait. A closed gate holds the
+	// step it guards and every later one; a release whose first step it
+	// guards does not start.
+	Fleet []FleetGate
+
 	// Invalid is a spec problem found while observing (an analysis
 	// template that cannot be used). A release in progress holds where it
 	// is and the plan reports it as an invalid spec; rollbacks, deletion
 	// and spec.disabled go on.
 	Invalid *SpecError
+}
+
+// FleetGate is one spec.fleet.waitFor entry as judged by the reconciler.
+type FleetGate struct {
+	// BeforeStep is the step the wait guards (1: the whole release).
+	BeforeStep int32
+	// Open is true when the upstream release reached the point the wait
+	// asks for, with the version this Rollout releases.
+	Open bool
+	// Why names the cluster and says why the gate is closed, for
+	// status.message (for example "cluster staging: demo/app is at step
+	// 1/3 of api=app:2").
+	Why string
+}
+
+// fleetHolds returns why the first closed fleet gate guarding step (or an
+// earlier one) holds it.
+func (o *Observed) fleetHolds(step int32) (string, bool) {
+	for _, g := range o.Fleet {
+		if !g.Open && g.BeforeStep <= step {
+			return g.Why, true
+		}
+	}
+	return "", false
 }
 
 // PodCounts counts the pods of one revision.

@@ -172,6 +172,8 @@ func ruleCases() []ruleCase {
 			[]string{"spec.workloadRef.name=other"}, []string{}, ""},
 		{"Rollout", "spec", "spec.strategy.blueGreen is only supported", baseBlueGreen,
 			[]string{"spec.workloadRef.kind=StatefulSet"}, nil, ""},
+		{"Rollout", "spec", "spec.fleet needs spec.git", baseBlueGreen,
+			[]string{"spec.fleet={waitFor: [{cluster: staging}]}"}, nil, ""},
 		{"Rollout", "spec", "spec.strategy.canary.enableExtraWorkloadForCanary", baseCanary,
 			[]string{"spec.workloadRef.kind=DaemonSet", "spec.strategy.canary.enableExtraWorkloadForCanary=true"}, nil, ""},
 	}

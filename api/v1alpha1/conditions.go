@@ -55,6 +55,10 @@ const (
 	// Service, route, Lua script or AnalysisTemplate the spec names) does
 	// not exist; no release starts until it does.
 	ReasonDependencyNotFound = "DependencyNotFound"
+	// ReasonWaitingForFleet: spec.fleet.waitFor names a release in another
+	// cluster that has not reached the point this step waits for, or
+	// failed there; the message names the cluster and why.
+	ReasonWaitingForFleet = "WaitingForFleet"
 	// ReasonIdle: no release is in progress.
 	ReasonIdle = "Idle"
 	// ReasonProgressing: a release is moving forward.

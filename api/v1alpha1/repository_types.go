@@ -130,6 +130,15 @@ type StatusWriteSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="spec.status.path must be a relative directory without '..'"
 	// +optional
 	Path string `json:"path,omitempty"`
+	// Cluster, when set, writes the status files under a directory of
+	// that name (<cluster>/<namespace>/<name>.yaml), so that the
+	// controllers of several clusters share one status branch without
+	// overwriting each other. Rollouts in other clusters name it in
+	// spec.fleet.waitFor[].cluster.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
 	// Window over which status changes are coalesced into one commit.
 	// +kubebuilder:default="10s"
 	// +optional

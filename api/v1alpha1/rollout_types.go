@@ -41,6 +41,7 @@ type RolloutList struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.strategy.canary) || !has(self.strategy.canary.enableExtraWorkloadForCanary) || !self.strategy.canary.enableExtraWorkloadForCanary || self.workloadRef.kind == 'Deployment'",message="spec.strategy.canary.enableExtraWorkloadForCanary is only supported for workloadRef.kind Deployment: remove it, or point workloadRef at a Deployment"
 // +kubebuilder:validation:XValidation:rule="!has(self.strategy.blueGreen) || self.workloadRef.kind == 'Deployment'",message="spec.strategy.blueGreen is only supported for workloadRef.kind Deployment: use spec.strategy.canary for a StatefulSet or DaemonSet"
+// +kubebuilder:validation:XValidation:rule="!has(self.fleet) || has(self.git)",message="spec.fleet needs spec.git: the progress of other clusters is read from the status branch of spec.git.repository"
 type RolloutSpec struct {
 	// WorkloadRef names the workload this Rollout releases, in the Rollout's
 	// namespace. It cannot be changed; create a new Rollout instead.
@@ -94,6 +95,57 @@ type RolloutSpec struct {
 	// progress and reverts can be written there.
 	// +optional
 	Git *GitReference `json:"git,omitempty"`
+
+	// Fleet makes releases of this Rollout wait for releases of the same
+	// version in other clusters, read from the status files those
+	// clusters' rollgate writes to the status branch of spec.git's
+	// Repository. No central controller is involved: Git is the meeting
+	// point.
+	// +optional
+	Fleet *FleetSpec `json:"fleet,omitempty"`
+}
+
+// FleetSpec lists the releases in other clusters this Rollout waits for.
+type FleetSpec struct {
+	// WaitFor names upstream Rollouts in other clusters. Every one must
+	// have released the version this Rollout is about to release (same
+	// container images) before the step it guards starts. An upstream
+	// release that failed or was rolled back holds this Rollout.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	WaitFor []FleetWait `json:"waitFor"`
+}
+
+// FleetWait is one upstream release this Rollout waits for.
+type FleetWait struct {
+	// Cluster is the name the upstream cluster writes its status under:
+	// spec.status.cluster of its Repository, which must share this
+	// Rollout's Repository status branch (or status path).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Cluster string `json:"cluster"`
+	// Rollout is the upstream Rollout, "<name>" or "<namespace>/<name>";
+	// by default the same namespace and name as this Rollout.
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-.a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Rollout string `json:"rollout,omitempty"`
+	// Step, when set, is enough: the upstream release of the same version
+	// has reached this step (and has not failed). Unset, the upstream
+	// release must be complete and Healthy.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Step *int32 `json:"step,omitempty"`
+	// BeforeStep is the step of this Rollout that waits: 1 (the default)
+	// holds the whole release before any pod or traffic moves; a later
+	// step lets the first steps run (for example a canary pod taking no
+	// traffic) and holds before that step starts.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	// +optional
+	BeforeStep *int32 `json:"beforeStep,omitempty"`
 }
 
 // WorkloadRef identifies the workload a Rollout releases.

@@ -32,7 +32,7 @@ type gitFlags struct {
 func (f *gitFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.repo, "repo", "", "URL of the Git repository (https://, http://, ssh:// or git@host:path); credentials come from $ROLLGATE_GIT_USERNAME with $ROLLGATE_GIT_PASSWORD or $ROLLGATE_GIT_TOKEN, or --identity-file")
 	fs.StringVar(&f.statusBranch, "status-branch", gitsync.DefaultStatusBranch, "Branch holding rollgate's status files")
-	fs.StringVar(&f.pathPrefix, "status-path", "", "Directory of the status files, when they are written into a tracked branch under a path")
+	fs.StringVar(&f.pathPrefix, "status-path", "", "Directory of the status files: the Repository's spec.status.path and/or spec.status.cluster (<path>/<cluster>)")
 	fs.StringVar(&f.identityFile, "identity-file", "", "SSH private key for ssh:// URLs")
 	fs.StringVar(&f.knownHosts, "known-hosts-file", "", "known_hosts file for ssh:// URLs (required with --identity-file)")
 	insecure, _ := strconv.ParseBool(os.Getenv("ROLLGATE_GIT_INSECURE_HTTP"))

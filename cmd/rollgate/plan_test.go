@@ -61,6 +61,18 @@ func TestPlanExamples(t *testing.T) {
 	if verified != 1 {
 		t.Errorf("found %d plans of examples/rollout-traffic-verify.yaml, want 1", verified)
 	}
+	fleet := 0
+	for _, ro := range r.Rollouts {
+		if ro.Name == "storefront-prod" {
+			fleet++
+			if want := "the release waits for cluster staging's store/storefront to complete the same images"; len(ro.Notes) == 0 || !strings.HasPrefix(ro.Notes[len(ro.Notes)-1], want) {
+				t.Errorf("storefront-prod (spec.fleet): notes %q, want one starting %q", ro.Notes, want)
+			}
+		}
+	}
+	if fleet != 1 {
+		t.Errorf("found %d plans of storefront-prod in examples/fleet-waves.yaml, want 1", fleet)
+	}
 
 	for _, format := range []string{"table", "markdown"} {
 		out, code := runMain(t, "plan", "-o", format, "../../examples/echoserver")

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
@@ -144,10 +145,37 @@ func planRollout(ro *v1alpha1.Rollout, source string, head, base *manifestSet, n
 		}
 		p.Steps = append(p.Steps, sp)
 	}
+	p.Notes = append(p.Notes, fleetNotes(ro, len(steps))...)
 	if base != nil {
 		p.Release = releaseOf(ro, tpl, base)
 	}
 	return p
+}
+
+// fleetNotes says what each spec.fleet.waitFor holds, in step order.
+func fleetNotes(ro *v1alpha1.Rollout, steps int) []string {
+	if ro.Spec.Fleet == nil {
+		return nil
+	}
+	var out []string
+	for _, w := range ro.Spec.Fleet.WaitFor {
+		before := "the release"
+		if b := ptr.Deref(w.BeforeStep, 1); int(b) > steps {
+			before = "completion"
+		} else if b > 1 {
+			before = fmt.Sprintf("step %d", b)
+		}
+		who := w.Rollout
+		if who == "" {
+			who = ro.Namespace + "/" + ro.Name
+		}
+		until := "to complete the same images"
+		if w.Step != nil {
+			until = fmt.Sprintf("to reach step %d with the same images", *w.Step)
+		}
+		out = append(out, fmt.Sprintf("%s waits for cluster %s's %s %s (read from the status branch in Git)", before, w.Cluster, who, until))
+	}
+	return out
 }
 
 // declaredReplicas is a step's replicas as written: a number of pods or a

@@ -38,6 +38,8 @@ type Observation struct {
 	Replicas int32
 	// Revision is the revision of the workload's current pod template.
 	Revision string
+	// Images are the containers of that template (see Images).
+	Images []string
 	// StableRevision is the revision released before the release in
 	// progress; without one, Revision.
 	StableRevision string

@@ -238,7 +238,7 @@ func observeControl(o *Observation, obj client.Object) error {
 	if err != nil {
 		return err
 	}
-	o.Revision = Revision(tpl)
+	o.Revision, o.Images = Revision(tpl), Images(tpl)
 	o.StableRevision = o.Revision
 	if ctrl == nil {
 		return nil

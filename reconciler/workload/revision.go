@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,6 +34,22 @@ func Revision(tpl *corev1.PodTemplateSpec) string {
 	h := fnv.New64a()
 	_, _ = h.Write(data)
 	return rand.SafeEncodeString(fmt.Sprintf("%010d", h.Sum64()%10_000_000_000))
+}
+
+// Images returns the containers of a pod template as "<container>=<image>",
+// sorted by container (init containers first, prefixed "init:"): what
+// makes one version the same version in clusters whose templates differ
+// otherwise (spec.fleet compares them).
+func Images(tpl *corev1.PodTemplateSpec) []string {
+	out := make([]string, 0, len(tpl.Spec.InitContainers)+len(tpl.Spec.Containers))
+	for _, c := range tpl.Spec.InitContainers {
+		out = append(out, "init:"+c.Name+"="+c.Image)
+	}
+	for _, c := range tpl.Spec.Containers {
+		out = append(out, c.Name+"="+c.Image)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func withoutRevisionKeys(m map[string]string) map[string]string {

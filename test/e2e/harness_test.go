@@ -67,9 +67,16 @@ func newScheme(t *testing.T) *runtime.Scheme {
 // Gateway API CRDs, a Git server, and the controller.
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t, gitserver.Start(t, gitserver.Options{}))
+}
+
+// newWorldWith is newWorld with a Git server several worlds (clusters)
+// share.
+func newWorldWith(t *testing.T, git *gitserver.Server) *world {
+	t.Helper()
 	scheme := newScheme(t)
 	cl := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
-	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}), logsDone: &atomic.Bool{}}
+	w := &world{t: t, cluster: cl, c: cl.Client, git: git, logsDone: &atomic.Bool{}}
 	w.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
 	w.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
 	w.ensureNamespace("rollgate-system")

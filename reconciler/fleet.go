@@ -1,0 +1,157 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/strategy"
+)
+
+// observeFleet judges spec.fleet.waitFor: it reads the status files the
+// controllers of the other clusters write to the shared status branch and
+// tells the planner, per wait, whether the upstream release reached the
+// point asked for with the version this Rollout is about to release (the
+// same container images). It fails closed: when Git cannot be read, every
+// gate is closed and says why.
+func (r *RolloutReconciler) observeFleet(ctx context.Context, sc *scope) {
+	ro := sc.ro
+	if ro.Spec.Fleet == nil || ro.Spec.Disabled || !ro.DeletionTimestamp.IsZero() {
+		return
+	}
+	var states map[string]gitsync.RolloutState
+	var err error
+	if sc.git == nil {
+		err = fmt.Errorf("Repository %s/%s is not open: %v", ro.Namespace, ro.Spec.Git.Repository, sc.gitReadErr)
+	} else {
+		states, err = r.repos.fleetStates(ctx, sc.git, sc.now)
+	}
+	for _, w := range ro.Spec.Fleet.WaitFor {
+		g := strategy.FleetGate{BeforeStep: 1}
+		if w.BeforeStep != nil {
+			g.BeforeStep = *w.BeforeStep
+		}
+		if err != nil {
+			g.Why = fmt.Sprintf("cluster %s: cannot read its progress from Git: %v", w.Cluster, err)
+		} else {
+			g.Open, g.Why = judgeUpstream(w, ro, states, sc.workload.Images)
+		}
+		sc.fleet = append(sc.fleet, g)
+	}
+}
+
+// judgeUpstream reports whether the upstream release w names, as its
+// cluster wrote it to Git (states, keyed "<cluster>/<namespace>/<name>"),
+// has released images as far as w asks, and why not.
+func judgeUpstream(w v1alpha1.FleetWait, ro *v1alpha1.Rollout, states map[string]gitsync.RolloutState, images []string) (bool, string) {
+	ns, name := ro.Namespace, ro.Name
+	if w.Rollout != "" {
+		name = w.Rollout
+		if before, after, ok := strings.Cut(w.Rollout, "/"); ok {
+			ns, name = before, after
+		}
+	}
+	who := fmt.Sprintf("cluster %s: %s/%s", w.Cluster, ns, name)
+	s, ok := states[w.Cluster+"/"+ns+"/"+name]
+	if !ok {
+		return false, who + " has no status in Git (is its Repository's spec.status.cluster " + w.Cluster + ", on the same status branch?)"
+	}
+	want := strings.Join(images, ",")
+	canary, stable := strings.Join(s.Canary.Images, ","), strings.Join(s.Stable.Images, ",")
+	released := v1alpha1.RolloutPhase(s.Phase) == v1alpha1.PhaseHealthy && stable == want
+	switch {
+	case released:
+		return true, ""
+	case canary == want && v1alpha1.RolloutPhase(s.Phase) == v1alpha1.PhaseFailed:
+		return false, fmt.Sprintf("%s: the release of %s failed there: %s", who, want, s.Message)
+	case w.Step != nil && canary == want && reachedStep(s, int(*w.Step)):
+		return true, ""
+	case canary == want && s.Step.Total > 0:
+		return false, fmt.Sprintf("%s is at step %d/%d (%s) of %s, %s", who, s.Step.Current, s.Step.Total,
+			s.Step.State, want, untilText(w))
+	case stable == "":
+		return false, fmt.Sprintf("%s (%s) wrote no images to Git; %s", who, s.Phase, untilText(w))
+	}
+	return false, fmt.Sprintf("%s runs %s (%s), not %s", who, stable, s.Phase, want)
+}
+
+// reachedStep reports whether a release brought up step's pods and
+// traffic: it analyses, pauses or waits at that step, or is past it.
+func reachedStep(s gitsync.RolloutState, step int) bool {
+	if v1alpha1.RolloutPhase(s.Phase) != v1alpha1.PhaseProgressing && v1alpha1.RolloutPhase(s.Phase) != v1alpha1.PhasePaused {
+		return false
+	}
+	if s.Step.Current > step {
+		return true
+	}
+	return s.Step.Current == step && slices.Contains([]v1alpha1.StepState{
+		v1alpha1.StepMetricsAnalysis, v1alpha1.StepPaused, v1alpha1.StepReady}, v1alpha1.StepState(s.Step.State))
+}
+
+func untilText(w v1alpha1.FleetWait) string {
+	if w.Step != nil {
+		return fmt.Sprintf("waiting for it to reach step %d", *w.Step)
+	}
+	return "waiting for it to complete"
+}
+
+// fleetCache holds the status files of every cluster on a Repository's
+// status branch, as last fetched.
+type fleetCache struct {
+	mu     sync.Mutex
+	at     time.Time
+	head   string
+	states map[string]gitsync.RolloutState
+}
+
+// fleetStates returns the status files of every cluster on e's status
+// branch (or under its status path), fetching it at most once per
+// interval for all the Rollouts of the Repository.
+func (g *repoPool) fleetStates(ctx context.Context, e *repoHandle, now time.Time) (map[string]gitsync.RolloutState, error) {
+	c := &e.fleet
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	branch := e.statusBranch
+	if c.states != nil && now.Sub(c.at) < g.interval(e) {
+		return c.states, nil
+	}
+	var err error
+	if branch == e.branch {
+		// Status next to the manifests: the tracked branch's fetch wakes
+		// gated Rollouts; go through it.
+		err = g.fetchIfDue(ctx, e, branch, now)
+	} else {
+		err = e.clone.Fetch(ctx, branch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	snap, err := e.clone.LocalSnapshot(branch)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s of %s: %w", branch, e.clone, err)
+	}
+	if c.states != nil && snap.Commit == c.head {
+		c.at = now
+		return c.states, nil
+	}
+	// A status file that cannot be parsed counts as absent: its gate stays
+	// closed, the others are judged.
+	states, err := gitsync.ClusterStates(snap, e.spec.Status.Path)
+	if states == nil {
+		return nil, fmt.Errorf("reading status files from %s of %s: %w", branch, e.clone, err)
+	}
+	c.at, c.head, c.states = now, snap.Commit, states
+	return states, nil
+}
+
+// statusPrefix is where the Repository's status files go: under
+// spec.status.path, then spec.status.cluster.
+func statusPrefix(spec v1alpha1.RepositorySpec) string {
+	return path.Join(spec.Status.Path, spec.Status.Cluster)
+}

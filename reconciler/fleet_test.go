@@ -1,0 +1,64 @@
+package reconciler
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
+)
+
+// TestJudgeUpstream: a fleet gate opens only for the upstream release of
+// the same images, completed (Healthy) or, with step, past that step's
+// pods and traffic; a failed upstream release, another version, another
+// cluster's file or no file keeps it closed, with a message naming the
+// cluster and what it runs.
+func TestJudgeUpstream(t *testing.T) {
+	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}}
+	v1, v2 := []string{"web=web:1"}, []string{"web=web:2"}
+	healthy := func(images []string) gitsync.RolloutState {
+		return gitsync.RolloutState{Namespace: "demo", Name: "web", Phase: "Healthy", Stable: gitsync.VersionState{Images: images}}
+	}
+	at := func(step int, state v1alpha1.StepState, phase string) gitsync.RolloutState {
+		return gitsync.RolloutState{Namespace: "demo", Name: "web", Phase: phase,
+			Step:   gitsync.StepState{Current: step, Total: 3, State: string(state)},
+			Stable: gitsync.VersionState{}, Canary: gitsync.VersionState{Images: v2}, Message: "analysis failed: error-rate = 0.3"}
+	}
+	done := v1alpha1.FleetWait{Cluster: "staging"}
+	step2 := v1alpha1.FleetWait{Cluster: "staging", Step: ptr.To[int32](2)}
+	for _, tc := range []struct {
+		name  string
+		wait  v1alpha1.FleetWait
+		state gitsync.RolloutState
+		key   string
+		open  bool
+		why   string
+	}{
+		{"completed", done, healthy(v2), "", true, ""},
+		{"completed with another version", done, healthy(v1), "", false, "cluster staging: demo/web runs web=web:1 (Healthy), not web=web:2"},
+		{"at step 1 of the same version", done, at(1, v1alpha1.StepPaused, "Progressing"), "", false, "is at step 1/3 (StepPaused) of web=web:2, waiting for it to complete"},
+		{"failed there", done, at(2, v1alpha1.StepRollingBack, "Failed"), "", false, "the release of web=web:2 failed there: analysis failed: error-rate = 0.3"},
+		{"failed there, waiting for a step", step2, at(3, v1alpha1.StepRollingBack, "Failed"), "", false, "failed there"},
+		{"step 2 reached (waiting at its gate)", step2, at(2, v1alpha1.StepPaused, "Progressing"), "", true, ""},
+		{"step 2 still coming up", step2, at(2, v1alpha1.StepUpgrade, "Progressing"), "", false, "waiting for it to reach step 2"},
+		{"past step 2", step2, at(3, v1alpha1.StepUpgrade, "Progressing"), "", true, ""},
+		{"step 2 of the same version, completed", step2, healthy(v2), "", true, ""},
+		{"another cluster's file", done, healthy(v2), "prod/demo/web", false, "has no status in Git"},
+		{"another Rollout named", v1alpha1.FleetWait{Cluster: "staging", Rollout: "other/api"}, healthy(v2), "", false, "cluster staging: other/api has no status"},
+		{"the Rollout named", v1alpha1.FleetWait{Cluster: "staging", Rollout: "other/api"}, healthy(v2), "staging/other/api", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := tc.key
+			if key == "" {
+				key = "staging/demo/web"
+			}
+			open, why := judgeUpstream(tc.wait, ro, map[string]gitsync.RolloutState{key: tc.state}, v2)
+			if open != tc.open || !strings.Contains(why, tc.why) {
+				t.Fatalf("open=%v why=%q, want open=%v with %q", open, why, tc.open, tc.why)
+			}
+		})
+	}
+}

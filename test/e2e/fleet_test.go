@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/test/gitserver"
+)
+
+// fleetRollout is the Rollout of cluster (staging or prod): staging's
+// first step is a gate; prod waits for staging's release to complete.
+func fleetRollout(cluster, extra string) string {
+	first := "pause: {}"
+	if cluster == "prod" {
+		first = "pause: {duration: 1}"
+	}
+	return fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Rollout
+metadata: {name: web, namespace: demo}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  strategy:
+    canary:
+      steps:
+      - replicas: 1
+        %s
+      - replicas: "100%%"
+  git: {repository: fleet, path: clusters/%s/web.yaml}
+%s`, first, cluster, extra)
+}
+
+// fleetApp is the workload; the pod template differs per cluster (a label),
+// the image is what makes it the same version.
+func fleetApp(cluster, image string) string {
+	return fmt.Sprintf(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: demo}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web, cluster: %s}}
+    spec:
+      containers: [{name: web, image: %s}]
+`, cluster, image)
+}
+
+// TestFleetWaveThroughGit: two clusters, two controllers, one Git server
+// and nothing else between them. prod's Rollout waits for staging's
+// (spec.fleet.waitFor); both get the new image at the same time. prod's
+// release starts only after staging's completed, read from staging's
+// status file in the shared status branch; a release that staging aborts
+// (rolled back there) holds prod with a message naming the cluster.
+func TestFleetWaveThroughGit(t *testing.T) {
+	git := gitserver.Start(t, gitserver.Options{})
+	waitFor := "  fleet: {waitFor: [{cluster: staging}]}\n"
+	url, err := git.CreateRepo("fleet", map[string]string{
+		"clusters/staging/web.yaml": fleetRollout("staging", ""),
+		"clusters/prod/web.yaml":    fleetRollout("prod", waitFor),
+		"clusters/staging/app.yaml": fleetApp("staging", "web:1"),
+		"clusters/prod/app.yaml":    fleetApp("prod", "web:1"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging, prod := newWorldWith(t, git), newWorldWith(t, git)
+	for name, w := range map[string]*world{"staging": staging, "prod": prod} {
+		w.ensureNamespace("demo")
+		w.applyYAML(fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Repository
+metadata: {name: fleet, namespace: demo}
+spec: {url: %q, branch: main, interval: 1s, status: {cluster: %s, window: 1s}}
+`, url, name))
+		w.applyYAML(fleetApp(name, "web:1"))
+	}
+	staging.applyYAML(fleetRollout("staging", ""))
+	prod.applyYAML(fleetRollout("prod", waitFor))
+	for _, w := range []*world{staging, prod} {
+		w.eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+			return w.pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(w.rollout("demo", "web")), nil
+		})
+	}
+
+	// When both clusters get web:2 at once.
+	prodPods := watchImages(prod, "web:2")
+	release := func(image string) {
+		for name, w := range map[string]*world{"staging": staging, "prod": prod} {
+			if _, err := git.Commit("fleet", "main", "release "+image+" to "+name,
+				map[string]string{"clusters/" + name + "/app.yaml": fleetApp(name, image)}); err != nil {
+				t.Fatal(err)
+			}
+			w.applyYAML(fleetApp(name, image))
+		}
+	}
+	release("web:2")
+
+	// Then staging releases it to its gate, and prod holds before step 1,
+	// saying it waits for staging.
+	var ro *v1alpha1.Rollout
+	staging.eventually(90*time.Second, "staging at its gate", func(ctx context.Context) (bool, error) {
+		ro = staging.rollout("demo", "web")
+		return ro.Status.AwaitingApproval != nil, nil
+	})
+	prod.eventually(30*time.Second, "prod waiting for staging", func(ctx context.Context) (bool, error) {
+		p := prod.rollout("demo", "web")
+		return conditions.GetReason(p, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForFleet &&
+			strings.Contains(p.Status.Message, "cluster staging: demo/web is at step 1/2"), nil
+	})
+	time.Sleep(3 * time.Second) // staging's gate holds: prod must not move meanwhile
+	if first := prodPods.first(); !first.IsZero() {
+		t.Fatalf("prod ran a web:2 pod at %s while staging was at its gate", first)
+	}
+	if d := prod.deployment("demo", "web"); !d.Spec.Paused {
+		t.Fatalf("prod's Deployment is not held while it waits: %+v", d.Spec)
+	}
+
+	// When staging's gate is approved and its release completes.
+	canary := ro.Status.CanaryRevision
+	staging.applyYAML(fleetRollout("staging", fmt.Sprintf("  approvals: [{revision: %s, step: 1}]\n", canary)))
+	var stagingDone time.Time
+	staging.eventually(90*time.Second, "staging released web:2", func(ctx context.Context) (bool, error) {
+		r := staging.rollout("demo", "web")
+		stagingDone = time.Now()
+		return conditions.IsReady(r) && staging.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
+	})
+	// Then prod releases it, starting only after staging completed.
+	prod.eventually(120*time.Second, "prod released web:2", func(ctx context.Context) (bool, error) {
+		return conditions.IsReady(prod.rollout("demo", "web")) && prod.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
+	})
+	first := prodPods.first()
+	t.Logf("staging completed by %s; prod's first web:2 pod at %s (%s later)", stagingDone.Format(time.StampMilli),
+		first.Format(time.StampMilli), first.Sub(stagingDone).Round(time.Millisecond))
+	if first.Before(stagingDone.Add(-time.Second)) { // the poll that saw staging done ran up to 1 s late
+		t.Fatalf("prod's first web:2 pod at %s, before staging completed (%s)", first, stagingDone)
+	}
+	if file, _ := git.ReadFile("fleet", "rollgate/status", "prod/demo/web.yaml"); !strings.Contains(file, "web=web:2") {
+		t.Fatalf("prod's status file does not name its images:\n%s", file)
+	}
+
+	// When staging aborts the next release (rolled back there).
+	prodPods = watchImages(prod, "web:3")
+	release("web:3")
+	staging.eventually(90*time.Second, "staging at its gate with web:3", func(ctx context.Context) (bool, error) {
+		ro = staging.rollout("demo", "web")
+		return ro.Status.AwaitingApproval != nil && ro.Status.CanaryRevision != canary, nil
+	})
+	staging.applyYAML(fleetRollout("staging", fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", ro.Status.CanaryRevision)))
+	revert := gitsync.RevertBranch("demo", "web", ro.Status.CanaryRevision)
+	staging.eventually(60*time.Second, "staging rolled back, and its revert proposed in Git", func(ctx context.Context) (bool, error) {
+		app, _ := git.ReadFile("fleet", revert, "clusters/staging/app.yaml")
+		return conditions.IsStalled(staging.rollout("demo", "web")) && staging.pods("demo", "web")["web:2"] == [2]int{3, 3} &&
+			strings.Contains(app, "image: web:2"), nil
+	})
+	// Then prod holds, naming staging's failure.
+	var msg string
+	defer func() {
+		if t.Failed() {
+			file, _ := git.ReadFile("fleet", "rollgate/status", "staging/demo/web.yaml")
+			t.Logf("prod's message: %s\nstaging's status file:\n%s", msg, file)
+		}
+	}()
+	prod.eventually(30*time.Second, "prod held by staging's failed release", func(ctx context.Context) (bool, error) {
+		msg = prod.rollout("demo", "web").Status.Message
+		return strings.Contains(msg, "cluster staging: demo/web: the release of web=web:3 failed there"), nil
+	})
+	time.Sleep(3 * time.Second)
+	if first := prodPods.first(); !first.IsZero() {
+		t.Fatalf("prod ran a web:3 pod at %s after staging rolled web:3 back", first)
+	}
+	p := prod.rollout("demo", "web")
+	if p.Status.Phase != v1alpha1.PhasePaused || p.Status.CanaryRevision == ro.Status.CanaryRevision || conditions.IsStalled(p) {
+		t.Fatalf("prod: phase %s canary %s stalled %v, want held before its release, not failed", p.Status.Phase, p.Status.CanaryRevision, conditions.IsStalled(p))
+	}
+
+	// When staging's revert is merged and applied, staging runs web:2
+	// again; prod, still declaring web:3, keeps holding.
+	if _, err := git.Merge("fleet", "main", revert, "Merge revert"); err != nil {
+		t.Fatal(err)
+	}
+	staging.applyYAML(fleetApp("staging", "web:2"))
+	prod.eventually(60*time.Second, "prod held by staging running web:2", func(ctx context.Context) (bool, error) {
+		msg = prod.rollout("demo", "web").Status.Message
+		return strings.Contains(msg, "cluster staging: demo/web runs web=web:2 (Healthy), not web=web:3"), nil
+	})
+	if first := prodPods.first(); !first.IsZero() {
+		t.Fatalf("prod ran a web:3 pod at %s while staging runs web:2", first)
+	}
+}
+
+// imageWatch records when a pod running an image first showed up.
+type imageWatch struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (w *imageWatch) first() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.at
+}
+
+// watchImages polls w's web pods every 100 ms until the test ends and
+// records the first time one runs image.
+func watchImages(w *world, image string) *imageWatch {
+	iw := &imageWatch{}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			if pods, err := w.podsByImage(ctx, "demo", "web"); err == nil && pods[image][1] > 0 {
+				iw.mu.Lock()
+				if iw.at.IsZero() {
+					iw.at = time.Now()
+				}
+				iw.mu.Unlock()
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return iw
+}
