@@ -1,0 +1,209 @@
+package chart
+
+import (
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollgate/rollgate/reconciler"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// rendered is what `helm template` renders: the controller Deployments
+// and the Services, by name.
+type rendered struct {
+	deployments map[string]appsv1.Deployment
+	services    map[string]corev1.Service
+}
+
+func render(t *testing.T, args ...string) rendered {
+	t.Helper()
+	out := helm(t, append([]string{"template", "rg", chartDir(), "--namespace", "rollgate-system"}, args...)...)
+	r := rendered{deployments: map[string]appsv1.Deployment{}, services: map[string]corev1.Service{}}
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatal(err)
+		}
+		switch meta.Kind {
+		case "Deployment":
+			var d appsv1.Deployment
+			if err := utilyaml.Unmarshal([]byte(doc), &d); err != nil {
+				t.Fatal(err)
+			}
+			r.deployments[d.Name] = d
+		case "Service":
+			var s corev1.Service
+			if err := utilyaml.Unmarshal([]byte(doc), &s); err != nil {
+				t.Fatal(err)
+			}
+			r.services[s.Name] = s
+		}
+	}
+	return r
+}
+
+// flagOf returns the value of --name=value in the controller's args, and
+// whether it is there.
+func flagOf(d appsv1.Deployment, name string) (string, bool) {
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// TestShardsRenderOneDeploymentEach: with sharding.shards, one controller
+// Deployment per shard besides the main one; the controller's own parser
+// reads their --watch-label-selector, and every Rollout label lands in
+// exactly one Deployment's selector (a shard name the values do not list
+// lands in none: docs/sharding.md); every Deployment elects on a Lease of
+// its own and selects only its own pods; each shard's push-webhook Service
+// reaches that shard's pods only.
+func TestShardsRenderOneDeploymentEach(t *testing.T) {
+	r := render(t, "--set", "sharding.shards={shard1,shard2}")
+	names := []string{"rg-rollgate", "rg-rollgate-shard1", "rg-rollgate-shard2"}
+	if got := keys(r.deployments); !slices.Equal(got, names) {
+		t.Fatalf("Deployments %v, want %v", got, names)
+	}
+	selectors := map[string]labels.Selector{}
+	leases := map[string]string{}
+	for _, name := range names {
+		d := r.deployments[name]
+		raw, ok := flagOf(d, "watch-label-selector")
+		if !ok {
+			t.Fatalf("%s: no --watch-label-selector", name)
+		}
+		sel, err := reconciler.ParseWatchSelector(raw)
+		if err != nil || sel == nil {
+			t.Fatalf("%s: --watch-label-selector=%s: %v", name, raw, err)
+		}
+		selectors[name] = sel
+		lease, _ := flagOf(d, "leader-election-id")
+		if other, dup := leases[lease]; dup || lease == "" {
+			t.Errorf("%s and %s elect their leader on the same Lease %q", name, other, lease)
+		}
+		leases[lease] = name
+	}
+	// The main Deployment keeps the Lease of an unsharded install: during
+	// the upgrade that turns sharding on, the old and the new main pods
+	// still take turns.
+	if lease, _ := flagOf(r.deployments["rg-rollgate"], "leader-election-id"); lease != "rollgate.dev" {
+		t.Errorf("main Deployment's Lease %q, want rollgate.dev", lease)
+	}
+	for _, tc := range []struct {
+		labels map[string]string
+		want   []string
+	}{
+		{nil, []string{"rg-rollgate"}},
+		{map[string]string{"team": "shop"}, []string{"rg-rollgate"}},
+		{map[string]string{"sharding.fluxcd.io/key": "shard1"}, []string{"rg-rollgate-shard1"}},
+		{map[string]string{"sharding.fluxcd.io/key": "shard2", "team": "shop"}, []string{"rg-rollgate-shard2"}},
+		{map[string]string{"sharding.fluxcd.io/key": "shard3"}, nil},
+	} {
+		var got []string
+		for _, name := range names {
+			if selectors[name].Matches(labels.Set(tc.labels)) {
+				got = append(got, name)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("a Rollout labelled %v is reconciled by %v, want %v", tc.labels, got, tc.want)
+		}
+	}
+	for _, name := range names {
+		sel := podSelector(t, r.deployments[name].Spec.Selector)
+		for _, other := range names {
+			pods := labels.Set(r.deployments[other].Spec.Template.Labels)
+			if matches := sel.Matches(pods); matches != (name == other) {
+				t.Errorf("Deployment %s selects the pods of %s: %v", name, other, matches)
+			}
+		}
+	}
+	for svc, want := range map[string]string{
+		"rg-rollgate-webhook":            "rg-rollgate",
+		"rg-rollgate-git-webhook":        "rg-rollgate",
+		"rg-rollgate-shard1-git-webhook": "rg-rollgate-shard1",
+		"rg-rollgate-shard2-git-webhook": "rg-rollgate-shard2",
+		"rg-rollgate-shard2-metrics":     "rg-rollgate-shard2",
+	} {
+		s, ok := r.services[svc]
+		if !ok {
+			t.Errorf("no Service %s", svc)
+			continue
+		}
+		for _, name := range names {
+			pods := labels.Set(r.deployments[name].Spec.Template.Labels)
+			if matches := labels.SelectorFromSet(s.Spec.Selector).Matches(pods); matches != (name == want) {
+				t.Errorf("Service %s reaches the pods of %s: %v", svc, name, matches)
+			}
+		}
+	}
+}
+
+// TestNoShardsByDefault: without sharding.shards the chart renders one
+// controller that takes every Rollout, on the Lease it always had.
+func TestNoShardsByDefault(t *testing.T) {
+	r := render(t)
+	if got := keys(r.deployments); !slices.Equal(got, []string{"rg-rollgate"}) {
+		t.Fatalf("Deployments %v, want [rg-rollgate]", got)
+	}
+	for _, flag := range []string{"watch-label-selector", "leader-election-id"} {
+		if v, ok := flagOf(r.deployments["rg-rollgate"], flag); ok {
+			t.Errorf("--%s=%s rendered without shards", flag, v)
+		}
+	}
+}
+
+// TestShardNamesAreChecked: a shard name that cannot name a Deployment or
+// be a label value, or a name given twice, fails the rendering with a
+// message naming the value.
+func TestShardNamesAreChecked(t *testing.T) {
+	for set, want := range map[string]string{
+		"sharding.shards={Shard_1}":       `sharding.shards: "Shard_1" is not a valid shard name`,
+		"sharding.shards={shard1,shard1}": "names a shard twice",
+	} {
+		out, err := helmErr(t, "template", "rg", chartDir(), "--set", set)
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("--set %s: want an error saying %q, got (%v):\n%s", set, want, err, out)
+		}
+	}
+}
+
+func podSelector(t *testing.T, s *metav1.LabelSelector) labels.Selector {
+	t.Helper()
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// helmErr runs helm and returns its combined output and error, for
+// renderings that must fail.
+func helmErr(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(repo.Tool(t, "helm"), args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
