@@ -147,10 +147,10 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	answer := map[string]string{"web": "shard1", "cart": "shard2", "pay": "main"}
 	for app := range apps {
 		by := answer[app]
-		w.lb.pin(by)
-		before := w.lb.servedBy(by)
+		w.lb.Pin(by)
+		before := w.lb.Served(by)
 		w.applyThroughPinned(appYAML(app, "app:2.0"))
-		if w.lb.servedBy(by) == before {
+		if w.lb.Served(by) == before {
 			t.Fatalf("the image update of %s reached no webhook of %s", app, by)
 		}
 		w.eventually(90*time.Second, app+" at the gate of step 1", func(context.Context) (bool, error) {
@@ -159,7 +159,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 			return ro.Status.AwaitingApproval != nil && p["app:2.0"] == 1 && p["app:1.0"] == 3, nil
 		})
 	}
-	w.lb.pin("")
+	w.lb.Pin("")
 
 	// Then every Rollout and its Deployment were written by its own
 	// instance and by no other.

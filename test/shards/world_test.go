@@ -1,15 +1,7 @@
-// Package shards runs several rollgate instances side by side on one real
-// control plane (kwok), split by Flux's sharding label the way
-// docs/sharding.md sets them up: a main instance with
-// --watch-label-selector '!sharding.fluxcd.io/key' and one instance per
-// shard with 'sharding.fluxcd.io/key in (<shard>)', each with its own
-// leader election Lease and Git writer, all serving the admission
-// webhooks behind one address (the chart's webhook Service).
 package shards
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -72,7 +64,7 @@ type world struct {
 	cluster   *kwok.Cluster
 	c         client.Client
 	git       *gitserver.Server
-	lb        *webhookBalancer
+	lb        *Balancer
 	instances map[string]*instance
 	logsDone  *atomic.Bool
 }
@@ -99,7 +91,7 @@ func newWorld(t *testing.T, selectors map[string]string) *world {
 	w.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
 	w.ensureNamespace("rollgate-system")
 	w.ensureNamespace(ns)
-	w.lb = startBalancer(t)
+	w.lb = StartBalancer(t)
 	names := make([]string, 0, len(selectors))
 	for name := range selectors {
 		names = append(names, name)
@@ -152,7 +144,7 @@ func (w *world) start(name, selector string) {
 		Namespace:          "rollgate-system",
 		Concurrent:         2,
 		LuaConfigMap:       "rollgate-lua",
-		WebhookURL:         w.lb.url(),
+		WebhookURL:         w.lb.URL(),
 		WebhookHost:        "127.0.0.1",
 		WebhookPort:        in.webhookPort,
 		WebhookSecret:      "rollgate-webhook-cert",
@@ -165,7 +157,7 @@ func (w *world) start(name, selector string) {
 	if err != nil {
 		w.t.Fatalf("instance %s: %v", name, err)
 	}
-	w.lb.add(name, in.webhookPort)
+	w.lb.Add(name, in.webhookPort)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -378,115 +370,6 @@ func (l *writeLog) of(since int, resource, name string) []string {
 		}
 	}
 	return out
-}
-
-// webhookBalancer stands for the chart's webhook Service: one address in
-// front of every instance's webhook server, passing TLS through. By
-// default it spreads connections over the instances; pin sends every
-// connection to one of them (and closes the open ones, which the API
-// server keeps alive), so a test decides which instance answers.
-type webhookBalancer struct {
-	t        *testing.T
-	ln       net.Listener
-	mu       sync.Mutex
-	backends map[string]int
-	order    []string
-	next     int
-	pinned   string
-	conns    map[net.Conn]bool
-	served   map[string]int
-}
-
-func startBalancer(t *testing.T) *webhookBalancer {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &webhookBalancer{t: t, ln: ln, backends: map[string]int{}, conns: map[net.Conn]bool{}, served: map[string]int{}}
-	go b.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		b.closeAll()
-	})
-	return b
-}
-
-func (b *webhookBalancer) url() string { return "https://" + b.ln.Addr().String() }
-
-func (b *webhookBalancer) add(name string, port int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.backends[name] = port
-	b.order = append(b.order, name)
-}
-
-// pin sends every new connection to the instance name ("" spreads them)
-// and closes the open ones.
-func (b *webhookBalancer) pin(name string) {
-	b.mu.Lock()
-	b.pinned = name
-	b.mu.Unlock()
-	b.closeAll()
-}
-
-// servedBy returns how many connections went to name.
-func (b *webhookBalancer) servedBy(name string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.served[name]
-}
-
-func (b *webhookBalancer) closeAll() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for c := range b.conns {
-		c.Close()
-		delete(b.conns, c)
-	}
-}
-
-func (b *webhookBalancer) serve() {
-	for {
-		in, err := b.ln.Accept()
-		if err != nil {
-			return
-		}
-		b.mu.Lock()
-		name := b.pinned
-		if name == "" && len(b.order) > 0 {
-			name = b.order[b.next%len(b.order)]
-			b.next++
-		}
-		port, ok := b.backends[name]
-		if ok {
-			b.served[name]++
-		}
-		b.mu.Unlock()
-		if !ok {
-			in.Close()
-			continue
-		}
-		out, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			in.Close()
-			continue
-		}
-		b.mu.Lock()
-		b.conns[in], b.conns[out] = true, true
-		b.mu.Unlock()
-		go func() {
-			_, _ = io.Copy(out, in)
-			out.Close()
-		}()
-		go func() {
-			_, _ = io.Copy(in, out)
-			in.Close()
-			b.mu.Lock()
-			delete(b.conns, in)
-			delete(b.conns, out)
-			b.mu.Unlock()
-		}()
-	}
 }
 
 // leases returns the names of the Leases in the controllers' namespace.
