@@ -102,6 +102,9 @@ func setup(mgr ctrl.Manager, opts Options, admission client.Reader) error {
 	if err := mgr.Add(git); err != nil {
 		return err
 	}
+	if err := forgetOnLeave(ctx, mgr.GetCache(), git); err != nil {
+		return err
+	}
 	r := &RolloutReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: git,

@@ -5,11 +5,13 @@ import (
 	"fmt"
 
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/reconciler/workload"
 )
 
@@ -67,4 +69,42 @@ func (r rolloutsAndConfig) List(ctx context.Context, list client.ObjectList, opt
 		return r.rollouts.List(ctx, list, opts...)
 	}
 	return r.Reader.List(ctx, list, opts...)
+}
+
+// forgetOnLeave drops a Rollout from this instance's Git writers when it
+// leaves the cache: deleted, or relabelled into another shard (the API
+// server ends a selector's watch of an object that stops matching with a
+// delete). Its status file stays on the branch for the instance that
+// releases it now; without this, the next flush here would write the
+// last state this instance saw over that instance's.
+func forgetOnLeave(ctx context.Context, c cache.Cache, g *repoPool) error {
+	inf, err := c.GetInformer(ctx, &v1alpha1.Rollout{})
+	if err != nil {
+		return fmt.Errorf("Rollout informer: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if gone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = gone.Obj
+		}
+		if ro, ok := obj.(*v1alpha1.Rollout); ok {
+			g.forgetRollout(ro.Namespace, ro.Name)
+		}
+	}})
+	return err
+}
+
+// forgetRollout drops the Rollout from the writer of every open
+// repository (see gitsync.Writer.Forget).
+func (g *repoPool) forgetRollout(namespace, name string) {
+	g.mu.Lock()
+	writers := make([]*gitsync.Writer, 0, len(g.entries))
+	for _, e := range g.entries {
+		if e.writer != nil {
+			writers = append(writers, e.writer)
+		}
+	}
+	g.mu.Unlock()
+	for _, w := range writers {
+		w.Forget(namespace, name)
+	}
 }

@@ -24,7 +24,7 @@ var selectors = map[string]string{
 
 // apps are the story's applications, by the instance their Rollout's
 // label sends them to.
-var apps = map[string]string{"web": "main", "cart": "shard1", "pay": "shard2"}
+var apps = map[string]string{"web": "main", "cart": "shard1", "shop": "shard1", "pay": "shard2"}
 
 // rolloutYAML is the Rollout of app, in the shard labelled shard ("" for
 // none): a manual gate at one pod and 20% of traffic, then 40% for two
@@ -99,7 +99,7 @@ func shardOf(instance string) string {
 // admission webhook holds a new revision whichever instance answers; the
 // three Git writers share one status branch without losing each other's
 // files; and a Rollout relabelled from shard1 to shard2 at its gate is
-// finished by shard2 alone.
+// finished by shard2 alone, shard1 leaving its status file to shard2.
 func TestShardsSplitRollouts(t *testing.T) {
 	w := newWorld(t, selectors)
 	ctx := context.Background()
@@ -144,7 +144,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	// When each image changes while the webhook is answered by an
 	// instance that does not release that application, the new revision
 	// is still held: one pod at a time, behind a gate.
-	answer := map[string]string{"web": "shard1", "cart": "shard2", "pay": "main"}
+	answer := map[string]string{"web": "shard1", "cart": "shard2", "shop": "main", "pay": "main"}
 	for app := range apps {
 		by := answer[app]
 		w.lb.Pin(by)
@@ -216,24 +216,42 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	}
 
 	// And the status branch, written by three Git writers, holds every
-	// Rollout's file at its last state and an overview listing all three.
+	// Rollout's file at its last state and an overview listing them all.
 	w.eventually(60*time.Second, "every status file Healthy on rollgate/status", func(context.Context) (bool, error) {
 		readme, err := w.git.ReadFile("app", "rollgate/status", "README.md")
 		if err != nil {
 			return false, nil
 		}
 		for app := range apps {
-			data, err := w.git.ReadFile("app", "rollgate/status", ns+"/"+app+".yaml")
-			if err != nil {
-				return false, nil
-			}
-			st, ok, err := gitsync.ParseStatus([]byte(data))
-			if err != nil || !ok || st.Phase != string(v1alpha1.PhaseHealthy) || !strings.Contains(readme, "["+ns+"/"+app+"]") {
+			st, ok := w.statusFile(app)
+			if !ok || st.Phase != string(v1alpha1.PhaseHealthy) || !strings.Contains(readme, "["+ns+"/"+app+"]") {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
+
+	// When shard1 writes the status branch again (shop's next release
+	// reaches its gate), it leaves cart's file to shard2: it does not put
+	// back the state cart had when it left shard1.
+	w.applyYAML(appYAML("shop", "app:3.0"))
+	w.eventually(90*time.Second, "shop's next release at its gate on rollgate/status", func(context.Context) (bool, error) {
+		st, ok := w.statusFile("shop")
+		return ok && st.Phase != string(v1alpha1.PhaseHealthy) && st.Step.Current == 1, nil
+	})
+	if st, ok := w.statusFile("cart"); !ok || st.Phase != string(v1alpha1.PhaseHealthy) {
+		t.Errorf("cart's status file after shard1's next write: phase %q, step %d; want shard2's Healthy", st.Phase, st.Step.Current)
+	}
+}
+
+// statusFile reads app's status file on the status branch.
+func (w *world) statusFile(app string) (gitsync.RolloutState, bool) {
+	data, err := w.git.ReadFile("app", "rollgate/status", ns+"/"+app+".yaml")
+	if err != nil {
+		return gitsync.RolloutState{}, false
+	}
+	st, ok, err := gitsync.ParseStatus([]byte(data))
+	return st, ok && err == nil
 }
 
 // approveStep1 writes the approval of app's step 1 into its spec, as the
