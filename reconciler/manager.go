@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	fluxcontroller "github.com/fluxcd/pkg/runtime/controller"
-
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
