@@ -1,6 +1,8 @@
 package chart
 
 import (
+	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -11,10 +13,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/reconciler"
+	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
 )
 
@@ -206,4 +213,67 @@ func helmErr(t *testing.T, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestUpgradeTurnsShardingOnAndOff: on a kwok cluster, `helm upgrade` of
+// an installed release turns sharding on (the API server accepts the main
+// Deployment, whose selector cannot change, and every shard Deployment
+// becomes ready with its own pods) and off again (the shard Deployments,
+// Services and budgets go; the main Deployment takes every Rollout).
+func TestUpgradeTurnsShardingOnAndOff(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := kwok.Start(t, kwok.Options{Nodes: 2, Scheme: scheme})
+	kc := "--kubeconfig=" + c.Kubeconfig
+	ns := "rollgate-system"
+	helm(t, "install", "rg", chartDir(), kc, "-n", ns, "--create-namespace", "--wait", "--timeout=2m")
+	waitReplicas(t, c, ns, "rg-rollgate", 2)
+
+	helm(t, "upgrade", "rg", chartDir(), kc, "-n", ns, "--set", "sharding.shards={shard1,shard2}", "--wait", "--timeout=2m")
+	for _, name := range []string{"rg-rollgate", "rg-rollgate-shard1", "rg-rollgate-shard2"} {
+		waitReplicas(t, c, ns, name, 2)
+	}
+	var pods corev1.PodList
+	if err := c.Client.List(context.Background(), &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]int{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			owners[p.Labels["rollgate.dev/shard"]]++
+		}
+	}
+	if want := map[string]int{"": 2, "shard1": 2, "shard2": 2}; !maps.Equal(owners, want) {
+		t.Errorf("controller pods by shard %v, want %v", owners, want)
+	}
+	main := &appsv1.Deployment{}
+	if err := c.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "rg-rollgate"}, main); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := flagOf(*main, "watch-label-selector"); v != "!sharding.fluxcd.io/key" {
+		t.Errorf("main Deployment after the upgrade: --watch-label-selector=%q", v)
+	}
+
+	helm(t, "upgrade", "rg", chartDir(), kc, "-n", ns, "--set", "sharding.shards=null", "--wait", "--timeout=2m")
+	var deps appsv1.DeploymentList
+	if err := c.Client.List(context.Background(), &deps, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(deps.Items) != 1 || deps.Items[0].Name != "rg-rollgate" {
+		t.Fatalf("after turning sharding off: %d Deployments, want rg-rollgate alone", len(deps.Items))
+	}
+	if v, ok := flagOf(deps.Items[0], "watch-label-selector"); ok {
+		t.Errorf("main Deployment after turning sharding off: --watch-label-selector=%q", v)
+	}
+	var svcs corev1.ServiceList
+	if err := c.Client.List(context.Background(), &svcs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range svcs.Items {
+		if strings.Contains(s.Name, "shard") {
+			t.Errorf("Service %s left after turning sharding off", s.Name)
+		}
+	}
 }
