@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/chartrun"
 	"github.com/rollgate/rollgate/test/repo"
 )
@@ -17,7 +21,8 @@ import (
 // their ServiceAccount's RBAC, through test/chartrun). A Rollout labelled
 // for the shard is released to the end, through two manual gates, by the
 // shard's controller: only the shard reports it in its metrics, the main
-// controller never does, and neither is refused a request.
+// controller never does, and neither is refused a request. A Rollout
+// labelled for a shard that no Deployment runs is reconciled by no one.
 func TestShardedChartReleases(t *testing.T) {
 	s := newUpgradeStory(t)
 	bin := buildCurrentController(t)
@@ -38,7 +43,9 @@ func TestShardedChartReleases(t *testing.T) {
 	if labelled == rolloutYAML {
 		t.Fatal("the Rollout manifest changed: cannot label it")
 	}
-	s.apply(namespaceYAML + serviceYAML + deploymentYAML(webV1) + labelled)
+	// And a Rollout labelled for a shard that no Deployment runs.
+	orphan := strings.Replace(strings.ReplaceAll(labelled, "web", "orphan"), "shard1", "shard9", 1)
+	s.apply(namespaceYAML + serviceYAML + deploymentYAML(webV1) + labelled + orphan)
 	s.until(90*time.Second, "v1 on every pod and the Rollout Healthy", func() (bool, string) {
 		ro := s.rollout()
 		return ro.Status.Phase == "Healthy" && s.deployment().Labels["rollgate.dev/controlled"] != "", fmt.Sprint(positionOf(ro))
@@ -61,6 +68,16 @@ func TestShardedChartReleases(t *testing.T) {
 		t.Errorf("the main controller reports Rollout shop/web, which is labelled for shard1")
 	}
 	s.assertNoForbidden(main, shard)
+
+	// And the Rollout of the shard nobody runs, there since the start of
+	// the release, was never touched: no finalizer, no status.
+	var ro v1alpha1.Rollout
+	if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: appNS, Name: "orphan"}, &ro); err != nil {
+		t.Fatal(err)
+	}
+	if len(ro.Finalizers) > 0 || ro.Status.ObservedGeneration != 0 || reports(t, main, "orphan") || reports(t, shard, "orphan") {
+		t.Errorf("a Rollout labelled for shard9, which no controller runs, was reconciled: finalizers %v, status %+v", ro.Finalizers, ro.Status)
+	}
 }
 
 // reports tells whether controller c exports the phase of Rollout
