@@ -277,3 +277,37 @@ func TestUpgradeTurnsShardingOnAndOff(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceMonitorScrapesShards: the chart's ServiceMonitor selects the
+// metrics Service of the main Deployment and of every shard, and no other.
+func TestServiceMonitorScrapesShards(t *testing.T) {
+	out := helm(t, "template", "rg", chartDir(), "--namespace", "rollgate-system",
+		"--set", "sharding.shards={shard1,shard2}", "--set", "metrics.serviceMonitor.enabled=true")
+	var selector map[string]string
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var sm struct {
+			Kind string
+			Spec struct {
+				Selector struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				}
+			}
+		}
+		if err := yaml.Unmarshal([]byte(doc), &sm); err == nil && sm.Kind == "ServiceMonitor" {
+			selector = sm.Spec.Selector.MatchLabels
+		}
+	}
+	if selector == nil {
+		t.Fatal("no ServiceMonitor rendered")
+	}
+	var got []string
+	for name, s := range render(t, "--set", "sharding.shards={shard1,shard2}").services {
+		if labels.SelectorFromSet(selector).Matches(labels.Set(s.Labels)) {
+			got = append(got, name)
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"rg-rollgate-metrics", "rg-rollgate-shard1-metrics", "rg-rollgate-shard2-metrics"}; !slices.Equal(got, want) {
+		t.Errorf("the ServiceMonitor selects %v, want %v", got, want)
+	}
+}
