@@ -246,6 +246,20 @@ func (w *Writer) Remove(namespace, name string) {
 	w.gen++
 }
 
+// Forget drops what the Writer holds for a Rollout without touching its
+// file on the branch: another Writer (the controller of another shard, the
+// Rollout having been relabelled) writes that Rollout from now on, and
+// this one must not write its last state over that Writer's. A removal
+// queued by Remove stays queued.
+func (w *Writer) Forget(namespace, name string) {
+	k := namespace + "/" + name
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.states, k)
+	delete(w.seq, k)
+	delete(w.written, k)
+}
+
 // Written returns the status commit that wrote the Rollout's latest
 // enqueued state (or found it already on the branch), or "" while that
 // state is pending. Later commits for other Rollouts keep the file, so

@@ -2,9 +2,13 @@ package reconciler
 
 import (
 	"fmt"
+	"hash/fnv"
+	"strings"
 
+	fluxcontroller "github.com/fluxcd/pkg/runtime/controller"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -31,13 +35,54 @@ type ManagerOptions struct {
 	// ProbeAddr serves /healthz and /readyz; "0" disables it.
 	ProbeAddr string
 	// LeaderElect elects a leader (LeaderElectionID, in Options.Namespace).
-	LeaderElect      bool
+	LeaderElect bool
+	// LeaderElectionID names the Lease; empty means "rollgate.dev", or
+	// for a shard (WatchLabelSelector set) "rollgate.dev-" and a hash of
+	// its selector: shards that shared a Lease would take turns instead of
+	// working side by side, and the Rollouts of all but one would wait.
 	LeaderElectionID string
 	// Logger of the manager; the zero value uses controller-runtime's.
 	Logger logr.Logger
 	// Restartable lets a process start the controllers again after a
 	// stop (tests that restart the controller in one process).
 	Restartable bool
+	// WatchLabelSelector makes this instance one shard of several (Flux's
+	// convention, --watch-label-selector): it reconciles and caches only
+	// the Rollouts and Repositories whose labels match, such as
+	// "sharding.fluxcd.io/key in (shard1)" for a shard and
+	// "!sharding.fluxcd.io/key" for the main instance. Empty: every one.
+	// The admission webhooks still decide from every Rollout (see
+	// docs/sharding.md).
+	WatchLabelSelector string
+}
+
+// WatchSelectorFlag is the command-line flag of
+// ManagerOptions.WatchLabelSelector, named in its errors.
+const WatchSelectorFlag = "--watch-label-selector"
+
+// ParseWatchSelector parses a shard's label selector the way Flux's
+// controllers parse their --watch-label-selector (fluxcd/pkg/runtime);
+// "" selects everything and returns nil.
+func ParseWatchSelector(s string) (labels.Selector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	sel, err := fluxcontroller.GetWatchSelector(fluxcontroller.WatchOptions{LabelSelector: s})
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w (examples: \"sharding.fluxcd.io/key in (shard1)\" for a shard, \"!sharding.fluxcd.io/key\" for the main instance)", WatchSelectorFlag, s, err)
+	}
+	return sel, nil
+}
+
+// leaseName is the default leader election Lease of an instance with
+// shard as its selector (nil: not a shard).
+func leaseName(shard labels.Selector) string {
+	if shard == nil {
+		return "rollgate.dev"
+	}
+	h := fnv.New32a()
+	h.Write([]byte(shard.String()))
+	return fmt.Sprintf("rollgate.dev-%08x", h.Sum32())
 }
 
 // NewScheme returns the scheme of the kinds rollgate reads and writes.
@@ -57,20 +102,31 @@ func NewScheme() (*runtime.Scheme, error) {
 // controller's namespace (the Lua scripts); Secrets are never cached
 // (read by name when needed).
 func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager, error) {
+	shard, err := ParseWatchSelector(mo.WatchLabelSelector)
+	if err != nil {
+		return nil, err
+	}
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
 	}
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+	}
+	if shard != nil {
+		// Another shard's Rollouts and Repositories are never cached here,
+		// so no event of theirs reaches this instance's controllers.
+		byObject[&v1alpha1.Rollout{}] = cache.ByObject{Label: shard}
+		byObject[&v1alpha1.Repository{}] = cache.ByObject{Label: shard}
+	}
 	co := ctrl.Options{
-		Scheme: scheme,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
-		}},
+		Scheme:                  scheme,
+		Cache:                   cache.Options{ByObject: byObject},
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: orDefault(mo.MetricsAddr, "0")},
 		HealthProbeBindAddress:  orDefault(mo.ProbeAddr, "0"),
 		LeaderElection:          mo.LeaderElect,
-		LeaderElectionID:        orDefault(mo.LeaderElectionID, "rollgate.dev"),
+		LeaderElectionID:        orDefault(mo.LeaderElectionID, leaseName(shard)),
 		LeaderElectionNamespace: opts.Namespace,
 		// Step down at once on SIGTERM (the process exits when the manager
 		// returns, after the Git writers' last flush), so that a rolling
@@ -88,7 +144,13 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := Setup(mgr, opts); err != nil {
+	admission := client.Reader(nil)
+	if shard != nil {
+		if admission, err = newAdmissionView(cfg, mgr); err != nil {
+			return nil, err
+		}
+	}
+	if err := setup(mgr, opts, admission); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

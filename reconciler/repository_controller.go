@@ -50,6 +50,12 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	// A shard caches only its own Repositories (--watch-label-selector):
+	// one that this instance's Rollouts use but another shard owns has
+	// its status written by that shard alone.
+	if err := r.Get(ctx, req.NamespacedName, &v1alpha1.Repository{}); apierrors.IsNotFound(err) {
+		return reconcile.Result{}, nil
+	}
 	patcher := newRepositoryPatcher(r.Client, repo)
 	defer func() {
 		if err := patcher.patch(ctx, repo); err != nil && !apierrors.IsNotFound(err) {

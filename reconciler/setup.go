@@ -41,6 +41,13 @@ const routeIndex = "spec.trafficRoutings"
 // webhook and the Git push endpoint with mgr. The webhook registers the index of Rollouts by
 // workload (workload.RolloutWorkloadIndex) that the controller uses too.
 func Setup(mgr ctrl.Manager, opts Options) error {
+	return setup(mgr, opts, nil)
+}
+
+// setup is Setup with the reader the admission webhooks read Rollouts
+// from; nil means the manager's cached client (an instance that is not a
+// shard: its cache holds every Rollout).
+func setup(mgr ctrl.Manager, opts Options, admission client.Reader) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1alpha1.Rollout{}, repositoryIndex, func(o client.Object) []string {
@@ -95,12 +102,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(git); err != nil {
 		return err
 	}
+	if err := forgetOnLeave(ctx, mgr.GetCache(), git); err != nil {
+		return err
+	}
 	r := &RolloutReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: git,
 		workloadOpts: []workload.Option{workload.OwnerIndexed()},
 	}
-	if err := setupWebhook(mgr, opts); err != nil {
+	if err := setupWebhook(mgr, opts, admission); err != nil {
 		return err
 	}
 	if err := (&RepositoryReconciler{Client: mgr.GetClient(), git: git}).setupWithManager(mgr); err != nil {

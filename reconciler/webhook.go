@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollgate/rollgate/reconciler/routehook"
@@ -10,8 +11,12 @@ import (
 )
 
 // setupWebhook registers the workload admission webhook; its certificate
-// and registration are kept current by the webhook package.
-func setupWebhook(mgr ctrl.Manager, opts Options) error {
+// and registration are kept current by the webhook package. The hooks read
+// Rollouts from rollouts (nil: the manager's cached client).
+func setupWebhook(mgr ctrl.Manager, opts Options, rollouts client.Reader) error {
+	if rollouts == nil {
+		rollouts = mgr.GetClient()
+	}
 	reg := webhook.Registration{Name: orDefault(opts.WebhookConfigName, "rollgate")}
 	if opts.WebhookURL != "" {
 		reg.URL = opts.WebhookURL
@@ -25,10 +30,11 @@ func setupWebhook(mgr ctrl.Manager, opts Options) error {
 		SecretNamespace: opts.Namespace,
 		SecretName:      opts.WebhookSecret,
 		Now:             opts.Now,
+		Rollouts:        rollouts,
 		Hooks: []webhook.HookHandler{
 			validation.TemplateHook(admission.NewDecoder(mgr.GetScheme())),
-			validation.RolloutHook(admission.NewDecoder(mgr.GetScheme()), mgr.GetClient()),
-			routehook.Hook(routehook.Options{Reader: mgr.GetClient(), Namespace: opts.Namespace, LuaConfigMap: opts.LuaConfigMap}),
+			validation.RolloutHook(admission.NewDecoder(mgr.GetScheme()), rollouts),
+			routehook.Hook(routehook.Options{Reader: rolloutsAndConfig{rollouts: rollouts, Reader: mgr.GetClient()}, Namespace: opts.Namespace, LuaConfigMap: opts.LuaConfigMap}),
 		},
 	})
 }

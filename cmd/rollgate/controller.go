@@ -25,6 +25,7 @@ type controllerFlags struct {
 	probeAddr          string
 	leaderElect        bool
 	leaderElectionID   string
+	watchLabelSelector string
 	concurrent         int
 	luaConfigMap       string
 	webhookPort        int
@@ -53,7 +54,8 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time")
-	fs.StringVar(&f.leaderElectionID, "leader-election-id", "rollgate.dev", "Name of the leader election Lease")
+	fs.StringVar(&f.leaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default \"rollgate.dev\"; with --watch-label-selector, \"rollgate.dev-\" and a hash of the selector, so every shard elects its own leader)")
+	fs.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "Run as one shard of several (Flux's sharding convention): reconcile only the Rollouts and Repositories whose labels match, e.g. \"sharding.fluxcd.io/key in (shard1)\" for a shard and \"!sharding.fluxcd.io/key\" for the main instance; empty: all of them (docs/sharding.md)")
 	fs.IntVar(&f.concurrent, "concurrent", 4, "Number of Rollouts reconciled in parallel")
 	fs.StringVar(&f.luaConfigMap, "lua-configmap", "rollgate-lua", "ConfigMap in --namespace with user Lua scripts (keys lua.traffic.routing.<Kind>.<group>, lua.traffic.routing.ingress.<class>); they override built-ins of the same key")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server")
@@ -114,6 +116,9 @@ func runController(f *controllerFlags) error {
 	if err != nil {
 		return err
 	}
+	if _, err := reconciler.ParseWatchSelector(f.watchLabelSelector); err != nil {
+		return usageError{err}
+	}
 	ctrl.SetLogger(zap.New(logOpt))
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
@@ -134,6 +139,7 @@ func runController(f *controllerFlags) error {
 	mgr, err := reconciler.NewManager(cfg, reconciler.ManagerOptions{
 		MetricsAddr: f.metricsAddr, ProbeAddr: f.probeAddr,
 		LeaderElect: f.leaderElect, LeaderElectionID: f.leaderElectionID,
+		WatchLabelSelector: f.watchLabelSelector,
 	}, opts)
 	if err != nil {
 		return err

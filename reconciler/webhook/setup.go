@@ -44,6 +44,11 @@ type Options struct {
 	Hooks []HookHandler
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Rollouts is where the workload webhook reads Rollouts through
+	// workload.RolloutWorkloadIndex; nil means the manager's cached
+	// client. The index is registered on the manager's cache either way
+	// (the reconciler uses it); a separate reader must serve it itself.
+	Rollouts client.Reader
 }
 
 // HookHandler is an extra webhook and the handler serving it.
@@ -119,7 +124,11 @@ func New(mgr ctrl.Manager, opts Options) (*Keeper, error) {
 	if err := workload.IndexRollouts(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index Rollouts by workload: %w", err)
 	}
-	handler := &WorkloadHandler{Rollouts: mgr.GetClient(), Decoder: admission.NewDecoder(mgr.GetScheme())}
+	rollouts := opts.Rollouts
+	if rollouts == nil {
+		rollouts = mgr.GetClient()
+	}
+	handler := &WorkloadHandler{Rollouts: rollouts, Decoder: admission.NewDecoder(mgr.GetScheme())}
 	hooks := []HookHandler{{Hook: WorkloadHook(handler), Handler: handler}}
 	hooks = append(hooks, opts.Hooks...)
 	pub := &publisher{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), reg: opts.Registration}

@@ -46,6 +46,7 @@ func TestTemplateGolden(t *testing.T) {
 	for name, args := range map[string][]string{
 		"default": nil,
 		"full":    {"-f", "testdata/full-values.yaml"},
+		"sharded": {"-f", "testdata/sharded-values.yaml"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := helm(t, append([]string{"template", "rg", chartDir(), "--namespace", "rollgate-system"}, args...)...)

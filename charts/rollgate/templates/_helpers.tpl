@@ -19,6 +19,21 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{- /*
+The pod selector of one controller Deployment: the chart's selector labels
+for the main one; for a shard (.shard) labels of its own, so that no two
+Deployments select the same pods.
+*/ -}}
+{{- define "rollgate.instanceSelectorLabels" -}}
+{{- if .shard -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}-shard
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+rollgate.dev/shard: {{ .shard }}
+{{- else -}}
+{{- include "rollgate.selectorLabels" .root -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "rollgate.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "rollgate.fullname" .) .Values.serviceAccount.name -}}
