@@ -57,7 +57,10 @@ type watch struct {
 // startWatch starts watching a run for the caller's ctx and lim.
 func startWatch(ctx context.Context, lim Limits) *watch {
 	w := &watch{parent: ctx, deadline: time.Now().Add(lim.Time), limit: lim.HeapGrowthBytes}
+	// tick resets the timer under mu: it may run before AfterFunc returns.
+	w.mu.Lock()
 	w.timer = time.AfterFunc(min(heapSampleEvery, lim.Time), w.tick)
+	w.mu.Unlock()
 	return w
 }
 
