@@ -21,10 +21,12 @@ type Limits struct {
 	// MaxStringBytes caps every string built by string.rep, string.format,
 	// string.gsub and table.concat, and the total print output.
 	MaxStringBytes int
-	// HeapGrowthBytes stops a run once the Go heap has allocated this many
-	// bytes since the run's first heap sample (taken after a few
-	// milliseconds, so short runs are never sampled). The measure is
-	// process-wide: other goroutines' allocations count too.
+	// HeapGrowthBytes stops a run once the live Go heap has grown by this
+	// many bytes since the run's first heap sample (taken after a few
+	// milliseconds, so short runs are never sampled), or the heap outran
+	// the garbage collector's goal by as much; garbage does not count
+	// (see watch.heapGrew). The measure is process-wide: memory other
+	// goroutines keep counts too.
 	HeapGrowthBytes uint64
 	// CallStackSize is the deepest Lua call nesting allowed.
 	CallStackSize int
@@ -129,16 +131,16 @@ func (r Runner) run(ctx context.Context, s Script, encode encodeFunc, decode dec
 		return nil, &ScriptError{Script: s.Name, Kind: err, Reason: "stopped: " + err.Error()}
 	}
 	lim := r.Limits.withDefaults()
-	vm := r.Pool.get(lim)
+	state := r.Pool.get(lim)
 	w := startWatch(ctx, lim)
-	o := execute(w, vm, s, encode, decode)
+	o := execute(w, state, s, encode, decode)
 	stopped := w.finish()
 	// The state goes back (reset) before the result is handed over: the
 	// caller's next run finds it in the pool.
 	if o.err == nil && stopped == nil {
-		r.Pool.put(vm)
+		r.Pool.put(state)
 	} else {
-		vm.L.Close()
+		state.L.Close()
 	}
 	if r.Print != nil && len(o.prints) > 0 {
 		_, _ = r.Print.Write(o.prints)

@@ -158,6 +158,41 @@ func TestStoppedRunLeavesNothingRunning(t *testing.T) {
 	}
 }
 
+// TestGarbageIsNotHeapGrowth: a loop that only makes garbage (every Lua
+// number it computes is a Go allocation) is stopped by the time limit,
+// not blamed for heap growth, even when the GC lets garbage pile up far
+// beyond the limit (its goal is high after a large heap). The heap
+// sample once counted that garbage: an endless loop was reported as
+// "heap grew" after the bombs of TestHostileScripts under -count=3.
+func TestGarbageIsNotHeapGrowth(t *testing.T) {
+	raiseGCGoal(256 << 20)
+	r := Runner{Limits: Limits{Time: 300 * time.Millisecond, HeapGrowthBytes: 8 << 20}}
+	_, err := runHostile(t, r, "local i = 0\nwhile true do i = i + 1 end")
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("got %v, want the time limit", err)
+	}
+}
+
+// TestKeptMemoryIsHeapGrowth: memory a run keeps is what the heap limit
+// counts (the time limit here is far away, so only the heap limit can
+// stop the script).
+func TestKeptMemoryIsHeapGrowth(t *testing.T) {
+	runtime.GC()
+	r := Runner{Limits: Limits{Time: time.Minute, HeapGrowthBytes: 32 << 20}}
+	_, err := runHostile(t, r, `local t = {} for i = 1, 1e9 do t[i] = {i} end`)
+	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "heap grew by more than 33554432 bytes") {
+		t.Fatalf("got %v, want the heap limit", err)
+	}
+}
+
+// raiseGCGoal makes the GC finish a cycle with n more bytes live, so its
+// next goal leaves about n bytes of room; the bytes are garbage on return.
+func raiseGCGoal(n int) {
+	b := make([]byte, n)
+	runtime.GC()
+	runtime.KeepAlive(b)
+}
+
 // TestBackReferencesCount: a back-reference compares a whole capture at
 // every step, so it counts like a repetition (it once let a pattern run
 // for seconds under the step limit).

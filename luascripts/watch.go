@@ -29,10 +29,11 @@ const parentCheckEvery = 256
 //
 //   - when the caller's context ends (looked at every parentCheckEvery
 //     instructions);
-//   - at the time limit, and when the heap grew by more than the limit:
-//     a timer samples the clock and the process heap every
-//     heapSampleEvery while the run lasts (its first heap sample is the
-//     base), so a run shorter than that costs one timer and no sample.
+//   - at the time limit, and when the heap grew by more than the limit
+//     (see heapGrew): a timer samples the clock and the process heap
+//     every heapSampleEvery while the run lasts (its first heap sample is
+//     the base), so a run shorter than that costs one timer and no
+//     sample.
 //
 // A library call that is running (a pattern match) finishes first; the
 // sandbox bounds those calls (string sizes, pattern steps, result values).
@@ -50,8 +51,8 @@ type watch struct {
 	over    bool
 
 	// Only the timer's goroutine touches these.
-	sample []metrics.Sample
-	base   uint64
+	sample                            []metrics.Sample
+	baseLive, baseObjects, baseCycles uint64 // at the first sample
 }
 
 // startWatch starts watching a run for the caller's ctx and lim.
@@ -74,25 +75,68 @@ func (w *watch) tick() {
 		w.stop(errTimeLimit)
 		return
 	}
-	if w.sample == nil {
-		w.sample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		metrics.Read(w.sample)
-		if w.sample[0].Value.Kind() != metrics.KindUint64 {
-			return
-		}
-		w.base = w.sample[0].Value.Uint64()
-	} else {
-		metrics.Read(w.sample)
-		if now := w.sample[0].Value.Uint64(); now > w.base && now-w.base > w.limit {
-			w.stop(errHeapLimit)
-			return
-		}
+	if w.heapGrew() {
+		w.stop(errHeapLimit)
+		return
 	}
 	w.mu.Lock()
 	if !w.over {
 		w.timer.Reset(min(heapSampleEvery, w.deadline.Sub(now)))
 	}
 	w.mu.Unlock()
+}
+
+// The heap metrics a watch reads.
+const (
+	heapObjects = iota // live and not yet swept dead objects
+	heapLive           // live objects, as of the last finished GC
+	heapGoal           // the size at which the GC aims to finish
+	gcCycles           // GC cycles finished
+)
+
+// heapGrew compares the process heap with its first sample (the base).
+// Garbage does not count: a loop that drops what it allocates (every Lua
+// number beyond a small few is a Go allocation) raises the heap's
+// objects until the next GC, as far as the GC's goal, which in a large
+// heap is far more than the limit. Memory the run keeps does: the heap
+// grew when the live heap measured by a GC that finished during the run
+// grew by more than the limit, or when the heap outran the GC, its
+// objects over the goal (and over the base) by more than the limit (one
+// huge string, before a GC can finish).
+func (w *watch) heapGrew() bool {
+	if w.sample == nil {
+		w.sample = []metrics.Sample{
+			heapObjects: {Name: "/memory/classes/heap/objects:bytes"},
+			heapLive:    {Name: "/gc/heap/live:bytes"},
+			heapGoal:    {Name: "/gc/heap/goal:bytes"},
+			gcCycles:    {Name: "/gc/cycles/total:gc-cycles"},
+		}
+		metrics.Read(w.sample)
+		w.baseLive, w.baseObjects, w.baseCycles = w.value(heapLive), w.value(heapObjects), w.value(gcCycles)
+		return false
+	}
+	metrics.Read(w.sample)
+	objects, goal := w.value(heapObjects), w.value(heapGoal)
+	// A GC that was under way at the base sample counts what was
+	// allocated before the run as live: only one that started after it,
+	// so finished as the second after the base, measures the run.
+	if w.value(gcCycles) >= w.baseCycles+2 && over(w.value(heapLive), w.baseLive, w.limit) {
+		return true
+	}
+	return goal > 0 && over(objects, goal, w.limit) && over(objects, w.baseObjects, w.limit)
+}
+
+// value is one sampled metric, 0 when this Go runtime lacks it.
+func (w *watch) value(i int) uint64 {
+	if w.sample[i].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return w.sample[i].Value.Uint64()
+}
+
+// over reports whether now exceeds base by more than limit.
+func over(now, base, limit uint64) bool {
+	return now > base && now-base > limit
 }
 
 // stop ends the run at its next instruction with cause, unless it has
