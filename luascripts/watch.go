@@ -48,7 +48,7 @@ type watch struct {
 	mu      sync.Mutex
 	cause   error
 	done    chan struct{}
-	over    bool
+	ended   bool
 
 	// Only the timer's goroutine touches these.
 	sample                            []metrics.Sample
@@ -80,7 +80,7 @@ func (w *watch) tick() {
 		return
 	}
 	w.mu.Lock()
-	if !w.over {
+	if !w.ended {
 		w.timer.Reset(min(heapSampleEvery, w.deadline.Sub(now)))
 	}
 	w.mu.Unlock()
@@ -144,7 +144,7 @@ func over(now, base, limit uint64) bool {
 func (w *watch) stop(cause error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.over || w.cause != nil {
+	if w.ended || w.cause != nil {
 		return
 	}
 	w.cause = cause
@@ -157,7 +157,7 @@ func (w *watch) stop(cause error) {
 // was not).
 func (w *watch) finish() error {
 	w.mu.Lock()
-	w.over = true
+	w.ended = true
 	cause := w.cause
 	w.mu.Unlock()
 	w.timer.Stop()
