@@ -132,3 +132,20 @@ func BenchmarkEmptyScript(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEmptyScriptPooled measures the fixed cost of a run on a pooled
+// state: the watch, the input, the reset.
+func BenchmarkEmptyScriptPooled(b *testing.B) {
+	s, err := NewScript("empty", "return {}")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := Runner{Pool: NewPool(1)}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.RunIngress(ctx, s, IngressInput{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -193,7 +193,7 @@ func NewIngressInput(annotations map[string]string, step v1alpha1.TrafficRouting
 // (see guard.go) is an error wrapping ErrMisroute. On error the caller
 // must leave the resource untouched.
 func (r Runner) RunCustom(ctx context.Context, s Script, in CustomInput) (ObjectData, error) {
-	v, err := r.run(ctx, s, in.luaObject(), func(d *decoder, ret lua.LValue) (any, error) {
+	v, err := r.run(ctx, s, in.encode, func(d *decoder, ret lua.LValue) (any, error) {
 		return decodeCustom(d, ret, in.Data)
 	})
 	if err != nil {
@@ -211,7 +211,7 @@ func (r Runner) RunCustom(ctx context.Context, s Script, in CustomInput) (Object
 // error wrapping ErrMisroute. On error the caller must leave the Ingress
 // untouched.
 func (r Runner) RunIngress(ctx context.Context, s Script, in IngressInput) (map[string]string, error) {
-	v, err := r.run(ctx, s, in.luaObject(), func(d *decoder, ret lua.LValue) (any, error) {
+	v, err := r.run(ctx, s, in.encode, func(d *decoder, ret lua.LValue) (any, error) {
 		if _, ok := ret.(*lua.LTable); !ok {
 			return nil, fmt.Errorf("expected the annotations table, got %s", ret.Type())
 		}
@@ -268,84 +268,111 @@ func asObject(v any, path string) (map[string]any, error) {
 	return nil, fmt.Errorf("%s must be an object, got %T", path, v)
 }
 
-// luaObject is the obj global in the shape Kruise Rollout passes to its
+// encode builds the obj global in the shape Kruise Rollout passes to its
 // scripts: what Kruise leaves out (empty labels, annotations, matches,
 // headers, queryParams, header lists; no requestHeaderModifier) is nil,
 // weights are numbers, and stableWeight is 100 - canaryWeight even for the
-// -1 sentinel (so 101).
-func (in CustomInput) luaObject() map[string]any {
-	data := map[string]any{}
-	if in.Data.Spec != nil {
-		data["spec"] = in.Data.Spec
+// -1 sentinel (so 101). Keys are set in sorted order, as for every map, so
+// pairs() visits them in the same order on every run.
+func (in CustomInput) encode(e *encoder) (lua.LValue, error) {
+	data := e.L.CreateTable(0, 3)
+	if len(in.Data.Annotations) > 0 {
+		data.RawSetString("annotations", e.stringMap(in.Data.Annotations))
 	}
 	if len(in.Data.Labels) > 0 {
-		data["labels"] = in.Data.Labels
+		data.RawSetString("labels", e.stringMap(in.Data.Labels))
 	}
-	if len(in.Data.Annotations) > 0 {
-		data["annotations"] = in.Data.Annotations
+	if in.Data.Spec != nil {
+		spec, err := e.encodeMap(in.Data.Spec, 2)
+		if err != nil {
+			return nil, under(under(under(err, ".spec"), ".data"), "obj")
+		}
+		data.RawSetString("spec", spec)
 	}
-	obj := map[string]any{
-		"data":             data,
-		"canaryWeight":     int64(in.CanaryWeight),
-		"stableWeight":     int64(in.StableWeight),
-		"canaryService":    in.CanaryService,
-		"stableService":    in.StableService,
-		"stableRevision":   in.StableRevision,
-		"canaryRevision":   in.CanaryRevision,
-		"revisionLabelKey": in.RevisionLabelKey,
-	}
-	if m := matchesToLua(in.Matches); m != nil {
-		obj["matches"] = m
-	}
-	if m := modifierToLua(in.RequestHeaderModifier); m != nil {
-		obj["requestHeaderModifier"] = m
+	data.Metatable = e.m.object
+	obj := e.L.CreateTable(0, 14)
+	obj.RawSetString("canaryRevision", lua.LString(in.CanaryRevision))
+	obj.RawSetString("canaryService", lua.LString(in.CanaryService))
+	obj.RawSetString("canaryWeight", lua.LNumber(in.CanaryWeight))
+	obj.RawSetString("data", data)
+	if len(in.Matches) > 0 {
+		obj.RawSetString("matches", e.matches(in.Matches))
 	}
 	if p := in.PatchPodMetadata; p != nil {
-		obj["patchPodMetadata"] = map[string]any{"labels": orEmpty(p.Labels), "annotations": orEmpty(p.Annotations)}
+		meta := e.L.CreateTable(0, 2)
+		meta.RawSetString("annotations", e.stringMap(p.Annotations))
+		meta.RawSetString("labels", e.stringMap(p.Labels))
+		meta.Metatable = e.m.object
+		obj.RawSetString("patchPodMetadata", meta)
 	}
-	return obj
+	if in.RequestHeaderModifier != nil {
+		obj.RawSetString("requestHeaderModifier", e.modifier(in.RequestHeaderModifier))
+	}
+	obj.RawSetString("revisionLabelKey", lua.LString(in.RevisionLabelKey))
+	obj.RawSetString("stableRevision", lua.LString(in.StableRevision))
+	obj.RawSetString("stableService", lua.LString(in.StableService))
+	obj.RawSetString("stableWeight", lua.LNumber(in.StableWeight))
+	obj.Metatable = e.m.object
+	return obj, nil
 }
 
-// luaObject is the obj global of an Ingress dialect in Kruise Rollout's
+// encode builds the obj global of an Ingress dialect in Kruise Rollout's
 // shape: weight is a string ("-1" for no weight), empty annotations and
 // matches are nil.
-func (in IngressInput) luaObject() map[string]any {
-	obj := map[string]any{
-		"weight":        strconv.Itoa(int(in.Weight)),
-		"canaryService": in.CanaryService,
-		"stableService": in.StableService,
-	}
+func (in IngressInput) encode(e *encoder) (lua.LValue, error) {
+	obj := e.L.CreateTable(0, 6)
 	if len(in.Annotations) > 0 {
-		obj["annotations"] = in.Annotations
+		obj.RawSetString("annotations", e.stringMap(in.Annotations))
 	}
-	if m := matchesToLua(in.Matches); m != nil {
-		obj["matches"] = m
+	obj.RawSetString("canaryService", lua.LString(in.CanaryService))
+	if len(in.Matches) > 0 {
+		obj.RawSetString("matches", e.matches(in.Matches))
 	}
-	if m := modifierToLua(in.RequestHeaderModifier); m != nil {
-		obj["requestHeaderModifier"] = m
+	if in.RequestHeaderModifier != nil {
+		obj.RawSetString("requestHeaderModifier", e.modifier(in.RequestHeaderModifier))
 	}
-	return obj
+	obj.RawSetString("stableService", lua.LString(in.StableService))
+	obj.RawSetString("weight", lua.LString(strconv.Itoa(int(in.Weight))))
+	obj.Metatable = e.m.object
+	return obj, nil
 }
 
-func orEmpty(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
+// object returns a table marked as a JSON object with the given keys and
+// values, which must come in sorted key order; nil values are left out.
+func (e *encoder) object(kv ...any) *lua.LTable {
+	t := e.L.CreateTable(0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		switch v := kv[i+1].(type) {
+		case string:
+			t.RawSetString(kv[i].(string), lua.LString(v))
+		case *lua.LTable:
+			if v != nil {
+				t.RawSetString(kv[i].(string), v)
+			}
+		}
 	}
-	return m
+	t.Metatable = e.m.object
+	return t
 }
 
-// matchesToLua converts matches with the Gateway API defaults filled in
-// (as the API server fills them in Kruise Rollout's CRD): path
-// {type=PathPrefix, value="/"}, header and query type Exact. It returns nil
-// for no matches; path, headers and queryParams are nil when the match has
-// none.
-func matchesToLua(matches []v1alpha1.HttpRouteMatch) []any {
-	if len(matches) == 0 {
-		return nil
+// array returns tables as a table marked as a JSON list.
+func (e *encoder) array(items []*lua.LTable) *lua.LTable {
+	t := e.L.CreateTable(len(items), 0)
+	for i, item := range items {
+		t.RawSetInt(i+1, item)
 	}
-	out := make([]any, 0, len(matches))
+	t.Metatable = e.m.array
+	return t
+}
+
+// matches encodes matches with the Gateway API defaults filled in (as the
+// API server fills them in Kruise Rollout's CRD): path {type=PathPrefix,
+// value="/"}, header and query type Exact; path, headers and queryParams
+// are nil when the match has none.
+func (e *encoder) matches(matches []v1alpha1.HttpRouteMatch) *lua.LTable {
+	out := make([]*lua.LTable, 0, len(matches))
 	for _, m := range matches {
-		lm := map[string]any{}
+		var path, headers, params *lua.LTable
 		if p := m.Path; p != nil {
 			typ, val := string(gatewayv1.PathMatchPathPrefix), "/"
 			if p.Type != nil {
@@ -354,61 +381,55 @@ func matchesToLua(matches []v1alpha1.HttpRouteMatch) []any {
 			if p.Value != nil {
 				val = *p.Value
 			}
-			lm["path"] = map[string]any{"type": typ, "value": val}
+			path = e.object("type", typ, "value", val)
 		}
 		if len(m.Headers) > 0 {
-			headers := make([]any, 0, len(m.Headers))
+			list := make([]*lua.LTable, 0, len(m.Headers))
 			for _, h := range m.Headers {
 				typ := string(gatewayv1.HeaderMatchExact)
 				if h.Type != nil {
 					typ = string(*h.Type)
 				}
-				headers = append(headers, map[string]any{"type": typ, "name": string(h.Name), "value": h.Value})
+				list = append(list, e.object("name", string(h.Name), "type", typ, "value", h.Value))
 			}
-			lm["headers"] = headers
+			headers = e.array(list)
 		}
 		if len(m.QueryParams) > 0 {
-			params := make([]any, 0, len(m.QueryParams))
+			list := make([]*lua.LTable, 0, len(m.QueryParams))
 			for _, q := range m.QueryParams {
 				typ := string(gatewayv1.QueryParamMatchExact)
 				if q.Type != nil {
 					typ = string(*q.Type)
 				}
-				params = append(params, map[string]any{"type": typ, "name": string(q.Name), "value": q.Value})
+				list = append(list, e.object("name", string(q.Name), "type", typ, "value", q.Value))
 			}
-			lm["queryParams"] = params
+			params = e.array(list)
 		}
-		out = append(out, lm)
+		out = append(out, e.object("headers", headers, "path", path, "queryParams", params))
 	}
-	return out
+	return e.array(out)
 }
 
-// modifierToLua converts a header filter to {set={{name,value}},
+// modifier encodes a header filter as {set={{name,value}},
 // add={{name,value}}, remove={names}}; empty lists are nil, as in Kruise.
-func modifierToLua(f *gatewayv1.HTTPHeaderFilter) map[string]any {
-	if f == nil {
-		return nil
-	}
-	pairs := func(hs []gatewayv1.HTTPHeader) []any {
-		out := make([]any, 0, len(hs))
+func (e *encoder) modifier(f *gatewayv1.HTTPHeaderFilter) *lua.LTable {
+	pairs := func(hs []gatewayv1.HTTPHeader) *lua.LTable {
+		if len(hs) == 0 {
+			return nil
+		}
+		out := make([]*lua.LTable, 0, len(hs))
 		for _, h := range hs {
-			out = append(out, map[string]any{"name": string(h.Name), "value": h.Value})
+			out = append(out, e.object("name", string(h.Name), "value", h.Value))
 		}
-		return out
+		return e.array(out)
 	}
-	out := map[string]any{}
-	if len(f.Set) > 0 {
-		out["set"] = pairs(f.Set)
-	}
-	if len(f.Add) > 0 {
-		out["add"] = pairs(f.Add)
-	}
+	var remove *lua.LTable
 	if len(f.Remove) > 0 {
-		remove := make([]any, 0, len(f.Remove))
-		for _, r := range f.Remove {
-			remove = append(remove, r)
+		remove = e.L.CreateTable(len(f.Remove), 0)
+		for i, r := range f.Remove {
+			remove.RawSetInt(i+1, lua.LString(r))
 		}
-		out["remove"] = remove
+		remove.Metatable = e.m.array
 	}
-	return out
+	return e.object("add", pairs(f.Add), "remove", remove, "set", pairs(f.Set))
 }

@@ -3,6 +3,7 @@ package luascripts
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,10 +62,13 @@ func newMarks(L *lua.LState) marks {
 	return m
 }
 
-// encoder turns Go values into Lua values.
+// encoder turns Go values into Lua values. keys is scratch space for the
+// sorted keys of the maps being encoded (a stack: each map uses the part
+// after its parent's).
 type encoder struct {
-	L *lua.LState
-	m marks
+	L    *lua.LState
+	m    marks
+	keys []string
 }
 
 // pathError is an encoding error whose path is built while the error
@@ -92,7 +96,7 @@ func under(err error, elem string) error {
 }
 
 // encode converts v; path names its position for error messages.
-func (e encoder) encode(v any, path string, depth int) (lua.LValue, error) {
+func (e *encoder) encode(v any, path string, depth int) (lua.LValue, error) {
 	lv, err := e.encodeAt(v, depth)
 	if err != nil {
 		return nil, under(err, path)
@@ -100,7 +104,7 @@ func (e encoder) encode(v any, path string, depth int) (lua.LValue, error) {
 	return lv, nil
 }
 
-func (e encoder) encodeAt(v any, depth int) (lua.LValue, error) {
+func (e *encoder) encodeAt(v any, depth int) (lua.LValue, error) {
 	if depth > maxDepth {
 		return nil, &pathError{msg: fmt.Sprintf("nested deeper than %d levels", maxDepth)}
 	}
@@ -122,12 +126,7 @@ func (e encoder) encodeAt(v any, depth int) (lua.LValue, error) {
 	case map[string]any:
 		return e.encodeMap(x, depth)
 	case map[string]string:
-		t := e.L.CreateTable(0, len(x))
-		for _, k := range sortedKeys(x) {
-			t.RawSetString(k, lua.LString(x[k]))
-		}
-		t.Metatable = e.m.object
-		return t, nil
+		return e.stringMap(x), nil
 	case []any:
 		t := e.L.CreateTable(len(x), 0)
 		for i, item := range x {
@@ -150,20 +149,43 @@ func (e encoder) encodeAt(v any, depth int) (lua.LValue, error) {
 	return nil, &pathError{msg: fmt.Sprintf("cannot convert Go value of type %T", v)}
 }
 
-func (e encoder) encodeMap(x map[string]any, depth int) (lua.LValue, error) {
-	t := e.L.CreateTable(0, len(x))
-	for _, k := range sortedKeys(x) {
-		if x[k] == nil {
-			continue
+func (e *encoder) encodeMap(x map[string]any, depth int) (lua.LValue, error) {
+	start := len(e.keys)
+	for k, v := range x {
+		if v != nil {
+			e.keys = append(e.keys, k)
 		}
+	}
+	keys := e.keys[start:]
+	slices.Sort(keys)
+	t := e.L.CreateTable(0, len(keys))
+	for _, k := range keys {
 		lv, err := e.encodeAt(x[k], depth+1)
 		if err != nil {
 			return nil, under(err, "."+k)
 		}
 		t.RawSetString(k, lv)
 	}
+	e.keys = e.keys[:start]
 	t.Metatable = e.m.object
 	return t, nil
+}
+
+// stringMap encodes labels or annotations as an object table.
+func (e *encoder) stringMap(x map[string]string) *lua.LTable {
+	start := len(e.keys)
+	for k := range x {
+		e.keys = append(e.keys, k)
+	}
+	keys := e.keys[start:]
+	slices.Sort(keys)
+	t := e.L.CreateTable(0, len(keys))
+	for _, k := range keys {
+		t.RawSetString(k, lua.LString(x[k]))
+	}
+	e.keys = e.keys[:start]
+	t.Metatable = e.m.object
+	return t
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -179,26 +201,41 @@ func sortedKeys[V any](m map[string]V) []string {
 // values decoded, so a huge result cannot make the host allocate without
 // limit after the script has finished.
 type decoder struct {
-	m        marks
-	budget   int
-	visiting map[*lua.LTable]bool
+	m      marks
+	budget int
+	// visiting is the chain of tables being decoded (at most maxDepth+1
+	// long), to refuse a table that contains itself.
+	visiting []*lua.LTable
 	// nullEmpty turns unmarked empty list elements into null instead of
 	// {} (json.encode, as Kruise Rollout's json module does).
 	nullEmpty bool
 }
 
 func newDecoder(m marks, budget int) *decoder {
-	return &decoder{m: m, budget: budget, visiting: map[*lua.LTable]bool{}}
+	return &decoder{m: m, budget: budget}
 }
 
 // decode converts v; path names the position for error messages.
 func (d *decoder) decode(v lua.LValue, path string, depth int) (any, error) {
+	out, err := d.decodeAt(v, depth)
+	if err != nil {
+		return nil, under(err, path)
+	}
+	return out, nil
+}
+
+// failf is a decoding error whose path the callers add while it unwinds.
+func failf(format string, args ...any) error {
+	return &pathError{msg: fmt.Sprintf(format, args...)}
+}
+
+func (d *decoder) decodeAt(v lua.LValue, depth int) (any, error) {
 	d.budget--
 	if d.budget < 0 {
 		return nil, fmt.Errorf("%w: result has too many values", ErrLimit)
 	}
 	if depth > maxDepth {
-		return nil, fmt.Errorf("%s: nested deeper than %d levels", path, maxDepth)
+		return nil, failf("nested deeper than %d levels", maxDepth)
 	}
 	switch x := v.(type) {
 	case *lua.LNilType:
@@ -208,25 +245,26 @@ func (d *decoder) decode(v lua.LValue, path string, depth int) (any, error) {
 	case lua.LString:
 		return string(x), nil
 	case lua.LNumber:
-		return decodeNumber(float64(x), path)
+		return decodeNumber(float64(x))
 	case *lua.LUserData:
 		if x == d.m.null {
 			return nil, nil
 		}
 	case *lua.LTable:
-		if d.visiting[x] {
-			return nil, fmt.Errorf("%s: table contains itself", path)
+		if slices.Contains(d.visiting, x) {
+			return nil, failf("table contains itself")
 		}
-		d.visiting[x] = true
-		defer delete(d.visiting, x)
-		return d.decodeTable(x, path, depth)
+		d.visiting = append(d.visiting, x)
+		out, err := d.decodeTable(x, depth)
+		d.visiting = d.visiting[:len(d.visiting)-1]
+		return out, err
 	}
-	return nil, fmt.Errorf("%s: cannot return a %s", path, v.Type())
+	return nil, failf("cannot return a %s", v.Type())
 }
 
-func decodeNumber(f float64, path string) (any, error) {
+func decodeNumber(f float64) (any, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil, fmt.Errorf("%s: number %v is not valid JSON", path, f)
+		return nil, failf("number %v is not valid JSON", f)
 	}
 	if f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
 		return int64(f), nil
@@ -234,62 +272,70 @@ func decodeNumber(f float64, path string) (any, error) {
 	return f, nil
 }
 
-func (d *decoder) decodeTable(t *lua.LTable, path string, depth int) (any, error) {
+func (d *decoder) decodeTable(t *lua.LTable, depth int) (any, error) {
 	switch t.Metatable {
 	case d.m.array:
-		return d.decodeArray(t, path, depth)
+		return d.decodeArray(t, depth)
 	case d.m.object:
-		return d.decodeObject(t, path, depth)
+		return d.decodeObject(t, depth)
 	}
 	n, strKeys, otherKeys := tableShape(t)
 	switch {
 	case n == 0 && strKeys == 0 && otherKeys == 0:
 		return emptyTable{}, nil
 	case otherKeys == 0 && strKeys == 0:
-		return d.decodeArray(t, path, depth)
+		return d.decodeArray(t, depth)
 	case otherKeys == 0 && n == 0:
-		return d.decodeObject(t, path, depth)
+		return d.decodeObject(t, depth)
 	}
-	return nil, fmt.Errorf("%s: table mixes array and object keys (or has holes); "+
-		"use a list with keys 1..n or an object with string keys", path)
+	return nil, failf("table mixes array and object keys (or has holes); " +
+		"use a list with keys 1..n or an object with string keys")
 }
 
 // tableShape counts a table's keys: n is the length of the sequence 1..n
 // when the integer keys form one (else those keys count as other keys).
+// It reads the array part by index and walks the rest with Next, so it
+// allocates nothing for string keys.
 func tableShape(t *lua.LTable) (n, strKeys, otherKeys int) {
-	ints, maxInt := 0, 0
-	t.ForEach(func(k, _ lua.LValue) {
-		switch key := k.(type) {
-		case lua.LString:
+	n = t.Len()
+	holes := 0
+	for i := 1; i <= n; i++ {
+		if t.RawGetInt(i) == lua.LNil {
+			holes++
+		}
+	}
+	for k, _ := t.Next(afterArray(n)); k != lua.LNil; k, _ = t.Next(k) {
+		if _, ok := k.(lua.LString); ok {
 			strKeys++
-		case lua.LNumber:
-			f := float64(key)
-			if f >= 1 && f == math.Trunc(f) && f <= math.MaxInt32 {
-				ints++
-				maxInt = max(maxInt, int(f))
-				return
-			}
-			otherKeys++
-		default:
+		} else {
 			otherKeys++
 		}
-	})
-	if ints != maxInt {
-		return 0, strKeys, otherKeys + ints
 	}
-	return ints, strKeys, otherKeys
+	if holes > 0 {
+		return 0, strKeys, otherKeys + n - holes
+	}
+	return n, strKeys, otherKeys
 }
 
-func (d *decoder) decodeArray(t *lua.LTable, path string, depth int) (any, error) {
+// afterArray is the key after which Next visits what follows the first n
+// array elements (the rest of the table when n is its length).
+func afterArray(n int) lua.LValue {
+	if n == 0 {
+		return lua.LNil
+	}
+	return lua.LNumber(n)
+}
+
+func (d *decoder) decodeArray(t *lua.LTable, depth int) (any, error) {
 	n, strKeys, otherKeys := tableShape(t)
 	if strKeys+otherKeys > 0 {
-		return nil, fmt.Errorf("%s: list has non-integer keys or holes", path)
+		return nil, failf("list has non-integer keys or holes")
 	}
 	out := make([]any, 0, n)
 	for i := 1; i <= n; i++ {
-		v, err := d.decode(t.RawGetInt(i), path+"["+strconv.Itoa(i-1)+"]", depth+1)
+		v, err := d.decodeAt(t.RawGetInt(i), depth+1)
 		if err != nil {
-			return nil, err
+			return nil, under(err, "["+strconv.Itoa(i-1)+"]")
 		}
 		if _, ok := v.(emptyTable); ok {
 			v = map[string]any{}
@@ -302,26 +348,20 @@ func (d *decoder) decodeArray(t *lua.LTable, path string, depth int) (any, error
 	return out, nil
 }
 
-func (d *decoder) decodeObject(t *lua.LTable, path string, depth int) (any, error) {
+func (d *decoder) decodeObject(t *lua.LTable, depth int) (any, error) {
 	out := map[string]any{}
-	var err error
-	t.ForEach(func(k, v lua.LValue) {
-		if err != nil {
-			return
-		}
+	for k, v := t.Next(lua.LNil); k != lua.LNil; k, v = t.Next(k) {
 		key, ok := k.(lua.LString)
 		if !ok {
-			err = fmt.Errorf("%s: object has a non-string key %s", path, k.String())
-			return
+			return nil, failf("object has a non-string key %s", k.String())
 		}
-		var gv any
-		gv, err = d.decode(v, path+"."+string(key), depth+1)
-		if _, empty := gv.(emptyTable); err == nil && !empty && gv != nil {
+		gv, err := d.decodeAt(v, depth+1)
+		if err != nil {
+			return nil, under(err, "."+string(key))
+		}
+		if _, empty := gv.(emptyTable); !empty && gv != nil {
 			out[string(key)] = gv
 		}
-	})
-	if err != nil {
-		return nil, err
 	}
 	return out, nil
 }
@@ -334,15 +374,10 @@ func (d *decoder) decodeStringMap(v lua.LValue, path string) (map[string]string,
 		return nil, fmt.Errorf("%s: expected a table of strings, got %s", path, v.Type())
 	}
 	out := map[string]string{}
-	var err error
-	t.ForEach(func(k, val lua.LValue) {
-		if err != nil {
-			return
-		}
+	for k, val := t.Next(lua.LNil); k != lua.LNil; k, val = t.Next(k) {
 		key, ok := k.(lua.LString)
 		if !ok {
-			err = fmt.Errorf("%s: key %s is not a string", path, k.String())
-			return
+			return nil, fmt.Errorf("%s: key %s is not a string", path, k.String())
 		}
 		switch x := val.(type) {
 		case lua.LString:
@@ -352,10 +387,10 @@ func (d *decoder) decodeStringMap(v lua.LValue, path string) (map[string]string,
 		case lua.LNumber:
 			out[string(key)] = formatNumber(float64(x))
 		default:
-			err = fmt.Errorf("%s[%q]: expected a string, got %s", path, string(key), val.Type())
+			return nil, fmt.Errorf("%s[%q]: expected a string, got %s", path, string(key), val.Type())
 		}
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 func formatNumber(f float64) string {

@@ -13,9 +13,12 @@
 //     (lua.traffic.routing.<Kind>.<group> or
 //     lua.traffic.routing.ingress.<classType>) always wins over the
 //     built-in of the same key.
-//   - A sandboxed Runner: each run gets a fresh Lua 5.1 state with only the
-//     base (minus code loading and environment functions), string, table
-//     and math libraries, a time limit and resource limits (see Limits).
+//   - A sandboxed Runner: each run gets a fresh Lua 5.1 state (or one from
+//     a Pool, reset to what it was when built) with only the base (minus
+//     code loading and environment functions), string, table and math
+//     libraries, a time limit and resource limits (see Limits). A run
+//     happens on the caller's goroutine and stops at the next instruction
+//     when a limit is hit or the caller's context ends.
 //     Runner.RunCustom and Runner.RunIngress return the script's result or
 //     a *ScriptError naming the script and the line; on error the caller
 //     leaves the resource untouched.

@@ -63,6 +63,29 @@ type tableSnap struct {
 	t    *lua.LTable
 	mt   lua.LValue
 	vals map[lua.LValue]lua.LValue
+	// order is the table's keys and values in the order Next visits them.
+	order []snapEntry
+}
+
+type snapEntry struct{ k, v lua.LValue }
+
+// unchanged reports whether s.t still has exactly its recorded keys,
+// values and metatable. It walks the table with Next, which allocates
+// nothing for string keys, and compares entry by entry: a key added,
+// removed, set back after a removal (it keeps its old place) or given
+// another value breaks the sequence.
+func (s *tableSnap) unchanged() bool {
+	if s.t.Metatable != s.mt {
+		return false
+	}
+	k, v := s.t.Next(lua.LNil)
+	for _, e := range s.order {
+		if k != e.k || v != e.v {
+			return false
+		}
+		k, v = s.t.Next(k)
+	}
+	return k == lua.LNil
 }
 
 // get returns a state for limits lim: an idle one built with the same
@@ -148,6 +171,9 @@ func snapshotTables(roots []lua.LValue) []tableSnap {
 			seen[x] = true
 			s := tableSnap{t: x, mt: x.Metatable, vals: map[lua.LValue]lua.LValue{}}
 			x.ForEach(func(k, val lua.LValue) { s.vals[k] = val })
+			for k, val := x.Next(lua.LNil); k != lua.LNil; k, val = x.Next(k) {
+				s.order = append(s.order, snapEntry{k, val})
+			}
 			out = append(out, s)
 			walk(x.Metatable)
 			for k, val := range s.vals {
@@ -170,8 +196,8 @@ func (v *vm) reset(p *Pool) bool {
 	v.sb.truncated = false
 	v.L.G.Global.RawSetString("obj", lua.LNil)
 	changed := false
-	for _, s := range v.snap {
-		if restore(s) {
+	for i := range v.snap {
+		if !v.snap[i].unchanged() && restore(v.snap[i]) {
 			changed = true
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/metrics"
 	"strings"
 	"time"
 
@@ -15,17 +14,19 @@ import (
 // Limits bound one script run. Zero fields take the defaults of
 // DefaultLimits. See the README for what is and is not bounded.
 type Limits struct {
-	// Time is the wall-clock limit of one run. The Lua VM checks it before
-	// every instruction; a library function that is already running (a
-	// pattern match, string.rep) finishes first.
+	// Time is the wall-clock limit of one run. The Lua VM stops at the
+	// first instruction after it; a library function that is already
+	// running (a pattern match, bounded by PatternSteps) finishes first.
 	Time time.Duration
 	// MaxStringBytes caps every string built by string.rep, string.format,
 	// string.gsub and table.concat, and the total print output.
 	MaxStringBytes int
-	// HeapGrowthBytes stops a run once the Go heap has allocated this many
-	// bytes since the run's first heap sample (taken after a few
-	// milliseconds, so short runs are never sampled). The measure is
-	// process-wide: other goroutines' allocations count too.
+	// HeapGrowthBytes stops a run once the live Go heap has grown by this
+	// many bytes since the run's first heap sample (taken after a few
+	// milliseconds, so short runs are never sampled), or the heap outran
+	// the garbage collector's goal by as much; garbage does not count
+	// (see watch.heapGrew). The measure is process-wide: memory other
+	// goroutines keep counts too.
 	HeapGrowthBytes uint64
 	// CallStackSize is the deepest Lua call nesting allowed.
 	CallStackSize int
@@ -103,17 +104,11 @@ type Runner struct {
 // must return quickly.
 type ObserveFunc func(s Script, d time.Duration, err error)
 
-// abandonGrace is how long after the time limit a run whose goroutine is
-// stuck in an uninterruptible library call is given up on.
-const abandonGrace = 500 * time.Millisecond
-
-var (
-	errTimeLimit = errors.New("time limit")
-	errHeapLimit = errors.New("heap limit")
-)
-
 // decodeFunc turns a script's return value into the Go result.
 type decodeFunc func(d *decoder, ret lua.LValue) (any, error)
+
+// encodeFunc builds the obj global.
+type encodeFunc func(e *encoder) (lua.LValue, error)
 
 type outcome struct {
 	value  any
@@ -121,9 +116,10 @@ type outcome struct {
 	err    error
 }
 
-// run executes s with the global obj built from in and decodes its return
-// value. It always returns a *ScriptError on failure.
-func (r Runner) run(ctx context.Context, s Script, in any, decode decodeFunc) (v any, err error) {
+// run executes s with the global obj built by encode and decodes its
+// return value, on the caller's goroutine. It always returns a
+// *ScriptError on failure.
+func (r Runner) run(ctx context.Context, s Script, encode encodeFunc, decode decodeFunc) (v any, err error) {
 	if r.Observe != nil {
 		start := time.Now()
 		defer func() { r.Observe(s, time.Since(start), err) }()
@@ -131,62 +127,50 @@ func (r Runner) run(ctx context.Context, s Script, in any, decode decodeFunc) (v
 	if s.proto == nil {
 		return nil, scriptErr(s.Name, ErrCompile, 0, "script is not compiled: build it with NewScript or a Library")
 	}
-	lim := r.Limits.withDefaults()
-	timeCtx, cancelTime := context.WithTimeoutCause(ctx, lim.Time, errTimeLimit)
-	defer cancelTime()
-	runCtx, stop := context.WithCancelCause(timeCtx)
-	defer stop(nil)
-	go watchHeap(runCtx, stop, lim.HeapGrowthBytes)
-
-	done := make(chan outcome, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- outcome{err: scriptErr(s.Name, ErrRuntime, 0, "internal error: %v", p)}
-			}
-		}()
-		v := r.Pool.get(lim)
-		o := execute(runCtx, v, s, in, decode)
-		// The state goes back (reset) before the result is handed over:
-		// the caller's next run finds it in the pool.
-		if o.err == nil && runCtx.Err() == nil {
-			r.Pool.put(v)
-		} else {
-			v.L.Close()
-		}
-		done <- o
-	}()
-	hard := time.NewTimer(lim.Time + abandonGrace)
-	defer hard.Stop()
-	select {
-	case o := <-done:
-		if r.Print != nil && len(o.prints) > 0 {
-			_, _ = r.Print.Write(o.prints)
-		}
-		if o.err != nil {
-			return nil, classify(s.Name, o.err, ctx, runCtx, lim)
-		}
-		return o.value, nil
-	case <-hard.C:
-		return nil, scriptErr(s.Name, ErrTimeout, 0,
-			"time limit of %s exceeded inside a library call; the run was abandoned", lim.Time)
-	case <-ctx.Done():
-		return nil, &ScriptError{Script: s.Name, Kind: ctx.Err(), Reason: "stopped: " + ctx.Err().Error()}
+	if err := ctx.Err(); err != nil {
+		return nil, &ScriptError{Script: s.Name, Kind: err, Reason: "stopped: " + err.Error()}
 	}
+	lim := r.Limits.withDefaults()
+	state := r.Pool.get(lim)
+	w := startWatch(ctx, lim)
+	o := execute(w, state, s, encode, decode)
+	stopped := w.finish()
+	// The state goes back (reset) before the result is handed over: the
+	// caller's next run finds it in the pool.
+	if o.err == nil && stopped == nil {
+		r.Pool.put(state)
+	} else {
+		state.L.Close()
+	}
+	if r.Print != nil && len(o.prints) > 0 {
+		_, _ = r.Print.Write(o.prints)
+	}
+	if o.err != nil {
+		return nil, classify(s.Name, o.err, ctx, stopped, lim)
+	}
+	return o.value, nil
 }
 
-// execute runs one script in the state of v; while it runs it is the only
-// code that touches that state.
-func execute(ctx context.Context, v *vm, s Script, in any, decode decodeFunc) outcome {
+// execute runs one script in the state of v under w; while it runs it is
+// the only code that touches that state.
+func execute(w *watch, v *vm, s Script, encode encodeFunc, decode decodeFunc) (o outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			o = outcome{err: scriptErr(s.Name, ErrRuntime, 0, "internal error: %v", p)}
+		}
+	}()
 	L, sb, lim := v.L, v.sb, v.lim
-	obj, err := encoder{L: L, m: sb.marks}.encode(in, "obj", 0)
+	e := &encoder{L: L, m: sb.marks, keys: sb.keys[:0]}
+	obj, err := encode(e)
+	sb.keys = e.keys[:0]
 	if err != nil {
 		return outcome{err: scriptErr(s.Name, ErrInput, 0, "%v", err)}
 	}
 	L.SetGlobal("obj", obj)
-	L.SetContext(ctx)
+	L.SetContext(w)
 	L.Push(L.NewFunctionFromProto(s.proto))
 	if err := L.PCall(0, 1, nil); err != nil {
+		L.RemoveContext()
 		return outcome{prints: sb.printed(), err: err}
 	}
 	L.RemoveContext()
@@ -202,12 +186,12 @@ func execute(ctx context.Context, v *vm, s Script, in any, decode decodeFunc) ou
 }
 
 // classify maps a failed run to a *ScriptError of the right kind.
-func classify(name string, err error, parent, runCtx context.Context, lim Limits) error {
+func classify(name string, err error, parent context.Context, cause error, lim Limits) error {
 	var se *ScriptError
 	if errors.As(err, &se) {
 		return se
 	}
-	switch cause := context.Cause(runCtx); {
+	switch {
 	case errors.Is(cause, errHeapLimit):
 		out := runtimeError(name, ErrLimit, err)
 		out.Reason = fmt.Sprintf("heap grew by more than %d bytes", lim.HeapGrowthBytes)
@@ -237,37 +221,4 @@ func isResourceError(msg string) bool {
 		}
 	}
 	return false
-}
-
-// heapSampleEvery is how often watchHeap samples the heap.
-const heapSampleEvery = 5 * time.Millisecond
-
-// watchHeap cancels ctx with errHeapLimit once the process's heap objects
-// (live, or dead but not yet swept) exceed its first sample by more than
-// limit bytes. It returns when ctx ends.
-func watchHeap(ctx context.Context, cancel context.CancelCauseFunc, limit uint64) {
-	tick := time.NewTicker(heapSampleEvery)
-	defer tick.Stop()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	var base uint64
-	for first := true; ; first = false {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		metrics.Read(sample)
-		if sample[0].Value.Kind() != metrics.KindUint64 {
-			return
-		}
-		now := sample[0].Value.Uint64()
-		if first {
-			base = now
-			continue
-		}
-		if now > base && now-base > limit {
-			cancel(errHeapLimit)
-			return
-		}
-	}
 }

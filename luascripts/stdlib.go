@@ -3,6 +3,7 @@ package luascripts
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -19,6 +20,10 @@ type sandbox struct {
 	lim       Limits
 	prints    bytes.Buffer
 	truncated bool
+	// keys is scratch space of the encoder, visiting of rollgate.copy,
+	// both reused between runs.
+	keys     []string
+	visiting []*lua.LTable
 }
 
 // allowedGlobal lists what stays of the base library. Removed: dofile,
@@ -295,7 +300,9 @@ func (sb *sandbox) helpers(L *lua.LState) *lua.LTable {
 	t.RawSetString("object", L.NewFunction(mark(sb.marks.object)))
 	t.RawSetString("copy", L.NewFunction(func(L *lua.LState) int {
 		budget := sb.lim.ResultValues
-		L.Push(sb.copyValue(L, L.CheckAny(1), &budget, map[*lua.LTable]bool{}))
+		visiting := sb.visiting[:0]
+		L.Push(sb.copyValue(L, L.CheckAny(1), &budget, &visiting))
+		sb.visiting = visiting[:0]
 		return 1
 	}))
 	t.RawSetString("null", sb.marks.null)
@@ -356,29 +363,51 @@ func (sb *sandbox) luaIntersect(L *lua.LState) int {
 	return 1
 }
 
-func (sb *sandbox) copyValue(L *lua.LState, v lua.LValue, budget *int, visiting map[*lua.LTable]bool) lua.LValue {
+// copyValue deep-copies v for rollgate.copy. The copy gets its keys in
+// the order the original's pairs() visits them, and its marks.
+func (sb *sandbox) copyValue(L *lua.LState, v lua.LValue, budget *int, visiting *[]*lua.LTable) lua.LValue {
 	src, ok := v.(*lua.LTable)
 	if !ok {
 		return v
 	}
-	if visiting[src] {
+	if slices.Contains(*visiting, src) {
 		L.RaiseError("rollgate.copy: the table contains itself")
 	}
-	if len(visiting) > maxDepth {
+	if len(*visiting) > maxDepth {
 		L.RaiseError("rollgate.copy: tables nested deeper than %d levels", maxDepth)
 	}
-	visiting[src] = true
-	defer delete(visiting, src)
-	dst := L.NewTable()
-	src.ForEach(func(k, val lua.LValue) {
-		*budget--
-		if *budget < 0 {
-			L.RaiseError("rollgate.copy: more than %d values exceeds the %s", sb.lim.ResultValues, limitPhrase)
+	*visiting = append(*visiting, src)
+	n := src.Len()
+	hash := 0
+	for k, _ := src.Next(afterArray(n)); k != lua.LNil; k, _ = src.Next(k) {
+		hash++
+	}
+	dst := L.CreateTable(n, hash)
+	for i := 1; i <= n; i++ {
+		if val := src.RawGetInt(i); val != lua.LNil {
+			sb.spend(L, budget)
+			dst.RawSetInt(i, sb.copyValue(L, val, budget, visiting))
 		}
-		dst.RawSet(k, sb.copyValue(L, val, budget, visiting))
-	})
+	}
+	for k, val := src.Next(afterArray(n)); k != lua.LNil; k, val = src.Next(k) {
+		sb.spend(L, budget)
+		if key, ok := k.(lua.LString); ok {
+			dst.RawSetString(string(key), sb.copyValue(L, val, budget, visiting))
+		} else {
+			dst.RawSet(k, sb.copyValue(L, val, budget, visiting))
+		}
+	}
 	dst.Metatable = src.Metatable
+	*visiting = (*visiting)[:len(*visiting)-1]
 	return dst
+}
+
+// spend counts one value copied by rollgate.copy against the limit.
+func (sb *sandbox) spend(L *lua.LState, budget *int) {
+	*budget--
+	if *budget < 0 {
+		L.RaiseError("rollgate.copy: more than %d values exceeds the %s", sb.lim.ResultValues, limitPhrase)
+	}
 }
 
 // checkPattern refuses a pattern whose estimated worst-case backtracking on
@@ -394,7 +423,9 @@ func (sb *sandbox) checkPattern(L *lua.LState, fn, pat string, n int) {
 // patternCost estimates the worst-case steps of matching pat against a
 // subject of n bytes: one factor n+1 for the start positions (1 when
 // anchored with ^), n+1 for every repetition (*, +, -, %b) that is followed
-// by more of the pattern, 2 for every optional item (?).
+// by more of the pattern, 2 for every optional item (?), n+1 for every
+// back-reference (%1-%9), all times len(pat)/64 for a pattern longer
+// than 64 bytes (each step may try every item).
 func patternCost(pat string, n int, limit float64) float64 {
 	base := float64(n + 1)
 	cost := base
@@ -411,6 +442,9 @@ func patternCost(pat string, n int, limit float64) float64 {
 				i += 3
 				continue
 			}
+			if i+1 < len(pat) && pat[i+1] >= '1' && pat[i+1] <= '9' {
+				cost *= base // a back-reference compares up to n bytes
+			}
 			i++
 		case '[':
 			i = skipSet(pat, i)
@@ -423,7 +457,7 @@ func patternCost(pat string, n int, limit float64) float64 {
 	if lastRep >= 0 && strings.Trim(pat[min(lastRep+1, len(pat)):], ")") == "" {
 		cost /= base // a final repetition only scans forward
 	}
-	return cost
+	return cost * max(1, float64(len(pat))/64)
 }
 
 // skipSet returns the index of the ] closing the set that starts at i.

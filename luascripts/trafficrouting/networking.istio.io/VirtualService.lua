@@ -101,13 +101,15 @@ local function splitRoute(dests, w, http)
     else
       local total = d.weight or (#dests == 1 and 100 or 0)
       local cw = math.floor(total * w / 100 + 0.5)
-      local s = rollgate.copy(d)
+      -- The canary copies d before d, which only this route holds,
+      -- becomes the stable destination.
+      local c = canaryDestination(d, http)
+      c.weight = cw
+      local s = d
       s.weight = total - cw
       if useSubsets and s.destination.subset == nil then
         s.destination.subset = "stable"
       end
-      local c = canaryDestination(d, http)
-      c.weight = cw
       table.insert(out, s)
       table.insert(out, c)
     end
