@@ -16,6 +16,14 @@ export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
 include test/tools/tools.mk
 
+# Tools that only `make bench` runs (not `make tools`, so a cold `make test`
+# does not build them); each file appends its target to TOOLS_BENCH.
+TOOLS_BENCH :=
+include test/tools/kruiserollout.mk
+
+.PHONY: tools-bench
+tools-bench: $(TOOLS_BENCH) ## Build the tools only make bench runs (OpenKruise Rollout for P5)
+
 .PHONY: help
 help: ## List every target
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-20s %s\n", $$1, $$2}'
@@ -87,7 +95,7 @@ test-unit: ## Run only the tests that need no external process
 	go test -count=1 ./strategy/... ./luascripts/... ./api/...
 
 .PHONY: bench
-bench: tools ## Run benchmarks and print the numbers (ROLLGATE_BENCH_SCALE=1000 for the P2 row at 1,000 Rollouts)
+bench: tools tools-bench ## Run benchmarks and print the numbers (ROLLGATE_BENCH_SCALE=1000 for the P2 row at 1,000 Rollouts)
 	@# One package at a time: the cluster benchmarks and the Git ones must not load the machine for each other.
 	go test -p 1 -timeout 60m -run '^$$' -bench . -benchmem ./... 2>&1 | tee bin/bench.log; exit $${PIPESTATUS[0]}
 	@echo "== P1-P4 (docs/benchmarks.md) =="; grep -E '^P[1-4] ' bin/bench.log
