@@ -104,6 +104,9 @@ type sbsResult struct {
 	// RSS of the controller process: with every Rollout ready, and its
 	// peak over the whole run (VmHWM).
 	rssRest, rssPeak float64
+	// heapRest and heapDone are the Go heap in use (spans) with every
+	// Rollout ready and after the release.
+	heapRest, heapDone float64
 }
 
 // BenchmarkSideBySide is P5 of docs/benchmarks.md: rollgate and
@@ -192,6 +195,7 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 	req1, m1 := f.requests(cp)
 	r.adopt = req1 - req0
 	r.rssRest = f.rss(cp, "VmRSS")
+	r.heapRest = f.heap(cp)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -220,6 +224,7 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 		r.byMethod[m] = v - m1[m]
 	}
 	r.rssPeak = f.rss(cp, "VmHWM")
+	r.heapDone = f.heap(cp)
 	var first, last time.Time
 	for _, name := range f.names {
 		s, _ := tr.step1(name)
@@ -356,6 +361,16 @@ func (f *fleet) requests(cp *controllerProcess) (float64, map[string]float64) {
 func (f *fleet) rss(cp *controllerProcess, field string) float64 {
 	f.b.Helper()
 	v, err := processStatus(cp.p.Pid(), field)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return v
+}
+
+// heap reads the controller's Go heap in use in MiB.
+func (f *fleet) heap(cp *controllerProcess) float64 {
+	f.b.Helper()
+	v, err := goHeapMiB(cp.metricsURL)
 	if err != nil {
 		f.b.Fatal(err)
 	}
@@ -568,6 +583,8 @@ func printSideBySideFigures(r sbsResult) {
 	row("API requests to take the fleet over", r.adopt, "requests")
 	row("controller RSS with every Rollout ready", r.rssRest, "MiB")
 	row("controller peak RSS", r.rssPeak, "MiB")
+	row("controller Go heap in use with every Rollout ready", r.heapRest, "MiB")
+	row("controller Go heap in use after the release", r.heapDone, "MiB")
 }
 
 // printSideBySideTable prints the results as one table, every line

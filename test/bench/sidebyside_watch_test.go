@@ -226,6 +226,25 @@ func restRequests(url string) (float64, map[string]float64, error) {
 	return sum, byMethod, nil
 }
 
+// goHeapMiB reads go_memstats_heap_inuse_bytes, the Go heap spans in use,
+// from a controller's Prometheus text endpoint.
+func goHeapMiB(url string) (float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v / (1 << 20), err
+		}
+	}
+	return 0, fmt.Errorf("%s serves no go_memstats_heap_inuse_bytes", url)
+}
+
 // loadAvg is the 1-minute load average.
 func loadAvg() float64 {
 	data, err := os.ReadFile("/proc/loadavg")
