@@ -23,8 +23,9 @@ import (
 	"github.com/rollgate/rollgate/test/repo"
 )
 
-// rollgateContender is bin/rollgate (`make build`) with its production
-// defaults: 4 workers, no client-side rate limit.
+// rollgateContender is rollgate's controller as `make image` (and `make
+// bench`) builds it, bin/image/rollgate (static, stripped), with its
+// production defaults: 4 workers, no client-side rate limit.
 type rollgateContender struct{}
 
 func (rollgateContender) name() string { return "rollgate" }
@@ -36,9 +37,9 @@ func (rollgateContender) install(f *fleet) {
 
 func (rollgateContender) start(f *fleet, dir string) *controllerProcess {
 	f.b.Helper()
-	bin, err := repo.LookTool("rollgate")
+	bin, err := repo.LookTool(filepath.Join("image", "rollgate"))
 	if err != nil {
-		f.b.Fatalf("%v (make build)", err)
+		f.b.Fatalf("%v: run 'make bench' or 'make image' (the controller binary of the image)", err)
 	}
 	ports, err := proc.FreePorts(3)
 	if err != nil {
@@ -129,7 +130,8 @@ const (
 var kruiseRolloutGVK = schema.GroupVersionKind{Group: "rollouts.kruise.io", Version: "v1beta1", Kind: "Rollout"}
 
 // kruiseContender is OpenKruise Rollout v0.6.1 (bin/kruiserollout,
-// `make tools-bench`) with its defaults but one feature gate:
+// `make tools-bench`, built as rollgate's image binary is) with its
+// defaults but one feature gate:
 // AdvancedDeployment, without which a Deployment cannot be released in
 // place (partition style) and Kruise would need a second, canary
 // Deployment.

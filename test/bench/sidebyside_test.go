@@ -105,6 +105,9 @@ type sbsResult struct {
 	// RSS of the controller process: with every Rollout ready, and its
 	// peak over the whole run (VmHWM).
 	rssRest, rssPeak float64
+	// anonDone and fileDone split the RSS after the release into
+	// anonymous memory (heap, stacks) and pages of the binary.
+	anonDone, fileDone float64
 	// heapRest and heapDone are the Go heap in use (spans) with every
 	// Rollout ready and after the release.
 	heapRest, heapDone float64
@@ -224,6 +227,7 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 		r.byMethod[m] = v - m1[m]
 	}
 	r.rssPeak = f.rss(cp, "VmHWM")
+	r.anonDone, r.fileDone = f.rss(cp, "RssAnon"), f.rss(cp, "RssFile")
 	r.heapDone = f.heap(cp)
 	var first, last time.Time
 	for _, name := range f.names {
@@ -364,7 +368,8 @@ func (f *fleet) requests(cp *controllerProcess) (float64, map[string]float64) {
 	return v, byMethod
 }
 
-// rss reads the controller's VmRSS or VmHWM in MiB.
+// rss reads a size of the controller's /proc/<pid>/status (VmRSS, VmHWM,
+// RssAnon, RssFile) in MiB.
 func (f *fleet) rss(cp *controllerProcess, field string) float64 {
 	f.b.Helper()
 	v, err := processStatus(cp.p.Pid(), field)
@@ -593,6 +598,8 @@ func printSideBySideFigures(r sbsResult) {
 	row("API requests to take the fleet over", r.adopt, "requests")
 	row("controller RSS with every Rollout ready", r.rssRest, "MiB")
 	row("controller peak RSS", r.rssPeak, "MiB")
+	row("controller RSS after the release, anonymous (heap, stacks)", r.anonDone, "MiB")
+	row("controller RSS after the release, pages of the binary", r.fileDone, "MiB")
 	row("controller Go heap in use with every Rollout ready", r.heapRest, "MiB")
 	row("controller Go heap in use after the release", r.heapDone, "MiB")
 }

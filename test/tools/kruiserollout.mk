@@ -16,6 +16,9 @@
 TOOLS_KRUISEROLLOUT_VERSION := $(shell sed -n 's|^require github.com/openkruise/rollouts \(v[^ ]*\)$$|\1|p' $(TOOLS_DIR)/kruiserollout/go.mod)
 TOOLS_KRUISEROLLOUT_GOMOD_DIGEST := $(firstword $(shell sha256sum $(TOOLS_DIR)/kruiserollout/go.mod))
 TOOLS_KRUISEROLLOUT_BIN := $(TOOLS_BIN)/kruiserollout
+# Built as `make image` builds rollgate's controller (static, stripped), so
+# the side-by-side benchmark compares two binaries built the same way.
+TOOLS_KRUISEROLLOUT_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'
 
 TOOLS_BENCH += tools-kruiserollout
 
@@ -24,13 +27,13 @@ TOOLS_BENCH += tools-kruiserollout
 tools-kruiserollout: $(TOOLS_KRUISEROLLOUT_BIN)/kruise-rollout $(TOOLS_KRUISEROLLOUT_BIN)/crds ## Build OpenKruise Rollout (make bench only) into bin/kruiserollout/, with its CRDs in bin/kruiserollout/crds/
 
 $(TOOLS_STAMPS)/kruiserollout: .tools-force
-	$(call tools-stamp,$@,github.com/openkruise/rollouts $(TOOLS_KRUISEROLLOUT_VERSION) go.mod $(TOOLS_KRUISEROLLOUT_GOMOD_DIGEST))
+	$(call tools-stamp,$@,github.com/openkruise/rollouts $(TOOLS_KRUISEROLLOUT_VERSION) go.mod $(TOOLS_KRUISEROLLOUT_GOMOD_DIGEST) $(TOOLS_KRUISEROLLOUT_BUILD))
 
 $(TOOLS_KRUISEROLLOUT_BIN)/kruise-rollout: $(TOOLS_STAMPS)/kruiserollout
 	@test -n "$(TOOLS_KRUISEROLLOUT_VERSION)" || { echo "cannot read the Kruise Rollout pin from test/tools/kruiserollout/go.mod" >&2; exit 1; }
 	@echo "building kruise-rollout $(TOOLS_KRUISEROLLOUT_VERSION)"
 	@mkdir -p $(@D)
-	$(call tools-progress,kruise-rollout,cd $(TOOLS_DIR)/kruiserollout && go build -trimpath -ldflags '-s -w' -o $@.tmp github.com/openkruise/rollouts)
+	$(call tools-progress,kruise-rollout,cd $(TOOLS_DIR)/kruiserollout && $(TOOLS_KRUISEROLLOUT_BUILD) -o $@.tmp github.com/openkruise/rollouts)
 	@mv -f $@.tmp $@
 
 # The CRDs (Rollout, BatchRelease, TrafficRouting, RolloutHistory) from the
