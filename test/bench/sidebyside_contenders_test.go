@@ -322,14 +322,18 @@ func (kruiseContender) done(ro *unstructured.Unstructured, _ string) bool {
 }
 
 // approve moves the paused step to StepReady in the Rollout's status, as
-// `kubectl-kruise rollout approve` does.
+// `kubectl-kruise rollout approve` does; only while step 1 is paused (a
+// JSON patch whose tests fail otherwise), so an approval sent again never
+// lands on a later step.
 func (kruiseContender) approve(ctx context.Context, c client.Client, name, _ string) error {
 	ro := &unstructured.Unstructured{}
 	ro.SetGroupVersionKind(kruiseRolloutGVK)
 	ro.SetNamespace(ns)
 	ro.SetName(name)
-	patch := []byte(`{"status":{"canaryStatus":{"currentStepState":"StepReady"}}}`)
-	return c.Status().Patch(ctx, ro, client.RawPatch(types.MergePatchType, patch))
+	patch := []byte(`[{"op":"test","path":"/status/canaryStatus/currentStepIndex","value":1},` +
+		`{"op":"test","path":"/status/canaryStatus/currentStepState","value":"StepPaused"},` +
+		`{"op":"replace","path":"/status/canaryStatus/currentStepState","value":"StepReady"}]`)
+	return c.Status().Patch(ctx, ro, client.RawPatch(types.JSONPatchType, patch))
 }
 
 // waitServing waits until p answers /readyz on probe, accepts connections
