@@ -97,6 +97,8 @@ type sbsResult struct {
 	// to the release finished (the Rollout done, every pod on the new
 	// image, the route on the stable Service alone).
 	step1, complete []time.Duration
+	// incomplete, when set, says how many Rollouts made it in time.
+	incomplete string
 	// reapproved counts approvals sent again because the Rollout still
 	// waited reapproveAfter after the last one.
 	reapproved int
@@ -210,8 +212,24 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 	defer cancel()
 	tr := f.trackRelease(ctx, c, sbsImageRelease)
 	bumped := f.applyImages(sbsImageRelease)
-	timeout := max(10*time.Minute, time.Duration(n)*1200*time.Millisecond)
-	f.waitAll(tr.step1, timeout, "at step 1", cp, tr.explain, nil)
+	timeout := max(15*time.Minute, time.Duration(n)*3*time.Second)
+	// measure reads the controller's requests and memory at the end.
+	measure := func() {
+		req2, m2 := f.requests(cp)
+		r.requests = req2 - req1
+		r.byMethod = map[string]float64{}
+		for m, v := range m2 {
+			r.byMethod[m] = v - m1[m]
+		}
+		r.rssPeak = f.rss(cp, "VmHWM")
+		r.anonDone, r.fileDone = f.rss(cp, "RssAnon"), f.rss(cp, "RssFile")
+		r.heapDone = f.heap(cp)
+	}
+	if r.incomplete = f.waitAll(tr.step1, timeout, "at step 1", cp, tr.explain, nil); r.incomplete != "" {
+		measure()
+		r.collect(f.names, tr, bumped, nil)
+		return r
+	}
 	f.checkStep1(tr)
 	approved := map[string]time.Time{}
 	var mu sync.Mutex
@@ -229,7 +247,7 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 	// approval over it): one still waiting reapproveAfter after its last
 	// approval is approved again, as a person would, and counted.
 	lastApproval := maps.Clone(approved)
-	f.waitAll(tr.complete, timeout, "complete", cp, tr.explain, func() {
+	r.incomplete = f.waitAll(tr.complete, timeout, "complete", cp, tr.explain, func() {
 		for _, name := range f.names {
 			ro := tr.latest(name)
 			if ro == nil || time.Since(lastApproval[name]) < reapproveAfter {
@@ -244,33 +262,35 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 			}
 		}
 	})
-	req2, m2 := f.requests(cp)
-	r.requests = req2 - req1
-	r.byMethod = map[string]float64{}
-	for m, v := range m2 {
-		r.byMethod[m] = v - m1[m]
-	}
-	r.rssPeak = f.rss(cp, "VmHWM")
-	r.anonDone, r.fileDone = f.rss(cp, "RssAnon"), f.rss(cp, "RssFile")
-	r.heapDone = f.heap(cp)
-	var first, last time.Time
-	for _, name := range f.names {
-		s, _ := tr.step1(name)
-		d, _ := tr.complete(name)
-		r.step1 = append(r.step1, s.Sub(bumped[name]))
-		r.complete = append(r.complete, d.Sub(approved[name]))
-		if first.IsZero() || bumped[name].Before(first) {
-			first = bumped[name]
-		}
-		if d.After(last) {
-			last = d
-		}
-	}
-	r.wall = last.Sub(first)
+	measure()
+	r.collect(f.names, tr, bumped, approved)
 	if err := cp.p.Exited(); err != nil {
 		b.Fatal(err)
 	}
 	return r
+}
+
+// collect gathers the times of the workloads that reached step 1 and
+// (with approved) completion.
+func (r *sbsResult) collect(names []string, tr *releaseTracker, bumped, approved map[string]time.Time) {
+	var first, last time.Time
+	for _, name := range names {
+		if s, ok := tr.step1(name); ok {
+			r.step1 = append(r.step1, s.Sub(bumped[name]))
+		}
+		if first.IsZero() || bumped[name].Before(first) {
+			first = bumped[name]
+		}
+		if d, ok := tr.complete(name); ok && approved != nil {
+			r.complete = append(r.complete, d.Sub(approved[name]))
+			if d.After(last) {
+				last = d
+			}
+		}
+	}
+	if !last.IsZero() {
+		r.wall = last.Sub(first)
+	}
 }
 
 // keepLog copies a controller's log to path once it stopped.
@@ -414,9 +434,9 @@ func (f *fleet) heap(cp *controllerProcess) float64 {
 }
 
 // waitAll waits until at(name) holds for every workload, calling tick
-// (when set) between looks, failing with explain's summary (and the
-// controller's log) after timeout.
-func (f *fleet) waitAll(at func(string) (time.Time, bool), timeout time.Duration, what string, cp *controllerProcess, explain func() string, tick func()) {
+// (when set) between looks; after timeout it logs explain's summary and
+// returns how many made it.
+func (f *fleet) waitAll(at func(string) (time.Time, bool), timeout time.Duration, what string, cp *controllerProcess, explain func() string, tick func()) (missed string) {
 	f.b.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -427,13 +447,14 @@ func (f *fleet) waitAll(at func(string) (time.Time, bool), timeout time.Duration
 			}
 		}
 		if missing == 0 {
-			return
+			return ""
 		}
 		if err := cp.p.Exited(); err != nil {
 			f.b.Fatal(err)
 		}
 		if time.Now().After(deadline) {
-			f.b.Fatalf("%d of %d Rollouts not %s after %v: %s", missing, len(f.names), what, timeout, explain())
+			f.b.Logf("%d of %d Rollouts not %s after %v: %s", missing, len(f.names), what, timeout, explain())
+			return fmt.Sprintf("%d of %d %s after %v", len(f.names)-missing, len(f.names), what, timeout)
 		}
 		if tick != nil {
 			tick()
@@ -614,6 +635,9 @@ func printSideBySideFigures(r sbsResult) {
 		fmt.Printf("P5 side by side, %s, %d Rollouts, %s: %.*f %s\n", r.controller, r.n, what, decimals(v), v, unit)
 	}
 	row("load average at start", r.load, "")
+	if r.incomplete != "" {
+		fmt.Printf("P5 side by side, %s, %d Rollouts, incomplete: %s\n", r.controller, r.n, r.incomplete)
+	}
 	for _, p := range []struct {
 		what string
 		ds   []time.Duration
@@ -642,6 +666,14 @@ func printSideBySideFigures(r sbsResult) {
 	row("controller Go heap in use after the release", r.heapDone, "MiB")
 }
 
+// note is " (incomplete: …)" when set.
+func note(incomplete string) string {
+	if incomplete == "" {
+		return ""
+	}
+	return " (incomplete: " + incomplete + ")"
+}
+
 // printSideBySideTable prints the results as one table, every line
 // starting with "P5 ".
 func printSideBySideTable(rs []sbsResult) {
@@ -655,7 +687,7 @@ func printSideBySideTable(rs []sbsResult) {
 	}
 	for _, r := range rs {
 		fmt.Printf("P5 | %d | %s | %.1f | %s | %s | %.2fx | %s | %s | %d | %.1f s | %.0f (%.1f) | %.0f / %.0f MiB |\n",
-			r.n, r.controller, r.load, s(r.floor), s(r.step1), percentile(r.step1, 50).Seconds()/max(percentile(r.floor, 50).Seconds(), 1e-9),
+			r.n, r.controller+note(r.incomplete), r.load, s(r.floor), s(r.step1), percentile(r.step1, 50).Seconds()/max(percentile(r.floor, 50).Seconds(), 1e-9),
 			s(r.floorDone), s(r.complete), r.reapproved, r.wall.Seconds(), r.requests, r.requests/float64(r.n), r.rssRest, r.rssPeak)
 	}
 }
