@@ -1,0 +1,693 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/proc"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+const (
+	// sideBySideSizesEnv lists the fleet sizes of BenchmarkSideBySide,
+	// comma-separated (default 50,200): ROLLGATE_P5_SIZES=50,200,500.
+	sideBySideSizesEnv = "ROLLGATE_P5_SIZES"
+	// sideBySideOnlyEnv, when set, runs only the controllers it names
+	// (comma-separated: rollgate, kruise-rollout).
+	sideBySideOnlyEnv = "ROLLGATE_P5_ONLY"
+	// sideBySideLogsEnv, when set, is a folder that keeps the controllers'
+	// logs (<controller>-<N>.log) after the run.
+	sideBySideLogsEnv = "ROLLGATE_P5_LOGS"
+	// sbsReplicas is the size of every Deployment: step 1 is one of its
+	// pods.
+	sbsReplicas = 4
+	// Images: the fleet starts on the first, the floor rolls it to the
+	// second with no controller, the release under a controller to the
+	// third.
+	sbsImageStart, sbsImageFloor, sbsImageRelease = "app:1.0", "app:1.1", "app:2.0"
+	// reapproveAfter is how long a Rollout may still wait at its gate
+	// after an approval before the benchmark approves it again.
+	reapproveAfter = 5 * time.Second
+)
+
+// contender is one progressive-delivery controller of the side-by-side
+// benchmark, run as a local process next to the kwok cluster.
+type contender interface {
+	// name is how the table names it.
+	name() string
+	// install applies what the controller needs before it starts: its
+	// CRDs, its namespace, its webhook configurations.
+	install(f *fleet)
+	// start runs the controller and returns once it serves.
+	start(f *fleet, dir string) *controllerProcess
+	// rolloutGVK is the kind of its Rollout.
+	rolloutGVK() schema.GroupVersionKind
+	// rolloutYAML is the Rollout of workload name: step 1 one new pod and
+	// 20% of traffic behind a manual gate, step 2 every pod.
+	rolloutYAML(name string) string
+	// ready reports whether a Rollout applied to an existing Deployment
+	// is healthy and its Deployment d (nil: not seen) is covered by the
+	// controller's webhook, ready for a release.
+	ready(ro, d *unstructured.Unstructured) bool
+	// gated reports whether ro waits at its step-1 gate of a release, and
+	// the revision to approve.
+	gated(ro *unstructured.Unstructured) (revision string, ok bool)
+	// done reports whether ro finished releasing revision.
+	done(ro *unstructured.Unstructured, revision string) bool
+	// approve opens the step-1 gate of revision of the Rollout name, the
+	// way the controller's CLI does.
+	approve(ctx context.Context, c client.Client, name, revision string) error
+}
+
+// controllerProcess is a running contender.
+type controllerProcess struct {
+	p *proc.Process
+	// metricsURL serves its Prometheus metrics.
+	metricsURL string
+}
+
+// sbsResult is one contender's run at one fleet size.
+type sbsResult struct {
+	controller string
+	n          int
+	load       float64
+	// floor: per Deployment, image change to its first new pod ready, in
+	// a plain rolling update with no controller; floorDone to every pod
+	// on the new image.
+	floor, floorDone []time.Duration
+	// step1: image change to step 1 reached (the Rollout at its gate, one
+	// new pod ready, 20% of the route's weight on it); complete: approval
+	// to the release finished (the Rollout done, every pod on the new
+	// image, the route on the stable Service alone).
+	step1, complete []time.Duration
+	// incomplete, when set, says how many Rollouts made it in time.
+	incomplete string
+	// reapproved counts approvals sent again because the Rollout still
+	// waited reapproveAfter after the last one.
+	reapproved int
+	// wall is the first image change to the last completion.
+	wall time.Duration
+	// requests are the controller's API requests from the first image
+	// change to the last completion; adopt those from its start to every
+	// Rollout ready.
+	requests, adopt float64
+	// byMethod splits requests by HTTP method.
+	byMethod map[string]float64
+	// RSS of the controller process: with every Rollout ready, and its
+	// peak over the whole run (VmHWM).
+	rssRest, rssPeak float64
+	// anonDone and fileDone split the RSS after the release into
+	// anonymous memory (heap, stacks) and pages of the binary.
+	anonDone, fileDone float64
+	// heapRest and heapDone are the Go heap in use (spans) with every
+	// Rollout ready and after the release.
+	heapRest, heapDone float64
+}
+
+// BenchmarkSideBySide is P5 of docs/benchmarks.md: rollgate and
+// OpenKruise Rollout, one after the other, each on a fresh kwok cluster
+// with the same fleet of N Deployments (4 replicas, a headless Service and
+// an HTTPRoute each). Each controller runs as a local process (bin/rollgate,
+// bin/kruiserollout/kruise-rollout), so memory is each process's RSS and
+// API requests are each process's own client-go counter. Per size and
+// controller: the floor (a plain Deployment rollout of one new pod, no
+// controller), the time to step 1 (one new pod and 20% of traffic, waiting
+// for approval) with every image changed at once, the time from approval to
+// completion, the API requests and the memory. It prints one figure per
+// line and then a table, every line starting with "P5 ".
+func BenchmarkSideBySide(b *testing.B) {
+	sizes := []int{50, 200}
+	if v := os.Getenv(sideBySideSizesEnv); v != "" {
+		sizes = nil
+		for _, s := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
+				b.Fatalf("%s=%q: want fleet sizes separated by commas, such as 50,200", sideBySideSizesEnv, v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	var contenders []contender
+	for _, c := range []contender{rollgateContender{}, kruiseContender{}} {
+		if only := os.Getenv(sideBySideOnlyEnv); only == "" || slices.Contains(strings.Split(only, ","), c.name()) {
+			contenders = append(contenders, c)
+		}
+	}
+	var results []sbsResult
+	for _, n := range sizes {
+		for _, c := range contenders {
+			b.Run(fmt.Sprintf("%s/rollouts=%d", c.name(), n), func(b *testing.B) {
+				for range b.N {
+					r := runSideBySide(b, c, n)
+					printSideBySideFigures(r)
+					results = append(results, r)
+				}
+			})
+		}
+	}
+	printSideBySideTable(results)
+}
+
+// runSideBySide measures contender c on a fresh cluster with n workloads.
+func runSideBySide(b *testing.B, c contender, n int) sbsResult {
+	r := sbsResult{controller: c.name(), n: n, load: loadAvg()}
+	// The benchmark's clients log through controller-runtime, which warns
+	// with a stack trace when no logger was ever set.
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	scheme := newScheme(b)
+	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n*sbsReplicas/80+1), Scheme: scheme})
+	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: sbsReplicas}}
+	for i := range n {
+		f.names = append(f.names, fmt.Sprintf("app-%03d", i))
+	}
+	f.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
+	c.install(f)
+	f.ensureNamespace(ns)
+	f.parallel(func(name string) { f.applyYAML(appYAML(name, sbsImageStart, sbsReplicas)) })
+	f.waitRolled(sbsImageStart)
+
+	// The floor, before any controller runs: every Deployment rolled to a
+	// new image at once by the Deployment controller alone.
+	r.floor, r.floorDone = f.measureFloor(sbsImageFloor)
+
+	dir := b.TempDir()
+	cp := c.start(f, dir)
+	if keep := os.Getenv(sideBySideLogsEnv); keep != "" {
+		b.Cleanup(func() { keepLog(b, cp.p.Log, filepath.Join(keep, fmt.Sprintf("%s-%d.log", c.name(), n))) })
+	}
+	b.Cleanup(func() {
+		if err := cp.p.Stop(10 * time.Second); err != nil {
+			b.Errorf("%s: %v", c.name(), err)
+		}
+		if b.Failed() {
+			b.Logf("last lines of %s:\n%s", cp.p.Log, proc.Tail(cp.p.Log, 30))
+		}
+	})
+	req0, _ := f.requests(cp)
+	f.parallel(func(name string) { f.applyYAML(c.rolloutYAML(name)) })
+	f.waitReady(c)
+	req1, m1 := f.requests(cp)
+	r.adopt = req1 - req0
+	r.rssRest = f.rss(cp, "VmRSS")
+	r.heapRest = f.heap(cp)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := f.trackRelease(ctx, c, sbsImageRelease)
+	bumped := f.applyImages(sbsImageRelease)
+	timeout := max(15*time.Minute, time.Duration(n)*3*time.Second)
+	// measure reads the controller's requests and memory at the end.
+	measure := func() {
+		req2, m2 := f.requests(cp)
+		r.requests = req2 - req1
+		r.byMethod = map[string]float64{}
+		for m, v := range m2 {
+			r.byMethod[m] = v - m1[m]
+		}
+		r.rssPeak = f.rss(cp, "VmHWM")
+		r.anonDone, r.fileDone = f.rss(cp, "RssAnon"), f.rss(cp, "RssFile")
+		r.heapDone = f.heap(cp)
+	}
+	if r.incomplete = f.waitAll(tr.step1, timeout, "at step 1", cp, tr.explain, nil); r.incomplete != "" {
+		measure()
+		r.collect(f.names, tr, bumped, nil)
+		return r
+	}
+	f.checkStep1(tr)
+	approved := map[string]time.Time{}
+	var mu sync.Mutex
+	f.parallel(func(name string) {
+		rev, _ := tr.revision(name)
+		at := time.Now()
+		if err := c.approve(context.Background(), f.c, name, rev); err != nil {
+			f.b.Errorf("approve %s: %v", name, err)
+		}
+		mu.Lock()
+		approved[name] = at
+		mu.Unlock()
+	})
+	// An approval can be lost (Kruise writes a status computed before the
+	// approval over it): one still waiting reapproveAfter after its last
+	// approval is approved again, as a person would, and counted.
+	lastApproval := maps.Clone(approved)
+	r.incomplete = f.waitAll(tr.complete, timeout, "complete", cp, tr.explain, func() {
+		for _, name := range f.names {
+			ro := tr.latest(name)
+			if ro == nil || time.Since(lastApproval[name]) < reapproveAfter {
+				continue
+			}
+			if rev, still := c.gated(ro); still {
+				lastApproval[name] = time.Now()
+				r.reapproved++
+				if err := c.approve(context.Background(), f.c, name, rev); err != nil {
+					f.b.Logf("approve %s again: %v", name, err)
+				}
+			}
+		}
+	})
+	measure()
+	r.collect(f.names, tr, bumped, approved)
+	if err := cp.p.Exited(); err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// collect gathers the times of the workloads that reached step 1 and
+// (with approved) completion.
+func (r *sbsResult) collect(names []string, tr *releaseTracker, bumped, approved map[string]time.Time) {
+	var first, last time.Time
+	for _, name := range names {
+		if s, ok := tr.step1(name); ok {
+			r.step1 = append(r.step1, s.Sub(bumped[name]))
+		}
+		if first.IsZero() || bumped[name].Before(first) {
+			first = bumped[name]
+		}
+		if d, ok := tr.complete(name); ok && approved != nil {
+			r.complete = append(r.complete, d.Sub(approved[name]))
+			if d.After(last) {
+				last = d
+			}
+		}
+	}
+	if !last.IsZero() {
+		r.wall = last.Sub(first)
+	}
+}
+
+// keepLog copies a controller's log to path once it stopped.
+func keepLog(b *testing.B, log, path string) {
+	data, err := os.ReadFile(log)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(path), 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		b.Errorf("keeping the log: %v", err)
+	}
+}
+
+// applyImages changes the image of every Deployment, 8 in parallel as a
+// GitOps tool applying one commit does, and returns when each change was
+// sent.
+func (f *fleet) applyImages(image string) map[string]time.Time {
+	var mu sync.Mutex
+	at := map[string]time.Time{}
+	f.parallel(func(name string) {
+		t := time.Now()
+		f.applyYAML(deploymentYAML(name, image, f.opts.replicas))
+		mu.Lock()
+		at[name] = t
+		mu.Unlock()
+	})
+	return at
+}
+
+// waitRolled waits until every Deployment runs image on all its pods.
+func (f *fleet) waitRolled(image string) {
+	f.b.Helper()
+	f.poll(5*time.Minute, "every Deployment on "+image, func(ctx context.Context) (bool, error) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(deploymentGVK.GroupVersion().WithKind("DeploymentList"))
+		if err := f.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, nil
+		}
+		rolled := 0
+		for i := range list.Items {
+			if deploymentRolled(&list.Items[i], image, int64(f.opts.replicas)) {
+				rolled++
+			}
+		}
+		return rolled == len(f.names), nil
+	})
+}
+
+// measureFloor changes every Deployment's image with no controller running
+// and returns, per Deployment, the time to its first pod of image ready
+// and to all its pods on image.
+func (f *fleet) measureFloor(image string) (first, all []time.Duration) {
+	f.b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready, rolled := newFirstTimes(), newFirstTimes()
+	f.watchKind(ctx, podGVK, func(pod *unstructured.Unstructured, at time.Time) {
+		if podReadyWith(pod, image) {
+			ready.mark(pod.GetLabels()["app"], at)
+		}
+	})
+	f.watchKind(ctx, deploymentGVK, func(d *unstructured.Unstructured, at time.Time) {
+		if deploymentRolled(d, image, int64(f.opts.replicas)) {
+			rolled.mark(d.GetName(), at)
+		}
+	})
+	bumped := f.applyImages(image)
+	f.poll(5*time.Minute, "every Deployment rolled to "+image, func(context.Context) (bool, error) {
+		return ready.len() == len(f.names) && rolled.len() == len(f.names), nil
+	})
+	for _, name := range f.names {
+		at, _ := ready.get(name)
+		done, _ := rolled.get(name)
+		first = append(first, at.Sub(bumped[name]))
+		all = append(all, done.Sub(bumped[name]))
+	}
+	return first, all
+}
+
+// waitReady waits until every Rollout of c is ready for a release.
+func (f *fleet) waitReady(c contender) {
+	f.b.Helper()
+	f.poll(5*time.Minute, "every "+c.name()+" Rollout ready", func(ctx context.Context) (bool, error) {
+		ros := &unstructured.UnstructuredList{}
+		ros.SetGroupVersionKind(c.rolloutGVK().GroupVersion().WithKind(c.rolloutGVK().Kind + "List"))
+		ds := &unstructured.UnstructuredList{}
+		ds.SetGroupVersionKind(deploymentGVK.GroupVersion().WithKind("DeploymentList"))
+		if err := f.c.List(ctx, ros, client.InNamespace(ns)); err != nil {
+			return false, nil
+		}
+		if err := f.c.List(ctx, ds, client.InNamespace(ns)); err != nil {
+			return false, nil
+		}
+		byName := map[string]*unstructured.Unstructured{}
+		for i := range ds.Items {
+			byName[ds.Items[i].GetName()] = &ds.Items[i]
+		}
+		ready := 0
+		for i := range ros.Items {
+			if c.ready(&ros.Items[i], byName[ros.Items[i].GetName()]) {
+				ready++
+			}
+		}
+		return ready == len(f.names), nil
+	})
+}
+
+// requests reads the controller's API request counter, in all and per
+// HTTP method.
+func (f *fleet) requests(cp *controllerProcess) (float64, map[string]float64) {
+	f.b.Helper()
+	v, byMethod, err := restRequests(cp.metricsURL)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return v, byMethod
+}
+
+// rss reads a size of the controller's /proc/<pid>/status (VmRSS, VmHWM,
+// RssAnon, RssFile) in MiB.
+func (f *fleet) rss(cp *controllerProcess, field string) float64 {
+	f.b.Helper()
+	v, err := processStatus(cp.p.Pid(), field)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return v
+}
+
+// heap reads the controller's Go heap in use in MiB.
+func (f *fleet) heap(cp *controllerProcess) float64 {
+	f.b.Helper()
+	v, err := goHeapMiB(cp.metricsURL)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return v
+}
+
+// waitAll waits until at(name) holds for every workload, calling tick
+// (when set) between looks; after timeout it logs explain's summary and
+// returns how many made it.
+func (f *fleet) waitAll(at func(string) (time.Time, bool), timeout time.Duration, what string, cp *controllerProcess, explain func() string, tick func()) (missed string) {
+	f.b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		missing := 0
+		for _, name := range f.names {
+			if _, ok := at(name); !ok {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return ""
+		}
+		if err := cp.p.Exited(); err != nil {
+			f.b.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			f.b.Logf("%d of %d Rollouts not %s after %v: %s", missing, len(f.names), what, timeout, explain())
+			return fmt.Sprintf("%d of %d %s after %v", len(f.names)-missing, len(f.names), what, timeout)
+		}
+		if tick != nil {
+			tick()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// releaseTracker timestamps, from watches, what each workload shows
+// during a release to image.
+type releaseTracker struct {
+	c     contender
+	image string
+	// gate: the Rollout at its step-1 gate (with revs[name] the revision
+	// to approve); pod: the first pod of image ready; route: the route at
+	// 20%; done: the Rollout done; rolled: the Deployment wholly on image;
+	// back: the route on the stable Service alone again.
+	gate, pod, route, done, rolled, back *firstTimes
+	mu                                   sync.Mutex
+	revs                                 map[string]string
+	last                                 map[string]string
+	objs                                 map[string]*unstructured.Unstructured
+}
+
+// latest is the last Rollout name the watch showed, or nil.
+func (t *releaseTracker) latest(name string) *unstructured.Unstructured {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.objs[name]
+}
+
+// trackRelease starts the watches before the images change.
+func (f *fleet) trackRelease(ctx context.Context, c contender, image string) *releaseTracker {
+	t := &releaseTracker{
+		c: c, image: image, revs: map[string]string{}, last: map[string]string{}, objs: map[string]*unstructured.Unstructured{},
+		gate: newFirstTimes(), pod: newFirstTimes(), route: newFirstTimes(),
+		done: newFirstTimes(), rolled: newFirstTimes(), back: newFirstTimes(),
+	}
+	f.watchKind(ctx, c.rolloutGVK(), func(ro *unstructured.Unstructured, at time.Time) {
+		name := ro.GetName()
+		t.mu.Lock()
+		t.last[name] = summarize(ro)
+		t.objs[name] = ro
+		t.mu.Unlock()
+		if rev, ok := c.gated(ro); ok {
+			t.mu.Lock()
+			if _, seen := t.revs[name]; !seen {
+				t.revs[name] = rev
+			}
+			t.mu.Unlock()
+			t.gate.mark(name, at)
+		}
+		if rev, ok := t.revision(name); ok {
+			if _, gated := t.gate.get(name); gated && c.done(ro, rev) {
+				t.done.mark(name, at)
+			}
+		}
+	})
+	f.watchKind(ctx, podGVK, func(pod *unstructured.Unstructured, at time.Time) {
+		if podReadyWith(pod, image) {
+			t.pod.mark(pod.GetLabels()["app"], at)
+		}
+	})
+	f.watchKind(ctx, httpRouteGVK, func(route *unstructured.Unstructured, at time.Time) {
+		share := canaryShare(route)
+		if share == 20 {
+			t.route.mark(route.GetName(), at)
+		}
+		if _, routed := t.route.get(route.GetName()); routed && share == 0 {
+			t.back.mark(route.GetName(), at)
+		}
+	})
+	f.watchKind(ctx, deploymentGVK, func(d *unstructured.Unstructured, at time.Time) {
+		if _, gated := t.gate.get(d.GetName()); gated && deploymentRolled(d, image, sbsReplicas) {
+			t.rolled.mark(d.GetName(), at)
+		}
+	})
+	return t
+}
+
+func (t *releaseTracker) revision(name string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rev, ok := t.revs[name]
+	return rev, ok
+}
+
+// latest is the last of the times of name in every one of ts, or false
+// while one is missing.
+func latest(name string, ts ...*firstTimes) (time.Time, bool) {
+	var last time.Time
+	for _, t := range ts {
+		at, ok := t.get(name)
+		if !ok {
+			return time.Time{}, false
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last, true
+}
+
+// step1 is when name reached step 1: at its gate, a new pod ready and 20%
+// of the route on it, whichever came last.
+func (t *releaseTracker) step1(name string) (time.Time, bool) {
+	return latest(name, t.gate, t.pod, t.route)
+}
+
+// complete is when name finished: the Rollout done, the Deployment wholly
+// on the new image and the route back on the stable Service alone.
+func (t *releaseTracker) complete(name string) (time.Time, bool) {
+	return latest(name, t.done, t.rolled, t.back)
+}
+
+// explain summarizes, for a failure, how many workloads have each part
+// and the last statuses the Rollouts showed, with their counts.
+func (t *releaseTracker) explain() string {
+	var b strings.Builder
+	for _, p := range []struct {
+		what string
+		ts   *firstTimes
+	}{{"at the gate", t.gate}, {"new pod ready", t.pod}, {"route at 20%", t.route}, {"done", t.done}, {"Deployment rolled", t.rolled}, {"route back on stable", t.back}} {
+		fmt.Fprintf(&b, "\n  %s: %d", p.what, p.ts.len())
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	count, example := map[string]int{}, map[string]string{}
+	for name, s := range t.last {
+		count[s]++
+		example[s] = name
+	}
+	for s, n := range count {
+		fmt.Fprintf(&b, "\n  %d like %s: %s", n, example[s], s)
+	}
+	return b.String()
+}
+
+// summarize is the status of a Rollout of either kind, for failures.
+func summarize(ro *unstructured.Unstructured) string {
+	st, _, _ := unstructured.NestedMap(ro.Object, "status")
+	delete(st, "conditions")
+	return fmt.Sprint(st)
+}
+
+// checkStep1 fails unless every workload, at step 1, has exactly one pod
+// of the new image ready and 20% of its route's weight on the canary.
+func (f *fleet) checkStep1(t *releaseTracker) {
+	f.b.Helper()
+	ctx := context.Background()
+	pods := &unstructured.UnstructuredList{}
+	pods.SetGroupVersionKind(podGVK.GroupVersion().WithKind("PodList"))
+	if err := f.c.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		f.b.Fatal(err)
+	}
+	newReady := map[string]int{}
+	for i := range pods.Items {
+		if podReadyWith(&pods.Items[i], t.image) {
+			newReady[pods.Items[i].GetLabels()["app"]]++
+		}
+	}
+	routes := &unstructured.UnstructuredList{}
+	routes.SetGroupVersionKind(httpRouteGVK.GroupVersion().WithKind("HTTPRouteList"))
+	if err := f.c.List(ctx, routes, client.InNamespace(ns)); err != nil {
+		f.b.Fatal(err)
+	}
+	for i := range routes.Items {
+		name := routes.Items[i].GetName()
+		if share := canaryShare(&routes.Items[i]); share != 20 || newReady[name] != 1 {
+			f.b.Fatalf("%s at step 1: %d new pods ready (want 1), %.0f%% of the route on the canary (want 20%%)", name, newReady[name], share)
+		}
+	}
+}
+
+// printSideBySideFigures prints r one figure per line.
+func printSideBySideFigures(r sbsResult) {
+	row := func(what string, v float64, unit string) {
+		fmt.Printf("P5 side by side, %s, %d Rollouts, %s: %.*f %s\n", r.controller, r.n, what, decimals(v), v, unit)
+	}
+	row("load average at start", r.load, "")
+	if r.incomplete != "" {
+		fmt.Printf("P5 side by side, %s, %d Rollouts, incomplete: %s\n", r.controller, r.n, r.incomplete)
+	}
+	for _, p := range []struct {
+		what string
+		ds   []time.Duration
+	}{
+		{"floor (plain Deployment, first new pod ready)", r.floor}, {"time to step 1", r.step1},
+		{"floor (plain Deployment, every pod new)", r.floorDone}, {"approval to completion", r.complete},
+	} {
+		row(p.what+" p50", percentile(p.ds, 50).Seconds(), "s")
+		row(p.what+" p95", percentile(p.ds, 95).Seconds(), "s")
+		row(p.what+" max", percentile(p.ds, 100).Seconds(), "s")
+	}
+	row("first image change to last completion", r.wall.Seconds(), "s")
+	row("approvals sent again (the Rollout still waited 5 s after one)", float64(r.reapproved), "approvals")
+	row("API requests from image change to completion", r.requests, "requests")
+	row("API requests per Rollout from image change to completion", r.requests/float64(r.n), "requests")
+	methods := slices.Sorted(maps.Keys(r.byMethod))
+	for _, m := range methods {
+		row("API requests from image change to completion, "+m, r.byMethod[m], "requests")
+	}
+	row("API requests to take the fleet over", r.adopt, "requests")
+	row("controller RSS with every Rollout ready", r.rssRest, "MiB")
+	row("controller peak RSS", r.rssPeak, "MiB")
+	row("controller RSS after the release, anonymous (heap, stacks)", r.anonDone, "MiB")
+	row("controller RSS after the release, pages of the binary", r.fileDone, "MiB")
+	row("controller Go heap in use with every Rollout ready", r.heapRest, "MiB")
+	row("controller Go heap in use after the release", r.heapDone, "MiB")
+}
+
+// note is " (incomplete: …)" when set.
+func note(incomplete string) string {
+	if incomplete == "" {
+		return ""
+	}
+	return " (incomplete: " + incomplete + ")"
+}
+
+// printSideBySideTable prints the results as one table, every line
+// starting with "P5 ".
+func printSideBySideTable(rs []sbsResult) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Println("P5 | N | controller | load | floor: first new pod p50 / p95 / max | step 1 p50 / p95 / max | step 1 p50 / floor p50 | floor: every pod new p50 / p95 / max | approval to completion p50 / p95 / max | approvals sent again | image change to last completion | API requests (per Rollout) | RSS ready / peak |")
+	fmt.Println("P5 |---|---|---|---|---|---|---|---|---|---|---|---|")
+	s := func(ds []time.Duration) string {
+		return fmt.Sprintf("%.2f / %.2f / %.2f s", percentile(ds, 50).Seconds(), percentile(ds, 95).Seconds(), percentile(ds, 100).Seconds())
+	}
+	for _, r := range rs {
+		fmt.Printf("P5 | %d | %s | %.1f | %s | %s | %.2fx | %s | %s | %d | %.1f s | %.0f (%.1f) | %.0f / %.0f MiB |\n",
+			r.n, r.controller+note(r.incomplete), r.load, s(r.floor), s(r.step1), percentile(r.step1, 50).Seconds()/max(percentile(r.floor, 50).Seconds(), 1e-9),
+			s(r.floorDone), s(r.complete), r.reapproved, r.wall.Seconds(), r.requests, r.requests/float64(r.n), r.rssRest, r.rssPeak)
+	}
+}

@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The kinds the side-by-side benchmark watches in the fleet's namespace.
+var (
+	podGVK        = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	httpRouteGVK  = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
+)
+
+// watchKind calls fn with the arrival time of every added or modified
+// object of gvk in the fleet's namespace until ctx ends. A watch the API
+// server closes is re-opened at once (its first events then replay the
+// current objects, so a transition passed meanwhile is timestamped late).
+func (f *fleet) watchKind(ctx context.Context, gvk schema.GroupVersionKind, fn func(u *unstructured.Unstructured, at time.Time)) {
+	f.b.Helper()
+	wc, err := client.NewWithWatch(f.cluster.RESTConfig, client.Options{Scheme: f.scheme})
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	open := func() (watch.Interface, error) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		return wc.Watch(ctx, list, client.InNamespace(ns))
+	}
+	first, err := open()
+	if err != nil {
+		f.b.Fatalf("watch %s: %v", gvk.Kind, err)
+	}
+	go func() {
+		for w := first; ; {
+			for ev := range w.ResultChan() {
+				u, ok := ev.Object.(*unstructured.Unstructured)
+				if ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+					fn(u, time.Now())
+				}
+			}
+			w.Stop()
+			if ctx.Err() != nil {
+				return
+			}
+			var err error
+			if w, err = open(); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// podReadyWith reports whether pod runs image and is Ready.
+func podReadyWith(pod *unstructured.Unstructured, image string) bool {
+	containers, _, _ := unstructured.NestedSlice(pod.Object, "spec", "containers")
+	if len(containers) == 0 || pod.GetDeletionTimestamp() != nil {
+		return false
+	}
+	if c, ok := containers[0].(map[string]any); !ok || c["image"] != image {
+		return false
+	}
+	conds, _, _ := unstructured.NestedSlice(pod.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// deploymentRolled reports whether d runs image on all its replicas and on
+// nothing else, unpaused, with its status current.
+func deploymentRolled(d *unstructured.Unstructured, image string, replicas int64) bool {
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if len(containers) == 0 {
+		return false
+	}
+	if c, ok := containers[0].(map[string]any); !ok || c["image"] != image {
+		return false
+	}
+	paused, _, _ := unstructured.NestedBool(d.Object, "spec", "paused")
+	observed, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
+	if paused || observed != d.GetGeneration() {
+		return false
+	}
+	for _, field := range []string{"replicas", "updatedReplicas", "readyReplicas", "availableReplicas"} {
+		if v, _, _ := unstructured.NestedInt64(d.Object, "status", field); v != replicas {
+			return false
+		}
+	}
+	return true
+}
+
+// canaryShare is the percentage of the first rule's weight of route that
+// goes to backends other than the stable Service (named as the route):
+// 0 when the route holds the stable Service alone.
+func canaryShare(route *unstructured.Unstructured) float64 {
+	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+	if len(rules) == 0 {
+		return 0
+	}
+	rule, _ := rules[0].(map[string]any)
+	refs, _, _ := unstructured.NestedSlice(rule, "backendRefs")
+	var stable, canary int64
+	for _, r := range refs {
+		ref, _ := r.(map[string]any)
+		w := int64(1) // the Gateway API default weight
+		if v, ok, _ := unstructured.NestedInt64(ref, "weight"); ok {
+			w = v
+		}
+		if ref["name"] == route.GetName() {
+			stable += w
+		} else {
+			canary += w
+		}
+	}
+	if stable+canary == 0 {
+		return 0
+	}
+	return 100 * float64(canary) / float64(stable+canary)
+}
+
+// firstTimes records, per name, the first time a condition held.
+type firstTimes struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func newFirstTimes() *firstTimes { return &firstTimes{at: map[string]time.Time{}} }
+
+// mark records at for name unless an earlier time is recorded.
+func (t *firstTimes) mark(name string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.at[name]; !ok {
+		t.at[name] = at
+	}
+}
+
+func (t *firstTimes) get(name string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.at[name]
+	return at, ok
+}
+
+func (t *firstTimes) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.at)
+}
+
+// processStatus reads a field of /proc/<pid>/status in MiB (VmRSS: resident
+// set now; VmHWM: its peak since the process started).
+func processStatus(pid int, field string) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s %q: %v", field, rest, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// restRequests sums rest_client_requests_total, the API requests every
+// client of a controller process made (client-go's counter, which
+// controller-runtime serves on the metrics endpoint by default), from its
+// Prometheus text endpoint, in all and per HTTP method.
+func restRequests(url string) (float64, map[string]float64, error) {
+	byMethod := map[string]float64{}
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	var sum float64
+	found := false
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			return 0, nil, fmt.Errorf("%s: %q: %v", url, line, err)
+		}
+		if _, rest, ok := strings.Cut(line, `method="`); ok {
+			method, _, _ := strings.Cut(rest, `"`)
+			byMethod[method] += v
+		}
+		sum += v
+		found = true
+	}
+	if err := sc.Err(); err != nil {
+		return 0, nil, err
+	}
+	if !found {
+		return 0, nil, fmt.Errorf("%s serves no rest_client_requests_total", url)
+	}
+	return sum, byMethod, nil
+}
+
+// goHeapMiB reads go_memstats_heap_inuse_bytes, the Go heap spans in use,
+// from a controller's Prometheus text endpoint.
+func goHeapMiB(url string) (float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v / (1 << 20), err
+		}
+	}
+	return 0, fmt.Errorf("%s serves no go_memstats_heap_inuse_bytes", url)
+}
+
+// loadAvg is the 1-minute load average.
+func loadAvg() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(strings.Fields(string(data))[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
