@@ -68,7 +68,7 @@ type repoHandle struct {
 func newRepoPool(reader client.Reader, defaults Options) *repoPool {
 	return &repoPool{
 		reader: reader, defaults: defaults, entries: map[types.NamespacedName]*repoHandle{},
-		written: newNotifier(), changed: newNotifier(), moved: newNotifier(),
+		written: newNotifier(priorityPoll), changed: newNotifier(0), moved: newNotifier(priorityWoken),
 	}
 }
 
