@@ -33,7 +33,8 @@ import (
 // not the Rollouts of the Repository whose manifest is the same, not one
 // whose manifest changed but that waits at no gate, not one tracking
 // another branch or another Repository. A push that brings no change
-// wakes none. (A Rollout woken for nothing only costs a reconcile; one
+// wakes none, and a merge that another read of the branch fetched first
+// is not missed. (A Rollout woken for nothing only costs a reconcile; one
 // not woken waits for the next fetch interval, up to ten minutes here.)
 func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 	scheme := runtime.NewScheme()
@@ -130,6 +131,22 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 	fetchAsRepositoryController(ctx, t, g, appHandle)
 	if got, want := woken(g), []string{approved}; !slices.Equal(got, want) {
 		t.Errorf("push after the merge woke %v, want %v", got, want)
+	}
+
+	// A merge brought by another read of the tracked branch (proposing
+	// an approval branch reads it, fetching) is compared all the same at
+	// the next fetch, even when that fetch itself brings nothing new.
+	unchangedV2 := map[string]string{manifestPath(unchanged): "# unchanged v2, approved\n"}
+	if _, err := srv.Commit("app", "main", "merge the approval of unchanged", unchangedV2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appHandle.clone.ReadFile(ctx, "main", manifestPath(unchanged)); err != nil {
+		t.Fatal(err)
+	}
+	push(t, hook, ns, app.Name)
+	fetchAsRepositoryController(ctx, t, g, appHandle)
+	if got, want := woken(g), []string{unchanged}; !slices.Equal(got, want) {
+		t.Errorf("push after a merge another read had fetched woke %v, want %v", got, want)
 	}
 
 	// A push that brings a commit touching no gated manifest wakes none.

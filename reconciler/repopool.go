@@ -58,7 +58,10 @@ type repoHandle struct {
 	statusBranch string
 	window       time.Duration
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// seen is the head of each branch last compared for wakes
+	// (wakeIfMoved).
+	seen      map[string]*gitsync.Snapshot
 	lastFetch time.Time
 	checked   time.Time // last fetch tried by the Repository controller
 	stale     bool
@@ -315,6 +318,7 @@ func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string,
 	due := e.stale || now.Sub(e.lastFetch) >= g.interval(e)
 	e.mu.Unlock()
 	if !due {
+		g.wakeIfMoved(ctx, e, branch) // another read may have fetched
 		return nil
 	}
 	return g.fetch(ctx, e, branch, now)
@@ -323,19 +327,13 @@ func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string,
 // fetch fetches branch and records the outcome for the Repository's
 // status.
 func (g *repoPool) fetch(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
-	old, oldErr := e.clone.LocalSnapshot(branch)
 	err := e.clone.Fetch(ctx, branch)
 	head := ""
 	if err == nil && branch == e.branch {
 		head, _ = e.clone.Head(branch)
 	}
 	if err == nil {
-		if cur, _ := e.clone.Head(branch); oldErr != nil || cur != old.Commit {
-			if oldErr != nil {
-				old = nil
-			}
-			g.wakeGated(ctx, e, branch, old)
-		}
+		g.wakeIfMoved(ctx, e, branch)
 	}
 	e.mu.Lock()
 	if err == nil {
