@@ -3,13 +3,16 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollgate/rollgate/test/kwok"
 )
@@ -34,6 +37,9 @@ func BenchmarkClusterAlone(b *testing.B) {
 
 func benchmarkClusterAlone(b *testing.B, n int) {
 	start := time.Now()
+	// The watch client logs through controller-runtime's logger, which
+	// warns with a stack trace when none was set.
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	scheme := newScheme(b)
 	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n/80+1), Scheme: scheme})
 	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: 1}}
