@@ -350,7 +350,10 @@ func (r *RolloutReconciler) requeueResult(rel *scope) reconcile.Result {
 	}
 	prio := priorityNormal
 	waiting := (!rel.workloadDone && d == workloadPoll) || (!rel.traffic.done && rel.traffic.wait == 0)
-	if !rel.moved && (d == releaseResync || waiting) {
+	// A gate's look at Git once per interval is how a merged approval is
+	// seen without a push webhook: never a mere poll.
+	gitDue := rel.ro.Status.AwaitingApproval != nil && rel.git != nil && d == r.repos.interval(rel.git)
+	if !rel.moved && !gitDue && (d == releaseResync || waiting) {
 		prio = priorityPoll
 	}
 	return reconcile.Result{RequeueAfter: d, Priority: &prio}
