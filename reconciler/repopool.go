@@ -311,6 +311,22 @@ func (g *repoPool) interval(e *repoHandle) time.Duration {
 	return 5 * time.Second
 }
 
+// untilDue is how long from now until the tracked branch is due for a
+// fetch: an interval after the last successful one (at least a second),
+// or a whole interval when that is past (the fetch just tried failed, or
+// none succeeded yet: no tighter retries against a failing server).
+func (g *repoPool) untilDue(e *repoHandle, now time.Time) time.Duration {
+	e.mu.Lock()
+	last := e.lastFetch
+	e.mu.Unlock()
+	every := g.interval(e)
+	left := last.Add(every).Sub(now)
+	if last.IsZero() || left <= 0 {
+		return every
+	}
+	return max(left, time.Second)
+}
+
 // fetchIfDue fetches branch when the interval has passed or a push webhook
 // marked the repository stale.
 func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
