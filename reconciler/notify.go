@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
@@ -14,14 +15,17 @@ import (
 // controller's queue. notify never blocks its caller (a writer's flush, a
 // reconcile) and never drops a key: keys wait in a set until the
 // controller's source takes them, so a burst costs one reconcile per key.
+// Its keys enter the queue at priority (controller-runtime's priority
+// queue serves higher ones first).
 type notifier struct {
-	mu   sync.Mutex
-	keys map[types.NamespacedName]struct{}
-	wake chan struct{}
+	mu       sync.Mutex
+	keys     map[types.NamespacedName]struct{}
+	wake     chan struct{}
+	priority int
 }
 
-func newNotifier() *notifier {
-	return &notifier{keys: map[types.NamespacedName]struct{}{}, wake: make(chan struct{}, 1)}
+func newNotifier(priority int) *notifier {
+	return &notifier{keys: map[types.NamespacedName]struct{}{}, wake: make(chan struct{}, 1), priority: priority}
 }
 
 // notify asks for a reconcile of each key.
@@ -58,12 +62,24 @@ func (n *notifier) source() source.Source {
 				case <-ctx.Done():
 					return
 				case <-n.wake:
-					for k := range n.take() {
-						q.Add(reconcile.Request{NamespacedName: k})
-					}
+					n.add(q, n.take())
 				}
 			}
 		}()
 		return nil
 	})
+}
+
+// add queues keys at the notifier's priority where the queue has
+// priorities.
+func (n *notifier) add(q workqueue.TypedRateLimitingInterface[reconcile.Request], keys map[types.NamespacedName]struct{}) {
+	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	for k := range keys {
+		req := reconcile.Request{NamespacedName: k}
+		if ok {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: &n.priority}, req)
+		} else {
+			q.Add(req)
+		}
+	}
 }

@@ -18,21 +18,54 @@ import (
 // branch wakes exactly the Rollouts waiting at a gate whose manifest
 // changed on it (repoPool.moved): not every Rollout of the Repository,
 // whose reconciles would queue in front of the one that was approved.
+// The woken Rollouts go to the front of the work queue (priorityWoken).
+// The comparison is with the head last compared, not the head before the
+// fetch: other reads fetch the tracked branch too (proposing an approval
+// branch), and a merge they bring must still wake its Rollout.
+
+// wakeIfMoved wakes the Rollouts gated on branch whose manifest changed
+// between the head of branch last looked at here (e.seen) and its local
+// head now, whoever moved it: a fetch of the pool, or a read that fetched
+// on its own (proposing an approval branch reads the tracked branch, and
+// the merges it brings would otherwise never be compared). Caller must
+// not hold e.mu.
+func (g *repoPool) wakeIfMoved(ctx context.Context, e *repoHandle, branch string) {
+	head, err := e.clone.Head(branch)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	prev, known := e.seen[branch]
+	e.mu.Unlock()
+	if known && prev.Commit == head {
+		return
+	}
+	cur, err := e.clone.LocalSnapshot(branch)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	if e.seen == nil {
+		e.seen = map[string]*gitsync.Snapshot{}
+	}
+	e.seen[branch] = cur
+	e.mu.Unlock()
+	if !known {
+		prev = nil // nothing to compare with: wake every gate
+	}
+	g.wakeGated(ctx, e, branch, prev, cur)
+}
 
 // wakeGated notifies g.moved of the Rollouts of e waiting at a gate, on
-// branch, whose manifest differs between old (the branch before the
-// fetch; nil when unknown) and the branch now. Caller must not hold e.mu.
-func (g *repoPool) wakeGated(ctx context.Context, e *repoHandle, branch string, old *gitsync.Snapshot) {
+// branch, whose manifest differs between old (nil when unknown) and cur.
+// Caller must not hold e.mu.
+func (g *repoPool) wakeGated(ctx context.Context, e *repoHandle, branch string, old, cur *gitsync.Snapshot) {
 	if g.rollouts == nil {
 		return
 	}
 	var list v1alpha1.RolloutList
 	if err := g.rollouts.List(ctx, &list, client.InNamespace(e.obj.Namespace), client.MatchingFields{repositoryIndex: e.obj.Name}); err != nil {
 		return
-	}
-	cur, err := e.clone.LocalSnapshot(branch)
-	if err != nil {
-		old = nil
 	}
 	var keys []types.NamespacedName
 	for i := range list.Items {

@@ -61,7 +61,10 @@ type repoHandle struct {
 	// fleet caches the status files of every cluster for spec.fleet.
 	fleet fleetCache
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// seen is the head of each branch last compared for wakes
+	// (wakeIfMoved).
+	seen      map[string]*gitsync.Snapshot
 	lastFetch time.Time
 	checked   time.Time // last fetch tried by the Repository controller
 	stale     bool
@@ -71,7 +74,7 @@ type repoHandle struct {
 func newRepoPool(reader client.Reader, defaults Options) *repoPool {
 	return &repoPool{
 		reader: reader, defaults: defaults, entries: map[types.NamespacedName]*repoHandle{},
-		written: newNotifier(), changed: newNotifier(), moved: newNotifier(),
+		written: newNotifier(priorityPoll), changed: newNotifier(0), moved: newNotifier(priorityWoken),
 	}
 }
 
@@ -314,6 +317,22 @@ func (g *repoPool) interval(e *repoHandle) time.Duration {
 	return 5 * time.Second
 }
 
+// untilDue is how long from now until the tracked branch is due for a
+// fetch: an interval after the last successful one (at least a second),
+// or a whole interval when that is past (the fetch just tried failed, or
+// none succeeded yet: no tighter retries against a failing server).
+func (g *repoPool) untilDue(e *repoHandle, now time.Time) time.Duration {
+	e.mu.Lock()
+	last := e.lastFetch
+	e.mu.Unlock()
+	every := g.interval(e)
+	left := last.Add(every).Sub(now)
+	if last.IsZero() || left <= 0 {
+		return every
+	}
+	return max(left, time.Second)
+}
+
 // fetchIfDue fetches branch when the interval has passed or a push webhook
 // marked the repository stale.
 func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
@@ -321,6 +340,7 @@ func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string,
 	due := e.stale || now.Sub(e.lastFetch) >= g.interval(e)
 	e.mu.Unlock()
 	if !due {
+		g.wakeIfMoved(ctx, e, branch) // another read may have fetched
 		return nil
 	}
 	return g.fetch(ctx, e, branch, now)
@@ -329,19 +349,13 @@ func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string,
 // fetch fetches branch and records the outcome for the Repository's
 // status.
 func (g *repoPool) fetch(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
-	old, oldErr := e.clone.LocalSnapshot(branch)
 	err := e.clone.Fetch(ctx, branch)
 	head := ""
 	if err == nil && branch == e.branch {
 		head, _ = e.clone.Head(branch)
 	}
 	if err == nil {
-		if cur, _ := e.clone.Head(branch); oldErr != nil || cur != old.Commit {
-			if oldErr != nil {
-				old = nil
-			}
-			g.wakeGated(ctx, e, branch, old)
-		}
+		g.wakeIfMoved(ctx, e, branch)
 	}
 	e.mu.Lock()
 	if err == nil {

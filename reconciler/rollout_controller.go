@@ -29,9 +29,34 @@ var errSharedWorkload = errors.New("the workload has another Rollout")
 // movedRequeue is how soon a Rollout whose release moved is reconciled again.
 const movedRequeue = 500 * time.Millisecond
 
+// workloadPoll is how soon a Rollout whose workload is still moving (pods
+// to come, to become ready or to go) is looked at again without an
+// event. The pod, ReplicaSet and workload watches bring those changes;
+// this only bounds the wait when an event was missed, so it is long: at
+// 1,000 releases a 0.5 s poll made 2,000 reconciles a second of nothing
+// and kept the Rollouts that had an event waiting behind them.
+const workloadPoll = 5 * time.Second
+
 // releaseResync bounds the time between two reconciles of a release in
 // progress.
 const releaseResync = 30 * time.Second
+
+// Work-queue priorities of the Rollout controller (controller-runtime's
+// priority queue serves higher ones first; watch events come at 0).
+const (
+	// priorityWoken: a fetch brought a change to the manifest of a
+	// Rollout waiting at a gate (wakeGated): a person is waiting for it.
+	priorityWoken = 10
+	// priorityNormal: watch events, a release that just moved, a timer
+	// (pause, grace period, analysis, Git interval) that is due.
+	priorityNormal = 0
+	// priorityPoll: a look again in case an event was missed (workload or
+	// routers still moving, the release resync) and the GitSynced
+	// condition after a status flush. They run when the queue has nothing
+	// else ready, so a fleet of waiting Rollouts never delays one whose
+	// pods or approval just arrived.
+	priorityPoll = -10
+)
 
 // Finalizer keeps a Rollout until traffic is restored and its workload is
 // handed back to the workload's own controller.
@@ -83,7 +108,12 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if !ro.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(ro, Finalizer) {
 		return reconcile.Result{}, nil
 	}
-	return r.reconcileRelease(ctx, sc, patcher)
+	res, err := r.reconcileRelease(ctx, sc, patcher)
+	if res.Priority == nil {
+		// A woken Rollout's priority would otherwise stay with its requeues.
+		res.Priority = new(priorityNormal)
+	}
+	return res, err
 }
 
 // reconcileRelease runs the phases of one reconcile in order. The
@@ -139,7 +169,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 	if sc.plan.Released {
 		return r.actLetGo(ctx, sc)
 	}
-	return reconcile.Result{RequeueAfter: r.requeue(sc)}, nil
+	return r.requeueResult(sc), nil
 }
 
 // observeWorkload reads the workload, after making sure this Rollout is
@@ -311,18 +341,42 @@ func (r *RolloutReconciler) actLetGo(ctx context.Context, rel *scope) (reconcile
 	return reconcile.Result{}, nil
 }
 
+// requeueResult says when to look again and how urgently: a poll (nothing
+// moved, and the workload or the routers are still moving, or only the
+// resync is due) waits behind every other ready reconcile; a timer or a
+// release that moved does not.
+func (r *RolloutReconciler) requeueResult(rel *scope) reconcile.Result {
+	d := r.requeue(rel)
+	if d == 0 {
+		return reconcile.Result{}
+	}
+	prio := priorityNormal
+	waiting := (!rel.workloadDone && d == workloadPoll) || (!rel.traffic.done && rel.traffic.wait == 0)
+	// A gate's look at Git once per interval is how a merged approval is
+	// seen without a push webhook: never a mere poll.
+	gitDue := rel.ro.Status.AwaitingApproval != nil && rel.git != nil && d == r.repos.untilDue(rel.git, rel.now)
+	if !rel.moved && !gitDue && (d == releaseResync || waiting) {
+		prio = priorityPoll
+	}
+	return reconcile.Result{RequeueAfter: d, Priority: &prio}
+}
+
 // requeue says when to look again. A release that just moved is looked at
 // again soon: its own status changes trigger no watch event, and the next
-// state may already hold.
+// state may already hold. A workload still moving is looked at again only
+// after workloadPoll: its pods and ReplicaSets are watched.
 func (r *RolloutReconciler) requeue(rel *scope) time.Duration {
 	d := rel.plan.RequeueAfter
 	if w := rel.traffic.wait; w > 0 && (d == 0 || w < d) {
 		d = w
 	}
-	// A move, or a workload the adapter has not finished moving, is looked
-	// at again soon even if a watch event is missed.
-	if (rel.moved || (rel.plan.Workload != strategy.WorkloadKeep && !rel.workloadDone)) && (d == 0 || d > movedRequeue) {
+	// A move is looked at again soon; a workload the adapter has not
+	// finished moving, later, even if a watch event is missed.
+	if rel.moved && (d == 0 || d > movedRequeue) {
 		d = movedRequeue
+	}
+	if rel.plan.Workload != strategy.WorkloadKeep && !rel.workloadDone && (d == 0 || d > workloadPoll) {
+		d = workloadPoll
 	}
 	// During a release, look again now and then even without events, so a
 	// route or Service re-applied by the GitOps tool is re-asserted.
@@ -335,7 +389,10 @@ func (r *RolloutReconciler) requeue(rel *scope) time.Duration {
 		}
 	}
 	if rel.ro.Status.AwaitingApproval != nil && rel.git != nil {
-		if i := r.repos.interval(rel.git); d == 0 || i < d {
+		// When the next fetch is due, not an interval from now: another
+		// Rollout's look may have fetched just after this one's, and a
+		// whole interval more would make the wait up to two.
+		if i := r.repos.untilDue(rel.git, rel.now); d == 0 || i < d {
 			d = i
 		}
 	}

@@ -29,6 +29,16 @@ const (
 // controller-runtime's reconcile-time histogram, the API requests per
 // reconcile, and the times from the image changes to the gates.
 func BenchmarkScale(b *testing.B) {
+	n := scaleFromEnv(b)
+	b.Run(fmt.Sprintf("rollouts=%d", n), func(b *testing.B) {
+		for range b.N {
+			benchmarkScale(b, n)
+		}
+	})
+}
+
+// scaleFromEnv reads scaleEnv (default defaultScale).
+func scaleFromEnv(b *testing.B) int {
 	n := defaultScale
 	if v := os.Getenv(scaleEnv); v != "" {
 		var err error
@@ -36,11 +46,7 @@ func BenchmarkScale(b *testing.B) {
 			b.Fatalf("%s=%q: want a number of Rollouts, such as 1000", scaleEnv, v)
 		}
 	}
-	b.Run(fmt.Sprintf("rollouts=%d", n), func(b *testing.B) {
-		for range b.N {
-			benchmarkScale(b, n)
-		}
-	})
+	return n
 }
 
 func benchmarkScale(b *testing.B, n int) {

@@ -1,0 +1,320 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/gitpush"
+	"github.com/rollgate/rollgate/test/envtest"
+	"github.com/rollgate/rollgate/test/gitserver"
+)
+
+// TestPushWakesOnlyRolloutsGatedOnAChangedManifest: a push webhook for a
+// Repository makes its controller fetch at once, and a fetch that moves
+// the tracked branch wakes exactly the Rollouts that wait at a gate, on
+// that branch of that Repository, whose manifest the new commits changed:
+// not the Rollouts of the Repository whose manifest is the same, not one
+// whose manifest changed but that waits at no gate, not one tracking
+// another branch or another Repository. A push that brings no change
+// wakes none, and a merge that another read of the branch fetched first
+// is not missed. (A Rollout woken for nothing only costs a reconcile; one
+// not woken waits for the next fetch interval, up to ten minutes here.)
+func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+
+	// The Rollouts, by what they are.
+	const (
+		approved  = "approved"   // gated, its manifest changes: woken
+		unchanged = "unchanged"  // gated, its manifest stays: not woken
+		notGated  = "not-gated"  // manifest changes, no gate
+		onRelease = "on-release" // gated, tracks branch release
+		otherRepo = "other-repo" // gated, in another Repository
+	)
+	names := []string{approved, unchanged, notGated, onRelease, otherRepo}
+	srv := gitserver.Start(t, gitserver.Options{})
+	files := map[string]string{}
+	for _, n := range names {
+		files[manifestPath(n)] = "# " + n + " v1\n"
+	}
+	appURL, err := srv.CreateRepo("app", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Commit("app", "release", "release branch", map[string]string{manifestPath(onRelease): "# on release\n"}); err != nil {
+		t.Fatal(err)
+	}
+	otherURL, err := srv.CreateRepo("other", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ns := "push-wake"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	interval := &metav1.Duration{Duration: 10 * time.Minute} // only a push makes it fetch
+	app := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
+		Spec: v1alpha1.RepositorySpec{URL: appURL, Branch: "main", Interval: interval}}
+	other := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-repo"},
+		Spec: v1alpha1.RepositorySpec{URL: otherURL, Branch: "main", Interval: interval}}
+	mustCreate(t, c, app)
+	mustCreate(t, c, other)
+	for _, n := range names {
+		git := &v1alpha1.GitReference{Repository: app.Name, Path: manifestPath(n)}
+		switch n {
+		case onRelease:
+			git.Branch = "release"
+		case otherRepo:
+			git.Repository = other.Name
+		}
+		ro := gatedRollout(t, ns, n, git)
+		mustCreate(t, c, ro)
+		if n != notGated {
+			ro.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "abc", Step: 1, Since: metav1.Now(), Branch: "rollgate/approve/" + n}
+			if err := c.Status().Update(ctx, ro); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// The pool lists Rollouts from a cache indexed by Repository, as in
+	// the manager; it reads Repositories from the API server.
+	rollouts := indexedRolloutCache(ctx, t, cfg, scheme, ns, len(names)-1)
+	g := newRepoPool(c, Options{GitInsecureHTTP: true, GitDefaultInterval: time.Hour})
+	g.rollouts = rollouts
+	go func() { _ = g.Start(ctx) }()
+	hook := startPushServer(ctx, t, g)
+
+	// The Repository controller's first look fetches the tracked branch
+	// of each; without a branch before it, every gate on it is woken.
+	appHandle := openAndCheck(ctx, t, g, app)
+	openAndCheck(ctx, t, g, other)
+	if got, want := woken(g), []string{approved, otherRepo, unchanged}; !slices.Equal(got, want) {
+		t.Fatalf("first fetch woke %v, want %v (every Rollout gated on main)", got, want)
+	}
+
+	// A merge on main changes the manifests of approved, not-gated and
+	// on-release (read on main, but on-release tracks release), and the
+	// other Repository's copy of approved's path; then the forge calls the
+	// webhook of app-repo.
+	changed := map[string]string{}
+	for _, n := range []string{approved, notGated, onRelease} {
+		changed[manifestPath(n)] = "# " + n + " v2, approved\n"
+	}
+	if _, err := srv.Commit("app", "main", "merge the approvals", changed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Commit("other", "main", "a change elsewhere", map[string]string{manifestPath(otherRepo): "# changed\n"}); err != nil {
+		t.Fatal(err)
+	}
+	push(t, hook, ns, app.Name)
+	fetchAsRepositoryController(ctx, t, g, appHandle)
+	if got, want := woken(g), []string{approved}; !slices.Equal(got, want) {
+		t.Errorf("push after the merge woke %v, want %v", got, want)
+	}
+
+	// A merge brought by another read of the tracked branch (proposing
+	// an approval branch reads it, fetching) is compared all the same at
+	// the next fetch, even when that fetch itself brings nothing new.
+	unchangedV2 := map[string]string{manifestPath(unchanged): "# unchanged v2, approved\n"}
+	if _, err := srv.Commit("app", "main", "merge the approval of unchanged", unchangedV2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appHandle.clone.ReadFile(ctx, "main", manifestPath(unchanged)); err != nil {
+		t.Fatal(err)
+	}
+	push(t, hook, ns, app.Name)
+	fetchAsRepositoryController(ctx, t, g, appHandle)
+	if got, want := woken(g), []string{unchanged}; !slices.Equal(got, want) {
+		t.Errorf("push after a merge another read had fetched woke %v, want %v", got, want)
+	}
+
+	// A push that brings a commit touching no gated manifest wakes none.
+	if _, err := srv.Commit("app", "main", "docs", map[string]string{"README.md": "hello\n"}); err != nil {
+		t.Fatal(err)
+	}
+	push(t, hook, ns, app.Name)
+	fetchAsRepositoryController(ctx, t, g, appHandle)
+	if got := woken(g); len(got) != 0 {
+		t.Errorf("push of an unrelated commit woke %v, want none", got)
+	}
+}
+
+func manifestPath(name string) string { return "apps/" + name + "/rollout.yaml" }
+
+func mustCreate(t *testing.T, c client.Client, o client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), o); err != nil {
+		t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+// gatedRollout is a Rollout of Deployment name with one manual gate.
+func gatedRollout(t *testing.T, ns, name string, git *v1alpha1.GitReference) *v1alpha1.Rollout {
+	t.Helper()
+	ro := &v1alpha1.Rollout{}
+	if err := yaml.Unmarshal(fmt.Appendf(nil, `
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s}
+  strategy:
+    canary:
+      steps:
+      - {replicas: 1, pause: {}}
+      - {replicas: "100%%"}
+`, name, ns), ro); err != nil {
+		t.Fatal(err)
+	}
+	ro.Spec.Git = git
+	return ro
+}
+
+// indexedRolloutCache starts a cache of Rollouts indexed by Repository
+// (repositoryIndex) and waits until it holds gated Rollouts of ns at a
+// gate.
+func indexedRolloutCache(ctx context.Context, t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, ns string, gated int) cache.Cache {
+	t.Helper()
+	ca, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.IndexField(ctx, &v1alpha1.Rollout{}, repositoryIndex, func(o client.Object) []string {
+		if g := o.(*v1alpha1.Rollout).Spec.Git; g != nil {
+			return []string{g.Repository}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = ca.Start(ctx) }()
+	if !ca.WaitForCacheSync(ctx) {
+		t.Fatal("Rollout cache did not sync")
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var list v1alpha1.RolloutList
+		if err := ca.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		n := 0
+		for _, ro := range list.Items {
+			if ro.Status.AwaitingApproval != nil {
+				n++
+			}
+		}
+		return n == gated, nil
+	})
+	if err != nil {
+		t.Fatalf("cache never showed %d gated Rollouts: %v", gated, err)
+	}
+	return ca
+}
+
+// startPushServer serves the push webhook on a free loopback port, wired
+// to the pool as Setup wires it, and returns its base URL.
+func startPushServer(ctx context.Context, t *testing.T, g *repoPool) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := &gitpush.Server{Addr: addr, Stale: g.markStale}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.Start(ctx); err != nil {
+			t.Errorf("push server: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	base := "http://" + addr
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("push server at %s: %v", addr, err)
+	}
+	return base
+}
+
+// openAndCheck opens r in the pool and runs the Repository controller's
+// first check (a fetch of the tracked branch).
+func openAndCheck(ctx context.Context, t *testing.T, g *repoPool, r *v1alpha1.Repository) *repoHandle {
+	t.Helper()
+	e, err := g.forRepository(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.checkIfDue(ctx, e, time.Now())
+	if e.health.fetchErr != nil {
+		t.Fatalf("fetch of %s: %v", r.Name, e.health.fetchErr)
+	}
+	return e
+}
+
+// push calls the webhook as a forge does after a push.
+func push(t *testing.T, base, ns, repo string) {
+	t.Helper()
+	resp, err := http.Post(fmt.Sprintf("%s/hook/%s/%s", base, ns, repo), "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("webhook answered %s, want 202 Accepted", resp.Status)
+	}
+}
+
+// fetchAsRepositoryController does what the Repository controller does
+// when the webhook asks it for a reconcile: it checks that the push
+// reached it (the changed notifier holds the Repository) and fetches,
+// the interval notwithstanding.
+func fetchAsRepositoryController(ctx context.Context, t *testing.T, g *repoPool, e *repoHandle) {
+	t.Helper()
+	if _, ok := g.changed.take()[e.obj]; !ok {
+		t.Fatalf("the push did not ask for a reconcile of Repository %s", e.obj)
+	}
+	g.checkIfDue(ctx, e, time.Now())
+	if e.health.fetchErr != nil {
+		t.Fatalf("fetch: %v", e.health.fetchErr)
+	}
+}
+
+// woken takes the names of the Rollouts the pool woke since the last call.
+func woken(g *repoPool) []string {
+	var out []string
+	for k := range g.moved.take() {
+		out = append(out, k.Name)
+	}
+	slices.Sort(out)
+	return out
+}
