@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -255,12 +256,17 @@ func (w *world) statusFile(app string) (gitsync.RolloutState, bool) {
 }
 
 // approveStep1 writes the approval of app's step 1 into its spec, as the
-// merged approval pull request would.
+// merged approval pull request would. A controller may write the Rollout
+// between the read and the update (shard2 takes over a relabelled one),
+// so a conflict reads it again.
 func (w *world) approveStep1(app string) {
 	w.t.Helper()
-	ro := w.rollout(app)
-	ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
-	if err := w.c.Update(context.Background(), ro); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ro := w.rollout(app)
+		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
+		return w.c.Update(context.Background(), ro)
+	})
+	if err != nil {
 		w.t.Fatalf("approve %s: %v", app, err)
 	}
 }
