@@ -26,18 +26,20 @@ func (r *RolloutReconciler) actOpenRepository(ctx context.Context, sc *scope) er
 
 // observeApprovals reads the approvals on the tracked Git branch, so a
 // merged approval pull request counts even before the GitOps tool has
-// applied the Rollout manifest it changed. It fetches at most once per
-// interval (at once after a push webhook).
+// applied the Rollout manifest it changed. It reads what the last fetch
+// brought: the Repository controller fetches the branch every interval
+// while a gate waits on it (at once after a push webhook) and wakes the
+// Rollouts whose manifest changed.
 func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) error {
 	ro, e := sc.ro, sc.git
 	if e == nil || ro.Status.AwaitingApproval == nil {
 		return nil
 	}
 	branch := trackedBranch(ro, sc.repository)
-	if err := r.repos.fetchIfDue(ctx, e, branch, sc.now); err != nil {
-		return fmt.Errorf("fetching %s of %s: %w", branch, e.clone, err)
-	}
-	// Read what the last fetch brought; fetchIfDue keeps to the interval.
+	r.repos.gateWaits(e, branch, sc.now)
+	// Another read may have fetched the branch (proposing an approval
+	// branch does): wake the other gates it moved.
+	r.repos.wakeIfMoved(ctx, e, branch)
 	snap, err := e.clone.LocalSnapshot(branch)
 	if err != nil {
 		e.markStale()

@@ -60,17 +60,9 @@ func (g *repoPool) wakeIfMoved(ctx context.Context, e *repoHandle, branch string
 // branch, whose manifest differs between old (nil when unknown) and cur.
 // Caller must not hold e.mu.
 func (g *repoPool) wakeGated(ctx context.Context, e *repoHandle, branch string, old, cur *gitsync.Snapshot) {
-	if g.rollouts == nil {
-		return
-	}
-	var list v1alpha1.RolloutList
-	if err := g.rollouts.List(ctx, &list, client.InNamespace(e.obj.Namespace), client.MatchingFields{repositoryIndex: e.obj.Name}); err != nil {
-		return
-	}
 	var keys []types.NamespacedName
-	for i := range list.Items {
-		ro := &list.Items[i]
-		if ro.Status.AwaitingApproval == nil || ro.Spec.Git == nil || orDefault(ro.Spec.Git.Branch, e.branch) != branch {
+	for _, ro := range g.gatedRollouts(ctx, e) {
+		if orDefault(ro.Spec.Git.Branch, e.branch) != branch {
 			continue
 		}
 		if old != nil && sameFile(old, cur, ro.Spec.Git.Path) {
@@ -90,4 +82,23 @@ func sameFile(a, b *gitsync.Snapshot, path string) bool {
 	}
 	y, err := b.ReadFile(path)
 	return err == nil && bytes.Equal(x, y)
+}
+
+// gatedRollouts returns the Rollouts of e that wait at a gate for an
+// approval merged in Git (none when the pool has no Rollout cache).
+func (g *repoPool) gatedRollouts(ctx context.Context, e *repoHandle) []*v1alpha1.Rollout {
+	if g.rollouts == nil {
+		return nil
+	}
+	var list v1alpha1.RolloutList
+	if err := g.rollouts.List(ctx, &list, client.InNamespace(e.obj.Namespace), client.MatchingFields{repositoryIndex: e.obj.Name}); err != nil {
+		return nil
+	}
+	var out []*v1alpha1.Rollout
+	for i := range list.Items {
+		if ro := &list.Items[i]; ro.Status.AwaitingApproval != nil && ro.Spec.Git != nil {
+			out = append(out, ro)
+		}
+	}
+	return out
 }

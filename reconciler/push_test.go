@@ -106,11 +106,12 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 	hook := startPushServer(ctx, t, g)
 
 	// The Repository controller's first look fetches the tracked branch
-	// of each; without a branch before it, every gate on it is woken.
+	// of each and every other branch a gate waits on; without a head
+	// before it, every gate on a fetched branch is woken.
 	appHandle := openAndCheck(ctx, t, g, app)
 	openAndCheck(ctx, t, g, other)
-	if got, want := woken(g), []string{approved, otherRepo, unchanged}; !slices.Equal(got, want) {
-		t.Fatalf("first fetch woke %v, want %v (every Rollout gated on main)", got, want)
+	if got, want := woken(g), []string{approved, onRelease, otherRepo, unchanged}; !slices.Equal(got, want) {
+		t.Fatalf("first fetch woke %v, want %v (every gated Rollout)", got, want)
 	}
 
 	// A merge on main changes the manifests of approved, not-gated and
@@ -157,6 +158,141 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 	fetchAsRepositoryController(ctx, t, g, appHandle)
 	if got := woken(g); len(got) != 0 {
 		t.Errorf("push of an unrelated commit woke %v, want none", got)
+	}
+}
+
+// TestGatesMakeTheRepositoryPoll: the Repository controller fetches a
+// Repository nobody waits on only every repositoryCheck, and every
+// interval each branch a Rollout waits on at a gate, the tracked one and
+// any other; a gated Rollout that sees its branch unfetched for longer
+// asks the controller for a check; once the gates are gone it goes back
+// to repositoryCheck. A merge is seen within one interval of a gate
+// waiting for it, and no Rollout has to poll Git for that.
+func TestGatesMakeTheRepositoryPoll(t *testing.T) {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+
+	srv := gitserver.Start(t, gitserver.Options{})
+	url, err := srv.CreateRepo("app", map[string]string{manifestPath("web"): "# v1\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Commit("app", "release", "release branch", map[string]string{manifestPath("api"): "# v1\n"}); err != nil {
+		t.Fatal(err)
+	}
+	ns := "gate-poll"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	const interval = 5 * time.Second
+	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
+		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main", Interval: &metav1.Duration{Duration: interval}}}
+	mustCreate(t, c, repo)
+	web := gatedRollout(t, ns, "web", &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath("web")})
+	api := gatedRollout(t, ns, "api", &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath("api"), Branch: "release"})
+	mustCreate(t, c, web)
+	mustCreate(t, c, api)
+	rollouts := indexedRolloutCache(ctx, t, cfg, scheme, ns, 0)
+	g := newRepoPool(c, Options{GitInsecureHTTP: true})
+	g.rollouts = rollouts
+	go func() { _ = g.Start(ctx) }()
+	e, err := g.forRepository(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	check := func(now time.Time, wantNext time.Duration, wantGated bool) {
+		t.Helper()
+		next, gated := g.checkIfDue(ctx, e, now)
+		if next != wantNext || gated != wantGated {
+			t.Fatalf("check at +%v: next in %v (gated %v), want %v (gated %v)", now.Sub(t0), next, gated, wantNext, wantGated)
+		}
+	}
+	merge := func(branch, path, text string) {
+		t.Helper()
+		if _, err := srv.Commit("app", branch, "merge", map[string]string{path: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// No gate: one fetch, then the next only after repositoryCheck.
+	check(at(0), repositoryCheck, false)
+	merge("main", manifestPath("web"), "# v2\n")
+	check(at(10*time.Second), repositoryCheck-10*time.Second, false)
+	if h, err := srv.Head("app", "main"); err != nil || e.health.head == h {
+		t.Fatal("the Repository was fetched within repositoryCheck with no gate waiting")
+	}
+
+	// web and api reach their gates. web's first look asks for a check
+	// (main was last fetched more than an interval ago), and the check
+	// fetches main and release at once: both gates are woken.
+	for _, ro := range []*v1alpha1.Rollout{web, api} {
+		ro.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "abc", Step: 1, Since: metav1.Now()}
+		if err := c.Status().Update(ctx, ro); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitGated(ctx, t, rollouts, ns, 2)
+	g.changed.take()
+	g.gateWaits(e, "main", at(12*time.Second))
+	if _, ok := g.changed.take()[e.obj]; !ok {
+		t.Fatal("a gate on a branch unfetched for 12 s (interval 5 s) did not ask the Repository controller for a check")
+	}
+	woken(g)
+	check(at(12*time.Second), interval, true)
+	if got, want := woken(g), []string{"api", "web"}; !slices.Equal(got, want) {
+		t.Fatalf("the check after the gates woke %v, want %v", got, want)
+	}
+	// Every interval after that, both branches are fetched and a merge on
+	// either wakes its gate, even with no push webhook; a gate whose
+	// branch is fetched on time asks for nothing.
+	check(at(15*time.Second), 2*time.Second, true)
+	g.changed.take() // the fetches' news for the Repository's status
+	g.gateWaits(e, "release", at(16*time.Second))
+	if _, ok := g.changed.take()[e.obj]; ok {
+		t.Error("a gate asked for a check of a branch fetched 4 s ago (interval 5 s)")
+	}
+	merge("release", manifestPath("api"), "# v2, approved\n")
+	check(at(17*time.Second), interval, true)
+	if got, want := woken(g), []string{"api"}; !slices.Equal(got, want) {
+		t.Fatalf("the check an interval later woke %v, want %v", got, want)
+	}
+
+	// With no gate left, the Repository goes back to repositoryCheck.
+	for _, ro := range []*v1alpha1.Rollout{web, api} {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ro), ro); err != nil {
+			t.Fatal(err)
+		}
+		ro.Status.AwaitingApproval = nil
+		if err := c.Status().Update(ctx, ro); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitGated(ctx, t, rollouts, ns, 0)
+	check(at(22*time.Second), repositoryCheck-5*time.Second, false)
+}
+
+// waitGated waits until the cache holds n Rollouts of ns at a gate.
+func waitGated(ctx context.Context, t *testing.T, ca cache.Cache, ns string, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var list v1alpha1.RolloutList
+		if err := ca.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		got := 0
+		for _, ro := range list.Items {
+			if ro.Status.AwaitingApproval != nil {
+				got++
+			}
+		}
+		return got == n, nil
+	})
+	if err != nil {
+		t.Fatalf("cache never showed %d gated Rollouts: %v", n, err)
 	}
 }
 

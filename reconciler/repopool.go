@@ -64,11 +64,11 @@ type repoHandle struct {
 	mu sync.Mutex
 	// seen is the head of each branch last compared for wakes
 	// (wakeIfMoved).
-	seen      map[string]*gitsync.Snapshot
-	lastFetch time.Time
-	checked   time.Time // last fetch tried by the Repository controller
-	stale     bool
-	health    gitHealth
+	seen map[string]*gitsync.Snapshot
+	// polled is when each branch was last fetched, or tried to be.
+	polled map[string]time.Time
+	stale  bool
+	health gitHealth
 }
 
 func newRepoPool(reader client.Reader, defaults Options) *repoPool {
@@ -317,38 +317,27 @@ func (g *repoPool) interval(e *repoHandle) time.Duration {
 	return 5 * time.Second
 }
 
-// untilDue is how long from now until the tracked branch is due for a
-// fetch: an interval after the last successful one (at least a second),
-// or a whole interval when that is past (the fetch just tried failed, or
-// none succeeded yet: no tighter retries against a failing server).
-func (g *repoPool) untilDue(e *repoHandle, now time.Time) time.Duration {
-	e.mu.Lock()
-	last := e.lastFetch
-	e.mu.Unlock()
-	every := g.interval(e)
-	left := last.Add(every).Sub(now)
-	if last.IsZero() || left <= 0 {
-		return every
-	}
-	return max(left, time.Second)
-}
-
-// fetchIfDue fetches branch when the interval has passed or a push webhook
-// marked the repository stale.
+// fetchIfDue fetches branch when it was not fetched (or tried to be) for
+// an interval.
 func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
 	e.mu.Lock()
-	due := e.stale || now.Sub(e.lastFetch) >= g.interval(e)
+	due := now.Sub(e.polled[branch]) >= g.interval(e)
 	e.mu.Unlock()
 	if !due {
-		g.wakeIfMoved(ctx, e, branch) // another read may have fetched
 		return nil
 	}
 	return g.fetch(ctx, e, branch, now)
 }
 
-// fetch fetches branch and records the outcome for the Repository's
-// status.
+// fetch fetches branch, wakes the Rollouts gated on a manifest it changed
+// and records the outcome for the Repository's status.
 func (g *repoPool) fetch(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
+	e.mu.Lock()
+	if e.polled == nil {
+		e.polled = map[string]time.Time{}
+	}
+	e.polled[branch] = now
+	e.mu.Unlock()
 	err := e.clone.Fetch(ctx, branch)
 	head := ""
 	if err == nil && branch == e.branch {
@@ -358,15 +347,32 @@ func (g *repoPool) fetch(ctx context.Context, e *repoHandle, branch string, now 
 		g.wakeIfMoved(ctx, e, branch)
 	}
 	e.mu.Lock()
-	if err == nil {
-		e.lastFetch, e.stale = now, false
-	}
 	changed := e.health.fetched(branch == e.branch, head, now, err)
 	e.mu.Unlock()
 	if changed {
 		g.changed.notify(e.obj)
 	}
 	return err
+}
+
+// gatePollMargin is how late the Repository controller's fetch of a
+// branch with a gate on it may be before a gated Rollout asks for it.
+const gatePollMargin = 2 * time.Second
+
+// gateWaits tells the Repository controller that a Rollout waits at a
+// gate for an approval merged on branch, when branch was not fetched for
+// an interval and gatePollMargin: the controller then finds the gate
+// (gatedBranches) and fetches the branch every interval until no gate
+// waits on it. A Rollout at a gate does not poll Git itself: one fetch
+// per interval serves all of them, and it is never queued behind the
+// Rollouts' own work.
+func (g *repoPool) gateWaits(e *repoHandle, branch string, now time.Time) {
+	e.mu.Lock()
+	at, stale := e.polled[branch], e.stale
+	e.mu.Unlock()
+	if !stale && now.Sub(at) > g.interval(e)+gatePollMargin {
+		g.changed.notify(e.obj)
+	}
 }
 
 // markStale makes the next read fetch at once.

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,8 +53,16 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	}
 	// A shard caches only its own Repositories (--watch-label-selector):
 	// one that this instance's Rollouts use but another shard owns has
-	// its status written by that shard alone.
+	// its status written by that shard alone; this one only fetches it
+	// while one of its Rollouts waits at a gate.
 	if err := r.Get(ctx, req.NamespacedName, &v1alpha1.Repository{}); apierrors.IsNotFound(err) {
+		e, err := r.git.forRepository(ctx, repo)
+		if err != nil {
+			return reconcile.Result{}, nil
+		}
+		if next, gated := r.git.checkIfDue(ctx, e, r.git.defaults.now()); gated {
+			return reconcile.Result{RequeueAfter: next}, nil
+		}
 		return reconcile.Result{}, nil
 	}
 	patcher := newRepositoryPatcher(r.Client, repo)
@@ -69,7 +78,7 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		conditions.MarkFalse(repo, v1alpha1.ReadyCondition, v1alpha1.ReasonGitError, "%s", err.Error())
 		return reconcile.Result{RequeueAfter: repositoryCheck}, nil
 	}
-	next := r.git.checkIfDue(ctx, e, r.git.defaults.now())
+	next, _ := r.git.checkIfDue(ctx, e, r.git.defaults.now())
 	markRepository(repo, e)
 	return reconcile.Result{RequeueAfter: next}, nil
 }
@@ -84,25 +93,52 @@ func (r *RepositoryReconciler) setupWithManager(mgr ctrl.Manager) error {
 
 // checkIfDue fetches the tracked branch of e when it never tried to, a
 // push webhook marked it stale, or nothing fetched (or tried to) for
-// max(interval, repositoryCheck). It returns when the next check is due;
-// the outcome is in e.health.
-func (g *repoPool) checkIfDue(ctx context.Context, e *repoHandle, now time.Time) time.Duration {
-	every := max(g.interval(e), repositoryCheck)
-	e.mu.Lock()
-	last := e.lastFetch
-	if e.checked.After(last) {
-		last = e.checked
+// max(interval, repositoryCheck); and every branch on which a Rollout
+// waits at a gate for an approval merged in Git (the tracked branch among
+// them) every interval. It returns when the next check is due and
+// whether a gate waits; the outcome is in e.health.
+func (g *repoPool) checkIfDue(ctx context.Context, e *repoHandle, now time.Time) (time.Duration, bool) {
+	gated := g.gatedBranches(ctx, e)
+	branches := []string{e.branch}
+	for _, b := range gated {
+		if b != e.branch {
+			branches = append(branches, b)
+		}
 	}
-	due := e.stale || now.Sub(last) >= every || (!e.health.tracked && e.checked.IsZero())
-	if due {
-		e.checked = now
+	next := max(g.interval(e), repositoryCheck)
+	for _, b := range branches {
+		every := max(g.interval(e), repositoryCheck)
+		if len(gated) > 0 {
+			every = g.interval(e)
+		}
+		e.mu.Lock()
+		last, stale := e.polled[b], e.stale
+		due := (stale && b == e.branch) || last.IsZero() || now.Sub(last) >= every
+		if due && b == e.branch {
+			// A push that arrives during the fetch marks it stale again.
+			e.stale = false
+		}
+		e.mu.Unlock()
+		if !due {
+			next = min(next, every-now.Sub(last))
+			continue
+		}
+		_ = g.fetch(ctx, e, b, now)
+		next = min(next, every)
 	}
-	e.mu.Unlock()
-	if !due {
-		return every - now.Sub(last)
+	return next, len(gated) > 0
+}
+
+// gatedBranches returns the branches on which Rollouts of e wait at a
+// gate for an approval merged in Git.
+func (g *repoPool) gatedBranches(ctx context.Context, e *repoHandle) []string {
+	var out []string
+	for _, ro := range g.gatedRollouts(ctx, e) {
+		if b := orDefault(ro.Spec.Git.Branch, e.branch); !slices.Contains(out, b) {
+			out = append(out, b)
+		}
 	}
-	_ = g.fetch(ctx, e, e.branch, now)
-	return every
+	return out
 }
 
 // gitHealth is what the last fetch and the last status flush of a

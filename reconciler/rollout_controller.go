@@ -352,10 +352,7 @@ func (r *RolloutReconciler) requeueResult(rel *scope) reconcile.Result {
 	}
 	prio := priorityNormal
 	waiting := (!rel.workloadDone && d == workloadPoll) || (!rel.traffic.done && rel.traffic.wait == 0)
-	// A gate's look at Git once per interval is how a merged approval is
-	// seen without a push webhook: never a mere poll.
-	gitDue := rel.ro.Status.AwaitingApproval != nil && rel.git != nil && d == r.repos.untilDue(rel.git, rel.now)
-	if !rel.moved && !gitDue && (d == releaseResync || waiting) {
+	if !rel.moved && (d == releaseResync || waiting) {
 		prio = priorityPoll
 	}
 	return reconcile.Result{RequeueAfter: d, Priority: &prio}
@@ -386,14 +383,6 @@ func (r *RolloutReconciler) requeue(rel *scope) time.Duration {
 	if at := rel.analysis.nextAt; !at.IsZero() {
 		if a := max(at.Sub(rel.now), time.Second); d == 0 || a < d {
 			d = a
-		}
-	}
-	if rel.ro.Status.AwaitingApproval != nil && rel.git != nil {
-		// When the next fetch is due, not an interval from now: another
-		// Rollout's look may have fetched just after this one's, and a
-		// whole interval more would make the wait up to two.
-		if i := r.repos.untilDue(rel.git, rel.now); d == 0 || i < d {
-			d = i
 		}
 	}
 	return d
