@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -19,13 +18,7 @@ type daemonSet struct {
 }
 
 // dsState is what one call reads about a DaemonSet.
-type dsState struct {
-	ds   *appsv1.DaemonSet
-	ctrl *Control
-	h    *history
-	pods []*corev1.Pod
-	now  time.Time
-}
+type dsState = ownedState[*appsv1.DaemonSet]
 
 func (a *daemonSet) Cover(ctx context.Context) error {
 	return a.cover(ctx, &appsv1.DaemonSet{}, true)
@@ -36,19 +29,7 @@ func (a *daemonSet) Uncover(ctx context.Context) error {
 }
 
 func (a *daemonSet) read(ctx context.Context) (*dsState, error) {
-	st := &dsState{ds: &appsv1.DaemonSet{}, now: a.clock()}
-	if err := a.get(ctx, st.ds); err != nil {
-		return nil, err
-	}
-	var err error
-	if st.ctrl, err = ParseControl(st.ds); err != nil {
-		return nil, err
-	}
-	if st.h, err = a.readHistory(ctx, st.ds, st.ds.Spec.Selector); err != nil {
-		return nil, err
-	}
-	st.pods, err = a.listPods(ctx, st.ds.Spec.Selector, map[types.UID]bool{st.ds.UID: true})
-	return st, err
+	return readOwned(ctx, &a.base, &appsv1.DaemonSet{}, func(ds *appsv1.DaemonSet) *metav1.LabelSelector { return ds.Spec.Selector })
 }
 
 func (a *daemonSet) Observe(ctx context.Context) (Observation, error) {
@@ -56,13 +37,13 @@ func (a *daemonSet) Observe(ctx context.Context) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	o := Observation{Replicas: st.ds.Status.DesiredNumberScheduled}
-	if err := observeControl(&o, st.ds); err != nil {
+	o := Observation{Replicas: st.obj.Status.DesiredNumberScheduled}
+	if err := observeControl(&o, st.obj); err != nil {
 		return o, err
 	}
-	tally(&o, st.pods, st.h.revOf, st.ds.Spec.MinReadySeconds, st.now)
-	o.MaxUnavailable = dsBudget(st.ds, st.ctrl, nil)
-	o.Complete = !o.Frozen && daemonSetComplete(st.ds)
+	tally(&o, st.pods, st.h.revOf, st.obj.Spec.MinReadySeconds, st.now)
+	o.MaxUnavailable = dsBudget(st.obj, st.ctrl, nil)
+	o.Complete = !o.Frozen && daemonSetComplete(st.obj)
 	return o, nil
 }
 
@@ -101,11 +82,11 @@ func (a *daemonSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b); err != nil {
 		return false, err
 	}
-	r := st.ds.Status.DesiredNumberScheduled
+	r := st.obj.Status.DesiredNumberScheduled
 	c := clamp(b.CanaryReplicas, r)
 	var o Observation
 	o.StableRevision, o.CanaryRevision = st.ctrl.StableRevision, st.ctrl.CanaryRevision
-	tally(&o, st.pods, st.h.revOf, st.ds.Spec.MinReadySeconds, st.now)
+	tally(&o, st.pods, st.h.revOf, st.obj.Spec.MinReadySeconds, st.now)
 	// Replace old pods, those of an abandoned canary first.
 	var old []*corev1.Pod
 	for _, p := range st.pods {
@@ -117,7 +98,7 @@ func (a *daemonSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 		return st.h.revOf(old[i]) != st.ctrl.StableRevision && st.h.revOf(old[j]) == st.ctrl.StableRevision
 	})
 	if need := int(c - o.Canary.Total); need > 0 && len(old) > 0 {
-		if err := a.deleteWithin(ctx, st, old[:min(need, len(old))], dsBudget(st.ds, st.ctrl, b.MaxUnavailable)); err != nil {
+		if err := a.deleteWithin(ctx, st, old[:min(need, len(old))], dsBudget(st.obj, st.ctrl, b.MaxUnavailable)); err != nil {
 			return false, err
 		}
 	}
@@ -140,7 +121,7 @@ func terminating(pods []*corev1.Pod) int {
 // deleteWithin deletes pods within the availability budget (see
 // base.deleteWithin).
 func (a *daemonSet) deleteWithin(ctx context.Context, st *dsState, pods []*corev1.Pod, maxUnavailable int32) error {
-	return a.base.deleteWithin(ctx, st.pods, pods, st.ds.Status.DesiredNumberScheduled, maxUnavailable, st.ds.Spec.MinReadySeconds, st.now)
+	return a.base.deleteWithin(ctx, st.pods, pods, st.obj.Status.DesiredNumberScheduled, maxUnavailable, st.obj.Spec.MinReadySeconds, st.now)
 }
 
 func (a *daemonSet) Finalize(ctx context.Context) (bool, error) {
@@ -154,14 +135,14 @@ func (a *daemonSet) Finalize(ctx context.Context) (bool, error) {
 		}
 		return false, a.release(ctx, st)
 	}
-	return daemonSetComplete(st.ds), nil
+	return daemonSetComplete(st.obj), nil
 }
 
 func (a *daemonSet) release(ctx context.Context, st *dsState) error {
-	if err := Release(st.ds, st.ctrl); err != nil {
+	if err := Release(st.obj, st.ctrl); err != nil {
 		return err
 	}
-	return a.update(ctx, st.ds)
+	return a.update(ctx, st.obj)
 }
 
 // Rollback puts the stable template back (the DaemonSet controller can only
@@ -174,19 +155,19 @@ func (a *daemonSet) Rollback(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if st.ctrl == nil {
-		return daemonSetComplete(st.ds), nil
+		return daemonSetComplete(st.obj), nil
 	}
-	if Revision(&st.ds.Spec.Template) != st.ctrl.StableRevision {
+	if Revision(&st.obj.Spec.Template) != st.ctrl.StableRevision {
 		tpl := st.h.templates[st.ctrl.StableRevision]
 		if tpl == nil {
 			return false, fmt.Errorf("DaemonSet %s: no ControllerRevision of stable revision %s", a.key(), st.ctrl.StableRevision)
 		}
-		st.ds.Spec.Template = *tpl.DeepCopy()
+		st.obj.Spec.Template = *tpl.DeepCopy()
 		st.ctrl.Rollback = true
-		if err := enforce(st.ds, st.ctrl); err != nil {
+		if err := enforce(st.obj, st.ctrl); err != nil {
 			return false, err
 		}
-		return false, a.update(ctx, st.ds)
+		return false, a.update(ctx, st.obj)
 	}
 	var strays []*corev1.Pod
 	for _, p := range st.pods {
@@ -195,7 +176,7 @@ func (a *daemonSet) Rollback(ctx context.Context) (bool, error) {
 		}
 	}
 	if len(strays) > 0 || terminating(st.pods) > 0 {
-		return false, a.deleteWithin(ctx, st, strays, dsBudget(st.ds, st.ctrl, nil))
+		return false, a.deleteWithin(ctx, st, strays, dsBudget(st.obj, st.ctrl, nil))
 	}
 	return false, a.release(ctx, st)
 }

@@ -6,11 +6,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
@@ -21,13 +20,7 @@ type statefulSet struct {
 }
 
 // stsState is what one call reads about a StatefulSet.
-type stsState struct {
-	s    *appsv1.StatefulSet
-	ctrl *Control
-	h    *history
-	pods []*corev1.Pod
-	now  time.Time
-}
+type stsState = ownedState[*appsv1.StatefulSet]
 
 func (a *statefulSet) Cover(ctx context.Context) error {
 	return a.cover(ctx, &appsv1.StatefulSet{}, true)
@@ -38,19 +31,7 @@ func (a *statefulSet) Uncover(ctx context.Context) error {
 }
 
 func (a *statefulSet) read(ctx context.Context) (*stsState, error) {
-	st := &stsState{s: &appsv1.StatefulSet{}, now: a.clock()}
-	if err := a.get(ctx, st.s); err != nil {
-		return nil, err
-	}
-	var err error
-	if st.ctrl, err = ParseControl(st.s); err != nil {
-		return nil, err
-	}
-	if st.h, err = a.readHistory(ctx, st.s, st.s.Spec.Selector); err != nil {
-		return nil, err
-	}
-	st.pods, err = a.listPods(ctx, st.s.Spec.Selector, map[types.UID]bool{st.s.UID: true})
-	return st, err
+	return readOwned(ctx, &a.base, &appsv1.StatefulSet{}, func(s *appsv1.StatefulSet) *metav1.LabelSelector { return s.Spec.Selector })
 }
 
 func (a *statefulSet) Observe(ctx context.Context) (Observation, error) {
@@ -58,13 +39,13 @@ func (a *statefulSet) Observe(ctx context.Context) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	o := Observation{Replicas: ptr.Deref(st.s.Spec.Replicas, 1)}
-	if err := observeControl(&o, st.s); err != nil {
+	o := Observation{Replicas: ptr.Deref(st.obj.Spec.Replicas, 1)}
+	if err := observeControl(&o, st.obj); err != nil {
 		return o, err
 	}
-	tally(&o, st.pods, st.h.revOf, st.s.Spec.MinReadySeconds, st.now)
-	o.MaxUnavailable = stsBudget(st.s, st.ctrl, nil)
-	o.Complete = !o.Frozen && statefulSetComplete(st.s)
+	tally(&o, st.pods, st.h.revOf, st.obj.Spec.MinReadySeconds, st.now)
+	o.MaxUnavailable = stsBudget(st.obj, st.ctrl, nil)
+	o.Complete = !o.Frozen && statefulSetComplete(st.obj)
 	return o, nil
 }
 
@@ -103,7 +84,7 @@ func (a *statefulSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b); err != nil {
 		return false, err
 	}
-	r := ptr.Deref(st.s.Spec.Replicas, 1)
+	r := ptr.Deref(st.obj.Spec.Replicas, 1)
 	c := clamp(b.CanaryReplicas, r)
 	if moved, err := a.hold(ctx, st, r-c); moved || err != nil {
 		return false, err
@@ -112,12 +93,12 @@ func (a *statefulSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	// canary pods left below it by a scale-up) come back at the stable
 	// revision when deleted.
 	strays := a.pods(st, func(p *corev1.Pod, ord int) bool { return ord < int(r-c) && st.h.revOf(p) != st.ctrl.StableRevision })
-	if err := a.deleteWithin(ctx, st, strays, stsBudget(st.s, st.ctrl, b.MaxUnavailable)); err != nil {
+	if err := a.deleteWithin(ctx, st, strays, stsBudget(st.obj, st.ctrl, b.MaxUnavailable)); err != nil {
 		return false, err
 	}
 	var o Observation
 	o.StableRevision, o.CanaryRevision = st.ctrl.StableRevision, st.ctrl.CanaryRevision
-	tally(&o, st.pods, st.h.revOf, st.s.Spec.MinReadySeconds, st.now)
+	tally(&o, st.pods, st.h.revOf, st.obj.Spec.MinReadySeconds, st.now)
 	done := len(strays) == 0 && o.Canary.Total == c && o.Canary.Ready == c && o.Stable.Total == r-c && o.Other.Total == 0
 	return done, nil
 }
@@ -125,14 +106,14 @@ func (a *statefulSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 // hold makes the StatefulSet carry partition p (recorded in the control
 // annotation too); moved is true when it had to be written.
 func (a *statefulSet) hold(ctx context.Context, st *stsState, p int32) (moved bool, err error) {
-	if ptr.Deref(st.ctrl.Partition, HoldPartition) == p && stsHeld(st.s, st.ctrl) {
+	if ptr.Deref(st.ctrl.Partition, HoldPartition) == p && stsHeld(st.obj, st.ctrl) {
 		return false, nil
 	}
 	st.ctrl.Partition = ptr.To(p)
-	if err := enforce(st.s, st.ctrl); err != nil {
+	if err := enforce(st.obj, st.ctrl); err != nil {
 		return false, err
 	}
-	return true, a.update(ctx, st.s)
+	return true, a.update(ctx, st.obj)
 }
 
 // pods returns the live pods that match, highest ordinal first.
@@ -143,7 +124,7 @@ func (a *statefulSet) pods(st *stsState, match func(p *corev1.Pod, ord int) bool
 	}
 	var found []indexed
 	for _, p := range st.pods {
-		ord, err := strconv.Atoi(strings.TrimPrefix(p.Name, st.s.Name+"-"))
+		ord, err := strconv.Atoi(strings.TrimPrefix(p.Name, st.obj.Name+"-"))
 		if err == nil && p.DeletionTimestamp == nil && match(p, ord) {
 			found = append(found, indexed{ord, p})
 		}
@@ -159,7 +140,7 @@ func (a *statefulSet) pods(st *stsState, match func(p *corev1.Pod, ord int) bool
 // deleteWithin deletes pods within the availability budget (see
 // base.deleteWithin).
 func (a *statefulSet) deleteWithin(ctx context.Context, st *stsState, pods []*corev1.Pod, maxUnavailable int32) error {
-	return a.base.deleteWithin(ctx, st.pods, pods, ptr.Deref(st.s.Spec.Replicas, 1), maxUnavailable, st.s.Spec.MinReadySeconds, st.now)
+	return a.base.deleteWithin(ctx, st.pods, pods, ptr.Deref(st.obj.Spec.Replicas, 1), maxUnavailable, st.obj.Spec.MinReadySeconds, st.now)
 }
 
 func (a *statefulSet) Finalize(ctx context.Context) (bool, error) {
@@ -173,14 +154,14 @@ func (a *statefulSet) Finalize(ctx context.Context) (bool, error) {
 		}
 		return false, a.release(ctx, st)
 	}
-	return statefulSetComplete(st.s), nil
+	return statefulSetComplete(st.obj), nil
 }
 
 func (a *statefulSet) release(ctx context.Context, st *stsState) error {
-	if err := Release(st.s, st.ctrl); err != nil {
+	if err := Release(st.obj, st.ctrl); err != nil {
 		return err
 	}
-	return a.update(ctx, st.s)
+	return a.update(ctx, st.obj)
 }
 
 func (a *statefulSet) Rollback(ctx context.Context) (bool, error) {
@@ -189,9 +170,9 @@ func (a *statefulSet) Rollback(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if st.ctrl == nil {
-		return statefulSetComplete(st.s), nil
+		return statefulSetComplete(st.obj), nil
 	}
-	if Revision(&st.s.Spec.Template) == st.ctrl.StableRevision {
+	if Revision(&st.obj.Spec.Template) == st.ctrl.StableRevision {
 		// Reverted in Git: the native controller rolls the canary pods
 		// back with the declared strategy.
 		return false, a.release(ctx, st)
@@ -200,11 +181,11 @@ func (a *statefulSet) Rollback(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	strays := a.pods(st, func(p *corev1.Pod, _ int) bool { return st.h.revOf(p) != st.ctrl.StableRevision })
-	if err := a.deleteWithin(ctx, st, strays, stsBudget(st.s, st.ctrl, nil)); err != nil {
+	if err := a.deleteWithin(ctx, st, strays, stsBudget(st.obj, st.ctrl, nil)); err != nil {
 		return false, err
 	}
 	var o Observation
 	o.StableRevision = st.ctrl.StableRevision
-	tally(&o, st.pods, st.h.revOf, st.s.Spec.MinReadySeconds, st.now)
-	return len(strays) == 0 && o.Stable.Total == ptr.Deref(st.s.Spec.Replicas, 1), nil
+	tally(&o, st.pods, st.h.revOf, st.obj.Spec.MinReadySeconds, st.now)
+	return len(strays) == 0 && o.Stable.Total == ptr.Deref(st.obj.Spec.Replicas, 1), nil
 }
