@@ -96,6 +96,25 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// cacheOptions is what the manager caches: ConfigMaps only in the
+// controller's namespace, a shard's own Rollouts and Repositories only
+// (shard nil: all of them), and no object's managedFields. rollgate never
+// reads managedFields, and they are a large part of every cached Pod,
+// ReplicaSet and Deployment (one entry per field manager: the controller
+// manager, the scheduler, the kubelet, Flux, rollgate).
+func cacheOptions(namespace string, shard labels.Selector) cache.Options {
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{namespace: {}}},
+	}
+	if shard != nil {
+		// Another shard's Rollouts and Repositories are never cached here,
+		// so no event of theirs reaches this instance's controllers.
+		byObject[&v1alpha1.Rollout{}] = cache.ByObject{Label: shard}
+		byObject[&v1alpha1.Repository{}] = cache.ByObject{Label: shard}
+	}
+	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+}
+
 // NewManager builds the manager that runs rollgate with opts: the Rollout
 // and Repository controllers, the admission webhooks, the Git push
 // endpoint and a health check. ConfigMaps are cached only in the
@@ -110,18 +129,9 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 	if err != nil {
 		return nil, err
 	}
-	byObject := map[client.Object]cache.ByObject{
-		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
-	}
-	if shard != nil {
-		// Another shard's Rollouts and Repositories are never cached here,
-		// so no event of theirs reaches this instance's controllers.
-		byObject[&v1alpha1.Rollout{}] = cache.ByObject{Label: shard}
-		byObject[&v1alpha1.Repository{}] = cache.ByObject{Label: shard}
-	}
 	co := ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   cache.Options{ByObject: byObject},
+		Cache:                   cacheOptions(opts.Namespace, shard),
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: orDefault(mo.MetricsAddr, "0")},
 		HealthProbeBindAddress:  orDefault(mo.ProbeAddr, "0"),

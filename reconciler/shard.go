@@ -36,7 +36,7 @@ func newAdmissionView(cfg *rest.Config, mgr ctrl.Manager) (client.Reader, error)
 	// caching that kind for the whole cluster.
 	c, err := cache.New(cfg, cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-		ReaderFailOnMissingInformer: true,
+		ReaderFailOnMissingInformer: true, DefaultTransform: cache.TransformStripManagedFields(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("admission cache of Rollouts: %w", err)

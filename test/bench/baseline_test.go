@@ -25,7 +25,8 @@ import (
 // pod available (the Deployment controller's own rolling update: one new
 // pod, then the old one goes) and to the rollout's end (the old pod gone).
 // A release to rollgate's first gate needs at least the first: a new pod
-// made ready by the cluster.
+// made ready by the cluster. The cluster's controller manager and
+// scheduler run with the client limit of BenchmarkScale (scaleClientQPS).
 func BenchmarkClusterAlone(b *testing.B) {
 	n := scaleFromEnv(b)
 	b.Run(fmt.Sprintf("deployments=%d", n), func(b *testing.B) {
@@ -41,7 +42,7 @@ func benchmarkClusterAlone(b *testing.B, n int) {
 	// warns with a stack trace when none was set.
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	scheme := newScheme(b)
-	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n/80+1), Scheme: scheme})
+	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n/80+1), Scheme: scheme, ClientQPS: scaleClientQPS})
 	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: 1}}
 	f.ensureNamespace(ns)
 	for i := range n {

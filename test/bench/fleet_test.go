@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,6 +61,8 @@ type fleet struct {
 	// heapBase is the process heap before the controller started (MiB).
 	heapBase float64
 	opts     fleetOptions
+	// nsOf is each workload's namespace (ns unless opts.perNamespace).
+	nsOf map[string]string
 }
 
 // fleetOptions change the fleet; the zero value is the plain fleet.
@@ -73,6 +77,13 @@ type fleetOptions struct {
 	gitWebhookPort int
 	// replicas is the size of every Deployment; 0 means defaultReplicas.
 	replicas int
+	// perNamespace, when set, spreads the workloads over namespaces
+	// bench-000, bench-001, … of perNamespace each instead of putting them
+	// all in ns.
+	perNamespace int
+	// clientQPS is the cluster's kwok.Options.ClientQPS (0: kwok's
+	// defaults).
+	clientQPS int
 }
 
 func newScheme(b *testing.B) *runtime.Scheme {
@@ -102,7 +113,7 @@ func startFleetWith(b *testing.B, n int, opts fleetOptions) *fleet {
 		opts.replicas = defaultReplicas
 	}
 	replicas := opts.replicas
-	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n*replicas/80+1), Scheme: scheme})
+	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n*replicas/80+1), Scheme: scheme, ClientQPS: opts.clientQPS})
 	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: opts}
 	f.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
 	f.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
@@ -111,16 +122,118 @@ func startFleetWith(b *testing.B, n int, opts fleetOptions) *fleet {
 	f.heapBase = heapMiB()
 	f.startController()
 	b.Cleanup(f.stopController)
-	for i := range n {
-		f.names = append(f.names, fmt.Sprintf("app-%03d", i))
+	f.nameFleet(n)
+	for _, space := range f.namespaces() {
+		f.ensureNamespace(space)
 	}
 	if opts.gitURL != "" {
 		f.applyYAML(repositoryYAML(opts.gitURL, opts.interval))
 	}
-	f.parallel(func(name string) { f.applyYAML(appYAML(name, "app:1.0", replicas) + f.rolloutYAML(name)) })
-	f.waitHealthy(5*time.Minute, nil)
+	f.parallel(func(name string) {
+		f.applyIn(f.namespace(name), appYAML(name, "app:1.0", replicas)+f.rolloutYAML(name))
+	})
+	f.waitHealthy(max(5*time.Minute, time.Duration(n)*300*time.Millisecond), nil)
 	b.Logf("fleet of %d rollouts (%d pods) healthy %v after start", n, n*replicas, time.Since(start).Round(time.Second))
 	return f
+}
+
+// nameFleet names n workloads app-000, app-001, … and, with
+// opts.perNamespace, gives each its namespace.
+func (f *fleet) nameFleet(n int) {
+	f.nsOf = map[string]string{}
+	for i := range n {
+		name := fmt.Sprintf("app-%03d", i)
+		f.names = append(f.names, name)
+		f.nsOf[name] = ns
+		if f.opts.perNamespace > 0 {
+			f.nsOf[name] = fmt.Sprintf("%s-%03d", ns, i/f.opts.perNamespace)
+		}
+	}
+}
+
+// namespace is the namespace of workload name.
+func (f *fleet) namespace(name string) string {
+	if space, ok := f.nsOf[name]; ok {
+		return space
+	}
+	return ns
+}
+
+// namespaces are the fleet's namespaces, in order.
+func (f *fleet) namespaces() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, name := range f.names {
+		if space := f.namespace(name); !seen[space] {
+			seen[space] = true
+			out = append(out, space)
+		}
+	}
+	return out
+}
+
+// listNamespace is the namespace the fleet's lists and watches cover: ns,
+// or every namespace when the fleet is spread (items outside the fleet's
+// namespaces are skipped by inFleet).
+func (f *fleet) listNamespace() string {
+	if f.opts.perNamespace > 0 {
+		return ""
+	}
+	return ns
+}
+
+// inFleet reports whether obj is one of the fleet's workloads or Rollouts.
+func (f *fleet) inFleet(obj client.Object) bool {
+	space, ok := f.nsOf[obj.GetName()]
+	if !ok {
+		return obj.GetNamespace() == ns
+	}
+	return obj.GetNamespace() == space
+}
+
+// listPage is how many objects one list request returns: lists of 10,000
+// Rollouts in one response would cost the API server and this process
+// (whose memory the benchmark measures) tens of MiB each.
+const listPage = 500
+
+// eachRollout calls fn for every Rollout of the fleet, listing page by
+// page.
+func (f *fleet) eachRollout(ctx context.Context, fn func(ro *v1alpha1.Rollout)) error {
+	cont := ""
+	for {
+		var list v1alpha1.RolloutList
+		if err := f.c.List(ctx, &list, client.InNamespace(f.listNamespace()), client.Limit(listPage), client.Continue(cont)); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if f.inFleet(&list.Items[i]) {
+				fn(&list.Items[i])
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			return nil
+		}
+	}
+}
+
+// eachDeployment calls fn for every Deployment of the fleet, listing page
+// by page.
+func (f *fleet) eachDeployment(ctx context.Context, fn func(d *appsv1.Deployment)) error {
+	cont := ""
+	for {
+		var list appsv1.DeploymentList
+		if err := f.c.List(ctx, &list, client.InNamespace(f.listNamespace()), client.Limit(listPage), client.Continue(cont)); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if f.inFleet(&list.Items[i]) {
+				fn(&list.Items[i])
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			return nil
+		}
+	}
 }
 
 // appYAML is a workload: its Deployment, Service and HTTPRoute. The
@@ -211,6 +324,11 @@ spec:
 
 // parallel runs fn for every workload name on applyWorkers goroutines.
 func (f *fleet) parallel(fn func(name string)) {
+	f.parallelOver(f.names, fn)
+}
+
+// parallelOver runs fn for every name of all on applyWorkers goroutines.
+func (f *fleet) parallelOver(all []string, fn func(name string)) {
 	names := make(chan string)
 	var wg sync.WaitGroup
 	for range applyWorkers {
@@ -220,7 +338,7 @@ func (f *fleet) parallel(fn func(name string)) {
 			}
 		})
 	}
-	for _, name := range f.names {
+	for _, name := range all {
 		names <- name
 	}
 	close(names)
@@ -232,24 +350,31 @@ func (f *fleet) parallel(fn func(name string)) {
 // revision differs from want's entry; it records the stable revisions.
 func (f *fleet) waitHealthy(timeout time.Duration, unlike map[string]string) {
 	f.b.Helper()
+	start, lastReport := time.Now(), time.Now()
 	f.poll(timeout, "all Rollouts healthy", func(ctx context.Context) (bool, error) {
-		var list v1alpha1.RolloutList
-		if err := f.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, nil
-		}
-		if len(list.Items) != len(f.names) {
-			return false, nil
-		}
-		for _, ro := range list.Items {
+		stable := map[string]string{}
+		seen := 0
+		err := f.eachRollout(ctx, func(ro *v1alpha1.Rollout) {
+			seen++
 			st := ro.Status
 			if st.Phase != v1alpha1.PhaseHealthy || st.StableRevision == "" || st.ObservedGeneration != ro.Generation ||
 				(unlike != nil && st.StableRevision == unlike[ro.Name]) {
-				return false, nil
+				return
 			}
+			stable[ro.Name] = st.StableRevision
+		})
+		if err != nil {
+			return false, nil
 		}
-		for _, ro := range list.Items {
-			f.stable[ro.Name] = ro.Status.StableRevision
+		// Large fleets take many minutes: say how far they are.
+		if len(f.names) > 1000 && time.Since(lastReport) > time.Minute {
+			lastReport = time.Now()
+			fmt.Printf("setup: %d of %d Rollouts healthy (%d exist) after %v\n", len(stable), len(f.names), seen, time.Since(start).Round(time.Second))
 		}
+		if len(stable) != len(f.names) {
+			return false, nil
+		}
+		maps.Copy(f.stable, stable)
 		return f.allCovered(ctx), nil
 	})
 }
@@ -258,27 +383,23 @@ func (f *fleet) waitHealthy(timeout time.Duration, unlike map[string]string) {
 // the admission webhook hold it on the next image change, and has all its
 // pods ready.
 func (f *fleet) allCovered(ctx context.Context) bool {
-	var list unstructured.UnstructuredList
-	list.SetAPIVersion("apps/v1")
-	list.SetKind("DeploymentList")
-	if err := f.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return false
-	}
-	for _, d := range list.Items {
-		ready, _, _ := unstructured.NestedInt64(d.Object, "status", "readyReplicas")
-		if d.GetLabels()[v1alpha1.LabelControlled] == "" || ready != int64(f.opts.replicas) {
-			return false
+	covered, seen := true, 0
+	err := f.eachDeployment(ctx, func(d *appsv1.Deployment) {
+		seen++
+		if d.Labels[v1alpha1.LabelControlled] == "" || d.Status.ReadyReplicas != int32(f.opts.replicas) {
+			covered = false
 		}
-	}
-	return len(list.Items) == len(f.names)
+	})
+	return err == nil && covered && seen == len(f.names)
 }
 
-// poll polls cond every second until it holds or timeout passes: the
-// lists it runs load the API server the benchmark measures, so not more
-// often.
+// poll polls cond every second (1 ms per workload for fleets over 1,000)
+// until it holds or timeout passes: the lists it runs load the API server
+// the benchmark measures, so not more often.
 func (f *fleet) poll(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	f.b.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), time.Second, timeout, true, cond); err != nil {
+	every := max(time.Second, time.Duration(len(f.names))*time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), every, timeout, true, cond); err != nil {
 		f.b.Fatalf("%s: not within %s: %v", what, timeout, err)
 	}
 }
@@ -330,6 +451,12 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 
 // applyYAML server-side applies every document of docs as Flux would.
 func (f *fleet) applyYAML(docs string) {
+	f.applyIn("", docs)
+}
+
+// applyIn is applyYAML with every namespaced document moved to namespace
+// (none: as written).
+func (f *fleet) applyIn(namespace, docs string) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
 	for {
 		u := &unstructured.Unstructured{}
@@ -341,6 +468,9 @@ func (f *fleet) applyYAML(docs string) {
 		}
 		if len(u.Object) == 0 {
 			continue
+		}
+		if namespace != "" && u.GetNamespace() != "" {
+			u.SetNamespace(namespace)
 		}
 		err := f.c.Patch(context.Background(), u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership)
 		if err != nil {

@@ -90,30 +90,37 @@ func (s *sample) add(o sample) {
 // until every Rollout waits at its step-1 gate.
 func (f *fleet) releaseToGate(image string) sample {
 	f.b.Helper()
+	return f.releaseSomeToGate(image, f.names)
+}
+
+// releaseSomeToGate is releaseToGate for the workloads names only; the
+// fleet's other Rollouts stay at rest.
+func (f *fleet) releaseSomeToGate(image string, names []string) sample {
+	f.b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	gates := f.watchGates(ctx)
+	gates := f.watchGates(ctx, len(names))
 	before := readReconcileStats(f.b)
 	var mu sync.Mutex
 	bumped := map[string]time.Time{}
-	f.parallel(func(name string) {
+	f.parallelOver(names, func(name string) {
 		at := time.Now()
-		f.applyYAML(deploymentYAML(name, image, f.opts.replicas))
+		f.applyIn(f.namespace(name), deploymentYAML(name, image, f.opts.replicas))
 		mu.Lock()
 		bumped[name] = at
 		mu.Unlock()
 	})
-	// 10 minutes, or 1.2 s per Rollout for large fleets.
-	timeout := max(10*time.Minute, time.Duration(len(f.names))*1200*time.Millisecond)
+	// 10 minutes, or 1.2 s per Rollout for large releases.
+	timeout := max(10*time.Minute, time.Duration(len(names))*1200*time.Millisecond)
 	started, gated, ok := gates.wait(timeout)
 	s := sample{stats: readReconcileStats(f.b).minus(before)}
 	if !ok {
-		f.b.Fatalf("%d of %d Rollouts at the step-1 gate after %v; the others: %s", len(gated), len(f.names), timeout, f.whereAre(gated))
+		f.b.Fatalf("%d of %d Rollouts at the step-1 gate after %v; the others: %s", len(gated), len(names), timeout, f.whereAre(gated, bumped))
 	}
 	if n := gates.rewatched(); n > 0 {
 		f.b.Logf("the watch was re-opened %d times: some times are late", n)
 	}
-	f.checkGates()
+	f.checkGates(bumped)
 	for name, at := range gated {
 		s.gate = append(s.gate, at.Sub(bumped[name]))
 		s.start = append(s.start, started[name].Sub(bumped[name]))
@@ -121,20 +128,26 @@ func (f *fleet) releaseToGate(image string) sample {
 	return s
 }
 
-// checkGates fails the benchmark unless every Rollout waits at step 1 with
-// one new pod ready and 20% of traffic on it.
-func (f *fleet) checkGates() {
+// checkGates fails the benchmark unless every Rollout of released waits
+// at step 1 with one new pod ready and 20% of traffic on it.
+func (f *fleet) checkGates(released map[string]time.Time) {
 	f.b.Helper()
-	var list v1alpha1.RolloutList
-	if err := f.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-		f.b.Fatal(err)
-	}
-	for _, ro := range list.Items {
+	var bad []string
+	err := f.eachRollout(context.Background(), func(ro *v1alpha1.Rollout) {
+		if _, ok := released[ro.Name]; !ok {
+			return
+		}
 		st := ro.Status
 		if st.CurrentStepIndex != 1 || st.CurrentStepState != v1alpha1.StepPaused || st.CanaryReadyReplicas != 1 || st.Traffic != "20%" {
-			f.b.Fatalf("%s at the gate: step %d %s, %d new pods ready, traffic %q: %s",
-				ro.Name, st.CurrentStepIndex, st.CurrentStepState, st.CanaryReadyReplicas, st.Traffic, st.Message)
+			bad = append(bad, fmt.Sprintf("%s at the gate: step %d %s, %d new pods ready, traffic %q: %s",
+				ro.Name, st.CurrentStepIndex, st.CurrentStepState, st.CanaryReadyReplicas, st.Traffic, st.Message))
 		}
+	})
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	if len(bad) > 0 {
+		f.b.Fatalf("%d Rollouts not at their gate as expected; first: %s", len(bad), bad[0])
 	}
 }
 
@@ -142,16 +155,12 @@ func (f *fleet) checkGates() {
 // Rollout is Healthy on its new revision, ready for the next iteration.
 func (f *fleet) promoteAll() {
 	f.b.Helper()
-	var list v1alpha1.RolloutList
-	if err := f.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+	canary := map[string]string{}
+	if err := f.eachRollout(context.Background(), func(ro *v1alpha1.Rollout) { canary[ro.Name] = ro.Status.CanaryRevision }); err != nil {
 		f.b.Fatal(err)
 	}
-	canary := map[string]string{}
-	for _, ro := range list.Items {
-		canary[ro.Name] = ro.Status.CanaryRevision
-	}
 	f.parallel(func(name string) {
-		ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace(name), Name: name}}
 		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"promote":{"revision":%q}}}`, canary[name]))
 		if err := f.c.Patch(context.Background(), ro, patch); err != nil {
 			f.b.Errorf("promote %s: %v", name, err)
@@ -160,17 +169,17 @@ func (f *fleet) promoteAll() {
 	f.waitHealthy(5*time.Minute, maps.Clone(f.stable))
 }
 
-// whereAre summarises where the Rollouts missing from seen stand, for a
-// failure message: a count and an example message per step and state.
-func (f *fleet) whereAre(seen map[string]time.Time) string {
-	var list v1alpha1.RolloutList
-	if err := f.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-		return err.Error()
-	}
+// whereAre summarises where the Rollouts of released missing from seen
+// stand, for a failure message: a count and an example message per step
+// and state.
+func (f *fleet) whereAre(seen, released map[string]time.Time) string {
 	count, example := map[string]int{}, map[string]string{}
-	for _, ro := range list.Items {
+	err := f.eachRollout(context.Background(), func(ro *v1alpha1.Rollout) {
 		if _, ok := seen[ro.Name]; ok {
-			continue
+			return
+		}
+		if _, ok := released[ro.Name]; !ok {
+			return
 		}
 		st := ro.Status
 		key := fmt.Sprintf("%s step %d %s", st.Phase, st.CurrentStepIndex, st.CurrentStepState)
@@ -179,6 +188,9 @@ func (f *fleet) whereAre(seen map[string]time.Time) string {
 		if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition); c != nil && c.Message != st.Message {
 			example[key] += "; Ready: " + c.Message
 		}
+	})
+	if err != nil {
+		return err.Error()
 	}
 	var b strings.Builder
 	for key, n := range count {

@@ -32,15 +32,16 @@ type gateWatch struct {
 }
 
 // watchGates starts watching before the images change, so that no
-// transition is missed; it stops when ctx ends.
-func (f *fleet) watchGates(ctx context.Context) *gateWatch {
+// transition is missed, until want Rollouts are at their gates; it stops
+// when ctx ends.
+func (f *fleet) watchGates(ctx context.Context, want int) *gateWatch {
 	f.b.Helper()
 	wc, err := client.NewWithWatch(f.cluster.RESTConfig, client.Options{Scheme: f.scheme})
 	if err != nil {
 		f.b.Fatal(err)
 	}
-	g := &gateWatch{started: map[string]time.Time{}, seen: map[string]time.Time{}, want: len(f.names), stable: maps.Clone(f.stable), done: make(chan struct{})}
-	first, err := wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(ns))
+	g := &gateWatch{started: map[string]time.Time{}, seen: map[string]time.Time{}, want: want, stable: maps.Clone(f.stable), done: make(chan struct{})}
+	first, err := wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(f.listNamespace()))
 	if err != nil {
 		f.b.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func (f *fleet) watchGates(ctx context.Context) *gateWatch {
 			g.rewatches++
 			g.mu.Unlock()
 			var err error
-			if w, err = wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(ns)); err != nil {
+			if w, err = wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(f.listNamespace())); err != nil {
 				return
 			}
 		}

@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,12 +14,28 @@ import (
 )
 
 // scaleEnv sets the number of Rollouts of BenchmarkScale (default
-// defaultScale): ROLLGATE_BENCH_SCALE=1000 make bench.
+// defaultScale): ROLLGATE_BENCH_SCALE=1000 make bench. inflightEnv sets
+// how many of them are released at once (default all); heapProfileEnv,
+// when set, is a file to write a heap profile to at rest (and to the same
+// name with ".flight" appended with the releases at their gates).
 const (
-	scaleEnv     = "ROLLGATE_BENCH_SCALE"
-	defaultScale = 200
+	scaleEnv       = "ROLLGATE_BENCH_SCALE"
+	inflightEnv    = "ROLLGATE_BENCH_INFLIGHT"
+	heapProfileEnv = "ROLLGATE_BENCH_HEAPPROFILE"
+	defaultScale   = 200
 	// restWindow is how long the fleet is watched at rest.
 	restWindow = 30 * time.Second
+	// scaleClientQPS is the client limit of the cluster's controller
+	// manager and scheduler in BenchmarkScale and BenchmarkClusterAlone:
+	// with their defaults (20 and 50 per second) the controller manager
+	// paces every rolling update of a large release, and set-up of
+	// thousands of Deployments takes most of an hour.
+	scaleClientQPS = 1000
+	// spreadAbove is the fleet size above which the workloads are spread
+	// over namespaces of perNamespace each, as in a cluster of many teams
+	// (at or below it they share one namespace, as in earlier runs).
+	spreadAbove  = 1000
+	perNamespace = 100
 )
 
 // BenchmarkScale is P2 of docs/benchmarks.md: one controller with N
@@ -49,12 +67,74 @@ func scaleFromEnv(b *testing.B) int {
 	return n
 }
 
+// inflightFromEnv reads inflightEnv (default n, at most n).
+func inflightFromEnv(b *testing.B, n int) int {
+	v := os.Getenv(inflightEnv)
+	if v == "" {
+		return n
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 1 || k > n {
+		b.Fatalf("%s=%q: want a number of releases from 1 to %s (%d), such as 1000", inflightEnv, v, scaleEnv, n)
+	}
+	return k
+}
+
+// spreadOut picks k of names evenly (every len/k-th), so that a partial
+// release spans every namespace of a spread fleet.
+func spreadOut(names []string, k int) []string {
+	out := make([]string, 0, k)
+	for i := range k {
+		out = append(out, names[i*len(names)/k])
+	}
+	return out
+}
+
+// writeHeapProfile writes a heap profile to path (after a GC, so that it
+// shows live memory), when path is set.
+func writeHeapProfile(b *testing.B, path string) {
+	if path == "" {
+		return
+	}
+	runtime.GC()
+	file, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer file.Close()
+	if err := pprof.WriteHeapProfile(file); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("heap profile: %s\n", path)
+}
+
+// loadAverage is the machine's 1-minute load average.
+func loadAverage(b *testing.B) float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := strconv.ParseFloat(strings.Fields(string(data))[0], 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
+
 func benchmarkScale(b *testing.B, n int) {
 	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRequestLatency)
-	f := startFleetWith(b, n, fleetOptions{replicas: 1})
+	inflight := inflightFromEnv(b, n)
+	opts := fleetOptions{replicas: 1, clientQPS: scaleClientQPS}
+	if n > spreadAbove {
+		opts.perNamespace = perNamespace
+	}
+	start := time.Now()
+	f := startFleetWith(b, n, opts)
 	row := func(what string, v float64, unit string) {
 		fmt.Printf("P2 scale, %d Rollouts, %s: %.*f %s\n", n, what, decimals(v), v, unit)
 	}
+	row("set-up until every Rollout is healthy", time.Since(start).Seconds(), "s")
+	fmt.Printf("P2 scale, %d Rollouts, namespaces: %d\n", n, len(f.namespaces()))
 
 	// At rest: N healthy Rollouts, nothing changing.
 	time.Sleep(5 * time.Second)
@@ -66,20 +146,28 @@ func benchmarkScale(b *testing.B, n int) {
 	row("heap at rest", heapMiB(), "MiB")
 	row(fmt.Sprintf("reconciles at rest in %v", restWindow), rest.reconciles, "reconciles")
 	row("reconcile p99 at rest", 1000*h1.minus(h0).quantile(0.99), "ms")
+	fmt.Printf("P2 scale, %d Rollouts, load average (1 min) at rest: %.1f\n", n, loadAverage(b))
+	profile := os.Getenv(heapProfileEnv)
+	writeHeapProfile(b, profile)
 
-	// In flight: every Rollout released to its step-1 gate at once.
+	// In flight: inflight Rollouts (default all) released to their step-1
+	// gates at once.
 	b.ResetTimer()
-	s := f.releaseToGate("app:2.0")
+	s := f.releaseSomeToGate("app:2.0", spreadOut(f.names, inflight))
 	b.StopTimer()
 	h2 := readReconcileHistogram(b)
-	row("RSS with every release at its gate", rssMiB(b), "MiB")
-	row("heap with every release at its gate", heapMiB(), "MiB")
+	row(fmt.Sprintf("RSS with %d releases at their gates", inflight), rssMiB(b), "MiB")
+	row(fmt.Sprintf("heap with %d releases at their gates", inflight), heapMiB(), "MiB")
+	if profile != "" {
+		writeHeapProfile(b, profile+".flight")
+	}
 	row("first gate p50", percentile(s.gate, 50).Seconds(), "s")
 	row("first gate p95", percentile(s.gate, 95).Seconds(), "s")
 	row("first gate max", percentile(s.gate, 100).Seconds(), "s")
 	row("reconcile p99 during the release", 1000*h2.minus(h1).quantile(0.99), "ms")
-	row("reconciles per Rollout during the release", s.stats.reconciles/float64(n), "reconciles")
-	own := float64(n + 1) // the benchmark's applies and its watch
+	row("reconciles per released Rollout during the release", s.stats.reconciles/float64(inflight), "reconciles")
+	fmt.Printf("P2 scale, %d Rollouts, load average (1 min) with the releases at their gates: %.1f\n", n, loadAverage(b))
+	own := float64(inflight + 1) // the benchmark's applies and its watch
 	row("API requests per reconcile during the release", (s.stats.requests-own)/max(s.stats.reconciles, 1), "requests")
 }
 

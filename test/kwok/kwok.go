@@ -45,6 +45,13 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// Timeout bounds cluster creation; 0 means 2 minutes.
 	Timeout time.Duration
+	// ClientQPS, when above 0, is the request rate kube-controller-manager
+	// and kube-scheduler may send the API server (--kube-api-qps, with
+	// --kube-api-burst twice that); 0 keeps their defaults, 20 and 50 per
+	// second. The kwok controller itself is not rate limited. At 1,000
+	// Deployments released at once the controller manager's 20 per second
+	// sets the pace of every rolling update.
+	ClientQPS int
 }
 
 // Cluster is a running kwok cluster.
@@ -139,7 +146,7 @@ func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Optio
 		return err
 	}
 	config := filepath.Join(c.Workdir, "kwokctl.yaml")
-	if err := os.WriteFile(config, []byte(kwokctlConfig(bins, ports, filepath.Join(c.Workdir, "cache"))), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(kwokctlConfig(bins, ports, filepath.Join(c.Workdir, "cache"), opts.ClientQPS)), 0o644); err != nil {
 		return err
 	}
 	if _, err := c.run(ctx, "-c", config, "create", "cluster",
@@ -299,8 +306,9 @@ func binaries() (map[string]string, error) {
 }
 
 // kwokctlConfig pins every component to a local binary (so nothing is
-// downloaded), to 127.0.0.1 and to the given free ports.
-func kwokctlConfig(bins map[string]string, ports []int, cacheDir string) string {
+// downloaded), to 127.0.0.1 and to the given free ports; qps above 0 sets
+// the client limits of the controller manager and the scheduler.
+func kwokctlConfig(bins map[string]string, ports []int, cacheDir string, qps int) string {
 	return fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
@@ -319,7 +327,26 @@ options:
   kubeSchedulerBinary: %q
   kwokControllerBinary: %q
 `, ports[0], ports[1], ports[2], ports[3], ports[4], ports[5], cacheDir,
-		bins["etcd"], bins["kube-apiserver"], bins["kube-controller-manager"], bins["kube-scheduler"], bins["kwok"])
+		bins["etcd"], bins["kube-apiserver"], bins["kube-controller-manager"], bins["kube-scheduler"], bins["kwok"]) +
+		clientLimits(qps)
+}
+
+// clientLimits is the componentsPatches section raising the client limits
+// of kube-controller-manager and kube-scheduler to qps (burst 2×qps), or
+// nothing for qps 0 (kwokctl sets neither flag itself).
+func clientLimits(qps int) string {
+	if qps <= 0 {
+		return ""
+	}
+	s := "componentsPatches:\n"
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+		s += fmt.Sprintf(`- name: %s
+  extraArgs:
+  - {key: kube-api-qps, value: "%d"}
+  - {key: kube-api-burst, value: "%d"}
+`, name, qps, 2*qps)
+	}
+	return s
 }
 
 func deadline(ctx context.Context) time.Time {

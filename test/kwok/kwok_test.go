@@ -108,3 +108,37 @@ func podReady(p corev1.Pod) bool {
 	}
 	return false
 }
+
+// TestClientQPS checks that Options.ClientQPS reaches the running
+// controller manager and scheduler as their client limits, and that the
+// cluster still works with them.
+func TestClientQPS(t *testing.T) {
+	c := kwok.Start(t, kwok.Options{ClientQPS: 300})
+	want := map[string]bool{"kube-controller-manager": false, "kube-scheduler": false}
+	for _, pid := range c.PIDs() {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		for name := range want {
+			if !strings.HasSuffix(args[0], name) {
+				continue
+			}
+			joined := " " + strings.Join(args[1:], " ") + " "
+			if !strings.Contains(joined, " --kube-api-qps=300 ") || !strings.Contains(joined, " --kube-api-burst=600 ") {
+				t.Errorf("%s runs without the limits: %s", name, joined)
+			}
+			want[name] = true
+		}
+	}
+	for name, seen := range want {
+		if !seen {
+			t.Errorf("no %s process among %v", name, c.PIDs())
+		}
+	}
+	var nodes corev1.NodeList
+	if err := c.Client.List(context.Background(), &nodes); err != nil {
+		t.Fatalf("list nodes of a cluster with raised limits: %v", err)
+	}
+}

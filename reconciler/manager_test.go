@@ -1,0 +1,84 @@
+package reconciler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/test/envtest"
+)
+
+// TestCacheStripsManagedFields checks that the manager's cache keeps no
+// managedFields (a large part of every cached Pod, ReplicaSet and
+// Deployment at 10,000 Rollouts) while the object in the API server keeps
+// them, and that an update from a cached copy leaves them there.
+func TestCacheStripsManagedFields(t *testing.T) {
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}},
+			},
+		},
+	}
+	if err := c.Create(ctx, dep, client.FieldOwner("kustomize-controller")); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := cacheOptions("rollgate-system", nil)
+	opts.Scheme = scheme
+	cached, err := cache.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cached.Start(ctx) }()
+	if !cached.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not start")
+	}
+	var got appsv1.Deployment
+	if err := cached.Get(ctx, client.ObjectKeyFromObject(dep), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.ManagedFields) != 0 {
+		t.Errorf("cached Deployment has %d managedFields entries, want none", len(got.ManagedFields))
+	}
+	if got.Spec.Template.Spec.Containers[0].Image != "web:1" || got.UID != dep.UID {
+		t.Errorf("cached Deployment lost its content: uid %s, containers %+v", got.UID, got.Spec.Template.Spec.Containers)
+	}
+
+	// An update of the cached copy (no managedFields in the request) keeps
+	// the API server's record of who owns which field.
+	got.Annotations = map[string]string{"rollgate.dev/test": "1"}
+	if err := c.Update(ctx, &got, client.FieldOwner("rollgate")); err != nil {
+		t.Fatal(err)
+	}
+	var live appsv1.Deployment
+	if err := c.Get(ctx, client.ObjectKeyFromObject(dep), &live); err != nil {
+		t.Fatal(err)
+	}
+	managers := map[string]bool{}
+	for _, e := range live.ManagedFields {
+		managers[e.Manager] = true
+	}
+	if !managers["kustomize-controller"] || !managers["rollgate"] {
+		t.Errorf("API server's managedFields after an update from the cache: managers %v, want kustomize-controller and rollgate", managers)
+	}
+}
