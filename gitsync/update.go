@@ -13,6 +13,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
@@ -25,6 +26,11 @@ type Snapshot struct {
 
 	commit *object.Commit
 	tree   *object.Tree
+	// dirs caches the subtrees looked up by directory path ("" is the
+	// root): go-git decodes a directory again on every lookup of a file
+	// one level down, which made comparing a thousand status files with
+	// the head cost more than the race it runs in. Guarded by lock.
+	dirs map[string]*object.Tree
 	// lock guards reads from the shared object store; nil while the
 	// Repository lock is already held (inside Update).
 	lock sync.Locker
@@ -61,8 +67,59 @@ func (s *Snapshot) ReadFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer s.acquire()()
-	data, err := readBlob(s.tree, p)
+	dir, name := splitDir(p)
+	t, err := s.subtree(dir)
+	if err != nil {
+		return nil, s.noteDamage(err)
+	}
+	data, err := readBlob(t, name)
+	switch {
+	case errors.Is(err, ErrFileNotFound):
+		err = fmt.Errorf("%w: %s", ErrFileNotFound, p)
+	case err != nil && dir != "":
+		err = fmt.Errorf("%s: %w", dir, err)
+	}
 	return data, s.noteDamage(err)
+}
+
+// splitDir splits a clean path into its directory ("" at the root) and
+// base name.
+func splitDir(p string) (dir, name string) {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return "", p
+}
+
+// subtree returns the tree of directory dir (a clean path, "" for the
+// root), nil when the snapshot has no such directory. Caller holds the
+// lock.
+func (s *Snapshot) subtree(dir string) (*object.Tree, error) {
+	if dir == "" || s.tree == nil {
+		return s.tree, nil
+	}
+	if t, ok := s.dirs[dir]; ok {
+		return t, nil
+	}
+	parentDir, name := splitDir(dir)
+	parent, err := s.subtree(parentDir)
+	if err != nil || parent == nil {
+		return nil, err
+	}
+	var t *object.Tree
+	if e, ferr := parent.FindEntry(name); ferr == nil && e.Mode == filemode.Dir {
+		if t, err = parent.Tree(name); errors.Is(err, object.ErrDirectoryNotFound) {
+			// The tree lists the directory, but its tree is not in the store.
+			return nil, fmt.Errorf("reading %s: %w", dir, plumbing.ErrObjectNotFound)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if s.dirs == nil {
+		s.dirs = map[string]*object.Tree{}
+	}
+	s.dirs[dir] = t
+	return t, nil
 }
 
 // Files lists the regular files under dir ("" for all), sorted.
@@ -102,6 +159,21 @@ func (s *Snapshot) Files(dir string) ([]string, error) {
 	return out, s.noteDamage(err)
 }
 
+// statusTree returns the tree of directory dir ("" for the root), nil
+// when the branch or the directory does not exist.
+func (s *Snapshot) statusTree(dir string) (*object.Tree, error) {
+	p := strings.Trim(dir, "/")
+	if p != "" {
+		c, err := cleanPath(p)
+		if err != nil {
+			return nil, err
+		}
+		p = c
+	}
+	defer s.acquire()()
+	return s.subtree(p)
+}
+
 // blobHash returns the hash of the file at path and whether the tree lists
 // a file there; comparing it with blobHashOf(data) tells whether the file
 // holds data without reading the blob.
@@ -111,7 +183,12 @@ func (s *Snapshot) blobHash(path string) (plumbing.Hash, bool) {
 		return plumbing.ZeroHash, false
 	}
 	defer s.acquire()()
-	e, err := s.tree.FindEntry(p)
+	dir, name := splitDir(p)
+	t, err := s.subtree(dir)
+	if err != nil || t == nil {
+		return plumbing.ZeroHash, false
+	}
+	e, err := t.FindEntry(name)
 	if err != nil || !e.Mode.IsFile() {
 		return plumbing.ZeroHash, false
 	}
@@ -153,6 +230,11 @@ type UpdateRequest struct {
 	// CreateOrphan allows creating Branch as an orphan (no parent) when
 	// From does not exist. Otherwise a missing From is ErrBranchNotFound.
 	CreateOrphan bool
+	// RetryAtOnce retries a push that lost a race at once instead of
+	// after Options.RetryBackoff: for a writer racing another that pushes
+	// several times a second, whose next push comes the sooner the longer
+	// this one waits. Attempts stay bounded by Options.PushAttempts.
+	RetryAtOnce bool
 }
 
 // UpdateResult describes a completed write.
@@ -198,6 +280,12 @@ func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildF
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
 			}
 			return res, err
+		}
+		if req.RetryAtOnce {
+			if err := ctx.Err(); err != nil {
+				return res, r.red.wrap("pushing to "+req.Branch, err)
+			}
+			continue
 		}
 		t := time.NewTimer(r.backoff(attempt))
 		select {
