@@ -213,9 +213,11 @@ type Change struct {
 
 // BuildFunc derives a Change from the head it will be committed on. It is
 // called again with the new head after a rejected push, so it must compute
-// the change from its inputs and base, never from a previous call. A nil
-// Change means there is nothing to write. The Snapshot is valid only during
-// the call.
+// the change from its inputs and base; it may return the previous call's
+// Change, unmodified, when the new head left everything it reads alone,
+// and the directories the new head left alone are then not written again.
+// A nil Change means there is nothing to write. The Snapshot is valid only
+// during the call.
 type BuildFunc func(base *Snapshot) (*Change, error)
 
 // UpdateRequest says where a commit goes.
@@ -261,13 +263,14 @@ func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildF
 	}
 	repaired := false
 	staged := false
+	memo := &updateMemo{}
 	defer func() {
 		if staged {
 			r.unstage(ctx, req.Branch)
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		res, err := r.tryUpdate(ctx, req, build, &staged)
+		res, err := r.tryUpdate(ctx, req, build, &staged, memo)
 		res.Attempts = attempt
 		if err != nil && !repaired && r.isDamaged() {
 			// The local copy is damaged: the next attempt drops it and
@@ -304,8 +307,25 @@ func (r *Repository) isDamaged() bool {
 	return r.damaged
 }
 
+// updateMemo carries the trees written by one attempt of Update to the
+// next, while the build returns the same Change on the same store.
+type updateMemo struct {
+	change *Change
+	store  *git.Repository
+	trees  treeMemo
+}
+
+// forChange returns the tree memo for change on the current store. Caller holds
+// r.mu.
+func (m *updateMemo) forChange(r *Repository, change *Change) treeMemo {
+	if m.change != change || m.store != r.repo || m.trees == nil {
+		m.change, m.store, m.trees = change, r.repo, treeMemo{}
+	}
+	return m.trees
+}
+
 // tryUpdate runs one fetch-build-commit-push cycle.
-func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build BuildFunc, staged *bool) (UpdateResult, error) {
+func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build BuildFunc, staged *bool, memo *updateMemo) (UpdateResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	heads, err := r.fetch(ctx, unique(req.From, req.Branch)...)
@@ -331,7 +351,7 @@ func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build Bui
 	if err != nil || len(changes) == 0 {
 		return res, err
 	}
-	commit, err := r.commitChanges(base, changes, change)
+	commit, err := r.commitChanges(base, changes, change, memo.forChange(r, change))
 	if err != nil {
 		return res, r.red.wrap("committing to "+req.Branch, r.noteDamage(err))
 	}
@@ -378,9 +398,9 @@ func (r *Repository) effectiveChanges(base *Snapshot, files map[string][]byte) (
 }
 
 // commitChanges writes the tree and commit for changes on top of base.
-func (r *Repository) commitChanges(base *Snapshot, changes map[string][]byte, change *Change) (plumbing.Hash, error) {
+func (r *Repository) commitChanges(base *Snapshot, changes map[string][]byte, change *Change, memo treeMemo) (plumbing.Hash, error) {
 	st := r.repo.Storer
-	tree, _, err := buildTree(st, base.tree, changes)
+	tree, _, err := buildTree(st, base.tree, changes, "", memo)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
