@@ -288,6 +288,7 @@ func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildF
 			if err := ctx.Err(); err != nil {
 				return res, r.red.wrap("pushing to "+req.Branch, err)
 			}
+			memo.moved = req.From == req.Branch
 			continue
 		}
 		t := time.NewTimer(r.backoff(attempt))
@@ -313,6 +314,9 @@ type updateMemo struct {
 	change *Change
 	store  *git.Repository
 	trees  treeMemo
+	// moved is set when the branch was just found moved by a refused
+	// push: the next fetch need not list the remote first.
+	moved bool
 }
 
 // forChange returns the tree memo for change on the current store. Caller holds
@@ -328,7 +332,14 @@ func (m *updateMemo) forChange(r *Repository, change *Change) treeMemo {
 func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build BuildFunc, staged *bool, memo *updateMemo) (UpdateResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	heads, err := r.fetch(ctx, unique(req.From, req.Branch)...)
+	var heads map[string]plumbing.Hash
+	var err error
+	if memo.moved {
+		memo.moved = false
+		heads, err = r.refetch(ctx, req.Branch)
+	} else {
+		heads, err = r.fetch(ctx, unique(req.From, req.Branch)...)
+	}
 	if err != nil {
 		return UpdateResult{}, r.red.wrap("fetching "+req.Branch+" from "+r.safeURL, err)
 	}

@@ -138,3 +138,46 @@ func TestRejectedPushIsRetriedAtOnceOnTheNewHead(t *testing.T) {
 		t.Fatalf("demo/r4.yaml (%v):\n%s", err, s)
 	}
 }
+
+// TestRetryAfterTheBranchWasDeleted deletes the status branch between a
+// flush's fetch and its push: the push is refused, the retry finds the
+// branch gone and creates it again with every state.
+func TestRetryAfterTheBranchWasDeleted(t *testing.T) {
+	srv := gitserver.Start(t, gitserver.Options{})
+	url, err := srv.CreateRepo("app", map[string]string{"a": "a\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := Open(Options{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(repo, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w.Enqueue(RolloutState{Namespace: "demo", Name: "r0", Phase: "Progressing"})
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	builds := 0
+	w.afterBuild = func(bool) {
+		if builds++; builds == 1 {
+			if out, err := exec.Command("git", "-C", srv.Root+"/app.git", "update-ref", "-d", "refs/heads/"+DefaultStatusBranch).CombinedOutput(); err != nil {
+				t.Errorf("deleting the branch: %v: %s", err, out)
+			}
+		}
+	}
+	w.Enqueue(RolloutState{Namespace: "demo", Name: "r1", Phase: "Progressing"})
+	res, err := w.Flush(ctx)
+	if err != nil || res.Attempts != 2 {
+		t.Fatalf("flush = %+v, %v; want success at the second attempt", res, err)
+	}
+	for _, f := range []string{"demo/r0.yaml", "demo/r1.yaml", OverviewFile} {
+		if _, err := srv.ReadFile("app", DefaultStatusBranch, f); err != nil {
+			t.Errorf("%s missing from the recreated branch: %v", f, err)
+		}
+	}
+}
