@@ -235,7 +235,10 @@ type UpdateRequest struct {
 	// RetryAtOnce retries a push that lost a race at once instead of
 	// after Options.RetryBackoff: for a writer racing another that pushes
 	// several times a second, whose next push comes the sooner the longer
-	// this one waits. Attempts stay bounded by Options.PushAttempts.
+	// this one waits. Attempts stay bounded by Options.PushAttempts. A
+	// large change is pushed on a head fetched after its upload to the
+	// staging ref, and when every attempt lost, the staging ref is left for
+	// the next Update, whose upload then sends only what changed.
 	RetryAtOnce bool
 }
 
@@ -262,15 +265,22 @@ func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildF
 		req.From = req.Branch
 	}
 	repaired := false
-	staged := false
+	staged, keepStaged := false, false
 	memo := &updateMemo{}
 	defer func() {
-		if staged {
+		if staged && !keepStaged {
 			r.unstage(ctx, req.Branch)
 		}
 	}()
 	for attempt := 1; ; attempt++ {
 		res, err := r.tryUpdate(ctx, req, build, &staged, memo)
+		if errors.Is(err, errStaged) {
+			// The upload took a while: the push is built on the head as
+			// it is now. Not an attempt: nothing was pushed to Branch.
+			attempt--
+			memo.moved = req.From == req.Branch
+			continue
+		}
 		res.Attempts = attempt
 		if err != nil && !repaired && r.isDamaged() {
 			// The local copy is damaged: the next attempt drops it and
@@ -281,6 +291,9 @@ func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildF
 		if err == nil || !errors.Is(err, ErrNonFastForward) || attempt >= r.attempts() {
 			if err != nil && errors.Is(err, ErrNonFastForward) {
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
+				// The writer tries again soon: its next upload then
+				// sends only what changed.
+				keepStaged = req.RetryAtOnce
 			}
 			return res, err
 		}
@@ -307,6 +320,12 @@ func (r *Repository) isDamaged() bool {
 	defer r.mu.Unlock()
 	return r.damaged
 }
+
+// errStaged ends an attempt of a RetryAtOnce Update that has just
+// uploaded its change to the staging ref: the push follows on a fresh
+// head, since the upload may have taken longer than other writers wait
+// between their pushes.
+var errStaged = errors.New("change staged")
 
 // updateMemo carries the trees written by one attempt of Update to the
 // next, while the build returns the same Change on the same store.
@@ -375,6 +394,9 @@ func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build Bui
 			return res, r.red.wrap("staging "+req.Branch+" on "+r.safeURL, r.noteDamage(err))
 		}
 		*staged = true
+		if req.RetryAtOnce {
+			return res, errStaged
+		}
 	}
 	if err := r.push(ctx, req.Branch, commit, expected); err != nil {
 		return res, r.red.wrap("pushing "+req.Branch+" to "+r.safeURL, r.noteDamage(err))
