@@ -18,7 +18,7 @@ import (
 // BenchmarkWriteBack1000 is P3 of docs/benchmarks.md: 1,000 Rollouts
 // change status at once while another client pushes unrelated commits to
 // the same status branch at 10 Hz. The Writer runs as the controller runs
-// it (Start, one flush per window). It prints the time from the changes
+// it (Start: one flush per window, sooner for a burst). It prints the time from the changes
 // until every new state is in Git (Writer.Written for all 1,000), the
 // status commits that took, the foreign commits pushed and kept, and the
 // states missing or wrong in Git read back by an independent client.
