@@ -323,6 +323,44 @@ func (r *Repository) fetchHeads(ctx context.Context, branches ...string) (map[st
 	return heads, nil
 }
 
+// refetch brings branch up to date when a refused push just showed that
+// it moved: it fetches at once, without listing the remote first (one
+// exchange less between the fetch and the next push), and falls back to
+// fetch when the branch is gone. Caller holds r.mu.
+func (r *Repository) refetch(ctx context.Context, branch string) (map[string]plumbing.Hash, error) {
+	if err := r.repair(); err != nil {
+		return nil, err
+	}
+	fctx, cancel := r.netContext(ctx)
+	defer cancel()
+	start := time.Now()
+	err := r.repo.FetchContext(fctx, &git.FetchOptions{
+		RemoteName: remoteName,
+		RefSpecs:   []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", branch, trackingRef(branch)))},
+		Depth:      r.depth(),
+		Auth:       r.auth,
+		Tags:       git.NoTags,
+		Force:      true,
+		CABundle:   r.opts.Credentials.caBundleData(),
+	})
+	var missing git.NoMatchingRefSpecError
+	if errors.As(err, &missing) {
+		return r.fetch(ctx, branch)
+	}
+	if errors.Is(err, git.NoErrAlreadyUpToDate) {
+		err = nil
+	}
+	r.observe(OpFetch, start, err)
+	if err != nil {
+		return nil, r.noteDamage(err)
+	}
+	ref, err := r.repo.Storer.Reference(trackingRef(branch))
+	if err != nil {
+		return nil, r.noteDamage(err)
+	}
+	return map[string]plumbing.Hash{branch: ref.Hash()}, nil
+}
+
 // Fetch brings the heads of the given branches up to date. Branches missing
 // on the remote are not an error (see Head).
 func (r *Repository) Fetch(ctx context.Context, branches ...string) error {

@@ -18,7 +18,7 @@ import (
 // BenchmarkWriteBack1000 is P3 of docs/benchmarks.md: 1,000 Rollouts
 // change status at once while another client pushes unrelated commits to
 // the same status branch at 10 Hz. The Writer runs as the controller runs
-// it (Start, one flush per window). It prints the time from the changes
+// it (Start: one flush per window, sooner for a burst). It prints the time from the changes
 // until every new state is in Git (Writer.Written for all 1,000), the
 // status commits that took, the foreign commits pushed and kept, and the
 // states missing or wrong in Git read back by an independent client.
@@ -258,5 +258,56 @@ func TestLargeChangeLeavesNoStagingRef(t *testing.T) {
 	}
 	if n := len(strings.Fields(mustBareGit(t, srv, "ls-tree", "--name-only", "main", "many/"))); n != 100 {
 		t.Fatalf("%d files under many/ on main, want 100", n)
+	}
+}
+
+// The Writer's large flush pushes its branch on a head fetched after the
+// upload to the staging ref (an extra fetch, not an attempt) and, once
+// written, leaves no staging ref behind.
+func TestWriterLargeFlushLeavesNoStagingRef(t *testing.T) {
+	srv := gitserver.Start(t, gitserver.Options{})
+	url, err := srv.CreateRepo("app", map[string]string{"a": "a\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pushes, fetches atomic.Int64
+	repo, err := gitsync.Open(gitsync.Options{URL: url, Observe: func(op gitsync.Operation, _ time.Duration, err error) {
+		switch {
+		case op == gitsync.OpPush && err == nil:
+			pushes.Add(1)
+		case op == gitsync.OpFetch && err == nil:
+			fetches.Add(1)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := gitsync.NewWriter(repo, gitsync.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Enqueue(stressState(0, 0))
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	pushes.Store(0)
+	fetches.Store(0)
+	for i := range 100 {
+		w.Enqueue(stressState(i, 1))
+	}
+	res, err := w.Flush(ctx(t))
+	if err != nil || len(res.Changed) != 100 || res.Attempts != 1 {
+		t.Fatalf("flush = %+v, %v; want 100 Rollouts in one attempt", res, err)
+	}
+	if head, err := srv.Head("app", gitsync.DefaultStatusBranch); err != nil || head != res.Commit {
+		t.Fatalf("status branch at %s (%v), want %s", head, err, res.Commit)
+	}
+	// The head was already here from the first flush: the one fetch is
+	// the one after the upload.
+	if p, f := pushes.Load(), fetches.Load(); p != 2 || f != 1 {
+		t.Fatalf("%d pushes, %d fetches; want 2 pushes (the staging ref, then the branch) and a fetch after the upload", p, f)
+	}
+	if refs := mustBareGit(t, srv, "for-each-ref", "refs/rollgate/"); refs != "" {
+		t.Fatalf("staging refs left behind: %s", refs)
 	}
 }

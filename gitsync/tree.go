@@ -53,10 +53,30 @@ func writeBlob(s storer.EncodedObjectStorer, data []byte) (plumbing.Hash, error)
 	return s.SetEncodedObject(obj)
 }
 
+// treeMemo remembers the directories buildTree wrote for one set of
+// changes, by directory path and the hash of the directory it was built
+// on: when the same changes are put on a new head (a retried push), a
+// directory the other writer did not touch is taken as it is instead of
+// being written again. It is valid for one set of changes and one object
+// store only.
+type treeMemo map[treeKey]builtTree
+
+type treeKey struct {
+	dir  string
+	base plumbing.Hash
+}
+
+type builtTree struct {
+	hash  plumbing.Hash
+	empty bool
+}
+
 // buildTree returns the hash of base with changes applied. changes maps a
 // clean path to new content; a nil value deletes the path. base may be nil
-// (empty tree). Directories left empty disappear, as in Git.
-func buildTree(s storer.EncodedObjectStorer, base *object.Tree, changes map[string][]byte) (plumbing.Hash, bool, error) {
+// (empty tree). Directories left empty disappear, as in Git. dir is the
+// path of base ("" at the root); memo, when not nil, is read and filled
+// for the directories below.
+func buildTree(s storer.EncodedObjectStorer, base *object.Tree, changes map[string][]byte, dir string, memo treeMemo) (plumbing.Hash, bool, error) {
 	entries := map[string]object.TreeEntry{}
 	if base != nil {
 		for _, e := range base.Entries {
@@ -87,24 +107,35 @@ func buildTree(s storer.EncodedObjectStorer, base *object.Tree, changes map[stri
 		}
 		entries[name] = object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: h}
 	}
-	for dir, dirChanges := range sub {
-		var child *object.Tree
-		if e, ok := entries[dir]; ok && e.Mode == filemode.Dir {
-			t, err := object.GetTree(s, e.Hash)
+	for name, dirChanges := range sub {
+		key := treeKey{dir: path.Join(dir, name)}
+		if e, ok := entries[name]; ok && e.Mode == filemode.Dir {
+			key.base = e.Hash
+		}
+		built, ok := memo[key]
+		if !ok {
+			var child *object.Tree
+			if key.base != plumbing.ZeroHash {
+				t, err := object.GetTree(s, key.base)
+				if err != nil {
+					return plumbing.ZeroHash, false, err
+				}
+				child = t
+			}
+			h, empty, err := buildTree(s, child, dirChanges, key.dir, memo)
 			if err != nil {
 				return plumbing.ZeroHash, false, err
 			}
-			child = t
+			built = builtTree{hash: h, empty: empty}
+			if memo != nil {
+				memo[key] = built
+			}
 		}
-		h, empty, err := buildTree(s, child, dirChanges)
-		if err != nil {
-			return plumbing.ZeroHash, false, err
-		}
-		if empty {
-			delete(entries, dir)
+		if built.empty {
+			delete(entries, name)
 			continue
 		}
-		entries[dir] = object.TreeEntry{Name: dir, Mode: filemode.Dir, Hash: h}
+		entries[name] = object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: built.hash}
 	}
 	h, err := writeTree(s, entries)
 	return h, len(entries) == 0, err

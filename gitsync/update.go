@@ -13,6 +13,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
@@ -25,6 +26,11 @@ type Snapshot struct {
 
 	commit *object.Commit
 	tree   *object.Tree
+	// dirs caches the subtrees looked up by directory path ("" is the
+	// root): go-git decodes a directory again on every lookup of a file
+	// one level down, which made comparing a thousand status files with
+	// the head cost more than the race it runs in. Guarded by lock.
+	dirs map[string]*object.Tree
 	// lock guards reads from the shared object store; nil while the
 	// Repository lock is already held (inside Update).
 	lock sync.Locker
@@ -61,8 +67,59 @@ func (s *Snapshot) ReadFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer s.acquire()()
-	data, err := readBlob(s.tree, p)
+	dir, name := splitDir(p)
+	t, err := s.subtree(dir)
+	if err != nil {
+		return nil, s.noteDamage(err)
+	}
+	data, err := readBlob(t, name)
+	switch {
+	case errors.Is(err, ErrFileNotFound):
+		err = fmt.Errorf("%w: %s", ErrFileNotFound, p)
+	case err != nil && dir != "":
+		err = fmt.Errorf("%s: %w", dir, err)
+	}
 	return data, s.noteDamage(err)
+}
+
+// splitDir splits a clean path into its directory ("" at the root) and
+// base name.
+func splitDir(p string) (dir, name string) {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return "", p
+}
+
+// subtree returns the tree of directory dir (a clean path, "" for the
+// root), nil when the snapshot has no such directory. Caller holds the
+// lock.
+func (s *Snapshot) subtree(dir string) (*object.Tree, error) {
+	if dir == "" || s.tree == nil {
+		return s.tree, nil
+	}
+	if t, ok := s.dirs[dir]; ok {
+		return t, nil
+	}
+	parentDir, name := splitDir(dir)
+	parent, err := s.subtree(parentDir)
+	if err != nil || parent == nil {
+		return nil, err
+	}
+	var t *object.Tree
+	if e, ferr := parent.FindEntry(name); ferr == nil && e.Mode == filemode.Dir {
+		if t, err = parent.Tree(name); errors.Is(err, object.ErrDirectoryNotFound) {
+			// The tree lists the directory, but its tree is not in the store.
+			return nil, fmt.Errorf("reading %s: %w", dir, plumbing.ErrObjectNotFound)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if s.dirs == nil {
+		s.dirs = map[string]*object.Tree{}
+	}
+	s.dirs[dir] = t
+	return t, nil
 }
 
 // Files lists the regular files under dir ("" for all), sorted.
@@ -102,6 +159,21 @@ func (s *Snapshot) Files(dir string) ([]string, error) {
 	return out, s.noteDamage(err)
 }
 
+// statusTree returns the tree of directory dir ("" for the root), nil
+// when the branch or the directory does not exist.
+func (s *Snapshot) statusTree(dir string) (*object.Tree, error) {
+	p := strings.Trim(dir, "/")
+	if p != "" {
+		c, err := cleanPath(p)
+		if err != nil {
+			return nil, err
+		}
+		p = c
+	}
+	defer s.acquire()()
+	return s.subtree(p)
+}
+
 // blobHash returns the hash of the file at path and whether the tree lists
 // a file there; comparing it with blobHashOf(data) tells whether the file
 // holds data without reading the blob.
@@ -111,7 +183,12 @@ func (s *Snapshot) blobHash(path string) (plumbing.Hash, bool) {
 		return plumbing.ZeroHash, false
 	}
 	defer s.acquire()()
-	e, err := s.tree.FindEntry(p)
+	dir, name := splitDir(p)
+	t, err := s.subtree(dir)
+	if err != nil || t == nil {
+		return plumbing.ZeroHash, false
+	}
+	e, err := t.FindEntry(name)
 	if err != nil || !e.Mode.IsFile() {
 		return plumbing.ZeroHash, false
 	}
@@ -136,9 +213,11 @@ type Change struct {
 
 // BuildFunc derives a Change from the head it will be committed on. It is
 // called again with the new head after a rejected push, so it must compute
-// the change from its inputs and base, never from a previous call. A nil
-// Change means there is nothing to write. The Snapshot is valid only during
-// the call.
+// the change from its inputs and base; it may return the previous call's
+// Change, unmodified, when the new head left everything it reads alone,
+// and the directories the new head left alone are then not written again.
+// A nil Change means there is nothing to write. The Snapshot is valid only
+// during the call.
 type BuildFunc func(base *Snapshot) (*Change, error)
 
 // UpdateRequest says where a commit goes.
@@ -153,6 +232,14 @@ type UpdateRequest struct {
 	// CreateOrphan allows creating Branch as an orphan (no parent) when
 	// From does not exist. Otherwise a missing From is ErrBranchNotFound.
 	CreateOrphan bool
+	// RetryAtOnce retries a push that lost a race at once instead of
+	// after Options.RetryBackoff: for a writer racing another that pushes
+	// several times a second, whose next push comes the sooner the longer
+	// this one waits. Attempts stay bounded by Options.PushAttempts. A
+	// large change is pushed on a head fetched after its upload to the
+	// staging ref, and when every attempt lost, the staging ref is left for
+	// the next Update, whose upload then sends only what changed.
+	RetryAtOnce bool
 }
 
 // UpdateResult describes a completed write.
@@ -178,14 +265,22 @@ func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildF
 		req.From = req.Branch
 	}
 	repaired := false
-	staged := false
+	staged, keepStaged := false, false
+	memo := &updateMemo{}
 	defer func() {
-		if staged {
+		if staged && !keepStaged {
 			r.unstage(ctx, req.Branch)
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		res, err := r.tryUpdate(ctx, req, build, &staged)
+		res, err := r.tryUpdate(ctx, req, build, &staged, memo)
+		if errors.Is(err, errStaged) {
+			// The upload took a while: the push is built on the head as
+			// it is now. Not an attempt: nothing was pushed to Branch.
+			attempt--
+			memo.moved = req.From == req.Branch
+			continue
+		}
 		res.Attempts = attempt
 		if err != nil && !repaired && r.isDamaged() {
 			// The local copy is damaged: the next attempt drops it and
@@ -196,8 +291,18 @@ func (r *Repository) Update(ctx context.Context, req UpdateRequest, build BuildF
 		if err == nil || !errors.Is(err, ErrNonFastForward) || attempt >= r.attempts() {
 			if err != nil && errors.Is(err, ErrNonFastForward) {
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
+				// The writer tries again soon: its next upload then
+				// sends only what changed.
+				keepStaged = req.RetryAtOnce
 			}
 			return res, err
+		}
+		if req.RetryAtOnce {
+			if err := ctx.Err(); err != nil {
+				return res, r.red.wrap("pushing to "+req.Branch, err)
+			}
+			memo.moved = req.From == req.Branch
+			continue
 		}
 		t := time.NewTimer(r.backoff(attempt))
 		select {
@@ -216,11 +321,44 @@ func (r *Repository) isDamaged() bool {
 	return r.damaged
 }
 
+// errStaged ends an attempt of a RetryAtOnce Update that has just
+// uploaded its change to the staging ref: the push follows on a fresh
+// head, since the upload may have taken longer than other writers wait
+// between their pushes.
+var errStaged = errors.New("change staged")
+
+// updateMemo carries the trees written by one attempt of Update to the
+// next, while the build returns the same Change on the same store.
+type updateMemo struct {
+	change *Change
+	store  *git.Repository
+	trees  treeMemo
+	// moved is set when the branch was just found moved by a refused
+	// push: the next fetch need not list the remote first.
+	moved bool
+}
+
+// forChange returns the tree memo for change on the current store. Caller holds
+// r.mu.
+func (m *updateMemo) forChange(r *Repository, change *Change) treeMemo {
+	if m.change != change || m.store != r.repo || m.trees == nil {
+		m.change, m.store, m.trees = change, r.repo, treeMemo{}
+	}
+	return m.trees
+}
+
 // tryUpdate runs one fetch-build-commit-push cycle.
-func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build BuildFunc, staged *bool) (UpdateResult, error) {
+func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build BuildFunc, staged *bool, memo *updateMemo) (UpdateResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	heads, err := r.fetch(ctx, unique(req.From, req.Branch)...)
+	var heads map[string]plumbing.Hash
+	var err error
+	if memo.moved {
+		memo.moved = false
+		heads, err = r.refetch(ctx, req.Branch)
+	} else {
+		heads, err = r.fetch(ctx, unique(req.From, req.Branch)...)
+	}
 	if err != nil {
 		return UpdateResult{}, r.red.wrap("fetching "+req.Branch+" from "+r.safeURL, err)
 	}
@@ -243,7 +381,7 @@ func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build Bui
 	if err != nil || len(changes) == 0 {
 		return res, err
 	}
-	commit, err := r.commitChanges(base, changes, change)
+	commit, err := r.commitChanges(base, changes, change, memo.forChange(r, change))
 	if err != nil {
 		return res, r.red.wrap("committing to "+req.Branch, r.noteDamage(err))
 	}
@@ -256,6 +394,9 @@ func (r *Repository) tryUpdate(ctx context.Context, req UpdateRequest, build Bui
 			return res, r.red.wrap("staging "+req.Branch+" on "+r.safeURL, r.noteDamage(err))
 		}
 		*staged = true
+		if req.RetryAtOnce {
+			return res, errStaged
+		}
 	}
 	if err := r.push(ctx, req.Branch, commit, expected); err != nil {
 		return res, r.red.wrap("pushing "+req.Branch+" to "+r.safeURL, r.noteDamage(err))
@@ -290,9 +431,9 @@ func (r *Repository) effectiveChanges(base *Snapshot, files map[string][]byte) (
 }
 
 // commitChanges writes the tree and commit for changes on top of base.
-func (r *Repository) commitChanges(base *Snapshot, changes map[string][]byte, change *Change) (plumbing.Hash, error) {
+func (r *Repository) commitChanges(base *Snapshot, changes map[string][]byte, change *Change, memo treeMemo) (plumbing.Hash, error) {
 	st := r.repo.Storer
-	tree, _, err := buildTree(st, base.tree, changes)
+	tree, _, err := buildTree(st, base.tree, changes, "", memo)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}

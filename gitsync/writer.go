@@ -14,12 +14,16 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
 const (
 	// DefaultWindow is how long the Writer gathers state changes before
 	// writing them in one commit.
 	DefaultWindow = 10 * time.Second
+	// DefaultBurst is how many Rollouts waiting to be written make Start
+	// flush before the window ends (see Writer.Start).
+	DefaultBurst = 100
 	// DefaultStatusMessageTemplate is the status commit message template.
 	DefaultStatusMessageTemplate = `rollgate: status of {{len .Changed}} rollout(s)
 {{range .Changed}}
@@ -46,6 +50,11 @@ type WriterOptions struct {
 	CreateBranch bool
 	// Window is the flush period of Start; 0 means DefaultWindow.
 	Window time.Duration
+	// Burst is how many Rollouts waiting to be written (changed states
+	// and removals) make Start flush early, without waiting for the end
+	// of the window; 0 means DefaultBurst, a negative value never flushes
+	// early. See Writer.Start for the rule.
+	Burst int
 	// Author of status commits; zero means the rollgate default.
 	Author Signature
 	// MessageTemplate is a text/template for the commit message, executed
@@ -112,10 +121,14 @@ type Writer struct {
 	// current state; absent while that state is pending.
 	written map[string]string
 	last    flushOutcome
+	// burst holds a token once Burst Rollouts wait to be written (see
+	// Start).
+	burst chan struct{}
 
 	// afterBuild, when set (tests only), runs between building a commit
-	// and pushing it.
-	afterBuild func()
+	// and pushing it; rebuilt is false when the change built for the
+	// previous attempt was reused.
+	afterBuild func(rebuilt bool)
 }
 
 // render is a rendered status file and the Enqueue it came from; hash is
@@ -142,6 +155,9 @@ func NewWriter(repo *Repository, opts WriterOptions) (*Writer, error) {
 	if opts.Window <= 0 {
 		opts.Window = DefaultWindow
 	}
+	if opts.Burst == 0 {
+		opts.Burst = DefaultBurst
+	}
 	if opts.MaxMeasurements <= 0 {
 		opts.MaxMeasurements = DefaultMaxMeasurements
 	}
@@ -155,8 +171,8 @@ func NewWriter(repo *Repository, opts WriterOptions) (*Writer, error) {
 	}
 	return &Writer{
 		repo: repo, opts: opts, tmpl: tmpl,
-		renders: map[string]render{},
-		states:  map[string]RolloutState{}, seq: map[string]uint64{}, removed: map[string]bool{}, written: map[string]string{},
+		renders: map[string]render{}, burst: make(chan struct{}, 1),
+		states: map[string]RolloutState{}, seq: map[string]uint64{}, removed: map[string]bool{}, written: map[string]string{},
 	}, nil
 }
 
@@ -178,6 +194,19 @@ func (w *Writer) Enqueue(s RolloutState) {
 	w.seq[k] = w.gen
 	delete(w.removed, k)
 	delete(w.written, k)
+	w.noteBurst()
+}
+
+// noteBurst tells Start when Burst Rollouts wait to be written: changed
+// states not yet in Git, and removals. Caller holds mu.
+func (w *Writer) noteBurst() {
+	if !w.bursting() {
+		return
+	}
+	select {
+	case w.burst <- struct{}{}:
+	default:
+	}
 }
 
 // clean normalizes s and redacts its free text.
@@ -231,6 +260,7 @@ func (w *Writer) Adopt(old *Writer) {
 		w.removed[k] = true
 		w.gen++
 	}
+	w.noteBurst()
 }
 
 // Remove deletes a Rollout's status file at the next flush (the Rollout
@@ -244,6 +274,15 @@ func (w *Writer) Remove(namespace, name string) {
 	delete(w.written, k)
 	w.removed[k] = true
 	w.gen++
+	w.noteBurst()
+}
+
+// bursting reports whether Burst Rollouts wait to be written. Caller
+// holds mu.
+func (w *Writer) bursting() bool {
+	// written only holds keys of states, so the difference counts the
+	// states waiting.
+	return w.opts.Burst > 0 && len(w.states)-len(w.written)+len(w.removed) >= w.opts.Burst
 }
 
 // Forget drops what the Writer holds for a Rollout without touching its
@@ -375,14 +414,36 @@ func (w *Writer) renderAll(states map[string]RolloutState, seq map[string]uint64
 // write commits states and removals to the status branch.
 func (w *Writer) write(ctx context.Context, states map[string]RolloutState, removed []string) (FlushResult, error) {
 	var changed []string
-	res, err := w.repo.Update(ctx, UpdateRequest{Branch: w.opts.Branch, CreateOrphan: w.opts.PathPrefix == "" || w.opts.CreateBranch},
+	// A push that lost the race is retried at once on the new head. When
+	// the other writer left the status files and the overview alone (it
+	// wrote elsewhere on the branch), the change built for the old head is
+	// the change for the new one: it is reused, not built again, which
+	// keeps the retry short enough to win the next race.
+	var last struct {
+		status *object.Tree
+		change *Change
+	}
+	res, err := w.repo.Update(ctx, UpdateRequest{Branch: w.opts.Branch, CreateOrphan: w.opts.PathPrefix == "" || w.opts.CreateBranch, RetryAtOnce: true},
 		func(base *Snapshot) (*Change, error) {
-			change, keys, err := w.build(base, states, removed)
-			changed = keys
-			if w.afterBuild != nil {
-				w.afterBuild()
+			status, serr := base.statusTree(w.opts.PathPrefix)
+			change := last.change
+			rebuild := change == nil || serr != nil || !sameStatusFiles(last.status, status)
+			if rebuild {
+				var keys []string
+				var err error
+				if change, keys, err = w.build(base, states, removed); err != nil {
+					return nil, err
+				}
+				changed = keys
 			}
-			return change, err
+			last.status, last.change = status, change
+			if serr != nil {
+				last.change = nil
+			}
+			if w.afterBuild != nil {
+				w.afterBuild(rebuild)
+			}
+			return change, nil
 		})
 	if err != nil {
 		return FlushResult{Attempts: res.Attempts}, fmt.Errorf("writing rollout status to %s: %w", w.opts.Branch, err)
@@ -456,13 +517,19 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 }
 
 // Start flushes every Window while states are pending, until ctx ends,
-// then flushes once more (bounded by a timeout). Flush errors are kept for
-// LastFlush and retried at the next tick, or after raceRetry when the flush
-// lost every attempt to other writers moving the branch. It fits controller-runtime's
-// manager.Runnable.
+// then flushes once more (bounded by a timeout). A burst is written
+// early: once Burst Rollouts (DefaultBurst) wait to be written, Start
+// flushes burstSettle later (so the rest of the burst joins the same
+// commit), but never sooner than Window/5 after the previous flush ended:
+// a trickle of changes is still written once per window, and a storm of
+// changes makes at most about five commits per window. Flush errors are
+// kept for LastFlush and retried at the next tick, or after raceRetry
+// when the flush lost every attempt to other writers moving the branch.
+// It fits controller-runtime's manager.Runnable.
 func (w *Writer) Start(ctx context.Context) error {
 	t := time.NewTimer(w.opts.Window)
 	defer t.Stop()
+	due := time.Now().Add(w.opts.Window)
 	for {
 		select {
 		case <-ctx.Done():
@@ -472,6 +539,22 @@ func (w *Writer) Start(ctx context.Context) error {
 				cancel()
 			}
 			return nil
+		case <-w.burst:
+			w.mu.Lock()
+			bursting, last := w.bursting(), w.last.at
+			w.mu.Unlock()
+			if !bursting {
+				// Written since the token was left.
+				continue
+			}
+			at := time.Now().Add(burstSettle)
+			if gap := last.Add(w.opts.Window / 5); gap.After(at) {
+				at = gap
+			}
+			if at.Before(due) {
+				t.Reset(time.Until(at))
+				due = at
+			}
 		case <-t.C:
 			next := w.opts.Window
 			if w.Pending() {
@@ -482,6 +565,7 @@ func (w *Writer) Start(ctx context.Context) error {
 				}
 			}
 			t.Reset(next)
+			due = time.Now().Add(next)
 		}
 	}
 }
@@ -489,6 +573,10 @@ func (w *Writer) Start(ctx context.Context) error {
 // raceRetry is how soon Start flushes again after a flush lost every
 // attempt to other writers moving the branch.
 const raceRetry = time.Second
+
+// burstSettle is how long Start lets a burst of changes gather before it
+// flushes early.
+const burstSettle = 100 * time.Millisecond
 
 // NeedLeaderElection makes controller-runtime run the Writer on the leader
 // only: one writer per status branch.
