@@ -299,6 +299,19 @@ func (w *Writer) Forget(namespace, name string) {
 	delete(w.written, k)
 }
 
+// WrittenAs returns the status commit that wrote s as the Rollout's
+// latest state, or "" while s is pending or differs from the state the
+// Writer holds (s not queued yet: it will be pending once queued).
+func (w *Writer) WrittenAs(s RolloutState) string {
+	s = w.clean(s)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old, ok := w.states[s.key()]; !ok || !reflect.DeepEqual(old, s) {
+		return ""
+	}
+	return w.written[s.key()]
+}
+
 // Written returns the status commit that wrote the Rollout's latest
 // enqueued state (or found it already on the branch), or "" while that
 // state is pending. Later commits for other Rollouts keep the file, so

@@ -64,8 +64,8 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) err
 }
 
 // actOnGit proposes the approval branch of a gate that waits, writes a
-// failed release's revert, and queues the Rollout's progress for the
-// status branch. The progress is queued even when a proposal or the revert
+// failed release's revert, and prepares the Rollout's progress for the
+// status branch (queued once the status is persisted: queueProgress). The progress is queued even when a proposal or the revert
 // failed: other clusters (spec.fleet) and people read it there.
 func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 	ro := rel.ro
@@ -89,7 +89,8 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 	if c, err := rel.git.clone.Head(trackedBranch(ro, rel.repository)); err == nil {
 		ro.Status.Git.ObservedCommit = c // before stateOf, which writes it
 	}
-	rel.git.writer.Enqueue(stateOf(ro, rel))
+	st := stateOf(ro, rel)
+	rel.gitState = &st // queued by Reconcile once the status is persisted
 	ro.Status.Git.StatusBranch = rel.git.statusBranch
 	rel.gitQueued = true
 	return errors.Join(errs...)

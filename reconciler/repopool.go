@@ -37,6 +37,9 @@ type repoPool struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	entries map[types.NamespacedName]*repoHandle
+	// owned orders a Rollout's progress queued against its writer's
+	// Forget when it leaves this shard (queueProgress).
+	owned sync.Mutex
 }
 
 // repoHandle is one open repository.

@@ -96,8 +96,14 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	patcher := newStatusPatcher(r.Client, ro)
 	defer func() {
 		r.updateStatus(sc)
-		if err := patcher.patch(ctx, ro); err != nil && !apierrors.IsNotFound(err) {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
+		if err := patcher.patch(ctx, ro); err != nil {
+			if !apierrors.IsNotFound(err) {
+				retErr = kerrors.NewAggregate([]error{retErr, err})
+			}
+			return
+		}
+		if sc.gitState != nil {
+			r.repos.queueProgress(ctx, r.Client, sc.git, *sc.gitState)
 		}
 	}()
 

@@ -58,9 +58,11 @@ type scope struct {
 	traffic trafficAnswer
 	// workloadDone is the adapter's answer to the plan's workload action.
 	workloadDone bool
-	// gitQueued says the progress was queued for the status branch;
-	// gitWriteErr why writing to Git failed.
+	// gitQueued says the progress goes to the status branch (gitState,
+	// queued once the status is persisted); gitWriteErr why writing to
+	// Git failed.
 	gitQueued   bool
+	gitState    *gitsync.RolloutState
 	gitWriteErr error
 	// failure is the error the reconcile stopped on, if any.
 	failure *failure

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -96,6 +98,8 @@ func forgetOnLeave(ctx context.Context, c cache.Cache, g *repoPool) error {
 // forgetRollout drops the Rollout from the writer of every open
 // repository (see gitsync.Writer.Forget).
 func (g *repoPool) forgetRollout(namespace, name string) {
+	g.owned.Lock()
+	defer g.owned.Unlock()
 	g.mu.Lock()
 	writers := make([]*gitsync.Writer, 0, len(g.entries))
 	for _, e := range g.entries {
@@ -107,4 +111,24 @@ func (g *repoPool) forgetRollout(namespace, name string) {
 	for _, w := range writers {
 		w.Forget(namespace, name)
 	}
+}
+
+// queueProgress queues a Rollout's progress, whose status was just
+// persisted, for e's status branch, unless the Rollout has left this
+// instance's cache: relabelled to another shard while this reconcile ran,
+// its file is the other shard's to write, and a state queued after
+// forgetRollout would be written over the other shard's. The cache drops
+// the Rollout before its delete handler (forgetRollout) runs, and both
+// hold g.owned: either the read below misses it, or the Forget comes
+// after the Enqueue.
+func (g *repoPool) queueProgress(ctx context.Context, cache client.Reader, e *repoHandle, st gitsync.RolloutState) {
+	if e == nil || e.writer == nil {
+		return
+	}
+	g.owned.Lock()
+	defer g.owned.Unlock()
+	if err := cache.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: st.Name}, &v1alpha1.Rollout{}); apierrors.IsNotFound(err) {
+		return
+	}
+	e.writer.Enqueue(st)
 }

@@ -180,8 +180,10 @@ func markGit(sc *scope) {
 	}
 	w := sc.git.writer
 	written := ""
-	if sc.gitQueued {
-		written = w.Written(ro.Namespace, ro.Name)
+	if sc.gitState != nil {
+		// The state is queued after this status is persisted: written
+		// only when the Writer already wrote that very state.
+		written = w.WrittenAs(*sc.gitState)
 		if g := ro.Status.Git; g != nil && written != "" && written != g.StatusCommit {
 			g.StatusCommit = written
 			now := metav1.NewTime(sc.now)
