@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,10 +88,13 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 		c := conditions.Get(w.rollout("demo", "echoserver"), v1alpha1.GitSyncedCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "signingKeyRef"), nil
 	})
-	time.Sleep(3 * time.Second) // three status windows: nothing may be written meanwhile
-	if h := headCommit(t, bare, gitsync.DefaultStatusBranch).Hash; h != statusHead {
-		t.Fatalf("rollgate pushed %s to the status branch with an unusable signing key", h)
-	}
+	// Three status windows: nothing may be written meanwhile.
+	w.holds(3*time.Second, "the status branch with an unusable signing key", func(ctx context.Context) error {
+		if h := headCommit(t, bare, gitsync.DefaultStatusBranch).Hash; h != statusHead {
+			return fmt.Errorf("rollgate pushed %s to the status branch with an unusable signing key", h)
+		}
+		return nil
+	})
 }
 
 // signingKey returns a new OpenPGP key pair, armored.

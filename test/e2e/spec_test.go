@@ -68,16 +68,12 @@ func condition(ro *v1alpha1.Rollout, typ string) metav1.Condition {
 // stays as check wants it.
 func (w *world) holdsStill(d time.Duration, image string, check func(*v1alpha1.Rollout) error) {
 	w.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	w.holds(d, "nothing moves", func(ctx context.Context) error {
 		if n := w.pods("demo", "echoserver")[image]; n[1] > 0 {
-			w.t.Fatalf("%d pods of %s were created while nothing may move", n[1], image)
+			return fmt.Errorf("%d pods of %s were created while nothing may move", n[1], image)
 		}
-		if err := check(w.rollout("demo", "echoserver")); err != nil {
-			w.t.Fatal(err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return check(w.rollout("demo", "echoserver"))
+	})
 }
 
 // TestNothingMovesOnAHalfUnderstoodSpec: a Rollout whose HTTPRoute and
