@@ -17,6 +17,7 @@ import (
 // traffic and pods to the stable revision and proposes the revert in Git,
 // so the GitOps tool does not re-apply the failed version.
 func TestAbortRollsBackAndRevertsInGit(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	repoURL, err := w.git.CreateRepo("app", map[string]string{

@@ -210,6 +210,7 @@ func (w *world) podsByImage(ctx context.Context, ns, app string) (map[string][2]
 // Each step's analysis (a real Prometheus, no errors) passes before its
 // gate opens.
 func TestBlueGreenThroughTheController(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	src := prom.StartErrorSource(t)

@@ -36,6 +36,7 @@ var stepRank = map[v1alpha1.StepState]int{
 // status is its only memory: no gate is skipped, no step runs twice, a
 // pause keeps its clock, and the availability floor holds throughout.
 func TestCrashDuringRelease(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	// The story runs on the world itself: it stops and starts its
 	// controller. The Deployment cannot surge, so every batch takes an

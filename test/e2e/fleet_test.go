@@ -62,6 +62,7 @@ spec:
 // status file in the shared status branch; a release that staging aborts
 // (rolled back there) holds prod with a message naming the cluster.
 func TestFleetWaveThroughGit(t *testing.T) {
+	t.Parallel()
 	git := gitserver.Start(t, gitserver.Options{})
 	waitFor := "  fleet: {waitFor: [{cluster: staging}]}\n"
 	url, err := git.CreateRepo("fleet", map[string]string{

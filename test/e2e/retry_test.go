@@ -37,6 +37,7 @@ spec:
 // attempt stay in Git, yet the retried release of the same revision waits
 // at each gate until that attempt is approved on a branch of its own.
 func TestRetryAsksForEveryApprovalAgain(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	const path = "apps/echoserver/rollout.yaml"
 	w.givenAppFromGit(gatedRollout, "")

@@ -82,6 +82,7 @@ func (w *world) holdsStill(d time.Duration, image string, check func(*v1alpha1.R
 // argument without a value stalls it with the field named, still moving
 // nothing; with the argument given, the release starts.
 func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	app := decode(t, echoApp("echo:v1"))
@@ -164,6 +165,7 @@ func (w *world) warningEvents(ns, name, reason string) int {
 // validating webhook was not registered) stays Stalled naming the other
 // and never touches the workload.
 func TestOneRolloutPerWorkload(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	w.applyYAML(echoApp("echo:v1"))
@@ -208,6 +210,7 @@ func TestOneRolloutPerWorkload(t *testing.T) {
 // 2-step Rollout is accepted (it is harmless) with a warning naming the
 // field, which kubectl and the GitOps tool print.
 func TestApprovalOfAStepThatDoesNotExistWarns(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	w.applyYAML(echoApp("echo:v1"))

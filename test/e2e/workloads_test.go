@@ -79,6 +79,7 @@ func TestWorkloadDaemonSet(t *testing.T)           { kindStories(t, daemonSetKin
 // kindStories runs the three stories of one kind on one cluster, each
 // in its own namespace.
 func kindStories(t *testing.T, k workloadKind) {
+	t.Parallel()
 	w := newWorld(t)
 	t.Run("release", func(t *testing.T) { kindReleaseStory(newKindStory(t, w, k, "release")) })
 	t.Run("rollback", func(t *testing.T) { kindRollbackStory(newKindStory(t, w, k, "rollback")) })
