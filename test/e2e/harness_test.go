@@ -33,6 +33,7 @@ import (
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
 )
 
@@ -106,13 +107,14 @@ func (w *world) applyYAML(docs string) {
 	kube.ApplyYAML(w.t, w.c, docs, fluxManager)
 }
 
+// freePort is a free loopback port for a listener the controller opens
+// (see proc.FreePorts).
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := proc.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // startController runs the controller in-process against the cluster,

@@ -2,7 +2,6 @@ package shards
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -28,6 +27,7 @@ import (
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
 )
 
@@ -232,13 +232,14 @@ func (w *world) pods(app string) map[string]int {
 	return out
 }
 
+// freePort is a free loopback port for a listener the controller opens
+// (see proc.FreePorts).
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := proc.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // testWriter sends an instance's logs to the test log until the test
