@@ -88,7 +88,9 @@ verify: $(CONTROLLER_GEN) ## Fail if generated files are stale, or code is not f
 
 .PHONY: test
 test: tools verify build ## Provision tools, verify, and run every test (unit, envtest, kwok e2e, Git, Prometheus)
-	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@# The two longest packages first: they start together and the short
+	@# ones fill in beside them (go test runs as many packages as cores).
+	go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e ./test/realtraffic ./...
 
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no external process

@@ -24,6 +24,7 @@ import (
 // containers, so this proves the manifests are accepted and become Ready;
 // TestUpgradeMidRelease runs the chart's controller through an upgrade.
 func TestInstallUpgradeUninstall(t *testing.T) {
+	t.Parallel()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

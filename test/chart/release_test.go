@@ -21,8 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -315,25 +313,6 @@ func (w *stillWatch) stop() *stillWatch {
 	w.cancel()
 	w.wg.Wait()
 	return w
-}
-
-// decodeYAML decodes every document of docs.
-func decodeYAML(t *testing.T, docs string) []*unstructured.Unstructured {
-	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatalf("decode: %v", err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
-	}
 }
 
 func httpGet(url string) (string, error) {

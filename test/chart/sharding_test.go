@@ -221,6 +221,7 @@ func helmErr(t *testing.T, args ...string) (string, error) {
 // becomes ready with its own pods) and off again (the shard Deployments,
 // Services and budgets go; the main Deployment takes every Rollout).
 func TestUpgradeTurnsShardingOnAndOff(t *testing.T) {
+	t.Parallel()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 // controller never does, and neither is refused a request. A Rollout
 // labelled for a shard that no Deployment runs is reconciled by no one.
 func TestShardedChartReleases(t *testing.T) {
+	t.Parallel()
 	s := newUpgradeStory(t)
 	bin := buildCurrentController(t)
 	s.helm("install", release, chartDir(), "-n", releaseNS, "--create-namespace", "--set", "replicaCount=1",

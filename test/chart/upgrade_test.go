@@ -42,6 +42,7 @@ const (
 )
 
 func TestUpgradeMidRelease(t *testing.T) {
+	t.Parallel()
 	s := newUpgradeStory(t)
 
 	// Given the previous chart installed with its controller running, and

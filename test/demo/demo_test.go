@@ -14,6 +14,7 @@ import (
 // binary built from this checkout, and checks that the release completed
 // and that Git reports it Healthy.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	bin := demo.BuildRollgate(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -31,6 +31,7 @@ import (
 // of the Kustomization, with the Rollout, its revision and its step in the
 // metadata; and the Rollout keeps its own Kubernetes Events.
 func TestReleaseEventsReachFluxAlert(t *testing.T) {
+	t.Parallel()
 	s := givenAppWithFluxAlert(t)
 
 	ro := s.releaseToGate()

@@ -22,6 +22,7 @@ const kustomizationTimeout = 10 * time.Second
 // three times the timeout, the Kustomization stays Ready at that commit
 // (never HealthCheckFailed).
 func TestKustomizationHealthCheckAtGate(t *testing.T) {
+	t.Parallel()
 	s := givenDemoWithHealthCheck(t)
 	commit, err := s.git.Commit(RepoName, Branch, "echoserver: release 2.0", map[string]string{deploymentFile: deploymentYAML(NewImage)})
 	s.must(err)

@@ -26,6 +26,7 @@ import (
 // without another helm run (rollgate reads Git), and the next pipeline run
 // renders the merged approval into the Rollout and moves no pod.
 func TestHelmUpgradeFromCI(t *testing.T) {
+	t.Parallel()
 	s := givenChartInstalledByHelm(t)
 
 	gate := s.ciUpgradesToGate("1.0", "2.0")

@@ -43,6 +43,7 @@ var helmReleaseGVK = schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Ve
 // The approval branch edits the values file; merging it releases the rest,
 // and Flux renders the approval into the Rollout.
 func TestHelmReleaseReleasesInBatches(t *testing.T) {
+	t.Parallel()
 	s := givenChartWithHelmRelease(t)
 
 	gate := s.releaseToGate("2.0")

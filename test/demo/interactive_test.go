@@ -19,6 +19,7 @@ import (
 // the test runs the printed `rollgate get` and the printed cluster-only
 // `rollgate approve`, and the release must then complete.
 func TestInteractive(t *testing.T) {
+	t.Parallel()
 	bin := demo.BuildRollgate(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -34,6 +34,9 @@ import (
 // bad version, Flux re-applies it and no pod moves; a user merges the revert,
 // and Git, Flux and the cluster agree on the stable version.
 func TestRollbackWithFlux(t *testing.T) {
+	// Not t.Parallel, unlike the other stories here: it bounds the time from
+	// the first failing sample to Stalled, so go test runs it alone, before
+	// the parallel ones.
 	s := givenAnalysedAppWithFlux(t)
 
 	canary := s.releaseFailsItsAnalysis()

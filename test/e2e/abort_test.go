@@ -17,6 +17,7 @@ import (
 // traffic and pods to the stable revision and proposes the revert in Git,
 // so the GitOps tool does not re-apply the failed version.
 func TestAbortRollsBackAndRevertsInGit(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	repoURL, err := w.git.CreateRepo("app", map[string]string{
@@ -80,10 +81,12 @@ spec: {url: %q, interval: 1s, status: {window: 1s}}
 
 	// While Git still declares v2, a re-apply by the GitOps tool moves no pod.
 	w.applyYAML(echoApp("echo:2.0"))
-	time.Sleep(2 * time.Second)
-	if got := w.pods("demo", "echoserver"); got["echo:2.0"][1] != 0 {
-		t.Fatalf("a re-apply of the failed version started new pods: %v", got)
-	}
+	w.holds(2*time.Second, "no pod of the failed version", func(ctx context.Context) error {
+		if got := w.pods("demo", "echoserver"); got["echo:2.0"][1] != 0 {
+			return fmt.Errorf("a re-apply of the failed version started new pods: %v", got)
+		}
+		return nil
+	})
 
 	// When the revert is merged and applied, the workload is released at v1.
 	if _, err := w.git.Merge("app", "main", branch, "Merge revert"); err != nil {

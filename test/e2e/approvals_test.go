@@ -26,6 +26,7 @@ import (
 // approval is a condition and a Warning event naming the commit. A merge
 // signed by an approver opens the gate.
 func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	approver, stranger := newPGPKey(t, "approver"), newPGPKey(t, "stranger")
@@ -116,7 +117,7 @@ func (w *world) rejected(commit, why string) {
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonApprovalRejected &&
 			strings.Contains(c.Message, commit) && strings.Contains(c.Message, why), nil
 	})
-	w.eventually(10*time.Second, "a Warning event naming "+commit, func(ctx context.Context) (bool, error) {
+	w.eventually(30*time.Second, "a Warning event naming "+commit, func(ctx context.Context) (bool, error) {
 		var list corev1.EventList
 		if err := w.c.List(ctx, &list, client.InNamespace("demo")); err != nil {
 			return false, err

@@ -210,6 +210,7 @@ func (w *world) podsByImage(ctx context.Context, ns, app string) (map[string][2]
 // Each step's analysis (a real Prometheus, no errors) passes before its
 // gate opens.
 func TestBlueGreenThroughTheController(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	src := prom.StartErrorSource(t)
@@ -337,11 +338,12 @@ func (w *world) assertPreviewService(ro *v1alpha1.Rollout) {
 // holdsGate checks for d that the Rollout stays at the gate of step.
 func (w *world) holdsGate(d time.Duration, step int32) {
 	w.t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+	w.holds(d, fmt.Sprintf("the gate of step %d", step), func(ctx context.Context) error {
 		if ro := w.rollout("demo", "echoserver"); ro.Status.CurrentStepIndex != step || ro.Status.AwaitingApproval == nil {
-			w.t.Fatalf("the gate of step %d did not hold: step %d state %s", step, ro.Status.CurrentStepIndex, ro.Status.CurrentStepState)
+			return fmt.Errorf("step %d state %s", ro.Status.CurrentStepIndex, ro.Status.CurrentStepState)
 		}
-	}
+		return nil
+	})
 }
 
 // routeAsDeclared says how the HTTPRoute differs from echoApp's, or "".

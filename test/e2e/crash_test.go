@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/kube"
 )
 
 // The steps of the crash story: a gate; two more pods (each an old pod
@@ -34,6 +36,7 @@ var stepRank = map[v1alpha1.StepState]int{
 // status is its only memory: no gate is skipped, no step runs twice, a
 // pause keeps its clock, and the availability floor holds throughout.
 func TestCrashDuringRelease(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	// The story runs on the world itself: it stops and starts its
 	// controller. The Deployment cannot surge, so every batch takes an
@@ -138,13 +141,16 @@ func TestCrashDuringRelease(t *testing.T) {
 	ro := crash("at the gate")
 	canary := ro.Status.CanaryRevision
 	before := s.census("")
-	time.Sleep(2 * time.Second) // deliberately: the restarted controller must not open the gate
-	if ro = s.rollout(s.ns, "web"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
-		t.Fatalf("after a restart at the gate: %s", releasePosition(&ro.Status))
-	}
-	if after := s.census(""); after.names() != before.names() {
-		t.Fatalf("pods changed at the gate across a restart: %v -> %v", before, after)
-	}
+	// The restarted controller must not open the gate.
+	kube.Holds(t, 2*time.Second, "the gate across a restart", func(ctx context.Context) error {
+		if ro = s.rollout(s.ns, "web"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
+			return fmt.Errorf("after a restart at the gate: %s", releasePosition(&ro.Status))
+		}
+		if after := s.census(""); after.names() != before.names() {
+			return fmt.Errorf("pods changed at the gate across a restart: %v -> %v", before, after)
+		}
+		return nil
+	})
 
 	// Right after the approval is applied.
 	approved.Store(true)

@@ -55,6 +55,7 @@ const sampleEvery = 50 * time.Millisecond
 // HTTPRoute keeps 80/20 and the stable Service its narrowed selector in
 // every sample and every stored version, and no pod moves.
 func TestGitOpsReapplyNeverFlipsHTTPRoute(t *testing.T) {
+	t.Parallel()
 	s := givenRoutedApp(t, routedRollout(gateSteps, gatewayRouting), httpRoute, httpRouteGVK)
 	s.flaps(map[routedKey]flapView{
 		{"HTTPRoute", "echoserver"}: {rulesView, weightedRules(20)},
@@ -65,6 +66,7 @@ func TestGitOpsReapplyNeverFlipsHTTPRoute(t *testing.T) {
 // TestGitOpsReapplyNeverFlipsVirtualService: the same through Lua, for an
 // Istio DestinationRule and VirtualService.
 func TestGitOpsReapplyNeverFlipsVirtualService(t *testing.T) {
+	t.Parallel()
 	routing := `        customNetworkRefs:
         - {apiVersion: networking.istio.io/v1, kind: DestinationRule, name: echoserver}
         - {apiVersion: networking.istio.io/v1, kind: VirtualService, name: echoserver}`
@@ -276,6 +278,7 @@ func (s *trafficStory) update(ctx context.Context, u *unstructured.Unstructured)
 // (the route is never stored with Git's 100/0), and it is what the route
 // keeps when the release ends.
 func TestRouteChangedInGitMidReleaseIsKept(t *testing.T) {
+	t.Parallel()
 	s := givenRoutedApp(t, routedRollout(gateSteps, gatewayRouting), httpRoute, httpRouteGVK)
 	ro := s.atGate()
 	route := routedKey{"HTTPRoute", "echoserver"}
@@ -311,7 +314,7 @@ func TestRouteChangedInGitMidReleaseIsKept(t *testing.T) {
 	})
 
 	// Then the route is Git's new version, without rollgate's marks.
-	s.w.eventually(10*time.Second, "the route restored", func(ctx context.Context) (bool, error) {
+	s.w.eventually(30*time.Second, "the route restored", func(ctx context.Context) (bool, error) {
 		return reflect.DeepEqual(s.get(route, rulesView), s.norm(withTimeout(declaredRules))), nil
 	})
 	u := &unstructured.Unstructured{}

@@ -62,6 +62,7 @@ spec:
 // status file in the shared status branch; a release that staging aborts
 // (rolled back there) holds prod with a message naming the cluster.
 func TestFleetWaveThroughGit(t *testing.T) {
+	t.Parallel()
 	git := gitserver.Start(t, gitserver.Options{})
 	waitFor := "  fleet: {waitFor: [{cluster: staging}]}\n"
 	url, err := git.CreateRepo("fleet", map[string]string{
@@ -117,13 +118,16 @@ spec: {url: %q, branch: main, interval: 1s, status: {cluster: %s, window: 1s}}
 		return conditions.GetReason(p, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForFleet &&
 			strings.Contains(p.Status.Message, "cluster staging: demo/web is at step 1/2"), nil
 	})
-	time.Sleep(3 * time.Second) // staging's gate holds: prod must not move meanwhile
-	if first := prodPods.first(); !first.IsZero() {
-		t.Fatalf("prod ran a web:2 pod at %s while staging was at its gate", first)
-	}
-	if d := prod.deployment("demo", "web"); !d.Spec.Paused {
-		t.Fatalf("prod's Deployment is not held while it waits: %+v", d.Spec)
-	}
+	// Staging's gate holds: prod must not move meanwhile.
+	prod.holds(3*time.Second, "prod waiting for staging's gate", func(ctx context.Context) error {
+		if first := prodPods.first(); !first.IsZero() {
+			return fmt.Errorf("prod ran a web:2 pod at %s while staging was at its gate", first)
+		}
+		if d := prod.deployment("demo", "web"); !d.Spec.Paused {
+			return fmt.Errorf("prod's Deployment is not held while it waits: %+v", d.Spec)
+		}
+		return nil
+	})
 
 	// When staging's gate is approved and its release completes.
 	canary := ro.Status.CanaryRevision
@@ -174,10 +178,12 @@ spec: {url: %q, branch: main, interval: 1s, status: {cluster: %s, window: 1s}}
 		msg = prod.rollout("demo", "web").Status.Message
 		return strings.Contains(msg, "cluster staging: demo/web: the release of web=web:3 failed there"), nil
 	})
-	time.Sleep(3 * time.Second)
-	if first := prodPods.first(); !first.IsZero() {
-		t.Fatalf("prod ran a web:3 pod at %s after staging rolled web:3 back", first)
-	}
+	prod.holds(3*time.Second, "prod held by staging's failed release", func(ctx context.Context) error {
+		if first := prodPods.first(); !first.IsZero() {
+			return fmt.Errorf("prod ran a web:3 pod at %s after staging rolled web:3 back", first)
+		}
+		return nil
+	})
 	p := prod.rollout("demo", "web")
 	if p.Status.Phase != v1alpha1.PhasePaused || p.Status.CanaryRevision == ro.Status.CanaryRevision || conditions.IsStalled(p) {
 		t.Fatalf("prod: phase %s canary %s stalled %v, want held before its release, not failed", p.Status.Phase, p.Status.CanaryRevision, conditions.IsStalled(p))

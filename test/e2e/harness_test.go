@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -22,11 +21,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -35,7 +31,9 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
 )
 
@@ -88,94 +86,35 @@ func newWorldWith(t *testing.T, git *gitserver.Server) *world {
 	return w
 }
 
-func (w *world) ensureNamespace(name string) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := w.c.Create(context.Background(), ns); err != nil && !strings.Contains(err.Error(), "already exists") {
-		w.t.Fatal(err)
-	}
-}
+func (w *world) ensureNamespace(name string) { kube.EnsureNamespace(w.t, w.c, name) }
 
 // applyFiles creates every object in a YAML file or folder and waits for
 // CRDs to be established.
-func (w *world) applyFiles(path string) {
-	w.t.Helper()
-	files := []string{path}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		files, _ = filepath.Glob(filepath.Join(path, "*.yaml"))
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		for _, u := range decode(w.t, string(data)) {
-			w.apply(u, "e2e")
-			if u.GetKind() == "CustomResourceDefinition" {
-				w.waitCRD(u.GetName())
-			}
-		}
-	}
-}
+func (w *world) applyFiles(path string) { kube.ApplyFiles(w.t, w.c, path, "e2e") }
 
-func (w *world) waitCRD(name string) {
-	w.eventually(30*time.Second, "CRD "+name+" established", func(ctx context.Context) (bool, error) {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := w.c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-			return false, nil
-		}
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-}
-
-func decode(t *testing.T, docs string) []*unstructured.Unstructured {
-	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if err.Error() == "EOF" {
-				return out
-			}
-			t.Fatalf("decode: %v", err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
-	}
-}
+func decode(t *testing.T, docs string) []*unstructured.Unstructured { return kube.Decode(t, docs) }
 
 // apply server-side applies obj as fieldManager, the way Flux applies a
 // Git change.
 func (w *world) apply(obj *unstructured.Unstructured, fieldManager string) {
 	w.t.Helper()
-	obj.SetManagedFields(nil)
-	obj.SetResourceVersion("")
-	if err := w.c.Patch(context.Background(), obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-		w.t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
-	}
+	kube.Apply(w.t, w.c, obj, fieldManager)
 }
 
 // applyYAML applies every document of docs as Flux would.
 func (w *world) applyYAML(docs string) {
 	w.t.Helper()
-	for _, u := range decode(w.t, docs) {
-		w.apply(u, fluxManager)
-	}
+	kube.ApplyYAML(w.t, w.c, docs, fluxManager)
 }
 
+// freePort is a free loopback port for a listener the controller opens
+// (see proc.FreePorts).
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := proc.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // startController runs the controller in-process against the cluster,
@@ -236,9 +175,13 @@ func (w *world) stopController() {
 // eventually polls cond until it holds or timeout passes.
 func (w *world) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	w.t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, cond); err != nil {
-		w.t.Fatalf("%s: not within %s: %v", what, timeout, err)
-	}
+	kube.Eventually(w.t, timeout, what, cond)
+}
+
+// holds checks that check passes for d, from now on (see kube.Holds).
+func (w *world) holds(d time.Duration, what string, check func(ctx context.Context) error) {
+	w.t.Helper()
+	kube.Holds(w.t, d, what, check)
 }
 
 // rollout reads a Rollout.

@@ -160,13 +160,16 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	// commits.
 	w.stopController()
 	w.startController()
-	time.Sleep(3 * time.Second) // several fetch intervals: nothing may move without the merge
-	if ro = w.rollout("demo", "echoserver"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
-		t.Fatalf("after a restart the gate must still hold: step %d, awaiting %v", ro.Status.CurrentStepIndex, ro.Status.AwaitingApproval)
-	}
-	if again := w.repository("demo", "app-repo"); again.ResourceVersion != repo.ResourceVersion {
-		t.Errorf("Repository status rewritten with nothing changed:\nbefore %s\nafter  %s", describeRepository(repo), describeRepository(again))
-	}
+	// Several fetch intervals: nothing may move without the merge.
+	w.holds(3*time.Second, "the gate across a restart", func(ctx context.Context) error {
+		if ro = w.rollout("demo", "echoserver"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
+			return fmt.Errorf("after a restart the gate must still hold: step %d, awaiting %v", ro.Status.CurrentStepIndex, ro.Status.AwaitingApproval)
+		}
+		if again := w.repository("demo", "app-repo"); again.ResourceVersion != repo.ResourceVersion {
+			return fmt.Errorf("Repository status rewritten with nothing changed:\nbefore %s\nafter  %s", describeRepository(repo), describeRepository(again))
+		}
+		return nil
+	})
 
 	// When the Git server stops, the Repository says so and names the
 	// error; the gate holds. Started again, the Repository is Ready again.

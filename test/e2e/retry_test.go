@@ -37,6 +37,7 @@ spec:
 // attempt stay in Git, yet the retried release of the same revision waits
 // at each gate until that attempt is approved on a branch of its own.
 func TestRetryAsksForEveryApprovalAgain(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	const path = "apps/echoserver/rollout.yaml"
 	w.givenAppFromGit(gatedRollout, "")
@@ -95,14 +96,17 @@ func TestRetryAsksForEveryApprovalAgain(t *testing.T) {
 	if second.Branch != want || second.Attempt != 2 || second.Revision != canary {
 		t.Fatalf("attempt 2 gate = %+v, want branch %q and attempt 2", second, want)
 	}
-	time.Sleep(3 * time.Second) // several fetch intervals: nothing may move without a new approval
-	if ro := w.rollout("demo", "echoserver"); ro.Status.Attempt != 2 || ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
-		t.Fatalf("the approvals of attempt 1 opened the gate of attempt 2: attempt %d step %d awaiting %+v",
-			ro.Status.Attempt, ro.Status.CurrentStepIndex, ro.Status.AwaitingApproval)
-	}
-	if got := w.pods("demo", "echoserver")["echo:2.0"]; got[1] != 1 {
-		t.Fatalf("attempt 2 at its first gate: want 1 new pod, got %v", got)
-	}
+	// Several fetch intervals: nothing may move without a new approval.
+	w.holds(3*time.Second, "the gate of attempt 2", func(ctx context.Context) error {
+		if ro := w.rollout("demo", "echoserver"); ro.Status.Attempt != 2 || ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
+			return fmt.Errorf("the approvals of attempt 1 opened the gate of attempt 2: attempt %d step %d awaiting %+v",
+				ro.Status.Attempt, ro.Status.CurrentStepIndex, ro.Status.AwaitingApproval)
+		}
+		if got := w.pods("demo", "echoserver")["echo:2.0"]; got[1] != 1 {
+			return fmt.Errorf("attempt 2 at its first gate: want 1 new pod, got %v", got)
+		}
+		return nil
+	})
 
 	// When the branch of attempt 2 is merged, the gate opens, and the next
 	// gate of attempt 2 waits in turn, on a branch of its own, although

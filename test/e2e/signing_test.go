@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ import (
 // signed with that key; with a key that cannot be used, rollgate pushes
 // nothing and the Repository says why, without quoting the key.
 func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	private, public := signingKey(t)
@@ -83,14 +85,17 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 	w.eventually(60*time.Second, "step 1 approved", func(ctx context.Context) (bool, error) {
 		return w.rollout("demo", "echoserver").Status.CurrentStepIndex >= 2, nil
 	})
-	w.eventually(10*time.Second, "GitSynced=False naming the key", func(ctx context.Context) (bool, error) {
+	w.eventually(30*time.Second, "GitSynced=False naming the key", func(ctx context.Context) (bool, error) {
 		c := conditions.Get(w.rollout("demo", "echoserver"), v1alpha1.GitSyncedCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "signingKeyRef"), nil
 	})
-	time.Sleep(3 * time.Second) // three status windows: nothing may be written meanwhile
-	if h := headCommit(t, bare, gitsync.DefaultStatusBranch).Hash; h != statusHead {
-		t.Fatalf("rollgate pushed %s to the status branch with an unusable signing key", h)
-	}
+	// Three status windows: nothing may be written meanwhile.
+	w.holds(3*time.Second, "the status branch with an unusable signing key", func(ctx context.Context) error {
+		if h := headCommit(t, bare, gitsync.DefaultStatusBranch).Hash; h != statusHead {
+			return fmt.Errorf("rollgate pushed %s to the status branch with an unusable signing key", h)
+		}
+		return nil
+	})
 }
 
 // signingKey returns a new OpenPGP key pair, armored.

@@ -68,16 +68,12 @@ func condition(ro *v1alpha1.Rollout, typ string) metav1.Condition {
 // stays as check wants it.
 func (w *world) holdsStill(d time.Duration, image string, check func(*v1alpha1.Rollout) error) {
 	w.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	w.holds(d, "nothing moves", func(ctx context.Context) error {
 		if n := w.pods("demo", "echoserver")[image]; n[1] > 0 {
-			w.t.Fatalf("%d pods of %s were created while nothing may move", n[1], image)
+			return fmt.Errorf("%d pods of %s were created while nothing may move", n[1], image)
 		}
-		if err := check(w.rollout("demo", "echoserver")); err != nil {
-			w.t.Fatal(err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return check(w.rollout("demo", "echoserver"))
+	})
 }
 
 // TestNothingMovesOnAHalfUnderstoodSpec: a Rollout whose HTTPRoute and
@@ -86,6 +82,7 @@ func (w *world) holdsStill(d time.Duration, image string, check func(*v1alpha1.R
 // argument without a value stalls it with the field named, still moving
 // nothing; with the argument given, the release starts.
 func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	app := decode(t, echoApp("echo:v1"))
@@ -168,6 +165,7 @@ func (w *world) warningEvents(ns, name, reason string) int {
 // validating webhook was not registered) stays Stalled naming the other
 // and never touches the workload.
 func TestOneRolloutPerWorkload(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	w.applyYAML(echoApp("echo:v1"))
@@ -212,6 +210,7 @@ func TestOneRolloutPerWorkload(t *testing.T) {
 // 2-step Rollout is accepted (it is harmless) with a warning naming the
 // field, which kubectl and the GitOps tool print.
 func TestApprovalOfAStepThatDoesNotExistWarns(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	w.applyYAML(echoApp("echo:v1"))

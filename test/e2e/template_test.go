@@ -10,6 +10,7 @@ import (
 // refused at admission by the controller's validating webhook, with the
 // field and the CEL error in the message.
 func TestBadAnalysisTemplateRefused(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
 	u := decode(t, `

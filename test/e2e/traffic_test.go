@@ -178,6 +178,7 @@ const nginxCanaryWeight = "nginx.ingress.kubernetes.io/canary-weight"
 // alone, the stable Service selects only stable pods while the release
 // lasts, and everything is as declared at the end.
 func TestGatewayAPIWeights(t *testing.T) {
+	t.Parallel()
 	s := givenRoutedApp(t, routedRollout(threeSteps, noGrace+gatewayRouting), httpRoute, httpRouteGVK)
 	want := serviceStates()
 	want[routedKey{"HTTPRoute", "echoserver"}] = routePhases{declaredRules, declaredRules, weightedRules(20), weightedRules(60), weightedRules(100), declaredRules}
@@ -204,6 +205,7 @@ ports: [{name: http, port: 80, protocol: TCP, targetPort: 8080}]`); !reflect.Dee
 // step's header match in front of the declared rules; the weight steps
 // after it split the stable backendRef.
 func TestGatewayAPIHeaderMatch(t *testing.T) {
+	t.Parallel()
 	steps := `
       steps:
       - matches: [{headers: [{name: x-canary, value: "yes"}]}]
@@ -260,6 +262,7 @@ spec:
 // Ingress owned by the Rollout carries each step's weight, and is deleted
 // at the end.
 func TestNginxCanaryIngress(t *testing.T) {
+	t.Parallel()
 	s := givenRoutedApp(t, routedRollout(threeSteps, noGrace+`        ingress: {name: echoserver}`), userIngress, ingressGVK)
 	user := yamlOf(jsonValue(metaView(s.rec.first(routedKey{"Ingress", "echoserver"}))))
 	want := serviceStates()
@@ -332,6 +335,7 @@ http:
 // primary route and keep the DestinationRule's stable and canary subsets;
 // both are exactly as declared at the end.
 func TestIstioThroughLua(t *testing.T) {
+	t.Parallel()
 	routing := noGrace + `        customNetworkRefs:
         - {apiVersion: networking.istio.io/v1, kind: DestinationRule, name: echoserver}
         - {apiVersion: networking.istio.io/v1, kind: VirtualService, name: echoserver}`
@@ -1185,7 +1189,7 @@ func (l *objectLog) timeline() []objectVersion {
 // of its kinds, and no object that is gone.
 func (l *objectLog) catchUp(w *world) {
 	w.t.Helper()
-	w.eventually(15*time.Second, "the watches deliver every write", func(ctx context.Context) (bool, error) {
+	w.eventually(30*time.Second, "the watches deliver every write", func(ctx context.Context) (bool, error) {
 		for _, gvk := range l.gvks {
 			list := listOf(gvk)
 			if err := w.c.List(ctx, list, client.InNamespace(l.ns)); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/test/kube"
 )
 
 // The release of every workload kind, told the same way: given a running
@@ -78,6 +79,7 @@ func TestWorkloadDaemonSet(t *testing.T)           { kindStories(t, daemonSetKin
 // kindStories runs the three stories of one kind on one cluster, each
 // in its own namespace.
 func kindStories(t *testing.T, k workloadKind) {
+	t.Parallel()
 	w := newWorld(t)
 	t.Run("release", func(t *testing.T) { kindReleaseStory(newKindStory(t, w, k, "release")) })
 	t.Run("rollback", func(t *testing.T) { kindRollbackStory(newKindStory(t, w, k, "rollback")) })
@@ -474,14 +476,17 @@ func kindReleaseStory(s *kindStory) {
 	canary := ro.Status.CanaryRevision
 	t.Logf("gate reached %s after the bump", time.Since(start).Round(time.Millisecond))
 	before := s.census("")
-	time.Sleep(3 * time.Second) // deliberately: nothing may move without an approval
-	ro = s.rollout(s.ns, "web")
-	if after := s.census(""); after.names() != before.names() || after.String() != before.String() {
-		t.Fatalf("pods changed at an unapproved gate: %v -> %v", before, after)
-	}
-	if ro.Status.CurrentStepIndex != 1 || ro.Status.CurrentStepState != v1alpha1.StepPaused || ro.Status.AwaitingApproval == nil {
-		t.Fatalf("the gate did not hold: %s", releasePosition(&ro.Status))
-	}
+	// Nothing may move without an approval.
+	kube.Holds(t, 3*time.Second, "the unapproved gate", func(ctx context.Context) error {
+		ro = s.rollout(s.ns, "web")
+		if after := s.census(""); after.names() != before.names() || after.String() != before.String() {
+			return fmt.Errorf("pods changed at an unapproved gate: %v -> %v", before, after)
+		}
+		if ro.Status.CurrentStepIndex != 1 || ro.Status.CurrentStepState != v1alpha1.StepPaused || ro.Status.AwaitingApproval == nil {
+			return fmt.Errorf("the gate did not hold: %s", releasePosition(&ro.Status))
+		}
+		return nil
+	})
 
 	// When the approval is merged and Flux applies the Rollout.
 	approved := time.Now()

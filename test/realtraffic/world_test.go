@@ -94,20 +94,11 @@ func newWorldOf(t *testing.T, ctx context.Context, opts worldOptions) *world {
 	traefik := repo.Tool(t, "traefik")
 	crds := filepath.Join(repo.ToolsDir(), "gateway-api-crds")
 	dir := t.TempDir()
-	var images []realnode.Image
-	for _, v := range []string{"v1", "v2", "v3"} {
-		img, err := realnode.SampleApp(ctx, dir, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		images = append(images, img)
-	}
-	ctrl, err := realnode.ControllerImage(ctx, dir, controllerImage)
+	images, err := storyImages.get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	images = append(images, ctrl)
-	t.Logf("images built in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("images ready in %s", time.Since(start).Round(time.Millisecond))
 
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {

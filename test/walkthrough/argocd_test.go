@@ -31,6 +31,7 @@ import (
 // Application Synced to the head of main, and Git's status file saying
 // Healthy.
 func TestArgoCDGettingStarted(t *testing.T) {
+	t.Parallel()
 	const pagePath = "docs/getting-started-argocd.md"
 	page, err := os.ReadFile(filepath.Join(repo.Root(), pagePath))
 	if err != nil {

@@ -38,6 +38,7 @@ const (
 // the outcome the page promises: every pod on the new image, the Rollout
 // Healthy, Flux at the head of main, and Git's status file saying Healthy.
 func TestFluxGettingStarted(t *testing.T) {
+	t.Parallel()
 	page, err := os.ReadFile(filepath.Join(repo.Root(), "docs", "getting-started-flux.md"))
 	if err != nil {
 		t.Fatal(err)

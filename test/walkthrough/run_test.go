@@ -3,9 +3,27 @@ package walkthrough
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+// treeBuild lets one page block at a time build in the repository's
+// working tree (`make build` writes bin/rollgate and links
+// bin/kubectl-rollgate): the walkthroughs run side by side.
+var treeBuild sync.Mutex
+
+// buildsInTree says whether a block runs make, which builds in the
+// working tree.
+func buildsInTree(script string) bool {
+	for _, line := range strings.Split(script, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "make" {
+			return true
+		}
+	}
+	return false
+}
 
 // runPage runs the page's shell blocks in order in s: an env block as the
 // test's exports for the same names, an "instead" block as its hook, an
@@ -43,7 +61,14 @@ func runPage(ctx context.Context, t *testing.T, s *Session, pagePath string, blo
 			continue
 		}
 		start := time.Now()
+		inTree := buildsInTree(script)
+		if inTree {
+			treeBuild.Lock()
+		}
 		out, err := s.Run(ctx, script, 6*time.Minute)
+		if inTree {
+			treeBuild.Unlock()
+		}
 		t.Logf("%s (%s):\n%s\n%s", what, time.Since(start).Round(time.Millisecond), indent(script), indent(out))
 		if err != nil {
 			t.Fatalf("%s failed: %v", what, err)

@@ -1,0 +1,35 @@
+package e2e
+
+import (
+	"flag"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// parallelStories is how many stories run side by side unless -parallel
+// says otherwise. Every story owns its kwok cluster, Git server and
+// controller, and spends most of its time waiting on intervals, pauses
+// and polls, so several share the machine's cores well (go test's default
+// is GOMAXPROCS, two on the 2-core machines this runs on).
+//
+// The stories whose assertions carry a time bound do not call t.Parallel:
+// go test runs them one after another before the parallel ones start, as
+// loaded as before. They are the analysis stories (measurement spacing,
+// decision within interval x (failureLimit+1)), the release through Git
+// (GitSynced within 3 s of the gate), the re-assertions at a gate (the
+// step back within 2 s of a write) and the scaled release (pods over the
+// step's share for no more than 5 s after a scale event).
+const parallelStories = 4
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallelStories)); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}

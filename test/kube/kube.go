@@ -1,0 +1,145 @@
+// Package kube holds the few steps every cluster test takes against a real
+// API server: decode YAML, server-side apply it as a GitOps tool would,
+// wait for CRDs, poll until something holds, and check that nothing moves
+// for a while.
+package kube
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Poll is how often Eventually and Holds look.
+const Poll = 250 * time.Millisecond
+
+// Decode splits docs (YAML or JSON, "---" separated) into objects,
+// skipping empty documents.
+func Decode(t testing.TB, docs string) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decode: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+// Apply server-side applies obj as fieldManager with force, the way Flux
+// applies a Git change.
+func Apply(t testing.TB, c client.Client, obj *unstructured.Unstructured, fieldManager string) {
+	t.Helper()
+	obj.SetManagedFields(nil)
+	obj.SetResourceVersion("")
+	if err := c.Patch(context.Background(), obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
+	}
+}
+
+// ApplyYAML applies every document of docs as fieldManager.
+func ApplyYAML(t testing.TB, c client.Client, docs, fieldManager string) {
+	t.Helper()
+	for _, u := range Decode(t, docs) {
+		Apply(t, c, u, fieldManager)
+	}
+}
+
+// ApplyFiles applies every object of a YAML file, or of every *.yaml file
+// in a folder, as fieldManager, and waits for each CRD among them to be
+// established.
+func ApplyFiles(t testing.TB, c client.Client, path, fieldManager string) {
+	t.Helper()
+	files := []string{path}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		files, _ = filepath.Glob(filepath.Join(path, "*.yaml"))
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range Decode(t, string(data)) {
+			Apply(t, c, u, fieldManager)
+			if u.GetKind() == "CustomResourceDefinition" {
+				WaitEstablished(t, c, u.GetName(), 30*time.Second)
+			}
+		}
+	}
+}
+
+// WaitEstablished waits until the CRD name is Established.
+func WaitEstablished(t testing.TB, c client.Client, name string, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, "CRD "+name+" established", func(ctx context.Context) (bool, error) {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+			return false, nil
+		}
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// EnsureNamespace creates the namespace name unless it exists.
+func EnsureNamespace(t testing.TB, c client.Client, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// Eventually polls cond every Poll until it holds, and fails the test
+// when timeout passes first or cond returns an error.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), Poll, timeout, true, cond); err != nil {
+		t.Fatalf("%s: not within %s: %v", what, timeout, err)
+	}
+}
+
+// Holds is the negative of Eventually: "nothing moves for d". It checks
+// at once and then every Poll until d has passed, and fails the test at
+// the first look where check returns an error. A fixed sleep followed by
+// one look would miss a move that came back before the look; this sees
+// every state that lasted longer than Poll.
+func Holds(t testing.TB, d time.Duration, what string, check func(ctx context.Context) error) {
+	t.Helper()
+	ctx := context.Background()
+	end := time.Now().Add(d)
+	for {
+		if err := check(ctx); err != nil {
+			t.Fatalf("%s did not hold for %s: %v", what, d, err)
+		}
+		if !time.Now().Before(end) {
+			return
+		}
+		time.Sleep(min(Poll, time.Until(end)))
+	}
+}
