@@ -258,8 +258,9 @@ func (tw testWriter) Write(p []byte) (int, error) {
 }
 
 // writeLog records the write requests (every method but GET) one
-// instance sends to the API server, from its own HTTP transport: what it
-// wrote cannot be mistaken for another instance's writes.
+// instance sent to the API server and the API server accepted, from its own
+// HTTP transport: what it wrote cannot be mistaken for another instance's
+// writes.
 type writeLog struct {
 	mu     sync.Mutex
 	writes []string // "<METHOD> <path>"
@@ -267,12 +268,15 @@ type writeLog struct {
 
 func (l *writeLog) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if req.Method != http.MethodGet {
+		resp, err := rt.RoundTrip(req)
+		// A write the API server refused (a status patch of a Rollout
+		// relabelled meanwhile fails its optimistic lock) changed nothing.
+		if req.Method != http.MethodGet && err == nil && resp.StatusCode < 300 {
 			l.mu.Lock()
 			l.writes = append(l.writes, req.Method+" "+req.URL.Path)
 			l.mu.Unlock()
 		}
-		return rt.RoundTrip(req)
+		return resp, err
 	})
 }
 
