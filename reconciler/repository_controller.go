@@ -94,8 +94,8 @@ func (r *RepositoryReconciler) setupWithManager(mgr ctrl.Manager) error {
 // checkIfDue fetches the tracked branch of e when it never tried to, a
 // push webhook marked it stale, or nothing fetched (or tried to) for
 // max(interval, repositoryCheck); and every branch on which a Rollout
-// waits at a gate for an approval merged in Git (the tracked branch among
-// them) every interval. It returns when the next check is due and
+// waits at a gate for an approval merged in Git (the tracked one or
+// another) every interval. It returns when the next check is due and
 // whether a gate waits; the outcome is in e.health.
 func (g *repoPool) checkIfDue(ctx context.Context, e *repoHandle, now time.Time) (time.Duration, bool) {
 	gated := g.gatedBranches(ctx, e)
@@ -108,7 +108,7 @@ func (g *repoPool) checkIfDue(ctx context.Context, e *repoHandle, now time.Time)
 	next := max(g.interval(e), repositoryCheck)
 	for _, b := range branches {
 		every := max(g.interval(e), repositoryCheck)
-		if len(gated) > 0 {
+		if slices.Contains(gated, b) {
 			every = g.interval(e)
 		}
 		e.mu.Lock()
