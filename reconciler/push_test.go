@@ -37,12 +37,7 @@ import (
 // is not missed. (A Rollout woken for nothing only costs a reconcile; one
 // not woken waits for the next fetch interval, up to ten minutes here.)
 func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	ctx, cfg, c, scheme := startAPIServer(t)
 
 	// The Rollouts, by what they are.
 	const (
@@ -169,12 +164,7 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 // to repositoryCheck. A merge is seen within one interval of a gate
 // waiting for it, and no Rollout has to poll Git for that.
 func TestGatesMakeTheRepositoryPoll(t *testing.T) {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	ctx, cfg, c, scheme := startAPIServer(t)
 
 	srv := gitserver.Start(t, gitserver.Options{})
 	url, err := srv.CreateRepo("app", map[string]string{manifestPath("web"): "# v1\n"})
@@ -296,6 +286,19 @@ func waitGated(ctx context.Context, t *testing.T, ca cache.Cache, ns string, n i
 	}
 }
 
+// startAPIServer starts a real API server with Rollouts and a context
+// that ends with the test.
+func startAPIServer(t *testing.T) (context.Context, *rest.Config, client.Client, *runtime.Scheme) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx, cfg, c, scheme
+}
+
 func manifestPath(name string) string { return "apps/" + name + "/rollout.yaml" }
 
 func mustCreate(t *testing.T, c client.Client, o client.Object) {
@@ -346,22 +349,7 @@ func indexedRolloutCache(ctx context.Context, t *testing.T, cfg *rest.Config, sc
 	if !ca.WaitForCacheSync(ctx) {
 		t.Fatal("Rollout cache did not sync")
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var list v1alpha1.RolloutList
-		if err := ca.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
-		n := 0
-		for _, ro := range list.Items {
-			if ro.Status.AwaitingApproval != nil {
-				n++
-			}
-		}
-		return n == gated, nil
-	})
-	if err != nil {
-		t.Fatalf("cache never showed %d gated Rollouts: %v", gated, err)
-	}
+	waitGated(ctx, t, ca, ns, gated)
 	return ca
 }
 

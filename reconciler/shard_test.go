@@ -8,16 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
-	"github.com/rollgate/rollgate/test/envtest"
 	"github.com/rollgate/rollgate/test/gitserver"
 )
 
@@ -29,12 +25,7 @@ import (
 // dropped, so the old shard never writes a stale state over the new
 // shard's file.
 func TestProgressOfARolloutThatLeftTheShardIsNotQueued(t *testing.T) {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	ctx, cfg, c, scheme := startAPIServer(t)
 
 	const ns, key = "shard-leave", "sharding.fluxcd.io/key"
 	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
