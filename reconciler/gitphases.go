@@ -65,8 +65,9 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) err
 
 // actOnGit proposes the approval branch of a gate that waits, writes a
 // failed release's revert, and prepares the Rollout's progress for the
-// status branch (queued once the status is persisted: queueProgress). The progress is queued even when a proposal or the revert
-// failed: other clusters (spec.fleet) and people read it there.
+// status branch (queued once the status is persisted: queueProgress).
+// The progress goes out even when a proposal or the revert failed: other
+// clusters (spec.fleet) and people read it there.
 func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 	ro := rel.ro
 	if rel.git == nil {
