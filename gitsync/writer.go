@@ -121,6 +121,8 @@ type Writer struct {
 	// current state; absent while that state is pending.
 	written map[string]string
 	last    flushOutcome
+	// held makes every flush write nothing (see Hold).
+	held bool
 	// burst holds a token once Burst Rollouts wait to be written (see
 	// Start).
 	burst chan struct{}
@@ -338,6 +340,20 @@ func (w *Writer) Pending() bool {
 	return w.gen != w.flushed
 }
 
+// Hold stops w from writing: every later flush, the last one of Start
+// included, writes nothing and leaves the states for a Writer that adopts
+// them (Adopt). A flush already under way ends first. It is for a Writer
+// whose Repository can no longer be written as it is declared now (a
+// signing key that cannot be used, a Secret gone): it must not go on with
+// the credentials or the key it was opened with.
+func (w *Writer) Hold() {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held = true
+}
+
 // Flush writes every enqueued state that differs from the branch in one
 // commit (none when all are identical). Concurrent pushes by others are
 // merged by rebuilding on their head; see Repository.Update. OnFlush is
@@ -356,6 +372,10 @@ func (w *Writer) flush(ctx context.Context) (out FlushResult, wrote bool, err er
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
+	if w.held {
+		w.mu.Unlock()
+		return FlushResult{}, false, nil
+	}
 	gen := w.gen
 	states := make(map[string]RolloutState, len(w.states))
 	seq := make(map[string]uint64, len(w.states))

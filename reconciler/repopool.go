@@ -37,6 +37,10 @@ type repoPool struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	entries map[types.NamespacedName]*repoHandle
+	// retired holds, per Repository, the last open repository taken out
+	// of use because the Repository could not be opened as it now reads
+	// (see retire); the next one that opens adopts its unwritten states.
+	retired map[types.NamespacedName]*repoHandle
 	// owned orders a Rollout's progress queued against its writer's
 	// Forget when it leaves this shard (queueProgress).
 	owned sync.Mutex
@@ -76,7 +80,8 @@ type repoHandle struct {
 
 func newRepoPool(reader client.Reader, defaults Options) *repoPool {
 	return &repoPool{
-		reader: reader, defaults: defaults, entries: map[types.NamespacedName]*repoHandle{},
+		reader: reader, defaults: defaults,
+		entries: map[types.NamespacedName]*repoHandle{}, retired: map[types.NamespacedName]*repoHandle{},
 		written: newNotifier(priorityPoll), changed: newNotifier(0), moved: newNotifier(priorityWoken),
 	}
 }
@@ -127,9 +132,38 @@ func (g *repoPool) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*repoH
 }
 
 // forRepository returns the open repository of r, opening it (again) when
-// r's spec or its Secret changed.
+// r's spec or its Secrets changed. When r cannot be opened as it reads
+// now, the repository opened before is retired: nothing more is written
+// with its credentials or signing key.
 func (g *repoPool) forRepository(ctx context.Context, r *v1alpha1.Repository) (*repoHandle, error) {
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
+	e, err := g.reopen(ctx, key, r)
+	if err != nil {
+		g.retire(key)
+		return nil, err
+	}
+	return e, nil
+}
+
+// retire takes the open repository of key out of use: its writer writes
+// nothing more and keeps what it had not written for the repository that
+// opens once the Repository is fixed.
+func (g *repoPool) retire(key types.NamespacedName) {
+	g.mu.Lock()
+	e := g.entries[key]
+	delete(g.entries, key)
+	if e != nil {
+		g.retired[key] = e
+	}
+	g.mu.Unlock()
+	if e != nil {
+		e.writer.Hold()
+		go e.stop()
+	}
+}
+
+// reopen is forRepository without retiring.
+func (g *repoPool) reopen(ctx context.Context, key types.NamespacedName, r *v1alpha1.Repository) (*repoHandle, error) {
 	var data map[string][]byte
 	secretVersion := ""
 	if r.Spec.SecretRef != nil {
@@ -167,6 +201,10 @@ func (g *repoPool) forRepository(ctx context.Context, r *v1alpha1.Repository) (*
 		return nil, fmt.Errorf("Repository %s: %w", key, err)
 	}
 	old := g.entries[key]
+	if old == nil {
+		old = g.retired[key]
+	}
+	delete(g.retired, key)
 	g.entries[key] = e
 	g.mu.Unlock()
 	if old != nil {
@@ -183,6 +221,7 @@ func (g *repoPool) close(key types.NamespacedName) {
 	g.mu.Lock()
 	e := g.entries[key]
 	delete(g.entries, key)
+	delete(g.retired, key)
 	g.mu.Unlock()
 	if e != nil {
 		go e.stop() // a last flush may wait for an unreachable server

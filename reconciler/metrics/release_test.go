@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -224,11 +225,13 @@ func TestMetricsOfAReleaseThroughTheController(t *testing.T) {
 
 	// Flux applies a new image: the release stops at the gate of step 1,
 	// whose approval branch is pushed.
-	if err := w.c.Get(context.Background(), client.ObjectKeyFromObject(deploy), deploy); err != nil {
-		t.Fatal(err)
-	}
-	deploy.Spec.Template.Spec.Containers[0].Image = "web:2"
-	if err := w.c.Update(context.Background(), deploy); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if err := w.c.Get(context.Background(), client.ObjectKeyFromObject(deploy), deploy); err != nil {
+			return err
+		}
+		deploy.Spec.Template.Spec.Containers[0].Image = "web:2"
+		return w.c.Update(context.Background(), deploy)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	w.until(2*time.Minute, "the gate of step 1 waits on an approval branch", func(context.Context) (bool, string) {

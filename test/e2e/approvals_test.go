@@ -48,10 +48,9 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 
 	// When someone with cluster access writes the approval into the
 	// Rollout object, it does not count.
-	ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
-	if err := w.c.Update(context.Background(), ro); err != nil {
-		t.Fatal(err)
-	}
+	w.update(ro, func() {
+		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
+	})
 	w.holdsGate(3*time.Second, 1)
 
 	// When the approval branch is merged without a signature (main moved

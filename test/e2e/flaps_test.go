@@ -304,10 +304,9 @@ func TestRouteChangedInGitMidReleaseIsKept(t *testing.T) {
 	}
 
 	// When step 1 is approved and the release completes.
-	ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
-	if err := s.w.c.Update(context.Background(), ro); err != nil {
-		t.Fatal(err)
-	}
+	s.w.update(ro, func() {
+		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
+	})
 	s.w.eventually(60*time.Second, "the release completes", func(ctx context.Context) (bool, error) {
 		st := s.w.rollout("demo", "echoserver").Status
 		return st.Phase == v1alpha1.PhaseHealthy && st.StableRevision == ro.Status.CanaryRevision, nil

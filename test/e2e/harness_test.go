@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -191,6 +192,23 @@ func (w *world) rollout(ns, name string) *v1alpha1.Rollout {
 		w.t.Fatal(err)
 	}
 	return ro
+}
+
+// update reads obj afresh, changes it with mutate and writes it back,
+// again on a conflict: the controller writes the status of the same
+// objects meanwhile, and a user's kubectl edit retries the same way.
+func (w *world) update(obj client.Object, mutate func()) {
+	w.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if err := w.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate()
+		return w.c.Update(context.Background(), obj)
+	})
+	if err != nil {
+		w.t.Fatalf("updating %s: %v", client.ObjectKeyFromObject(obj), err)
+	}
 }
 
 // pods counts the pods of a Deployment by image: ready and total.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -9,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/test/gitserver"
 )
 
 // TestCommitsAreSignedWithTheRepositoryKey: with spec.commit.signingKeyRef,
@@ -30,7 +28,7 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.ensureNamespace("demo")
-	private, public := signingKey(t)
+	private, public := gitserver.OpenPGPKeyPair(t, "rollgate-e2e")
 	for name, key := range map[string][]byte{"signing-key": private, "broken-key": []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----\nnot a key\n")} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name}, Data: map[string][]byte{"git.asc": key}}
 		if err := w.c.Create(context.Background(), s); err != nil {
@@ -61,16 +59,18 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 
 	// When the key cannot be used, nothing more is pushed, and the
 	// Repository and the Rollout say why.
-	statusHead := headCommit(t, bare, gitsync.DefaultStatusBranch).Hash
 	r := w.repository("demo", "app-repo")
-	r.Spec.Commit.SigningKeyRef.Name = "broken-key"
-	if err := w.c.Update(context.Background(), r); err != nil {
-		t.Fatal(err)
-	}
+	w.update(r, func() { r.Spec.Commit.SigningKeyRef.Name = "broken-key" })
 	w.eventually(30*time.Second, "the Repository not Ready, naming the signing key", func(ctx context.Context) (bool, error) {
 		c := conditions.Get(w.repository("demo", "app-repo"), v1alpha1.ReadyCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "spec.commit.signingKeyRef"), nil
 	})
+	// A state the writer held before it saw the change may still have been
+	// written, with the good key; from here on nothing may be.
+	statusHead := headCommit(t, bare, gitsync.DefaultStatusBranch)
+	if _, err := statusHead.Verify(public); err != nil {
+		t.Fatalf("the head of the status branch when the key changed (%s) is not signed by the Repository's key: %v", statusHead.Hash, err)
+	}
 	msg := conditions.GetMessage(w.repository("demo", "app-repo"), v1alpha1.ReadyCondition)
 	if strings.Contains(msg, "not a key") || strings.Contains(msg, "BEGIN PGP") {
 		t.Fatalf("the Repository's status quotes the key: %q", msg)
@@ -78,10 +78,9 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 	// The release goes on in the cluster (approve it there); Git gets no
 	// unsigned commit meanwhile.
 	ro = w.rollout("demo", "echoserver")
-	ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
-	if err := w.c.Update(context.Background(), ro); err != nil {
-		t.Fatal(err)
-	}
+	w.update(ro, func() {
+		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
+	})
 	w.eventually(60*time.Second, "step 1 approved", func(ctx context.Context) (bool, error) {
 		return w.rollout("demo", "echoserver").Status.CurrentStepIndex >= 2, nil
 	})
@@ -91,38 +90,11 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 	})
 	// Three status windows: nothing may be written meanwhile.
 	w.holds(3*time.Second, "the status branch with an unusable signing key", func(ctx context.Context) error {
-		if h := headCommit(t, bare, gitsync.DefaultStatusBranch).Hash; h != statusHead {
+		if h := headCommit(t, bare, gitsync.DefaultStatusBranch).Hash; h != statusHead.Hash {
 			return fmt.Errorf("rollgate pushed %s to the status branch with an unusable signing key", h)
 		}
 		return nil
 	})
-}
-
-// signingKey returns a new OpenPGP key pair, armored.
-func signingKey(t *testing.T) (private []byte, public string) {
-	t.Helper()
-	e, err := openpgp.NewEntity("rollgate e2e", "", "rollgate-e2e@rollgate.invalid", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var priv, pub bytes.Buffer
-	wp, err := armor.Encode(&priv, openpgp.PrivateKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.SerializePrivate(wp, nil); err != nil {
-		t.Fatal(err)
-	}
-	wp.Close()
-	wb, err := armor.Encode(&pub, openpgp.PublicKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Serialize(wb); err != nil {
-		t.Fatal(err)
-	}
-	wb.Close()
-	return priv.Bytes(), pub.String()
 }
 
 // headCommit reads the head commit of branch in the server's bare repository.

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -84,11 +85,15 @@ func TestDeploymentPodsServeHTTP(t *testing.T) {
 		t.Errorf("ClusterIP %s reached %d pods in 15 s, want 3: %v", svc.Spec.ClusterIP, len(seen), seen)
 	}
 
-	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(dep), dep); err != nil {
-		t.Fatal(err)
-	}
-	dep.Spec.Template.Spec.Containers[0].Image = "localhost/verserver:v2"
-	if err := c.Client.Update(ctx, dep); err != nil {
+	// The Deployment controller writes the status meanwhile: read again
+	// on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(dep), dep); err != nil {
+			return err
+		}
+		dep.Spec.Template.Spec.Containers[0].Image = "localhost/verserver:v2"
+		return c.Client.Update(ctx, dep)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
