@@ -425,10 +425,15 @@ func check(t *testing.T, app, phase string, samples []appState, ok func(appState
 	t.Helper()
 	counts := map[string]int{}
 	bad := 0
-	for _, s := range samples {
+	for i, s := range samples {
 		counts[sampleKey(s)]++
 		if !ok(s) {
 			bad++
+			if bad <= 5 {
+				// Every resource's sync and health, to tell which one
+				// made the Application differ.
+				t.Logf("%s %s: sample %d of %d: %s", app, phase, i+1, len(samples), s)
+			}
 		}
 	}
 	var keys []string
