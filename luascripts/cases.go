@@ -131,13 +131,22 @@ func runCaseFile(file, name string, lib *Library, overrides map[string]string, r
 	for i, step := range run.steps {
 		label := fmt.Sprintf("%s step %d (%s)", name, i+1, run.script.Name)
 		got, runErr := run.step(runner, tc, step)
-		if msg := checkStep(tc.Expected[i], got, runErr); msg != "" {
+		msg := checkStep(tc.Expected[i], got, runErr)
+		if msg == "" && run.script.native != nil {
+			// The built-in's Go implementation ran; its Lua script must
+			// give exactly the same.
+			lua := run
+			lua.script = run.script.luaOnly()
+			luaGot, luaErr := lua.step(runner, tc, step)
+			msg = sameOutcome(got, runErr, luaGot, luaErr)
+		}
+		if msg != "" {
 			fmt.Fprintf(out, "--- FAIL: %s\n%s", label, msg)
 			failed++
 		}
 	}
 	if failed == 0 {
-		fmt.Fprintf(out, "ok   %s (%d steps, %s)\n", name, len(run.steps), run.script.Name)
+		fmt.Fprintf(out, "ok   %s (%d steps, %s)\n", name, len(run.steps), describeNative(run.script))
 	}
 	return len(run.steps), failed
 }
@@ -296,6 +305,26 @@ func checkStep(expected, got map[string]any, runErr error) string {
 		return ""
 	}
 	return unifiedDiff(strings.Split(want, "\n"), strings.Split(have, "\n"), "expected", "got")
+}
+
+// sameOutcome compares the outcome of a built-in's Go implementation with
+// that of its Lua script: the same object, or the same error.
+func sameOutcome(goGot map[string]any, goErr error, luaGot map[string]any, luaErr error) string {
+	if goErr != nil || luaErr != nil {
+		if goErr != nil && luaErr != nil && goErr.Error() == luaErr.Error() {
+			return ""
+		}
+		return fmt.Sprintf("    the Go implementation and the Lua script differ:\n    Go:  %v\n    Lua: %v\n", goErr, luaErr)
+	}
+	want, err1 := toYAML(luaGot)
+	have, err2 := toYAML(goGot)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Sprintf("    %v\n", err)
+	}
+	if want == have {
+		return ""
+	}
+	return "    the Go implementation and the Lua script differ:\n" + unifiedDiff(strings.Split(want, "\n"), strings.Split(have, "\n"), "Lua", "Go")
 }
 
 // toYAML renders v as YAML with sorted keys, after a JSON round trip so

@@ -188,11 +188,24 @@ func NewIngressInput(annotations map[string]string, step v1alpha1.TrafficRouting
 }
 
 // RunCustom runs a custom resource script and returns the new spec, labels
-// and annotations. Labels or annotations the script leaves out of its
+// and annotations. A built-in with a Go implementation runs that instead
+// of its Lua script where it can (see native.go); the result is the same. Labels or annotations the script leaves out of its
 // result stay as they were in in.Data. A result the routing guard refuses
 // (see guard.go) is an error wrapping ErrMisroute. On error the caller
 // must leave the resource untouched.
 func (r Runner) RunCustom(ctx context.Context, s Script, in CustomInput) (ObjectData, error) {
+	if s.native != nil {
+		out, err := r.runNative(ctx, s, in)
+		if err != errFallback {
+			if err != nil {
+				return ObjectData{}, err
+			}
+			if err := checkCustom(s, in, out); err != nil {
+				return ObjectData{}, err
+			}
+			return out, nil
+		}
+	}
 	v, err := r.run(ctx, s, in.encode, func(d *decoder, ret lua.LValue) (any, error) {
 		return decodeCustom(d, ret, in.Data)
 	})

@@ -1,0 +1,265 @@
+package luascripts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Built-in scripts written in Go.
+//
+// The Istio VirtualService and DestinationRule built-ins also exist as Go
+// functions (native_istio.go), which a run of the built-in uses instead of
+// the Lua script: same input (CustomInput), same output (ObjectData), same
+// errors, about ten times less CPU. The Lua script stays the reference:
+//
+//   - A ConfigMap override never has a Go implementation: Library.Resolve
+//     returns the compiled override, which always wins, as before.
+//   - The Go function handles the objects the built-in is written for
+//     (http, tls and tcp lists of route objects, destinations with a host
+//     and a number weight, Istio string matches of strings, ...). On
+//     anything else (a field of another type, a value the Lua round trip
+//     would refuse, two header names equal but for case, a Lua error with
+//     a line number) it returns errFallback before producing anything, and
+//     the run goes to the Lua script, which gives exactly what it always
+//     gave. Errors the script raises on purpose (error(msg, 0)) come from
+//     the Go function with the same text.
+//   - Every golden case runs both (RunCases compares them), and
+//     TestNativeMatchesLua feeds generated objects to both.
+//
+// A Go function works on a copy of the input made by normalize, which
+// gives every value the type the Lua round trip gives it back (numbers as
+// int64 when integral, else float64; nil map values dropped; []string as
+// []any), so an untouched part of the object comes back exactly as from
+// the Lua script.
+
+// nativeFunc is a built-in script in Go. spec is the normalized copy of
+// in.Data.Spec (an empty map when it is nil), which it may change and
+// return. fail makes the deliberate errors of the script.
+type nativeFunc func(in CustomInput, spec map[string]any, fail func(format string, args ...any) error) (map[string]any, error)
+
+// errFallback: the Go function does not handle this input; run the Lua
+// script.
+var errFallback = errors.New("run the Lua script")
+
+// nativeFor returns the Go implementation of a built-in key, or nil.
+func nativeFor(key string) nativeFunc {
+	switch key {
+	case CustomKey("VirtualService", "networking.istio.io"):
+		return istioVirtualService
+	case CustomKey("DestinationRule", "networking.istio.io"):
+		return istioDestinationRule
+	}
+	return nil
+}
+
+// Implementation says what runs for s: "Go" for a built-in with a Go
+// implementation (the Lua script then runs only for inputs the Go code
+// leaves to it), else "Lua".
+func (s Script) Implementation() string {
+	if s.native != nil {
+		return "Go"
+	}
+	return "Lua"
+}
+
+// luaOnly returns s without its Go implementation.
+func (s Script) luaOnly() Script {
+	s.native = nil
+	return s
+}
+
+// runNative runs the Go implementation of s. It returns errFallback when
+// the Lua script must run instead; a panic becomes an ErrRuntime error.
+func (r Runner) runNative(ctx context.Context, s Script, in CustomInput) (out ObjectData, err error) {
+	if ctx.Err() != nil {
+		return ObjectData{}, errFallback // the Lua path reports it
+	}
+	if r.Observe != nil {
+		start := time.Now()
+		defer func() {
+			if err != errFallback {
+				r.Observe(s, time.Since(start), err)
+			}
+		}()
+	}
+	return callNative(s, in, r.Limits.withDefaults())
+}
+
+// callNative calls s.native on a normalized copy of in.Data.Spec.
+func callNative(s Script, in CustomInput, lim Limits) (out ObjectData, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = ObjectData{}, scriptErr(s.Name, ErrRuntime, 0,
+				"internal error of the Go implementation (report it; a ConfigMap copy of the Lua script avoids it): %v", p)
+		}
+	}()
+	n := normalizer{budget: lim.ResultValues / 4}
+	spec := map[string]any{}
+	if in.Data.Spec != nil {
+		if spec = n.object(in.Data.Spec, 2); n.fallback {
+			return ObjectData{}, errFallback
+		}
+	}
+	fail := func(format string, args ...any) error {
+		return scriptErr(s.Name, ErrRuntime, 0, format, args...)
+	}
+	spec, err = s.native(in, spec, fail)
+	if err != nil {
+		return ObjectData{}, err
+	}
+	return ObjectData{Spec: spec, Labels: in.Data.Labels, Annotations: in.Data.Annotations}, nil
+}
+
+// normalizer deep-copies a spec as the Lua round trip (encoder, untouched
+// by the script, decoder) gives it back. Anything the round trip would
+// refuse or change in another way (types it cannot convert, NaN, nesting
+// beyond maxDepth, more than budget values) sets fallback.
+type normalizer struct {
+	budget   int
+	fallback bool
+}
+
+// object copies a map at the encoder's depth.
+func (n *normalizer) object(m map[string]any, depth int) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if v == nil {
+			continue
+		}
+		out[k] = n.value(v, depth+1)
+		if n.fallback {
+			return nil
+		}
+	}
+	return out
+}
+
+func (n *normalizer) value(v any, depth int) any {
+	n.budget--
+	if depth > maxDepth || n.budget < 0 {
+		n.fallback = true
+		return nil
+	}
+	switch x := v.(type) {
+	case nil, string, bool:
+		return x
+	case int:
+		return n.number(float64(x))
+	case int32:
+		return n.number(float64(x))
+	case int64:
+		return n.number(float64(x))
+	case float64:
+		return n.number(x)
+	case map[string]any:
+		return n.object(x, depth)
+	case map[string]string:
+		out := make(map[string]any, len(x))
+		for k, s := range x {
+			out[k] = s
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, item := range x {
+			if out[i] = n.value(item, depth+1); n.fallback {
+				return nil
+			}
+		}
+		return out
+	case []string:
+		out := make([]any, len(x))
+		for i, s := range x {
+			out[i] = s
+		}
+		return out
+	}
+	n.fallback = true
+	return nil
+}
+
+func (n *normalizer) number(f float64) any {
+	v, err := decodeNumber(f)
+	if err != nil {
+		n.fallback = true
+	}
+	return v
+}
+
+// luaNumber is the value a Lua number decodes to, or errFallback for NaN
+// and infinities (the Lua script's result would be refused).
+func luaNumber(f float64) (any, error) {
+	v, err := decodeNumber(f)
+	if err != nil {
+		return nil, errFallback
+	}
+	return v, nil
+}
+
+// deepCopy copies a normalized value, as rollgate.copy does.
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, item := range x {
+			out[k] = deepCopy(item)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, item := range x {
+			out[i] = deepCopy(item)
+		}
+		return out
+	}
+	return v
+}
+
+// Readers of normalized values that mirror what the scripts accept
+// without falling back: an absent field, or one of the expected type.
+
+// optObject returns m[key] as an object: nil and true when absent; false
+// when it holds something else.
+func optObject(m map[string]any, key string) (map[string]any, bool) {
+	v, ok := m[key]
+	if !ok {
+		return nil, true
+	}
+	o, ok := v.(map[string]any)
+	return o, ok
+}
+
+// optList returns m[key] as a list, like optObject.
+func optList(m map[string]any, key string) ([]any, bool) {
+	v, ok := m[key]
+	if !ok {
+		return nil, true
+	}
+	l, ok := v.([]any)
+	return l, ok
+}
+
+// objectOrNew returns m[key] as an object, stored as a new one when
+// absent (the scripts' "m.key = m.key or rollgate.object()").
+func objectOrNew(m map[string]any, key string) (map[string]any, error) {
+	o, ok := optObject(m, key)
+	if !ok {
+		return nil, errFallback
+	}
+	if o == nil {
+		o = map[string]any{}
+		m[key] = o
+	}
+	return o, nil
+}
+
+// describeNative is the line RunCases prints for a script: its name and,
+// for a built-in with a Go implementation, that both ran.
+func describeNative(s Script) string {
+	if s.native != nil {
+		return fmt.Sprintf("%s, Go and Lua", s.Name)
+	}
+	return s.Name
+}
