@@ -36,8 +36,43 @@ import (
 
 // nativeFunc is a built-in script in Go. spec is the normalized copy of
 // in.Data.Spec (an empty map when it is nil), which it may change and
-// return. fail makes the deliberate errors of the script.
-type nativeFunc func(in CustomInput, spec map[string]any, fail func(format string, args ...any) error) (map[string]any, error)
+// return.
+type nativeFunc func(run *nativeRun, in CustomInput, spec map[string]any) (map[string]any, error)
+
+// nativeRun is what a Go implementation needs of its run.
+type nativeRun struct {
+	script Script
+	lim    Limits
+}
+
+// fail is error(string.format(format, args...), 0) in the script: an
+// ErrRuntime error without a line. It falls back where string.format
+// would refuse the message.
+func (r *nativeRun) fail(format string, args ...any) error {
+	msg, err := r.format(format, args...)
+	if err != nil {
+		return err
+	}
+	return scriptErr(r.script.Name, ErrRuntime, 0, "%s", msg)
+}
+
+// format is the script's string.format for %s, %d and %q (which it
+// formats as Go does): errFallback where the sandbox's guard would refuse
+// it (see formatSize).
+func (r *nativeRun) format(format string, args ...any) (string, error) {
+	size := int64(len(format))
+	for _, a := range args {
+		if s, ok := a.(string); ok {
+			size += 4 * int64(len(s))
+		} else {
+			size += 32
+		}
+	}
+	if size > int64(r.lim.MaxStringBytes) {
+		return "", errFallback
+	}
+	return fmt.Sprintf(format, args...), nil
+}
 
 // errFallback: the Go function does not handle this input; run the Lua
 // script.
@@ -102,12 +137,12 @@ func callNative(s Script, in CustomInput, lim Limits) (out ObjectData, err error
 			return ObjectData{}, errFallback
 		}
 	}
-	fail := func(format string, args ...any) error {
-		return scriptErr(s.Name, ErrRuntime, 0, format, args...)
-	}
-	spec, err = s.native(in, spec, fail)
+	spec, err = s.native(&nativeRun{script: s, lim: lim}, in, spec)
 	if err != nil {
 		return ObjectData{}, err
+	}
+	if countValues(spec) > lim.ResultValues {
+		return ObjectData{}, errFallback // the Lua result would be refused
 	}
 	return ObjectData{Spec: spec, Labels: in.Data.Labels, Annotations: in.Data.Annotations}, nil
 }
@@ -196,6 +231,23 @@ func luaNumber(f float64) (any, error) {
 		return nil, errFallback
 	}
 	return v, nil
+}
+
+// countValues counts the values of a result as the decoder does: v and
+// everything in it.
+func countValues(v any) int {
+	n := 1
+	switch x := v.(type) {
+	case map[string]any:
+		for _, item := range x {
+			n += countValues(item)
+		}
+	case []any:
+		for _, item := range x {
+			n += countValues(item)
+		}
+	}
+	return n
 }
 
 // deepCopy copies a normalized value, as rollgate.copy does.

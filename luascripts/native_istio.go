@@ -2,7 +2,6 @@ package luascripts
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"strings"
 
@@ -17,12 +16,12 @@ import (
 // contract and the fallback to the Lua script.
 
 // istioDestinationRule is DestinationRule.lua.
-func istioDestinationRule(in CustomInput, spec map[string]any, fail func(string, ...any) error) (map[string]any, error) {
+func istioDestinationRule(run *nativeRun, in CustomInput, spec map[string]any) (map[string]any, error) {
 	if _, ok := stableHostSuffix(spec["host"], in.StableService); !ok {
 		return spec, nil
 	}
 	if in.RevisionLabelKey == "" || in.StableRevision == "" || in.CanaryRevision == "" {
-		return nil, fail("DestinationRule subsets need the stable and canary revisions and the revision label key")
+		return nil, run.fail("DestinationRule subsets need the stable and canary revisions and the revision label key")
 	}
 	subsets, ok := optList(spec, "subsets")
 	if !ok {
@@ -80,12 +79,12 @@ func stableHostSuffix(host any, stable string) (string, bool) {
 type istioVS struct {
 	in         CustomInput
 	useSubsets bool
-	fail       func(string, ...any) error
+	run        *nativeRun
 }
 
 // istioVirtualService is VirtualService.lua.
-func istioVirtualService(in CustomInput, spec map[string]any, fail func(string, ...any) error) (map[string]any, error) {
-	vs := istioVS{in: in, useSubsets: in.StableService == in.CanaryService, fail: fail}
+func istioVirtualService(run *nativeRun, in CustomInput, spec map[string]any) (map[string]any, error) {
+	vs := istioVS{in: in, useSubsets: in.StableService == in.CanaryService, run: run}
 	var err error
 	switch {
 	case in.CanaryWeight > 0:
@@ -297,7 +296,7 @@ func (vs istioVS) both(a, b StringCond, what, where string) (StringCond, bool, e
 	c, ok, err := Intersect(a, b)
 	switch {
 	case errors.Is(err, ErrInexpressible):
-		return c, false, vs.fail("VirtualService %s: %s: %s, and an Istio match holds one condition per %s: "+
+		return c, false, vs.run.fail("VirtualService %s: %s: %s, and an Istio match holds one condition per %s: "+
 			"no canary route can send exactly (route match) AND (step match) to the canary", where, what, err.Error(), what)
 	case err != nil:
 		return c, false, errFallback // rollgate.intersect raises an error with a line
@@ -334,7 +333,7 @@ func (vs istioVS) andStrings(ms map[string]any, conds []namedCond, what, where s
 		}
 		s, ok := stepCond(h.typ, h.value)
 		if !ok {
-			return false, vs.fail("unsupported match type %s", h.typ)
+			return false, vs.run.fail("unsupported match type %s", h.typ)
 		}
 		key, found := name, false
 		if what == "header" {
@@ -378,7 +377,7 @@ func (vs istioVS) combine(base map[string]any, m v1alpha1.HttpRouteMatch, where 
 		}
 		s, ok := stepCond(typ, val)
 		if !ok {
-			return nil, vs.fail("unsupported match type %s", typ)
+			return nil, vs.run.fail("unsupported match type %s", typ)
 		}
 		if _, has := base["uri"]; has {
 			uri, ok := base["uri"].(map[string]any)
@@ -474,14 +473,20 @@ func (vs istioVS) combine(base map[string]any, m v1alpha1.HttpRouteMatch, where 
 // to the stable Service, or nil when no request can match both.
 func (vs istioVS) canaryRoute(route map[string]any, index int) (map[string]any, error) {
 	r := deepCopy(route).(map[string]any)
-	label := fmt.Sprintf("http[%d]", index-1)
+	var label string
+	var err error
 	if v, has := route["name"]; has {
 		name, ok := v.(string)
-		if !ok || len(name) > 1<<16 {
+		if !ok {
 			return nil, errFallback
 		}
 		r["name"] = name + "-canary"
-		label = fmt.Sprintf("http route %q", name)
+		label, err = vs.run.format("http route %q", name)
+	} else {
+		label, err = vs.run.format("http[%d]", index-1)
+	}
+	if err != nil {
+		return nil, err
 	}
 	bases, ok := optList(route, "match")
 	if !ok {
@@ -497,7 +502,10 @@ func (vs istioVS) canaryRoute(route map[string]any, index int) (map[string]any, 
 			return nil, errFallback
 		}
 		for i, m := range vs.in.Matches {
-			where := fmt.Sprintf("%s, match %d, step match %d", label, j+1, i+1)
+			where, err := vs.run.format("%s, match %d, step match %d", label, j+1, i+1)
+			if err != nil {
+				return nil, err
+			}
 			c, err := vs.combine(base, m, where)
 			if err != nil {
 				return nil, err

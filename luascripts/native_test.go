@@ -550,7 +550,7 @@ func TestNativePanicIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.native = func(CustomInput, map[string]any, func(string, ...any) error) (map[string]any, error) {
+	s.native = func(*nativeRun, CustomInput, map[string]any) (map[string]any, error) {
 		var m map[string]any
 		m["boom"] = 1
 		return m, nil
@@ -586,5 +586,60 @@ func TestOverrideWinsOverNative(t *testing.T) {
 	b, err := lib.Resolve("VirtualService", "networking.istio.io", nil)
 	if err != nil || b.Implementation() != "Go" {
 		t.Fatalf("built-in: %v %v", b.Implementation(), err)
+	}
+}
+
+// TestNativeKeepsLuaLimits checks that with limits a Lua run of the
+// built-in would hit (short strings, few result values) the controller's
+// path gives what the Lua script gives: the Go code leaves such inputs to
+// it.
+func TestNativeKeepsLuaLimits(t *testing.T) {
+	lib := NewLibrary()
+	s, err := lib.Resolve("VirtualService", "networking.istio.io", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lim := range []Limits{{MaxStringBytes: 400}, {ResultValues: 150}} {
+		rng := rand.New(rand.NewPCG(15, 5))
+		r := Runner{Limits: lim}
+		limited := 0
+		for i := range 1000 {
+			in := (&specGen{rng: rng}).input("VirtualService")
+			var prod, lua nativeOutcome
+			prod.out, prod.err = r.RunCustom(context.Background(), s, in)
+			lua.out, lua.err = r.RunCustom(context.Background(), s.luaOnly(), in)
+			if msg := sameResult(prod, lua); msg != "" {
+				t.Fatalf("%+v, case %d: %s", lim, i, msg)
+			}
+			if errors.Is(lua.err, ErrLimit) {
+				limited++
+			}
+		}
+		// A small object whose result is large: every route match
+		// times every step match.
+		if lim.ResultValues > 0 {
+			var bases []any
+			for i := range 8 {
+				bases = append(bases, map[string]any{"uri": map[string]any{"prefix": fmt.Sprintf("/p%d", i)}})
+			}
+			in := CustomInput{CanaryWeight: -1, StableWeight: 101, Target: Target{StableService: "app", CanaryService: "app-canary"},
+				Data: ObjectData{Spec: map[string]any{"http": []any{map[string]any{
+					"match": bases, "route": []any{map[string]any{"destination": map[string]any{"host": "app"}}},
+				}}}}}
+			for i := range 6 {
+				in.Matches = append(in.Matches, v1alpha1.HttpRouteMatch{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "x", Value: fmt.Sprint(i)}}})
+			}
+			var prod, lua nativeOutcome
+			prod.out, prod.err = r.RunCustom(context.Background(), s, in)
+			lua.out, lua.err = r.RunCustom(context.Background(), s.luaOnly(), in)
+			if msg := sameResult(prod, lua); msg != "" || !errors.Is(lua.err, ErrLimit) {
+				t.Fatalf("%+v, many matches: %s (Lua: %v)", lim, msg, lua.err)
+			}
+			limited++
+		}
+		t.Logf("%+v: %d inputs hit a limit", lim, limited)
+		if limited < 5 {
+			t.Errorf("%+v: only %d of 1000 inputs hit a limit", lim, limited)
+		}
 	}
 }
