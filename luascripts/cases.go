@@ -296,15 +296,21 @@ func checkStep(expected, got map[string]any, runErr error) string {
 	if runErr != nil {
 		return fmt.Sprintf("    %v\n", runErr)
 	}
-	want, err1 := toYAML(expected)
-	have, err2 := toYAML(got)
+	return yamlDiff(expected, got, "expected", "got")
+}
+
+// yamlDiff is the unified diff of a and b as YAML, or "" when they are
+// equal.
+func yamlDiff(a, b map[string]any, nameA, nameB string) string {
+	want, err1 := toYAML(a)
+	have, err2 := toYAML(b)
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Sprintf("    %v\n", err)
 	}
 	if want == have {
 		return ""
 	}
-	return unifiedDiff(strings.Split(want, "\n"), strings.Split(have, "\n"), "expected", "got")
+	return unifiedDiff(strings.Split(want, "\n"), strings.Split(have, "\n"), nameA, nameB)
 }
 
 // sameOutcome compares the outcome of a built-in's Go implementation with
@@ -316,15 +322,10 @@ func sameOutcome(goGot map[string]any, goErr error, luaGot map[string]any, luaEr
 		}
 		return fmt.Sprintf("    the Go implementation and the Lua script differ:\n    Go:  %v\n    Lua: %v\n", goErr, luaErr)
 	}
-	want, err1 := toYAML(luaGot)
-	have, err2 := toYAML(goGot)
-	if err := errors.Join(err1, err2); err != nil {
-		return fmt.Sprintf("    %v\n", err)
+	if diff := yamlDiff(luaGot, goGot, "Lua", "Go"); diff != "" {
+		return "    the Go implementation and the Lua script differ:\n" + diff
 	}
-	if want == have {
-		return ""
-	}
-	return "    the Go implementation and the Lua script differ:\n" + unifiedDiff(strings.Split(want, "\n"), strings.Split(have, "\n"), "Lua", "Go")
+	return ""
 }
 
 // toYAML renders v as YAML with sorted keys, after a JSON round trip so

@@ -387,13 +387,7 @@ func (e *encoder) matches(matches []v1alpha1.HttpRouteMatch) *lua.LTable {
 	for _, m := range matches {
 		var path, headers, params *lua.LTable
 		if p := m.Path; p != nil {
-			typ, val := string(gatewayv1.PathMatchPathPrefix), "/"
-			if p.Type != nil {
-				typ = string(*p.Type)
-			}
-			if p.Value != nil {
-				val = *p.Value
-			}
+			typ, val := pathMatch(p)
 			path = e.object("type", typ, "value", val)
 		}
 		if len(m.Headers) > 0 {
@@ -421,6 +415,27 @@ func (e *encoder) matches(matches []v1alpha1.HttpRouteMatch) *lua.LTable {
 		out = append(out, e.object("headers", headers, "path", path, "queryParams", params))
 	}
 	return e.array(out)
+}
+
+// pathMatch is a step's path match with the Gateway API defaults filled
+// in: PathPrefix, "/".
+func pathMatch(p *gatewayv1.HTTPPathMatch) (typ, value string) {
+	typ, value = string(gatewayv1.PathMatchPathPrefix), "/"
+	if p.Type != nil {
+		typ = string(*p.Type)
+	}
+	if p.Value != nil {
+		value = *p.Value
+	}
+	return typ, value
+}
+
+// exactOr is a header or query parameter match type, Exact when unset.
+func exactOr[T ~string](t *T) string {
+	if t == nil {
+		return string(gatewayv1.HeaderMatchExact)
+	}
+	return string(*t)
 }
 
 // modifier encodes a header filter as {set={{name,value}},

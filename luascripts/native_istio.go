@@ -280,6 +280,16 @@ func istioMatchCond(sm map[string]any, ignoreCase bool) (StringCond, error) {
 	return StringCond{Type: CondPrefix}, nil
 }
 
+// condAt reads the Istio StringMatch m[key] of a header or query
+// parameter (no ignoreCase).
+func condAt(m map[string]any, key string) (StringCond, error) {
+	sm, ok := m[key].(map[string]any)
+	if !ok {
+		return StringCond{}, errFallback
+	}
+	return istioMatchCond(sm, false)
+}
+
 func toIstio(c StringCond) map[string]any {
 	switch c.Type {
 	case CondExact:
@@ -345,11 +355,7 @@ func (vs istioVS) andStrings(ms map[string]any, conds []namedCond, what, where s
 			_, found = ms[name]
 		}
 		if found {
-			cur, ok := ms[key].(map[string]any)
-			if !ok {
-				return false, errFallback
-			}
-			a, err := istioMatchCond(cur, false)
+			a, err := condAt(ms, key)
 			if err != nil {
 				return false, err
 			}
@@ -363,18 +369,22 @@ func (vs istioVS) andStrings(ms map[string]any, conds []namedCond, what, where s
 	return true, nil
 }
 
+// andField ANDs conds into the map out[field] (made when absent).
+func (vs istioVS) andField(out map[string]any, field string, conds []namedCond, what, where string) (map[string]any, bool, error) {
+	ms, err := objectOrNew(out, field)
+	if err != nil {
+		return nil, false, err
+	}
+	ok, err := vs.andStrings(ms, conds, what, where)
+	return ms, ok, err
+}
+
 // combine ANDs one step match into a copy of an Istio match request; nil
 // when the two cannot both hold.
 func (vs istioVS) combine(base map[string]any, m v1alpha1.HttpRouteMatch, where string) (map[string]any, error) {
 	out := deepCopy(base).(map[string]any)
 	if p := m.Path; p != nil {
-		typ, val := string(gatewayv1.PathMatchPathPrefix), "/"
-		if p.Type != nil {
-			typ = string(*p.Type)
-		}
-		if p.Value != nil {
-			val = *p.Value
-		}
+		typ, val := pathMatch(p)
 		s, ok := stepCond(typ, val)
 		if !ok {
 			return nil, vs.run.fail("unsupported match type %s", typ)
@@ -400,19 +410,12 @@ func (vs istioVS) combine(base map[string]any, m v1alpha1.HttpRouteMatch, where 
 		}
 	}
 	if len(m.Headers) > 0 {
-		headers, err := objectOrNew(out, "headers")
-		if err != nil {
-			return nil, err
-		}
 		conds := make([]namedCond, 0, len(m.Headers))
 		for _, h := range m.Headers {
-			typ := string(gatewayv1.HeaderMatchExact)
-			if h.Type != nil {
-				typ = string(*h.Type)
-			}
-			conds = append(conds, namedCond{string(h.Name), typ, h.Value})
+			conds = append(conds, namedCond{string(h.Name), exactOr(h.Type), h.Value})
 		}
-		if ok, err := vs.andStrings(headers, conds, "header", where); err != nil || !ok {
+		headers, ok, err := vs.andField(out, "headers", conds, "header", where)
+		if err != nil || !ok {
 			return nil, err
 		}
 		// A step header the route excludes (withoutHeaders) never matches.
@@ -422,21 +425,17 @@ func (vs istioVS) combine(base map[string]any, m v1alpha1.HttpRouteMatch, where 
 		}
 		for _, h := range conds {
 			key, found, err := findKey(without, h.name)
-			if err != nil || !found {
-				if err != nil {
-					return nil, err
-				}
-				continue
-			}
-			wm, ok := without[key].(map[string]any)
-			if !ok {
-				return nil, errFallback
-			}
-			a, err := istioMatchCond(wm, false)
 			if err != nil {
 				return nil, err
 			}
-			b, err := istioMatchCond(headers[strings.ToLower(h.name)].(map[string]any), false)
+			if !found {
+				continue
+			}
+			a, err := condAt(without, key)
+			if err != nil {
+				return nil, err
+			}
+			b, err := condAt(headers, strings.ToLower(h.name))
 			if err != nil {
 				return nil, err
 			}
@@ -450,19 +449,11 @@ func (vs istioVS) combine(base map[string]any, m v1alpha1.HttpRouteMatch, where 
 		}
 	}
 	if len(m.QueryParams) > 0 {
-		params, err := objectOrNew(out, "queryParams")
-		if err != nil {
-			return nil, err
-		}
 		conds := make([]namedCond, 0, len(m.QueryParams))
 		for _, q := range m.QueryParams {
-			typ := string(gatewayv1.QueryParamMatchExact)
-			if q.Type != nil {
-				typ = string(*q.Type)
-			}
-			conds = append(conds, namedCond{string(q.Name), typ, q.Value})
+			conds = append(conds, namedCond{string(q.Name), exactOr(q.Type), q.Value})
 		}
-		if ok, err := vs.andStrings(params, conds, "queryParam", where); err != nil || !ok {
+		if _, ok, err := vs.andField(out, "queryParams", conds, "queryParam", where); err != nil || !ok {
 			return nil, err
 		}
 	}

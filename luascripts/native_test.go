@@ -348,25 +348,20 @@ func (g *specGen) match() any {
 		return g.odd()
 	}
 	m := map[string]any{}
-	if g.chance(0.5) {
-		m["uri"] = g.stringMatch(true)
-	}
-	if g.chance(0.2) {
-		m["ignoreUriCase"] = g.pick(true, false, "yes")
-	}
-	if g.chance(0.4) {
-		m["headers"] = g.namedMatches(true)
-	}
-	if g.chance(0.15) {
-		m["withoutHeaders"] = g.namedMatches(true)
-	}
-	if g.chance(0.2) {
-		m["queryParams"] = g.namedMatches(false)
-	}
-	if g.chance(0.1) {
-		m["method"] = map[string]any{"exact": "GET"}
-	}
+	g.maybe(m, "uri", 0.5, func() any { return g.stringMatch(true) })
+	g.maybe(m, "ignoreUriCase", 0.2, func() any { return g.pick(true, false, "yes") })
+	g.maybe(m, "headers", 0.4, func() any { return g.namedMatches(true) })
+	g.maybe(m, "withoutHeaders", 0.15, func() any { return g.namedMatches(true) })
+	g.maybe(m, "queryParams", 0.2, func() any { return g.namedMatches(false) })
+	g.maybe(m, "method", 0.1, func() any { return map[string]any{"exact": "GET"} })
 	return m
+}
+
+// maybe sets m[key] to value() with probability p.
+func (g *specGen) maybe(m map[string]any, key string, p float64, value func() any) {
+	if g.chance(p) {
+		m[key] = value()
+	}
 }
 
 func (g *specGen) route(http bool) any {
@@ -414,18 +409,10 @@ func (g *specGen) routes(http bool) any {
 
 func (g *specGen) virtualService() map[string]any {
 	spec := map[string]any{"hosts": []string{"app.example.com"}}
-	if g.chance(0.9) {
-		spec["http"] = g.routes(true)
-	}
-	if g.chance(0.3) {
-		spec["tls"] = g.routes(false)
-	}
-	if g.chance(0.3) {
-		spec["tcp"] = g.routes(false)
-	}
-	if g.chance(0.1) {
-		spec["gateways"] = []any{"mesh", nil}
-	}
+	g.maybe(spec, "http", 0.9, func() any { return g.routes(true) })
+	g.maybe(spec, "tls", 0.3, func() any { return g.routes(false) })
+	g.maybe(spec, "tcp", 0.3, func() any { return g.routes(false) })
+	g.maybe(spec, "gateways", 0.1, func() any { return []any{"mesh", nil} })
 	return spec
 }
 
