@@ -141,7 +141,7 @@ func callNative(s Script, in CustomInput, lim Limits) (out ObjectData, err error
 	if err != nil {
 		return ObjectData{}, err
 	}
-	if countValues(spec) > lim.ResultValues {
+	if mayExceed(in, lim.ResultValues/4-n.budget, lim.ResultValues) && countValues(spec) > lim.ResultValues {
 		return ObjectData{}, errFallback // the Lua result would be refused
 	}
 	return ObjectData{Spec: spec, Labels: in.Data.Labels, Annotations: in.Data.Annotations}, nil
@@ -231,6 +231,23 @@ func luaNumber(f float64) (any, error) {
 		return nil, errFallback
 	}
 	return v, nil
+}
+
+// mayExceed reports whether the result of a step on an object of
+// inputValues values may hold more than limit values. Without matches a
+// built-in adds to each of at most inputValues destinations or subsets a
+// copy of it and at most 8 values plus the header modifier's entries;
+// with matches the result can grow with the product of route and step
+// matches, so it is counted.
+func mayExceed(in CustomInput, inputValues, limit int) bool {
+	if len(in.Matches) > 0 {
+		return true
+	}
+	perValue := 10
+	if m := in.RequestHeaderModifier; m != nil {
+		perValue += len(m.Set) + len(m.Add) + len(m.Remove)
+	}
+	return inputValues*perValue > limit
 }
 
 // countValues counts the values of a result as the decoder does: v and
