@@ -29,11 +29,16 @@ import (
 //   - Every golden case runs both (RunCases compares them), and
 //     TestNativeMatchesLua feeds generated objects to both.
 //
-// A Go function works on a copy of the input made by normalize, which
+// A Go function works on a copy of the input made by normalizer, which
 // gives every value the type the Lua round trip gives it back (numbers as
 // int64 when integral, else float64; nil map values dropped; []string as
 // []any), so an untouched part of the object comes back exactly as from
-// the Lua script.
+// the Lua script. The sandbox's limits do not apply to Go code; where the
+// Lua run would hit one that depends on the object alone (a result of
+// more than Limits.ResultValues values, a string.format result over
+// Limits.MaxStringBytes) the Go code falls back, and so it does for
+// objects of more than a quarter of Limits.ResultValues values, whose Lua
+// run could come near the time or heap limits.
 
 // nativeFunc is a built-in script in Go. spec is the normalized copy of
 // in.Data.Spec (an empty map when it is nil), which it may change and
