@@ -27,39 +27,50 @@ func benchVirtualServiceInput(b *testing.B, step v1alpha1.TrafficRoutingStrategy
 }
 
 // BenchmarkRunVirtualService measures one run of the built-in
-// VirtualService script on a weight step: a fresh Lua state, the input
+// VirtualService Lua script on a weight step: a fresh Lua state, the input
 // conversion, the script and the result conversion.
 func BenchmarkRunVirtualService(b *testing.B) {
 	traffic := "40%"
 	in := benchVirtualServiceInput(b, v1alpha1.TrafficRoutingStrategy{Traffic: &traffic})
-	s, err := NewLibrary().Resolve("VirtualService", "networking.istio.io", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := (Runner{}).RunCustom(ctx, s, in); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchCustom(b, builtinVirtualService(b).luaOnly(), Runner{}, in, "")
 }
 
-// BenchmarkRunVirtualServicePooled is BenchmarkRunVirtualService on the
-// states of a Library's pool, as the controller runs it, one evaluation
-// after another on one goroutine. evals/s/core is evaluations per second
-// of CPU time (user + system) the process spent, so a loaded machine does
-// not count against it.
+// BenchmarkRunVirtualServicePooled is one evaluation of the built-in
+// VirtualService on a weight step as the controller runs it: the Go
+// implementation (native_istio.go; the Lua script runs only for inputs
+// it leaves to it), with the routing guard, one evaluation after another
+// on one goroutine. evals/s/core is evaluations per second of CPU time
+// (user + system) the process spent, so a loaded machine does not count
+// against it.
 func BenchmarkRunVirtualServicePooled(b *testing.B) {
 	traffic := "40%"
 	in := benchVirtualServiceInput(b, v1alpha1.TrafficRoutingStrategy{Traffic: &traffic})
 	lib := NewLibrary()
-	s, err := lib.Resolve("VirtualService", "networking.istio.io", nil)
+	benchCustom(b, builtinVirtualService(b), Runner{Pool: lib.Pool()}, in, "built-in, Go implementation")
+}
+
+// BenchmarkRunVirtualServiceLuaPooled is the same evaluation by the Lua
+// script on the states of a Library's pool (what a ConfigMap copy of the
+// built-in costs).
+func BenchmarkRunVirtualServiceLuaPooled(b *testing.B) {
+	traffic := "40%"
+	in := benchVirtualServiceInput(b, v1alpha1.TrafficRoutingStrategy{Traffic: &traffic})
+	lib := NewLibrary()
+	benchCustom(b, builtinVirtualService(b).luaOnly(), Runner{Pool: lib.Pool()}, in, "Lua script on pooled sandboxes")
+}
+
+func builtinVirtualService(b *testing.B) Script {
+	s, err := NewLibrary().Resolve("VirtualService", "networking.istio.io", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return s
+}
+
+// benchCustom runs s on in and reports evaluations per second of CPU
+// time; with a label it prints the P4 lines of make bench.
+func benchCustom(b *testing.B, s Script, r Runner, in CustomInput, label string) {
 	ctx := context.Background()
-	r := Runner{Pool: lib.Pool()}
 	b.ReportAllocs()
 	cpu0 := cpuTime(b)
 	for b.Loop() {
@@ -67,11 +78,15 @@ func BenchmarkRunVirtualServicePooled(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if used := cpuTime(b) - cpu0; used > 0 {
-		b.ReportMetric(float64(b.N)/used.Seconds(), "evals/s/core")
+	used := cpuTime(b) - cpu0
+	if used <= 0 {
+		return
+	}
+	b.ReportMetric(float64(b.N)/used.Seconds(), "evals/s/core")
+	if label != "" {
 		// b.Loop runs this function once: one line per make bench.
-		fmt.Printf("P4 VirtualService evaluations on pooled sandboxes: %.0f evals/s per core (CPU time)\n", float64(b.N)/used.Seconds())
-		fmt.Printf("P4 VirtualService evaluation on a pooled sandbox: %.0f µs\n", float64(b.Elapsed().Microseconds())/float64(b.N))
+		fmt.Printf("P4 VirtualService evaluations (%s): %.0f evals/s per core (CPU time)\n", label, float64(b.N)/used.Seconds())
+		fmt.Printf("P4 VirtualService evaluation (%s): %.1f µs\n", label, float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N))
 	}
 }
 
@@ -84,22 +99,24 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkRunVirtualServiceMatches is the same on a match step.
-func BenchmarkRunVirtualServiceMatches(b *testing.B) {
-	in := benchVirtualServiceInput(b, v1alpha1.TrafficRoutingStrategy{
+func benchMatchStep() v1alpha1.TrafficRoutingStrategy {
+	return v1alpha1.TrafficRoutingStrategy{
 		Matches: []v1alpha1.HttpRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X-Canary", Value: "yes"}}}},
-	})
-	s, err := NewLibrary().Resolve("VirtualService", "networking.istio.io", nil)
-	if err != nil {
-		b.Fatal(err)
 	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := (Runner{}).RunCustom(ctx, s, in); err != nil {
-			b.Fatal(err)
-		}
-	}
+}
+
+// BenchmarkRunVirtualServiceMatches is BenchmarkRunVirtualService on a
+// match step (a fresh Lua state).
+func BenchmarkRunVirtualServiceMatches(b *testing.B) {
+	in := benchVirtualServiceInput(b, benchMatchStep())
+	benchCustom(b, builtinVirtualService(b).luaOnly(), Runner{}, in, "")
+}
+
+// BenchmarkRunVirtualServiceMatchesPooled is a match step as the
+// controller runs it (the Go implementation).
+func BenchmarkRunVirtualServiceMatchesPooled(b *testing.B) {
+	in := benchVirtualServiceInput(b, benchMatchStep())
+	benchCustom(b, builtinVirtualService(b), Runner{Pool: NewLibrary().Pool()}, in, "")
 }
 
 // BenchmarkRunNginx measures one run of the built-in nginx dialect.

@@ -131,13 +131,22 @@ func runCaseFile(file, name string, lib *Library, overrides map[string]string, r
 	for i, step := range run.steps {
 		label := fmt.Sprintf("%s step %d (%s)", name, i+1, run.script.Name)
 		got, runErr := run.step(runner, tc, step)
-		if msg := checkStep(tc.Expected[i], got, runErr); msg != "" {
+		msg := checkStep(tc.Expected[i], got, runErr)
+		if msg == "" && run.script.native != nil {
+			// The built-in's Go implementation ran; its Lua script must
+			// give exactly the same.
+			lua := run
+			lua.script = run.script.luaOnly()
+			luaGot, luaErr := lua.step(runner, tc, step)
+			msg = sameOutcome(got, runErr, luaGot, luaErr)
+		}
+		if msg != "" {
 			fmt.Fprintf(out, "--- FAIL: %s\n%s", label, msg)
 			failed++
 		}
 	}
 	if failed == 0 {
-		fmt.Fprintf(out, "ok   %s (%d steps, %s)\n", name, len(run.steps), run.script.Name)
+		fmt.Fprintf(out, "ok   %s (%d steps, %s)\n", name, len(run.steps), describeNative(run.script))
 	}
 	return len(run.steps), failed
 }
@@ -287,15 +296,36 @@ func checkStep(expected, got map[string]any, runErr error) string {
 	if runErr != nil {
 		return fmt.Sprintf("    %v\n", runErr)
 	}
-	want, err1 := toYAML(expected)
-	have, err2 := toYAML(got)
+	return yamlDiff(expected, got, "expected", "got")
+}
+
+// yamlDiff is the unified diff of a and b as YAML, or "" when they are
+// equal.
+func yamlDiff(a, b map[string]any, nameA, nameB string) string {
+	want, err1 := toYAML(a)
+	have, err2 := toYAML(b)
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Sprintf("    %v\n", err)
 	}
 	if want == have {
 		return ""
 	}
-	return unifiedDiff(strings.Split(want, "\n"), strings.Split(have, "\n"), "expected", "got")
+	return unifiedDiff(strings.Split(want, "\n"), strings.Split(have, "\n"), nameA, nameB)
+}
+
+// sameOutcome compares the outcome of a built-in's Go implementation with
+// that of its Lua script: the same object, or the same error.
+func sameOutcome(goGot map[string]any, goErr error, luaGot map[string]any, luaErr error) string {
+	if goErr != nil || luaErr != nil {
+		if goErr != nil && luaErr != nil && goErr.Error() == luaErr.Error() {
+			return ""
+		}
+		return fmt.Sprintf("    the Go implementation and the Lua script differ:\n    Go:  %v\n    Lua: %v\n", goErr, luaErr)
+	}
+	if diff := yamlDiff(luaGot, goGot, "Lua", "Go"); diff != "" {
+		return "    the Go implementation and the Lua script differ:\n" + diff
+	}
+	return ""
 }
 
 // toYAML renders v as YAML with sorted keys, after a JSON round trip so

@@ -188,11 +188,24 @@ func NewIngressInput(annotations map[string]string, step v1alpha1.TrafficRouting
 }
 
 // RunCustom runs a custom resource script and returns the new spec, labels
-// and annotations. Labels or annotations the script leaves out of its
+// and annotations. A built-in with a Go implementation runs that instead
+// of its Lua script where it can (see native.go); the result is the same. Labels or annotations the script leaves out of its
 // result stay as they were in in.Data. A result the routing guard refuses
 // (see guard.go) is an error wrapping ErrMisroute. On error the caller
 // must leave the resource untouched.
 func (r Runner) RunCustom(ctx context.Context, s Script, in CustomInput) (ObjectData, error) {
+	if s.native != nil {
+		out, err := r.runNative(ctx, s, in)
+		if err != errFallback {
+			if err != nil {
+				return ObjectData{}, err
+			}
+			if err := checkCustom(s, in, out); err != nil {
+				return ObjectData{}, err
+			}
+			return out, nil
+		}
+	}
 	v, err := r.run(ctx, s, in.encode, func(d *decoder, ret lua.LValue) (any, error) {
 		return decodeCustom(d, ret, in.Data)
 	})
@@ -374,13 +387,7 @@ func (e *encoder) matches(matches []v1alpha1.HttpRouteMatch) *lua.LTable {
 	for _, m := range matches {
 		var path, headers, params *lua.LTable
 		if p := m.Path; p != nil {
-			typ, val := string(gatewayv1.PathMatchPathPrefix), "/"
-			if p.Type != nil {
-				typ = string(*p.Type)
-			}
-			if p.Value != nil {
-				val = *p.Value
-			}
+			typ, val := pathMatch(p)
 			path = e.object("type", typ, "value", val)
 		}
 		if len(m.Headers) > 0 {
@@ -408,6 +415,27 @@ func (e *encoder) matches(matches []v1alpha1.HttpRouteMatch) *lua.LTable {
 		out = append(out, e.object("headers", headers, "path", path, "queryParams", params))
 	}
 	return e.array(out)
+}
+
+// pathMatch is a step's path match with the Gateway API defaults filled
+// in: PathPrefix, "/".
+func pathMatch(p *gatewayv1.HTTPPathMatch) (typ, value string) {
+	typ, value = string(gatewayv1.PathMatchPathPrefix), "/"
+	if p.Type != nil {
+		typ = string(*p.Type)
+	}
+	if p.Value != nil {
+		value = *p.Value
+	}
+	return typ, value
+}
+
+// exactOr is a header or query parameter match type, Exact when unset.
+func exactOr[T ~string](t *T) string {
+	if t == nil {
+		return string(gatewayv1.HeaderMatchExact)
+	}
+	return string(*t)
 }
 
 // modifier encodes a header filter as {set={{name,value}},

@@ -22,7 +22,14 @@
 //     Runner.RunCustom and Runner.RunIngress return the script's result or
 //     a *ScriptError naming the script and the line; on error the caller
 //     leaves the resource untouched.
-//   - RunCases, the golden test runner behind `rollgate lua test <dir>`.
+//   - Go implementations of some built-ins (the Istio VirtualService and
+//     DestinationRule, native_istio.go), which Runner.RunCustom runs
+//     instead of their Lua scripts on the inputs they handle, with the
+//     same results and errors; other inputs and every ConfigMap override
+//     run as Lua (see native.go).
+//   - RunCases, the golden test runner behind `rollgate lua test <dir>`;
+//     for a built-in with a Go implementation it runs both and requires
+//     the same outcome.
 //
 // # Script contract
 //

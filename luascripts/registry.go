@@ -55,6 +55,9 @@ type Script struct {
 	BuiltIn bool
 
 	proto *lua.FunctionProto
+	// native is the Go implementation of a built-in, or nil (see
+	// native.go).
+	native nativeFunc
 }
 
 // NewScript compiles source. Syntax errors are returned as a *ScriptError
@@ -167,7 +170,7 @@ func (l *Library) loadBuiltin(key, file, what string) (Script, error) {
 	if err != nil {
 		return Script{}, err
 	}
-	s.Key, s.BuiltIn = key, true
+	s.Key, s.BuiltIn, s.native = key, true, nativeFor(key)
 	l.builtin[key] = s
 	return s, nil
 }

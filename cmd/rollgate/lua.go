@@ -22,7 +22,9 @@ name them (<Kind>.<group>.lua, or ingress.<classType>.lua), which override the
 built-in scripts, and case files with rollout:, original: and expected: (one
 expected object per step). See luascripts/README.md for the format.
 
-Prints one line per passing case and a diff per failing step.
+Prints one line per passing case and a diff per failing step. A built-in
+that also exists in Go (the Istio VirtualService and DestinationRule) runs
+in both versions on every step, and the step fails when they differ.
 Exit codes: 0 all passed, 1 a step failed, or the directory cannot be read
 or holds no case file; 2 bad usage.`,
 		Args: cobra.ExactArgs(1),
