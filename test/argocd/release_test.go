@@ -57,10 +57,13 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 			})
 
 			s.phase("gate")
+			gen := a.routeGeneration()
 			// Long enough for a periodic comparison (10 s) and selfHeal.
 			time.Sleep(11 * time.Second)
+			beforeSync := a.routeGeneration()
 			a.sync()
 			time.Sleep(2 * time.Second)
+			t.Logf("%s: the HTTPRoute's generation at the gate %d, after 11 s %d, after a forced sync %d", a.name, gen, beforeSync, a.routeGeneration())
 			if d := a.diff(); d != "" {
 				t.Errorf("argocd app diff at the gate shows:\n%s", d)
 			}
@@ -176,6 +179,16 @@ func (a *app) sync() {
 	if _, err := a.e.argo.CLI(context.Background(), "app", "sync", a.name, "--timeout", "60"); err != nil {
 		a.t.Fatalf("argocd app sync: %v", err)
 	}
+}
+
+// routeGeneration reads the generation of the app's HTTPRoute.
+func (a *app) routeGeneration() int64 {
+	a.t.Helper()
+	var route gatewayv1.HTTPRoute
+	if err := a.e.c.Get(context.Background(), client.ObjectKey{Namespace: a.name, Name: "echoserver"}, &route); err != nil {
+		a.t.Fatal(err)
+	}
+	return route.Generation
 }
 
 // expectStep checks what a step holds: the canary's share of the route
