@@ -72,13 +72,29 @@ func newClient(o clientOptions) (*http.Client, error) {
 }
 
 // reservedHeaders cannot be set by a metric: the client or the transport
-// owns them. Three keep a meaning (see requestHeaders): User-Agent, Host
-// and Authorization.
+// owns them (the names admission refuses, api/v1alpha1 HTTPHeader, and the
+// three that keep a meaning, see requestHeaders: Authorization, Host and
+// User-Agent).
 var reservedHeaders = map[string]bool{
-	"Authorization": true, "Host": true, "User-Agent": true,
-	"Content-Encoding": true, "Content-Length": true, "Content-Type": true,
-	"Connection": true, "Keep-Alive": true, "Accept-Encoding": true,
-	"Proxy-Authenticate": true, "Proxy-Authorization": true, "Www-Authenticate": true,
+	"Authorization":                       true,
+	"Host":                                true,
+	"User-Agent":                          true,
+	"Content-Encoding":                    true,
+	"Content-Length":                      true,
+	"Content-Type":                        true,
+	"Connection":                          true,
+	"Keep-Alive":                          true,
+	"Accept-Encoding":                     true,
+	"Transfer-Encoding":                   true,
+	"Proxy-Authenticate":                  true,
+	"Proxy-Authorization":                 true,
+	"Www-Authenticate":                    true,
+	"X-Prometheus-Remote-Write-Version":   true,
+	"X-Prometheus-Remote-Read-Version":    true,
+	"X-Prometheus-Scrape-Timeout-Seconds": true,
+	"X-Amz-Date":                          true,
+	"X-Amz-Security-Token":                true,
+	"X-Amz-Content-Sha256":                true,
 }
 
 // requestHeaders are the headers of every request of the client: the
