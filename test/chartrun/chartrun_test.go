@@ -127,7 +127,7 @@ func TestContainerSpecFailsOnWhatItCannotResolve(t *testing.T) {
 		{"a pod IP", deploymentWith(corev1.Container{Name: "controller", Args: []string{"--log-level=info"}, Env: []corev1.EnvVar{fieldEnv("IP", "status.podIP")}}, "sa"), "env IP: fieldRef status.podIP"},
 		{"envFrom", deploymentWith(corev1.Container{Name: "controller", Args: []string{"--log-level=info"}, EnvFrom: []corev1.EnvFromSource{{}}}, "sa"), "envFrom"},
 		{"a command", deploymentWith(corev1.Container{Name: "controller", Command: []string{"/other"}}, "sa"), "sets command"},
-		{"a subcommand", deploymentWith(corev1.Container{Name: "controller", Args: []string{"controller", "--log-level=info"}}, "sa"), "takes flags only"},
+		{"another subcommand", deploymentWith(corev1.Container{Name: "controller", Args: []string{"version"}}, "sa"), "takes flags only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := containerSpec(tc.dep, "ns", "pod")
