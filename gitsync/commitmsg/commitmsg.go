@@ -320,20 +320,30 @@ func (s *state) evalCommand(dot reflect.Value, cmd *parse.CommandNode, final ref
 	}
 	s.at(first)
 	s.notAFunction(cmd.Args, final)
-	switch n := first.(type) {
-	case *parse.BoolNode:
-		return reflect.ValueOf(n.True)
+	if v, ok := s.literal(first); ok {
+		return v
+	}
+	switch first.(type) {
 	case *parse.DotNode:
 		return dot
 	case *parse.NilNode:
 		s.errorf("nil is not a command")
-	case *parse.NumberNode:
-		return s.idealConstant(n)
-	case *parse.StringNode:
-		return reflect.ValueOf(n.Text)
 	}
 	s.errorf("can't evaluate command %q", first)
 	return reflect.Value{}
+}
+
+// literal is the value of a bool, number or string constant.
+func (s *state) literal(n parse.Node) (reflect.Value, bool) {
+	switch n := n.(type) {
+	case *parse.BoolNode:
+		return reflect.ValueOf(n.True), true
+	case *parse.NumberNode:
+		return s.idealConstant(n), true
+	case *parse.StringNode:
+		return reflect.ValueOf(n.Text), true
+	}
+	return reflect.Value{}, false
 }
 
 // idealConstant is the value of an untyped number, as text/template gives
@@ -523,12 +533,9 @@ func (s *state) evalArg(dot reflect.Value, n parse.Node) reflect.Value {
 		return s.evalFunction(dot, arg, arg, nil, missing)
 	case *parse.ChainNode:
 		return s.evalChainNode(dot, arg, nil, missing)
-	case *parse.BoolNode:
-		return reflect.ValueOf(arg.True)
-	case *parse.NumberNode:
-		return s.idealConstant(arg)
-	case *parse.StringNode:
-		return reflect.ValueOf(arg.Text)
+	}
+	if v, ok := s.literal(n); ok {
+		return v
 	}
 	s.errorf("can't handle %s for arg of type interface {}", n)
 	return reflect.Value{}

@@ -136,13 +136,22 @@ func indexArg(v reflect.Value, cap int) (int, error) {
 	return int(x), nil
 }
 
-func index(args []reflect.Value) (reflect.Value, error) {
+// itemArg is the first argument of index or slice, the item to index.
+func itemArg(args []reflect.Value, fn string) (reflect.Value, error) {
 	if len(args) < 1 {
 		return reflect.Value{}, errors.New("wrong number of args: want at least 1 got 0")
 	}
 	item := indirectInterface(args[0])
 	if !item.IsValid() {
-		return reflect.Value{}, errors.New("index of untyped nil")
+		return reflect.Value{}, fmt.Errorf("%s of untyped nil", fn)
+	}
+	return item, nil
+}
+
+func index(args []reflect.Value) (reflect.Value, error) {
+	item, err := itemArg(args, "index")
+	if err != nil {
+		return reflect.Value{}, err
 	}
 	for _, ix := range args[1:] {
 		ix = indirectInterface(ix)
@@ -182,12 +191,9 @@ func index(args []reflect.Value) (reflect.Value, error) {
 }
 
 func slice(args []reflect.Value) (reflect.Value, error) {
-	if len(args) < 1 {
-		return reflect.Value{}, errors.New("wrong number of args: want at least 1 got 0")
-	}
-	item := indirectInterface(args[0])
-	if !item.IsValid() {
-		return reflect.Value{}, errors.New("slice of untyped nil")
+	item, err := itemArg(args, "slice")
+	if err != nil {
+		return reflect.Value{}, err
 	}
 	idx := args[1:]
 	if len(idx) > 3 {
