@@ -29,9 +29,10 @@ help: ## List every target
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-20s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build the rollgate binary into bin/rollgate (and bin/kubectl-rollgate)
+build: ## Build the CLI into bin/rollgate (and bin/kubectl-rollgate) and the controller into bin/rollgate-controller
 	$(call tools-progress,rollgate,go build -o $(BIN)/rollgate ./cmd/rollgate)
 	ln -sf rollgate $(BIN)/kubectl-rollgate
+	$(call tools-progress,rollgate-controller,go build -o $(BIN)/rollgate-controller ./cmd/rollgate-controller)
 
 $(CONTROLLER_GEN): $(TOOLS_STAMPS)/controller-gen
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
@@ -40,7 +41,8 @@ $(CONTROLLER_GEN): $(TOOLS_STAMPS)/controller-gen
 $(TOOLS_STAMPS)/controller-gen: .tools-force
 	$(call tools-stamp,$@,controller-gen $(CONTROLLER_GEN_VERSION))
 
-# The controller image: a static binary, Debian's CA bundle, a passwd entry for
+# The controller image: the static controller binary (cmd/rollgate-controller,
+# its entrypoint; the CLI is not in it), Debian's CA bundle, a passwd entry for
 # the non-root uid 65532 and OCI labels, FROM scratch, written as a
 # docker-save tarball by bin/mkimage (go-containerregistry; no registry, no
 # daemon). Times are the commit's, so a commit always gives the same digest.
@@ -53,8 +55,8 @@ IMAGE_TAR ?= $(BIN)/rollgate-image.tar
 
 .PHONY: image
 image: $(BIN)/mkimage ## Build the controller image into bin/rollgate-image.tar (load: ctr -n k8s.io images import, docker load)
-	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(BIN)/image/rollgate ./cmd/rollgate
-	$(BIN)/mkimage -binary $(BIN)/image/rollgate -path /rollgate -tag $(IMAGE_REPOSITORY):$(IMAGE_VERSION) \
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(BIN)/image/rollgate-controller ./cmd/rollgate-controller
+	$(BIN)/mkimage -binary $(BIN)/image/rollgate-controller -path /rollgate-controller -tag $(IMAGE_REPOSITORY):$(IMAGE_VERSION) \
 		-user 65532 -ca /etc/ssl/certs/ca-certificates.crt -created $(IMAGE_CREATED) \
 		-label org.opencontainers.image.version=$(IMAGE_VERSION) -label org.opencontainers.image.revision=$(IMAGE_REVISION) \
 		-label org.opencontainers.image.source=$(IMAGE_SOURCE) -o $(IMAGE_TAR)
@@ -99,8 +101,8 @@ test-unit: ## Run only the tests that need no external process
 .PHONY: bench
 bench: tools tools-bench ## Run benchmarks and print the numbers (ROLLGATE_BENCH_SCALE=1000 for the P2 row at 1,000 Rollouts; ROLLGATE_P5_SIZES=50,200,500 for P5's fleet sizes)
 	@# One package at a time: the cluster benchmarks and the Git ones must not load the machine for each other.
-	@# P5 runs rollgate's controller as `make image` builds it (bin/image/rollgate) and Kruise Rollout (tools-bench) as processes.
-	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(BIN)/image/rollgate ./cmd/rollgate
+	@# P5 runs rollgate's controller as `make image` builds it (bin/image/rollgate-controller) and Kruise Rollout (tools-bench) as processes.
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(BIN)/image/rollgate-controller ./cmd/rollgate-controller
 	go test -p 1 -timeout 90m -run '^$$' -bench . -benchmem ./... 2>&1 | tee bin/bench.log; exit $${PIPESTATUS[0]}
 	@echo "== P1-P5 (docs/benchmarks.md) =="; grep -E '^P[1-5] ' bin/bench.log
 	@# GitOps re-applies across a gate, 60 s per writer (make test runs 20 s)

@@ -10,11 +10,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"text/template"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/rollgate/rollgate/gitsync/commitmsg"
 )
 
 const (
@@ -58,7 +59,8 @@ type WriterOptions struct {
 	// Author of status commits; zero means the rollgate default.
 	Author Signature
 	// MessageTemplate is a text/template for the commit message, executed
-	// with CommitData; "" means DefaultStatusMessageTemplate.
+	// with CommitData by package commitmsg (no method calls but the time
+	// formatting ones); "" means DefaultStatusMessageTemplate.
 	MessageTemplate string
 	// MaxMeasurements bounds the analysis measurements written per
 	// Rollout (newest kept); 0 means DefaultMaxMeasurements.
@@ -105,7 +107,7 @@ type FlushResult struct {
 type Writer struct {
 	repo *Repository
 	opts WriterOptions
-	tmpl *template.Template
+	tmpl *commitmsg.Template
 
 	flushMu sync.Mutex // one flush at a time
 	// renders caches rendered status files by key; guarded by flushMu.
@@ -167,7 +169,7 @@ func NewWriter(repo *Repository, opts WriterOptions) (*Writer, error) {
 		opts.MessageTemplate = DefaultStatusMessageTemplate
 	}
 	opts.PathPrefix = strings.Trim(opts.PathPrefix, "/")
-	tmpl, err := template.New("status-commit").Option("missingkey=error").Parse(opts.MessageTemplate)
+	tmpl, err := commitmsg.Parse("status-commit", opts.MessageTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("status commit message template: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/workload"
 )
 
 // ManagerOptions are what a process decides about the manager that runs
@@ -98,13 +99,16 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // cacheOptions is what the manager caches: ConfigMaps only in the
 // controller's namespace, a shard's own Rollouts and Repositories only
-// (shard nil: all of them), and no object's managedFields. rollgate never
-// reads managedFields, and they are a large part of every cached Pod,
-// ReplicaSet and Deployment (one entry per field manager: the controller
-// manager, the scheduler, the kubelet, Flux, rollgate).
+// (shard nil: all of them), no object's managedFields, and of Pods only
+// what rollgate reads (workload.StripPod). rollgate never reads
+// managedFields, and they are a large part of every cached Pod, ReplicaSet
+// and Deployment (one entry per field manager: the controller manager, the
+// scheduler, the kubelet, Flux, rollgate); pods are the most numerous
+// objects in the cache, and their spec and container statuses most of each.
 func cacheOptions(namespace string, shard labels.Selector) cache.Options {
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{namespace: {}}},
+		&corev1.Pod{}:       {Transform: workload.StripPod},
 	}
 	if shard != nil {
 		// Another shard's Rollouts and Repositories are never cached here,

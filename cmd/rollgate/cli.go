@@ -14,11 +14,11 @@ import (
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/cmd/internal/kubeconfig"
 	"github.com/rollgate/rollgate/reconciler"
 )
 
@@ -36,17 +36,17 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 }
 
 func (f *clusterFlags) client() (client.Client, string, error) {
-	cc := kubeconfigLoader(f.kubeconfig, f.context)
+	cc := kubeconfig.Loader(f.kubeconfig, f.context)
 	ns, _, err := cc.Namespace()
 	if err != nil {
-		return nil, "", explainConfigError(err)
+		return nil, "", kubeconfig.Explain(err)
 	}
 	if f.namespace != "" {
 		ns = f.namespace
 	}
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, "", explainConfigError(err)
+		return nil, "", kubeconfig.Explain(err)
 	}
 	scheme, err := reconciler.NewScheme()
 	if err != nil {
@@ -54,25 +54,6 @@ func (f *clusterFlags) client() (client.Client, string, error) {
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	return c, ns, err
-}
-
-// kubeconfigLoader finds the cluster as kubectl does: the kubeconfig file
-// (an explicit path, else $KUBECONFIG, else ~/.kube/config), else the
-// in-cluster configuration of a pod.
-func kubeconfigLoader(path, context string) clientcmd.ClientConfig {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
-}
-
-// explainConfigError says what to do when no cluster is configured, in
-// place of client-go's advice to set KUBERNETES_MASTER, a variable that
-// nothing reads any more.
-func explainConfigError(err error) error {
-	if !clientcmd.IsEmptyConfig(err) {
-		return err
-	}
-	return fmt.Errorf("no cluster to talk to: no kubeconfig ($KUBECONFIG is unset and %s does not exist) and not running in a pod; set KUBECONFIG or pass --kubeconfig", clientcmd.RecommendedHomeFile)
 }
 
 // getRollout reads one Rollout, named "name" or "namespace/name".

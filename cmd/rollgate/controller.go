@@ -1,81 +1,18 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"time"
+	"errors"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-	"go.uber.org/zap/zapcore"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/rollgate/rollgate/reconciler"
-	"github.com/rollgate/rollgate/reconciler/metrics"
+	"github.com/rollgate/rollgate/cmd/internal/controller"
 )
 
-// controllerFlags are the flags of `rollgate controller`.
-type controllerFlags struct {
-	kubeconfig         string
-	namespace          string
-	metricsAddr        string
-	probeAddr          string
-	leaderElect        bool
-	leaderElectionID   string
-	watchLabelSelector string
-	concurrent         int
-	luaConfigMap       string
-	webhookPort        int
-	webhookHost        string
-	webhookConfig      string
-	webhookService     string
-	webhookSecret      string
-	webhookURL         string
-	gitWebhookAddr     string
-	gitDefaultInterval time.Duration
-	gitStatusBranch    string
-	gitStatusWindow    time.Duration
-	eventsAddr         string
-	gitInsecureHTTP    bool
-	logLevel           string
-	logDev             bool
-}
-
-func (f *controllerFlags) register(fs *pflag.FlagSet) {
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = "rollgate-system"
-	}
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means $KUBECONFIG, else ~/.kube/config, else the in-cluster config")
-	fs.StringVar(&f.namespace, "namespace", ns, "Namespace of the controller: leader election lease, webhook certificate Secret, Lua ConfigMap (default $POD_NAMESPACE)")
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it")
-	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints")
-	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time")
-	fs.StringVar(&f.leaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default \"rollgate.dev\"; with --watch-label-selector, \"rollgate.dev-\" and a hash of the selector, so every shard elects its own leader)")
-	fs.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "Run as one shard of several (Flux's sharding convention): reconcile only the Rollouts and Repositories whose labels match, e.g. \"sharding.fluxcd.io/key in (shard1)\" for a shard and \"!sharding.fluxcd.io/key\" for the main instance; empty: all of them (docs/sharding.md)")
-	fs.IntVar(&f.concurrent, "concurrent", 4, "Number of Rollouts reconciled in parallel")
-	fs.StringVar(&f.luaConfigMap, "lua-configmap", "rollgate-lua", "ConfigMap in --namespace with user Lua scripts (keys lua.traffic.routing.<Kind>.<group>, lua.traffic.routing.ingress.<class>); they override built-ins of the same key")
-	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server")
-	fs.StringVar(&f.webhookHost, "webhook-bind-host", "", "Host the admission webhook server binds to (e.g. 127.0.0.1 when running outside the cluster)")
-	fs.StringVar(&f.webhookConfig, "webhook-config-name", "rollgate", "Name of the MutatingWebhookConfiguration and ValidatingWebhookConfiguration the controller keeps current (CA bundle, rules)")
-	fs.StringVar(&f.webhookService, "webhook-service", "rollgate-webhook", "Service in --namespace in front of the webhook server (in-cluster registration)")
-	fs.StringVar(&f.webhookSecret, "webhook-secret", "rollgate-webhook-cert", "Secret in --namespace holding the webhook CA and serving certificate, shared by replicas")
-	fs.StringVar(&f.webhookURL, "webhook-url", "", "Register the webhook with this URL instead of the Service, e.g. https://127.0.0.1:9443 when the controller runs as a local process next to a (kwok) cluster")
-	fs.StringVar(&f.gitWebhookAddr, "git-webhook-bind-address", ":9292", "Address of the endpoint that GitHub, GitLab and Gitea push webhooks call to fetch at once; \"0\" disables it")
-	fs.DurationVar(&f.gitDefaultInterval, "git-default-interval", 5*time.Second, "Interval between fetches of a tracked branch when its Repository sets none")
-	fs.StringVar(&f.gitStatusBranch, "git-status-branch", "rollgate/status", "Status branch when a Repository sets none")
-	fs.DurationVar(&f.gitStatusWindow, "git-status-window", 10*time.Second, "Window over which status writes are coalesced into one commit when a Repository sets none")
-	fs.BoolVar(&f.gitInsecureHTTP, "git-allow-insecure-http", false, "Allow sending Git credentials over plain http:// (in-cluster Git servers, tests); https:// and ssh:// need nothing")
-	fs.StringVar(&f.eventsAddr, "events-addr", "", "Forward events to Flux's notification-controller at this address (optional)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info or error")
-	fs.BoolVar(&f.logDev, "log-dev", false, "Human-readable console logs instead of JSON")
-}
-
+// newControllerCommand runs the controller from the CLI, for a development
+// cluster; the image and the chart run the smaller rollgate-controller
+// binary, which has the same flags.
 func newControllerCommand() *cobra.Command {
-	f := &controllerFlags{}
+	f := &controller.Flags{}
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the rollgate controller and its admission webhook",
@@ -83,86 +20,19 @@ func newControllerCommand() *cobra.Command {
 freezes new revisions at admission, releases them step by step, moves traffic,
 runs analysis, and writes progress, approvals and reverts to Git.
 
-In a cluster, install it with the Helm chart (charts/rollgate). As a local
-process next to a development cluster, pass --kubeconfig, --webhook-url
+In a cluster, install it with the Helm chart (charts/rollgate), which runs the
+rollgate-controller binary of the image (the same flags, without the CLI). As a
+local process next to a development cluster, pass --kubeconfig, --webhook-url
 https://127.0.0.1:<port> and --webhook-bind-host 127.0.0.1.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runController(f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			err := controller.Run(f)
+			if u := (controller.UsageError{}); errors.As(err, &u) {
+				return usageError{err}
+			}
+			return err
+		},
 	}
-	f.register(cmd.Flags())
+	f.Register(cmd.Flags())
 	return cmd
-}
-
-// restConfig loads the cluster's configuration as the CLI does: the
-// kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config), else in-cluster.
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	cfg, err := kubeconfigLoader(kubeconfig, "").ClientConfig()
-	return cfg, explainConfigError(err)
-}
-
-func newLogger(level string, dev bool) (zap.Opts, error) {
-	var lvl zapcore.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, usageError{fmt.Errorf("--log-level %q: use debug, info or error", level)}
-	}
-	return func(o *zap.Options) {
-		o.Development = dev
-		o.Level = lvl
-	}, nil
-}
-
-func runController(f *controllerFlags) error {
-	logOpt, err := newLogger(f.logLevel, f.logDev)
-	if err != nil {
-		return err
-	}
-	if _, err := reconciler.ParseWatchSelector(f.watchLabelSelector); err != nil {
-		return usageError{err}
-	}
-	ctrl.SetLogger(zap.New(logOpt))
-	cfg, err := restConfig(f.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	if cfg.QPS == 0 {
-		// As in-cluster: no client-side throttling (client-go would
-		// default a kubeconfig to 5 requests/s); the API server's
-		// priority and fairness protects it.
-		cfg.QPS = -1
-	}
-	opts := f.options()
-	// rollgate's metrics are served next to controller-runtime's on
-	// --metrics-bind-address.
-	if opts.Metrics, err = metrics.New(ctrlmetrics.Registry); err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
-	}
-	mgr, err := reconciler.NewManager(cfg, reconciler.ManagerOptions{
-		MetricsAddr: f.metricsAddr, ProbeAddr: f.probeAddr,
-		LeaderElect: f.leaderElect, LeaderElectionID: f.leaderElectionID,
-		WatchLabelSelector: f.watchLabelSelector,
-	}, opts)
-	if err != nil {
-		return err
-	}
-	return mgr.Start(ctrl.SetupSignalHandler())
-}
-
-func (f *controllerFlags) options() reconciler.Options {
-	return reconciler.Options{
-		Namespace:          f.namespace,
-		Concurrent:         f.concurrent,
-		LuaConfigMap:       f.luaConfigMap,
-		WebhookService:     f.webhookService,
-		WebhookSecret:      f.webhookSecret,
-		WebhookURL:         f.webhookURL,
-		WebhookHost:        f.webhookHost,
-		WebhookPort:        f.webhookPort,
-		WebhookConfigName:  f.webhookConfig,
-		GitWebhookAddr:     f.gitWebhookAddr,
-		GitDefaultInterval: f.gitDefaultInterval,
-		GitStatusBranch:    f.gitStatusBranch,
-		GitStatusWindow:    f.gitStatusWindow,
-		EventsAddr:         f.eventsAddr,
-		GitInsecureHTTP:    f.gitInsecureHTTP,
-	}
 }

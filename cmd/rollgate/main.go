@@ -1,9 +1,9 @@
-// Command rollgate is the rollgate controller and its command-line client.
-//
-// One binary holds every subcommand: `rollgate controller` runs the
-// controller; the other subcommands are the CLI (also usable as
-// `kubectl rollgate` through the kubectl-rollgate name). The commands only
-// parse flags and wire packages together; the logic lives in the packages.
+// Command rollgate is rollgate's command-line client (also usable as
+// `kubectl rollgate` through the kubectl-rollgate name). `rollgate
+// controller` runs the controller next to a development cluster; the image
+// and the chart run cmd/rollgate-controller, the same controller without
+// the CLI. The commands only parse flags and wire packages together; the
+// logic lives in the packages.
 //
 // The binary links no test code: the local demo is cmd/rollgate-demo, and
 // TestLinksNoTestPackage guards that.

@@ -1,9 +1,7 @@
 package analysis
 
 import (
-	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -15,12 +13,9 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/prometheus/common/config"
 )
 
-// clientName is the User-Agent of metric queries and the name of the
-// client in prometheus/common.
+// clientName is the User-Agent of metric queries.
 const clientName = "rollgate-analysis"
 
 // maxRedirects bounds the same-origin redirects one query follows.
@@ -36,129 +31,177 @@ type clientOptions struct {
 	maxBody  int64
 }
 
-// newClient builds the HTTP client of one query with prometheus/common's
-// config package: bearer or basic auth, CA and client certificate from the
-// secret, the metric's headers, a timeout, and a cap on the response size.
-// It follows redirects only within the target's origin, so credentials and
-// headers never reach another host. The caller closes idle connections
-// when done.
+// newClient builds the HTTP client of one query: bearer or basic auth, CA
+// and client certificate from the secret, the metric's headers, a timeout,
+// and a cap on the response size. It follows redirects only within the
+// target's origin, so credentials and headers never reach another host.
+// The caller closes idle connections when done.
+//
+// It is built on net/http alone: prometheus/common's config package, which
+// did this before, links golang.org/x/net/trace, whose init makes the
+// linker keep every exported method of the controller binary (13 MB;
+// docs/benchmarks.md, P5).
 func newClient(o clientOptions) (*http.Client, error) {
 	target, err := url.Parse(o.target)
 	if err != nil {
 		return nil, fmt.Errorf("parsing URL: %w", err)
 	}
-	cfg, opts, err := httpClientConfig(o)
+	hdr, err := requestHeaders(o)
 	if err != nil {
 		return nil, err
 	}
-	client, err := config.NewClientFromConfig(cfg, clientName, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("HTTP client: %w", err)
+	tc := &tls.Config{InsecureSkipVerify: o.insecure, MinVersion: tls.VersionTLS12} //nolint:gosec // the metric's insecureSkipVerify asks for it
+	if err := applyTLS(tc, o.secret); err != nil {
+		return nil, err
 	}
-	client.Timeout = o.timeout
-	client.CheckRedirect = sameOrigin(target)
+	hdr.next = &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tc,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       5 * time.Minute,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: 1 * time.Second,
+	}
+	var rt http.RoundTripper = hdr
 	if o.maxBody > 0 {
-		client.Transport = &limitTransport{next: client.Transport, max: o.maxBody}
+		rt = &limitTransport{next: rt, max: o.maxBody}
 	}
-	return client, nil
+	return &http.Client{Transport: rt, Timeout: o.timeout, CheckRedirect: sameOrigin(target)}, nil
 }
 
-// httpClientConfig maps the options onto prometheus/common's client
-// configuration and validates it.
-func httpClientConfig(o clientOptions) (config.HTTPClientConfig, []config.HTTPClientOption, error) {
-	cfg := config.DefaultHTTPClientConfig
-	cfg.ProxyConfig = config.ProxyConfig{ProxyFromEnvironment: true}
-	cfg.TLSConfig = config.TLSConfig{InsecureSkipVerify: o.insecure, MinVersion: config.TLSVersion(tls.VersionTLS12)}
-	if err := applyCredentials(&cfg, o.secret); err != nil {
-		return cfg, nil, err
-	}
-	if err := applyTLS(&cfg.TLSConfig, o.secret); err != nil {
-		return cfg, nil, err
-	}
-	opts, err := applyHeaders(&cfg, o.headers)
-	if err != nil {
-		return cfg, nil, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, nil, fmt.Errorf("HTTP client config: %w", err)
-	}
-	return cfg, append(opts, config.WithNewTLSConfigFunc(tlsWithSystemRoots)), nil
+// reservedHeaders cannot be set by a metric: the client or the transport
+// owns them (the names admission refuses, api/v1alpha1 HTTPHeader, and the
+// three that keep a meaning, see requestHeaders: Authorization, Host and
+// User-Agent).
+var reservedHeaders = map[string]bool{
+	"Authorization":                       true,
+	"Host":                                true,
+	"User-Agent":                          true,
+	"Content-Encoding":                    true,
+	"Content-Length":                      true,
+	"Content-Type":                        true,
+	"Connection":                          true,
+	"Keep-Alive":                          true,
+	"Accept-Encoding":                     true,
+	"Transfer-Encoding":                   true,
+	"Proxy-Authenticate":                  true,
+	"Proxy-Authorization":                 true,
+	"Www-Authenticate":                    true,
+	"X-Prometheus-Remote-Write-Version":   true,
+	"X-Prometheus-Remote-Read-Version":    true,
+	"X-Prometheus-Scrape-Timeout-Seconds": true,
+	"X-Amz-Date":                          true,
+	"X-Amz-Security-Token":                true,
+	"X-Amz-Content-Sha256":                true,
 }
 
-// applyHeaders puts the metric's headers on cfg. prometheus/common
-// reserves some names; three of them keep their meaning:
+// requestHeaders are the headers of every request of the client: the
+// metric's headers, the User-Agent, the Host and the credentials.
 //   - User-Agent replaces rollgate-analysis;
 //   - Host sets the request's Host;
 //   - Authorization is ignored when the Secret has credentials (they win),
-//     and otherwise becomes the client's authorization.
+//     and is otherwise sent (Basic credentials must be base64 of
+//     user:password).
 //
 // Any other reserved name (Content-Type, Accept-Encoding, Connection, ...)
 // is an error naming it.
-func applyHeaders(cfg *config.HTTPClientConfig, headers map[string]string) ([]config.HTTPClientOption, error) {
-	ua := clientName
-	var opts []config.HTTPClientOption
-	for _, name := range slices.Sorted(maps.Keys(headers)) {
-		value := headers[name]
-		if _, reserved := config.ReservedHeaders[name]; !reserved {
-			if cfg.HTTPHeaders == nil {
-				cfg.HTTPHeaders = &config.Headers{Headers: map[string]config.Header{}}
-			}
-			cfg.HTTPHeaders.Headers[name] = config.Header{Values: []string{value}}
+func requestHeaders(o clientOptions) (*headerTransport, error) {
+	auth, err := credentials(o.secret)
+	if err != nil {
+		return nil, err
+	}
+	t := &headerTransport{header: http.Header{}, userAgent: clientName}
+	if auth != "" {
+		t.auth = &auth
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.headers)) {
+		value := o.headers[name]
+		if !reservedHeaders[name] {
+			t.header.Add(name, value)
 			continue
 		}
 		switch name {
 		case "User-Agent":
-			ua = value
+			t.userAgent = value
 		case "Host":
-			opts = append(opts, config.WithHost(value))
+			t.host = value
 		case "Authorization":
-			if cfg.Authorization != nil || cfg.BasicAuth != nil {
+			if t.auth != nil {
 				continue
 			}
-			if err := headerAuthorization(cfg, value); err != nil {
+			a, err := headerAuthorization(value)
+			if err != nil {
 				return nil, err
 			}
+			t.auth = &a
 		default:
 			return nil, fmt.Errorf("header %q is reserved and cannot be set on a metric query", name)
 		}
 	}
-	return append(opts, config.WithUserAgent(ua)), nil
+	return t, nil
 }
 
-// headerAuthorization maps an Authorization header value onto cfg: Basic
-// credentials to basic auth (prometheus/common refuses a "Basic"
-// authorization type), anything else to its type and credentials.
-func headerAuthorization(cfg *config.HTTPClientConfig, value string) error {
+// headerAuthorization checks an Authorization header value: Basic
+// credentials must be base64 of user:password.
+func headerAuthorization(value string) (secretString, error) {
 	typ, cred, _ := strings.Cut(strings.TrimSpace(value), " ")
 	cred = strings.TrimSpace(cred)
-	if !strings.EqualFold(typ, "Basic") {
-		cfg.Authorization = &config.Authorization{Type: typ, Credentials: config.Secret(cred)}
-		return nil
+	if strings.EqualFold(typ, "Basic") {
+		raw, err := base64.StdEncoding.DecodeString(cred)
+		if _, _, ok := strings.Cut(string(raw), ":"); err != nil || !ok {
+			return "", errors.New(`header "Authorization": Basic credentials are not base64 of user:password`)
+		}
+		typ = "Basic"
 	}
-	raw, err := base64.StdEncoding.DecodeString(cred)
-	user, pass, ok := strings.Cut(string(raw), ":")
-	if err != nil || !ok {
-		return errors.New(`header "Authorization": Basic credentials are not base64 of user:password`)
-	}
-	cfg.BasicAuth = &config.BasicAuth{Username: user, Password: config.Secret(pass)}
-	return nil
+	return secretString(typ + " " + cred), nil
 }
 
-// tlsWithSystemRoots builds the TLS configuration with prometheus/common,
-// then trusts the system roots besides the Secret's CA bundle (the library
-// trusts the bundle alone).
-func tlsWithSystemRoots(ctx context.Context, c *config.TLSConfig, opts ...config.TLSConfigOption) (*tls.Config, error) {
-	tc, err := config.NewTLSConfigWithContext(ctx, c, opts...)
-	if err != nil || c.CA == "" {
-		return tc, err
+// secretString is a credential; it prints as <secret>.
+type secretString string
+
+// String hides the value.
+func (secretString) String() string { return "<secret>" }
+
+// GoString hides the value.
+func (secretString) GoString() string { return "<secret>" }
+
+// headerTransport puts the client's headers on every request.
+type headerTransport struct {
+	next      http.RoundTripper
+	header    http.Header
+	userAgent string
+	host      string
+	// auth is the Authorization value, nil for none; a pointer, so that
+	// printing the transport shows an address, never the credentials.
+	auth *secretString
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for name, values := range t.header {
+		for _, v := range values {
+			req.Header.Add(name, v)
+		}
 	}
-	pool, err := x509.SystemCertPool()
-	if err != nil {
-		pool = x509.NewCertPool()
+	req.Header.Set("User-Agent", t.userAgent)
+	if t.host != "" {
+		req.Host = t.host
 	}
-	pool.AppendCertsFromPEM([]byte(c.CA))
-	tc.RootCAs = pool
-	return tc, nil
+	if t.auth != nil && req.Header.Get("Authorization") == "" {
+		req.Header.Set("Authorization", string(*t.auth))
+	}
+	return t.next.RoundTrip(req)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// transport.
+func (t *headerTransport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // sameOrigin follows a redirect only to the scheme, host and port of

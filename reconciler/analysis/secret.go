@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/prometheus/common/config"
 )
 
 // Secret keys read from a metric's secretRef.
@@ -42,38 +40,44 @@ func (SecretData) GoString() string { return "[redacted]" }
 // ErrSecret marks a Secret that cannot be used as metric credentials.
 var ErrSecret = errors.New("unusable metric secret")
 
-// applyCredentials sets the bearer token or the basic-auth pair of s on
-// cfg. Values become config.Secret, which marshals and prints as <secret>.
-func applyCredentials(cfg *config.HTTPClientConfig, s SecretData) error {
+// credentials is the Authorization header value of s: its bearer token or
+// its basic-auth pair, or "" when it has neither.
+func credentials(s SecretData) (secretString, error) {
 	token, hasToken := s[SecretToken]
 	user, hasUser := s[SecretUsername]
 	pass, hasPass := s[SecretPassword]
 	switch {
 	case hasToken && hasUser:
-		return fmt.Errorf("%w: set %q or %q, not both", ErrSecret, SecretToken, SecretUsername)
+		return "", fmt.Errorf("%w: set %q or %q, not both", ErrSecret, SecretToken, SecretUsername)
 	case hasToken:
 		t := strings.TrimSpace(string(token))
 		if t == "" {
-			return fmt.Errorf("%w: key %q is empty", ErrSecret, SecretToken)
+			return "", fmt.Errorf("%w: key %q is empty", ErrSecret, SecretToken)
 		}
-		cfg.Authorization = &config.Authorization{Type: "Bearer", Credentials: config.Secret(t)}
+		return secretString("Bearer " + t), nil
 	case hasUser != hasPass:
-		return fmt.Errorf("%w: %q and %q go together", ErrSecret, SecretUsername, SecretPassword)
+		return "", fmt.Errorf("%w: %q and %q go together", ErrSecret, SecretUsername, SecretPassword)
 	case hasUser:
-		cfg.BasicAuth = &config.BasicAuth{Username: string(user), Password: config.Secret(pass)}
+		pair := base64.StdEncoding.EncodeToString([]byte(string(user) + ":" + string(pass)))
+		return secretString("Basic " + pair), nil
 	}
-	return nil
+	return "", nil
 }
 
-// applyTLS sets the CA bundle and the client certificate of s on tc,
-// after checking that they parse, so that an error names the Secret key
-// at fault (and never shows its content).
-func applyTLS(tc *config.TLSConfig, s SecretData) error {
+// applyTLS trusts the CA bundle of s besides the system roots and sets
+// its client certificate on tc, after checking that they parse, so that an
+// error names the Secret key at fault (and never shows its content).
+func applyTLS(tc *tls.Config, s SecretData) error {
 	if ca, ok := s[SecretCA]; ok {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
 		if !x509.NewCertPool().AppendCertsFromPEM(ca) {
 			return fmt.Errorf("%w: key %q holds no PEM certificate", ErrSecret, SecretCA)
 		}
-		tc.CA = string(ca)
+		pool.AppendCertsFromPEM(ca)
+		tc.RootCAs = pool
 	}
 	cert, hasCert := s[SecretCert]
 	key, hasKey := s[SecretKey]
@@ -83,12 +87,12 @@ func applyTLS(tc *config.TLSConfig, s SecretData) error {
 	case hasKey && !hasCert:
 		return fmt.Errorf("%w: key %q is set without %q: mutual TLS needs both", ErrSecret, SecretKey, SecretCert)
 	case hasCert:
-		if _, err := tls.X509KeyPair(cert, key); err != nil {
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
 			// crypto/tls errors describe the PEM blocks, never their bytes.
 			return fmt.Errorf("%w: keys %q and %q are not a PEM certificate and its private key: %v", ErrSecret, SecretCert, SecretKey, err)
 		}
-		tc.Cert = string(cert)
-		tc.Key = config.Secret(key)
+		tc.Certificates = []tls.Certificate{pair}
 	}
 	return nil
 }

@@ -5,43 +5,33 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/prometheus/common/config"
 )
 
 func TestSecretCredentials(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		secret SecretData
-		want   string // "Bearer <token>", "Basic <user>:<password>" or ""
+		want   string // the Authorization header: "Bearer <token>", "Basic <base64 of user:password>" or ""
 		err    string
 	}{
 		{"none", nil, "", ""},
 		{"bearer", SecretData{"token": []byte("tok-123\n")}, "Bearer tok-123", ""},
-		{"basic", SecretData{"username": []byte("u"), "password": []byte("p")}, "Basic u:p", ""},
+		{"basic", SecretData{"username": []byte("u"), "password": []byte("p")}, "Basic dTpw", ""},
 		{"ca only", SecretData{"ca.crt": []byte("x")}, "", ""},
 		{"both", SecretData{"token": []byte("t"), "username": []byte("u"), "password": []byte("p")}, "", "not both"},
 		{"user without password", SecretData{"username": []byte("u")}, "", "go together"},
 		{"empty token", SecretData{"token": []byte(" ")}, "", "is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var cfg config.HTTPClientConfig
-			err := applyCredentials(&cfg, tc.secret)
+			got, err := credentials(tc.secret)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, ErrSecret) {
-					t.Fatalf("applyCredentials() error = %v, want ErrSecret with %q", err, tc.err)
+					t.Fatalf("credentials() error = %v, want ErrSecret with %q", err, tc.err)
 				}
 				return
 			}
-			var got string
-			switch {
-			case cfg.Authorization != nil:
-				got = cfg.Authorization.Type + " " + string(cfg.Authorization.Credentials)
-			case cfg.BasicAuth != nil:
-				got = "Basic " + cfg.BasicAuth.Username + ":" + string(cfg.BasicAuth.Password)
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("applyCredentials() = %q, %v; want %q", got, err, tc.want)
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("credentials() = %q, %v; want %q", string(got), err, tc.want)
 			}
 		})
 	}
@@ -64,22 +54,25 @@ func TestSecretDataNeverPrints(t *testing.T) {
 	}
 }
 
-// The client configuration holds the credentials as config.Secret, which
-// prints as <secret>.
-func TestClientConfigNeverPrintsSecrets(t *testing.T) {
-	cert, key := clientCertPEM(t)
+// The client holds the credentials as a secretString, which prints as
+// <secret>.
+func TestClientNeverPrintsSecrets(t *testing.T) {
 	for name, s := range map[string]SecretData{
-		"bearer": {"token": []byte("tok-123"), "tls.crt": cert, "tls.key": key},
+		"bearer": {"token": []byte("tok-123")},
 		"basic":  {"username": []byte("alice"), "password": []byte("hunter22")},
 	} {
-		cfg, _, err := httpClientConfig(clientOptions{target: "https://x", secret: s})
+		hdr, err := requestHeaders(clientOptions{target: "https://x", secret: s, headers: map[string]string{"X-Scope": "a"}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		out := cfg.String() + fmt.Sprintf("%v %+v", cfg, cfg)
-		for _, v := range []string{"tok-123", "hunter22", strings.TrimSpace(string(key))[40:80]} {
+		c, err := newClient(clientOptions{target: "https://x", secret: s})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out := fmt.Sprintf("%v %+v %#v %v %+v", hdr, hdr, hdr, c, c.Transport)
+		for _, v := range []string{"tok-123", "hunter22", "YWxpY2U6aHVudGVyMjI="} {
 			if strings.Contains(out, v) {
-				t.Fatalf("%s: config printed a secret value:\n%s", name, out)
+				t.Fatalf("%s: client printed a secret value:\n%s", name, out)
 			}
 		}
 	}

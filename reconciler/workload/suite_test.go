@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -30,6 +31,9 @@ var suite struct {
 	// cached reads through an informer cache that serves
 	// workload.OwnerIndex, as the controller's client does.
 	cached client.Client
+	// stripped is cached with the controller's transforms too: no
+	// managedFields, pods cut down by workload.StripPod.
+	stripped client.Client
 }
 
 func TestMain(m *testing.M) {
@@ -76,7 +80,15 @@ func run(m *testing.M) int {
 		return 1
 	}
 	suite.c = cluster.Client
-	if suite.cached, err = indexedClient(ctx, cluster.RESTConfig, scheme); err != nil {
+	if suite.cached, err = indexedClient(ctx, cluster.RESTConfig, cache.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if suite.stripped, err = indexedClient(ctx, cluster.RESTConfig, cache.Options{
+		Scheme:           scheme,
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject:         map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: workload.StripPod}},
+	}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -86,8 +98,8 @@ func run(m *testing.M) int {
 
 // indexedClient starts an informer cache with workload.OwnerIndex and
 // returns a client that reads through it.
-func indexedClient(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (client.Client, error) {
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
+func indexedClient(ctx context.Context, cfg *rest.Config, opts cache.Options) (client.Client, error) {
+	c, err := cache.New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
@@ -102,5 +114,5 @@ func indexedClient(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	if !c.WaitForCacheSync(ctx) {
 		return nil, fmt.Errorf("cache did not sync")
 	}
-	return client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: c}})
+	return client.New(cfg, client.Options{Scheme: opts.Scheme, Cache: &client.CacheOptions{Reader: c}})
 }

@@ -24,8 +24,8 @@ import (
 )
 
 // rollgateContender is rollgate's controller as `make image` (and `make
-// bench`) builds it, bin/image/rollgate (static, stripped), with its
-// production defaults: 4 workers, no client-side rate limit.
+// bench`) builds it, bin/image/rollgate-controller (static, stripped), with
+// its production defaults: 4 workers, no client-side rate limit.
 type rollgateContender struct{}
 
 func (rollgateContender) name() string { return "rollgate" }
@@ -37,7 +37,7 @@ func (rollgateContender) install(f *fleet) {
 
 func (rollgateContender) start(f *fleet, dir string) *controllerProcess {
 	f.b.Helper()
-	bin, err := repo.LookTool(filepath.Join("image", "rollgate"))
+	bin, err := repo.LookTool(filepath.Join("image", "rollgate-controller"))
 	if err != nil {
 		f.b.Fatalf("%v: run 'make bench' or 'make image' (the controller binary of the image)", err)
 	}
@@ -46,7 +46,7 @@ func (rollgateContender) start(f *fleet, dir string) *controllerProcess {
 		f.b.Fatal(err)
 	}
 	metrics, probe, webhook := ports[0], ports[1], ports[2]
-	p, err := proc.Start(dir, "rollgate", bin, []string{"controller",
+	p, err := proc.Start(dir, "rollgate", bin, []string{
 		"--kubeconfig", f.cluster.Kubeconfig, "--namespace", "rollgate-system",
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metrics),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probe),

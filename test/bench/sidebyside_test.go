@@ -124,7 +124,7 @@ type sbsResult struct {
 // BenchmarkSideBySide is P5 of docs/benchmarks.md: rollgate and
 // OpenKruise Rollout, one after the other, each on a fresh kwok cluster
 // with the same fleet of N Deployments (4 replicas, a headless Service and
-// an HTTPRoute each). Each controller runs as a local process (bin/rollgate,
+// an HTTPRoute each). Each controller runs as a local process (bin/image/rollgate-controller,
 // bin/kruiserollout/kruise-rollout), so memory is each process's RSS and
 // API requests are each process's own client-go counter. Per size and
 // controller: the floor (a plain Deployment rollout of one new pod, no

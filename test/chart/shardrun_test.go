@@ -98,15 +98,15 @@ func reports(t *testing.T, c *chartrun.Controller, name string) bool {
 	return false
 }
 
-// buildCurrentController builds cmd/rollgate of this tree (bin/rollgate
-// may predate the flags the chart now passes).
+// buildCurrentController builds cmd/rollgate-controller of this tree
+// (bin/rollgate-controller may predate the flags the chart now passes).
 func buildCurrentController(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "rollgate")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rollgate")
+	bin := filepath.Join(t.TempDir(), "rollgate-controller")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rollgate-controller")
 	cmd.Dir = repo.Root()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/rollgate: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/rollgate-controller: %v\n%s", err, out)
 	}
 	return bin
 }

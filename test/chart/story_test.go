@@ -271,7 +271,7 @@ func (s *upgradeStory) assertChartLabels(version string) {
 func (s *upgradeStory) assertChartFlags(c *chartrun.Controller) {
 	s.t.Helper()
 	args := c.Args()
-	for _, want := range []string{"controller", "--namespace=" + releaseNS, "--leader-elect=true",
+	for _, want := range []string{"--namespace=" + releaseNS, "--leader-elect=true",
 		"--webhook-service=" + controller + "-webhook", "--webhook-secret=" + controller + "-webhook-cert",
 		"--webhook-config-name=" + controller, "--git-default-interval=5s", "--git-status-branch=rollgate/status",
 		"--lua-configmap=rollgate-lua", "--log-level=info", "--webhook-bind-host=127.0.0.1", "--webhook-url=" + c.WebhookURL()} {

@@ -3,7 +3,8 @@
 // kubelets run no containers, so the chart's own pod never does).
 //
 // Start reads the chart's controller Deployment from the cluster and runs
-// bin/rollgate with the container's args and env, exactly as the kubelet
+// bin/rollgate-controller (the image's entrypoint) with the container's
+// args and env, exactly as the kubelet
 // would start the container, changed only where a process off-cluster must
 // differ: loopback ports, a webhook URL instead of the Service, and a
 // kubeconfig that impersonates the Deployment's ServiceAccount. So the
@@ -52,7 +53,7 @@ type Options struct {
 	Kubeconfig string   // admin kubeconfig of the (kwok) cluster
 	Namespace  string   // the release namespace
 	Deployment string   // name of the chart's controller Deployment, e.g. "rollgate"
-	Binary     string   // rollgate binary; default <repo>/bin/rollgate
+	Binary     string   // controller binary; default <repo>/bin/rollgate-controller
 	ExtraArgs  []string // appended after the chart's args
 	LogPath    string   // file the controller writes to; default in a temp dir
 }
@@ -93,10 +94,10 @@ func Start(ctx context.Context, o Options) (*Controller, error) {
 		return nil, errors.New("chartrun: Kubeconfig, Namespace and Deployment are required")
 	}
 	if o.Binary == "" {
-		o.Binary = filepath.Join(repo.Root(), "bin", "rollgate")
+		o.Binary = filepath.Join(repo.Root(), "bin", "rollgate-controller")
 	}
 	if _, err := os.Stat(o.Binary); err != nil {
-		return nil, fmt.Errorf("chartrun: rollgate binary: %w (make build)", err)
+		return nil, fmt.Errorf("chartrun: controller binary: %w (make build)", err)
 	}
 	dep, err := readDeployment(ctx, o)
 	if err != nil {

@@ -84,7 +84,7 @@ func fieldEnv(name, path string) corev1.EnvVar {
 func TestContainerSpecResolvesAsTheKubelet(t *testing.T) {
 	dep := deploymentWith(corev1.Container{
 		Name: "controller",
-		Args: []string{"controller", "--namespace=$(POD_NAMESPACE)", "--id=$(POD_NAME)", "--literal=$$(POD_NAMESPACE)", "--unknown=$(NOPE)"},
+		Args: []string{"--namespace=$(POD_NAMESPACE)", "--id=$(POD_NAME)", "--literal=$$(POD_NAMESPACE)", "--unknown=$(NOPE)"},
 		Env: []corev1.EnvVar{
 			fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 			fieldEnv("POD_NAME", "metadata.name"),
@@ -96,14 +96,14 @@ func TestContainerSpecResolvesAsTheKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := container{
-		args:           []string{"controller", "--namespace=rollgate-system", "--id=rg-rollgate-abc-def", "--literal=$(POD_NAMESPACE)", "--unknown=$(NOPE)"},
+		args:           []string{"--namespace=rollgate-system", "--id=rg-rollgate-abc-def", "--literal=$(POD_NAMESPACE)", "--unknown=$(NOPE)"},
 		env:            []string{"POD_NAMESPACE=rollgate-system", "POD_NAME=rg-rollgate-abc-def", "WHERE=in rollgate-system"},
 		serviceAccount: "rg-rollgate",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("\n got %+v\nwant %+v", got, want)
 	}
-	if sa := must(containerSpec(deploymentWith(corev1.Container{Name: "controller", Args: []string{"controller"}}, ""), "ns", "p")).serviceAccount; sa != "default" {
+	if sa := must(containerSpec(deploymentWith(corev1.Container{Name: "controller", Args: []string{"--log-level=info"}}, ""), "ns", "p")).serviceAccount; sa != "default" {
 		t.Errorf("a pod without serviceAccountName runs as %q, want default", sa)
 	}
 }
@@ -123,11 +123,11 @@ func TestContainerSpecFailsOnWhatItCannotResolve(t *testing.T) {
 		want string
 	}{
 		{"no controller container", deploymentWith(corev1.Container{Name: "manager"}, "sa"), `no container "controller"`},
-		{"a Secret", deploymentWith(corev1.Container{Name: "controller", Args: []string{"controller"}, Env: []corev1.EnvVar{secret}}, "sa"), "env TOKEN: valueFrom secretKeyRef"},
-		{"a pod IP", deploymentWith(corev1.Container{Name: "controller", Args: []string{"controller"}, Env: []corev1.EnvVar{fieldEnv("IP", "status.podIP")}}, "sa"), "env IP: fieldRef status.podIP"},
-		{"envFrom", deploymentWith(corev1.Container{Name: "controller", Args: []string{"controller"}, EnvFrom: []corev1.EnvFromSource{{}}}, "sa"), "envFrom"},
+		{"a Secret", deploymentWith(corev1.Container{Name: "controller", Args: []string{"--log-level=info"}, Env: []corev1.EnvVar{secret}}, "sa"), "env TOKEN: valueFrom secretKeyRef"},
+		{"a pod IP", deploymentWith(corev1.Container{Name: "controller", Args: []string{"--log-level=info"}, Env: []corev1.EnvVar{fieldEnv("IP", "status.podIP")}}, "sa"), "env IP: fieldRef status.podIP"},
+		{"envFrom", deploymentWith(corev1.Container{Name: "controller", Args: []string{"--log-level=info"}, EnvFrom: []corev1.EnvFromSource{{}}}, "sa"), "envFrom"},
 		{"a command", deploymentWith(corev1.Container{Name: "controller", Command: []string{"/other"}}, "sa"), "sets command"},
-		{"not the controller subcommand", deploymentWith(corev1.Container{Name: "controller", Args: []string{"version"}}, "sa"), `subcommand "controller"`},
+		{"another subcommand", deploymentWith(corev1.Container{Name: "controller", Args: []string{"version"}}, "sa"), "takes flags only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := containerSpec(tc.dep, "ns", "pod")

@@ -67,8 +67,11 @@ func containerSpec(dep *appsv1.Deployment, ns, podName string) (container, error
 	if len(errs) > 0 {
 		return container{}, fmt.Errorf("container %q: %w", ctr.Name, errors.Join(errs...))
 	}
-	if len(ctr.Args) == 0 || ctr.Args[0] != "controller" {
-		return container{}, fmt.Errorf("container %q args %q do not start with the subcommand \"controller\"", ctr.Name, ctr.Args)
+	// rollgate-controller, the image's entrypoint, takes flags only; the
+	// image of rollgate 0.1.0 ran /rollgate, and its chart passed the
+	// subcommand "controller" first (test/chart's upgrade story runs it).
+	if len(ctr.Args) > 0 && ctr.Args[0] != "controller" && !strings.HasPrefix(ctr.Args[0], "-") {
+		return container{}, fmt.Errorf("container %q args %q start with an argument that is not a flag: rollgate-controller, the image's entrypoint, takes flags only", ctr.Name, ctr.Args)
 	}
 	args := make([]string, len(ctr.Args))
 	for i, a := range ctr.Args {

@@ -89,7 +89,7 @@ func SampleApp(ctx context.Context, dir, version string) (Image, error) {
 // as `make image` does, under ref.
 func ControllerImage(ctx context.Context, dir, ref string) (Image, error) {
 	return BuildImage(ctx, dir, ImageSpec{
-		Package: "./cmd/rollgate",
+		Package: "./cmd/rollgate-controller",
 		Ref:     ref,
 		User:    65532,
 		CA:      true,
