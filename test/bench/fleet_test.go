@@ -63,6 +63,8 @@ type fleet struct {
 	opts     fleetOptions
 	// nsOf is each workload's namespace (ns unless opts.perNamespace).
 	nsOf map[string]string
+	// apiCalls counts the controller's API requests by verb and resource.
+	apiCalls *requestCounter
 }
 
 // fleetOptions change the fleet; the zero value is the plain fleet.
@@ -488,6 +490,8 @@ func (f *fleet) startController() {
 	port := freePort(f.b)
 	cfg := *f.cluster.RESTConfig
 	cfg.QPS, cfg.Burst = -1, 0
+	f.apiCalls = &requestCounter{count: map[string]float64{}}
+	cfg.Wrap(f.apiCalls.wrap)
 	// The event recorder logs through ctrl.Log, which warns with a stack
 	// trace when no logger was ever set.
 	discard := zap.New(zap.WriteTo(io.Discard))
