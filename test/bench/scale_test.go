@@ -136,6 +136,7 @@ func benchmarkScale(b *testing.B, n int) {
 	}
 	row("set-up until every Rollout is healthy", time.Since(start).Seconds(), "s")
 	fmt.Printf("P2 scale, %d Rollouts, namespaces: %d\n", n, len(f.namespaces()))
+	fmt.Printf("P2 scale, %d Rollouts, workers (--concurrent): %d\n", n, concurrentFromEnv(b))
 
 	// At rest: N healthy Rollouts, nothing changing.
 	time.Sleep(5 * time.Second)
