@@ -219,3 +219,71 @@ func TestEventsOfReleasesInMotionGoFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestAReconcileWaitsForTheCacheToShowItsOwnWrite: a reconcile that reads
+// a Rollout older than the controller's last write of it (the cache has
+// not caught up) writes nothing and looks again shortly, instead of
+// planning and acting from the older status; once the read shows the
+// last write, reconciles go on.
+func TestAReconcileWaitsForTheCacheToShowItsOwnWrite(t *testing.T) {
+	ctx, _, c, _ := startAPIServer(t)
+	const ns, name = "own-writes", "api"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	mustCreate(t, c, gatedRollout(t, ns, name, nil)) // no Deployment: the release stalls, the status says so
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	old := &v1alpha1.Rollout{}
+	if err := c.Get(ctx, key, old); err != nil {
+		t.Fatal(err)
+	}
+	// The first reconcile writes (the finalizer, the status).
+	reads := &laggingRollouts{Client: c}
+	r := &RolloutReconciler{Client: reads, APIReader: c, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(),
+		repos: newRepoPool(c, Options{})}
+	_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	written := &v1alpha1.Rollout{}
+	if err := c.Get(ctx, key, written); err != nil {
+		t.Fatal(err)
+	}
+	if written.ResourceVersion == old.ResourceVersion {
+		t.Fatal("the first reconcile wrote nothing")
+	}
+
+	// A cache behind that write: nothing is written, and it looks again soon.
+	reads.serve(old)
+	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	if err != nil || res.RequeueAfter != cacheLagPoll {
+		t.Fatalf("reconcile of the Rollout as it was before the last write = %+v, %v; want a look again after %v", res, err, cacheLagPoll)
+	}
+	now := &v1alpha1.Rollout{}
+	if err := c.Get(ctx, key, now); err != nil {
+		t.Fatal(err)
+	}
+	if now.ResourceVersion != written.ResourceVersion {
+		t.Fatalf("a reconcile of the older Rollout wrote it (resource version %s, then %s)", written.ResourceVersion, now.ResourceVersion)
+	}
+
+	// The cache caught up: the reconcile goes on (to stop at the missing
+	// workload).
+	reads.serve(nil)
+	if res, _ := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); res.RequeueAfter == cacheLagPoll {
+		t.Fatalf("reconcile of the Rollout as last written = %+v; want it reconciled, not held for the cache", res)
+	}
+}
+
+// laggingRollouts serves a fixed copy of a Rollout, as a cache that has
+// not caught up would; everything else (and the Rollout, when none is
+// set) comes from the API server.
+type laggingRollouts struct {
+	client.Client
+	stale *v1alpha1.Rollout
+}
+
+func (l *laggingRollouts) serve(ro *v1alpha1.Rollout) { l.stale = ro }
+
+func (l *laggingRollouts) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if ro, ok := obj.(*v1alpha1.Rollout); ok && l.stale != nil && key == client.ObjectKeyFromObject(l.stale) {
+		l.stale.DeepCopyInto(ro)
+		return nil
+	}
+	return l.Client.Get(ctx, key, obj, opts...)
+}

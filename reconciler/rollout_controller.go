@@ -86,6 +86,8 @@ type RolloutReconciler struct {
 	workloadOpts []workload.Option
 	// routes watches the kinds named in customNetworkRefs (nil: none).
 	routes *routeWatches
+	// writes are the Rollout versions this controller's writes replaced.
+	writes ownWrites
 }
 
 // Reconcile moves one Rollout one step closer to its spec.
@@ -94,15 +96,29 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if err := r.Get(ctx, req.NamespacedName, ro); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Options.Metrics.Forget(req.Namespace, req.Name)
+			r.writes.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.writes.behind(req.NamespacedName, ro.ResourceVersion) {
+		// The cache has not shown this controller's last write yet.
+		prio := priorityNormal
+		if inMotion(&ro.Status) {
+			prio = priorityInMotion
+		}
+		return reconcile.Result{RequeueAfter: cacheLagPoll, Priority: &prio}, nil
 	}
 	defer r.recordMetrics(ro) // deferred first: runs after the status patch
 	sc := newScope(ro, r.Options.now())
 	patcher := newStatusPatcher(r.Client, ro)
+	read := ro.ResourceVersion
 	defer func() {
 		r.updateStatus(sc)
-		if err := patcher.patch(ctx, ro); err != nil {
+		err := r.persist(ctx, sc, patcher)
+		if ro.ResourceVersion != read {
+			r.writes.wrote(req.NamespacedName, sc.replaced)
+		}
+		if err != nil {
 			if !apierrors.IsNotFound(err) {
 				retErr = kerrors.NewAggregate([]error{retErr, err})
 			}
@@ -170,7 +186,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 		// cannot bring back the old state's traffic or pods.
 		if sc.moved {
 			r.updateStatus(sc)
-			if err := patcher.patch(ctx, sc.ro); err != nil {
+			if err := r.persist(ctx, sc, patcher); err != nil {
 				return reconcile.Result{}, err
 			}
 		}
@@ -191,6 +207,17 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 		return r.actLetGo(ctx, sc)
 	}
 	return r.requeueResult(sc), nil
+}
+
+// persist writes the Rollout's status and finalizers if they changed, and
+// records the version a write replaced (ownWrites).
+func (r *RolloutReconciler) persist(ctx context.Context, sc *scope, patcher *statusPatcher) error {
+	version := sc.ro.ResourceVersion
+	err := patcher.patch(ctx, sc.ro)
+	if sc.ro.ResourceVersion != version {
+		sc.replaced = append(sc.replaced, version)
+	}
+	return err
 }
 
 // planRounds bounds the plans of one reconcile.
