@@ -6,9 +6,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
 )
 
 // notifier hands object keys from the Git writers and fetches to a
@@ -82,4 +87,67 @@ func (n *notifier) add(q workqueue.TypedRateLimitingInterface[reconcile.Request]
 			q.Add(req)
 		}
 	}
+}
+
+// inMotionFirst queues the Rollouts that an event handler maps an event to
+// at priorityInMotion when their release is in motion (inMotion), and at
+// the handler's own priority otherwise. In a wave of releases the events
+// of the Rollouts that started then go before those of Rollouts yet to
+// start, so the releases reach their gates one after another, each soon
+// after its own pods are ready, instead of all together after the whole
+// wave (every Rollout with an event waiting in a first-in, first-out
+// queue, each taking a turn of the whole queue per step).
+type inMotionFirst struct {
+	handler.EventHandler
+	rollouts client.Reader
+}
+
+// eventsOf maps an event to Rollouts with fn and queues them as
+// inMotionFirst does.
+func (r *RolloutReconciler) eventsOf(fn handler.MapFunc) handler.EventHandler {
+	return inMotionFirst{EventHandler: handler.EnqueueRequestsFromMapFunc(fn), rollouts: r.Client}
+}
+
+func (h inMotionFirst) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.EventHandler.Create(ctx, e, h.queue(ctx, q))
+}
+
+func (h inMotionFirst) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.EventHandler.Update(ctx, e, h.queue(ctx, q))
+}
+
+func (h inMotionFirst) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.EventHandler.Delete(ctx, e, h.queue(ctx, q))
+}
+
+func (h inMotionFirst) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.EventHandler.Generic(ctx, e, h.queue(ctx, q))
+}
+
+// queue is q, whose plain Add queues a Rollout in motion at
+// priorityInMotion; a queue without priorities is returned as it is.
+func (h inMotionFirst) queue(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	if !ok {
+		return q
+	}
+	return motionQueue{PriorityQueue: pq, ctx: ctx, rollouts: h.rollouts}
+}
+
+// motionQueue raises the priority of the plain adds of Rollouts in motion;
+// adds with options (the handler's low priority for an unchanged object)
+// pass through.
+type motionQueue struct {
+	priorityqueue.PriorityQueue[reconcile.Request]
+	ctx      context.Context
+	rollouts client.Reader
+}
+
+func (q motionQueue) Add(req reconcile.Request) {
+	prio := priorityNormal
+	var ro v1alpha1.Rollout
+	if err := q.rollouts.Get(q.ctx, req.NamespacedName, &ro); err == nil && inMotion(&ro.Status) {
+		prio = priorityInMotion
+	}
+	q.AddWithOpts(priorityqueue.AddOpts{Priority: &prio}, req)
 }

@@ -47,8 +47,14 @@ const (
 	// priorityWoken: a fetch brought a change to the manifest of a
 	// Rollout waiting at a gate (wakeGated): a person is waiting for it.
 	priorityWoken = 10
-	// priorityNormal: watch events, a release that just moved, a timer
-	// (pause, grace period, analysis, Git interval) that is due.
+	// priorityInMotion: watch events of a Rollout whose release is in
+	// motion (inMotion) and its look again after a move, so that in a
+	// wave of releases those already started reach their gates before
+	// new ones start (inMotionFirst).
+	priorityInMotion = 5
+	// priorityNormal: other watch events, a release that just moved to a
+	// pause or a gate, a timer (pause, grace period, analysis, Git
+	// interval) that is due.
 	priorityNormal = 0
 	// priorityPoll: a look again in case an event was missed (workload or
 	// routers still moving, the release resync) and the GitSynced
@@ -80,6 +86,8 @@ type RolloutReconciler struct {
 	workloadOpts []workload.Option
 	// routes watches the kinds named in customNetworkRefs (nil: none).
 	routes *routeWatches
+	// writes are the Rollout versions this controller's writes replaced.
+	writes ownWrites
 }
 
 // Reconcile moves one Rollout one step closer to its spec.
@@ -88,15 +96,29 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if err := r.Get(ctx, req.NamespacedName, ro); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Options.Metrics.Forget(req.Namespace, req.Name)
+			r.writes.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.writes.behind(req.NamespacedName, ro.ResourceVersion) {
+		// The cache has not shown this controller's last write yet.
+		prio := priorityNormal
+		if inMotion(&ro.Status) {
+			prio = priorityInMotion
+		}
+		return reconcile.Result{RequeueAfter: cacheLagPoll, Priority: &prio}, nil
 	}
 	defer r.recordMetrics(ro) // deferred first: runs after the status patch
 	sc := newScope(ro, r.Options.now())
 	patcher := newStatusPatcher(r.Client, ro)
+	read := ro.ResourceVersion
 	defer func() {
 		r.updateStatus(sc)
-		if err := patcher.patch(ctx, ro); err != nil {
+		err := r.persist(ctx, sc, patcher)
+		if ro.ResourceVersion != read {
+			r.writes.wrote(req.NamespacedName, sc.replaced)
+		}
+		if err != nil {
 			if !apierrors.IsNotFound(err) {
 				retErr = kerrors.NewAggregate([]error{retErr, err})
 			}
@@ -150,24 +172,33 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 	r.observeFleet(ctx, sc)
 	r.actKeepTraffic(ctx, sc)
 
-	if err := r.plan(sc); err != nil {
-		return reconcile.Result{}, nil // Stalled with InvalidSpec; a spec change triggers the next reconcile
-	}
-	// The status is the planner's only memory: persist a new step or state
-	// before acting on it, so a crash right after the action cannot bring
-	// back the old state's traffic or pods.
-	if sc.moved {
-		r.updateStatus(sc)
-		if err := patcher.patch(ctx, sc.ro); err != nil {
-			return reconcile.Result{}, err
+	// A release whose new traffic the routers confirmed at once is
+	// planned again (actOnRelease).
+	moved := false
+	for round := 1; ; round++ {
+		previous := sc.plan
+		if err := r.plan(sc); err != nil {
+			return reconcile.Result{}, nil // Stalled with InvalidSpec; a spec change triggers the next reconcile
+		}
+		moved = moved || sc.moved
+		// The status is the planner's only memory: persist a new step or
+		// state before acting on it, so a crash right after the action
+		// cannot bring back the old state's traffic or pods.
+		if sc.moved {
+			r.updateStatus(sc)
+			if err := r.persist(ctx, sc, patcher); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		again, err := r.actOnRelease(ctx, sc, previous)
+		if err != nil {
+			return r.stallOrRetry(sc, err)
+		}
+		if !again || round == planRounds {
+			break
 		}
 	}
-	if err := r.actOnWorkload(ctx, sc); err != nil {
-		return r.stallOrRetry(sc, err)
-	}
-	if err := r.actOnTraffic(ctx, sc); err != nil {
-		return r.stallOrRetry(sc, err)
-	}
+	sc.moved = moved
 	if err := r.actOnGit(ctx, sc); err != nil {
 		sc.gitWriteErr = err
 		log.FromContext(ctx).Error(err, "writing to Git")
@@ -176,6 +207,51 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 		return r.actLetGo(ctx, sc)
 	}
 	return r.requeueResult(sc), nil
+}
+
+// persist writes the Rollout's status and finalizers if they changed, and
+// records the version a write replaced (ownWrites).
+func (r *RolloutReconciler) persist(ctx context.Context, sc *scope, patcher *statusPatcher) error {
+	version := sc.ro.ResourceVersion
+	err := patcher.patch(ctx, sc.ro)
+	if sc.ro.ResourceVersion != version {
+		sc.replaced = append(sc.replaced, version)
+	}
+	return err
+}
+
+// planRounds bounds the plans of one reconcile.
+const planRounds = 2
+
+// actOnRelease moves the workload and the traffic as the plan says. again
+// says to plan once more with what the routers just answered: the planner
+// judged the traffic the status asked for before the move, so a step whose
+// new traffic is confirmed at once would otherwise wait for another
+// reconcile (in a wave of releases, another turn of the whole work queue)
+// to reach its gate. The workload is moved by the first plan, and by a
+// later one only if it asks for another action (previous is the plan
+// before, nil in the first round): the cache may not show the first
+// round's writes yet, and the same action taken again from it would be
+// taken on stale objects.
+func (r *RolloutReconciler) actOnRelease(ctx context.Context, sc *scope, previous *strategy.Plan) (again bool, err error) {
+	if previous == nil || !sameWorkloadAction(previous, sc.plan) {
+		if err := r.actOnWorkload(ctx, sc); err != nil {
+			return false, err
+		}
+	}
+	judged := sc.traffic.asked
+	if err := r.actOnTraffic(ctx, sc); err != nil {
+		return false, err
+	}
+	return sc.moved && sc.traffic.done && !sc.traffic.asked.Equal(judged), nil
+}
+
+// sameWorkloadAction reports whether two plans ask the workload for the
+// same thing.
+func sameWorkloadAction(a, b *strategy.Plan) bool {
+	return a != nil && b != nil && a.Workload == b.Workload && a.CanaryReplicas == b.CanaryReplicas &&
+		a.MaxUnavailable == b.MaxUnavailable && a.Status.CanaryRevision == b.Status.CanaryRevision &&
+		a.Status.CurrentStepIndex == b.Status.CurrentStepIndex
 }
 
 // observeWorkload reads the workload, after making sure this Rollout is
@@ -358,10 +434,26 @@ func (r *RolloutReconciler) requeueResult(rel *scope) reconcile.Result {
 	}
 	prio := priorityNormal
 	waiting := (!rel.workloadDone && d == workloadPoll) || (!rel.traffic.done && rel.traffic.wait == 0)
-	if !rel.moved && (d == releaseResync || waiting) {
+	switch {
+	case !rel.moved && (d == releaseResync || waiting):
 		prio = priorityPoll
+	case inMotion(&rel.ro.Status):
+		prio = priorityInMotion
 	}
 	return reconcile.Result{RequeueAfter: d, Priority: &prio}
+}
+
+// inMotion reports whether a release is between two waits: a step
+// bringing its pods up, moving traffic, analysing or finishing, or a
+// rollback, but not a pause or a gate.
+func inMotion(st *v1alpha1.RolloutStatus) bool {
+	switch {
+	case st.CurrentStepState == v1alpha1.StepRollingBack:
+		return true
+	case st.Phase != v1alpha1.PhaseProgressing:
+		return false
+	}
+	return st.CurrentStepState != v1alpha1.StepPaused
 }
 
 // requeue says when to look again. A release that just moved is looked at

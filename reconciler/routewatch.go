@@ -51,15 +51,16 @@ type routeWatches struct {
 	ctrl   controller.Controller
 	cache  cache.Cache
 	mapper meta.RESTMapper
-	// rollouts maps an event of an object of a kind to its Rollouts.
-	rollouts func(gk schema.GroupKind) handler.MapFunc
+	// rollouts maps an event of an object of a kind to its Rollouts and
+	// queues them.
+	rollouts func(gk schema.GroupKind) handler.EventHandler
 
 	mu      sync.Mutex
 	watched map[schema.GroupKind]bool
 	missing map[schema.GroupKind]bool // logged once until found
 }
 
-func newRouteWatches(c controller.Controller, ca cache.Cache, mapper meta.RESTMapper, rollouts func(schema.GroupKind) handler.MapFunc) *routeWatches {
+func newRouteWatches(c controller.Controller, ca cache.Cache, mapper meta.RESTMapper, rollouts func(schema.GroupKind) handler.EventHandler) *routeWatches {
 	return &routeWatches{ctrl: c, cache: ca, mapper: mapper, rollouts: rollouts,
 		watched: map[schema.GroupKind]bool{}, missing: map[schema.GroupKind]bool{}}
 }
@@ -100,7 +101,7 @@ func (w *routeWatches) watch(ctx context.Context, gvk schema.GroupVersionKind) {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gvk)
 	var o client.Object = obj
-	if err := w.ctrl.Watch(source.Kind(w.cache, o, handler.EnqueueRequestsFromMapFunc(w.rollouts(gk)))); err != nil {
+	if err := w.ctrl.Watch(source.Kind(w.cache, o, w.rollouts(gk))); err != nil {
 		logger.Error(err, "watching a routing kind; will try again")
 		return
 	}
@@ -109,10 +110,10 @@ func (w *routeWatches) watch(ctx context.Context, gvk schema.GroupVersionKind) {
 	logger.Info("watching a routing kind named in customNetworkRefs")
 }
 
-// rolloutsOfCustomRoute maps an event of an object of kind gk to the
+// rolloutsOfCustomRoute queues, for an event of an object of kind gk, the
 // Rollouts whose customNetworkRefs name it.
-func (r *RolloutReconciler) rolloutsOfCustomRoute(gk schema.GroupKind) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *RolloutReconciler) rolloutsOfCustomRoute(gk schema.GroupKind) handler.EventHandler {
+	return r.eventsOf(func(ctx context.Context, o client.Object) []reconcile.Request {
 		return r.rolloutsBy(ctx, o.GetNamespace(), routeIndex, customRouteKey(gk, o.GetName()))
-	}
+	})
 }

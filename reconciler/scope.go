@@ -66,6 +66,9 @@ type scope struct {
 	gitWriteErr error
 	// failure is the error the reconcile stopped on, if any.
 	failure *failure
+	// replaced are the Rollout's versions before each status write
+	// (ownWrites).
+	replaced []string
 }
 
 // trafficAnswer is what the routers answered for the traffic last asked.

@@ -127,24 +127,24 @@ func setup(mgr ctrl.Manager, opts Options, admission client.Reader) error {
 }
 
 func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
-	workloadEvents := handler.EnqueueRequestsFromMapFunc(r.rolloutsOfWorkload)
+	workloadEvents := r.eventsOf(r.rolloutsOfWorkload)
 	// A route or Service re-applied by the GitOps tool mid-release is
 	// re-asserted at once: watch them (HTTPRoutes only where the CRD is;
 	// the kinds named in customNetworkRefs once a Rollout names them, see
 	// routeWatches).
 	b := ctrl.NewControllerManagedBy(mgr).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfRoute("Service"))).
-		Watches(&networkingv1.Ingress{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfRoute("Ingress")))
+		Watches(&corev1.Service{}, r.eventsOf(r.rolloutsOfRoute("Service"))).
+		Watches(&networkingv1.Ingress{}, r.eventsOf(r.rolloutsOfRoute("Ingress")))
 	if _, err := mgr.GetRESTMapper().RESTMapping(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute").GroupKind(), gatewayv1.SchemeGroupVersion.Version); err == nil {
-		b = b.Watches(&gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfRoute("HTTPRoute")))
+		b = b.Watches(&gatewayv1.HTTPRoute{}, r.eventsOf(r.rolloutsOfRoute("HTTPRoute")))
 	}
 	c, err := b.
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&appsv1.Deployment{}, workloadEvents).
 		Watches(&appsv1.StatefulSet{}, workloadEvents).
 		Watches(&appsv1.DaemonSet{}, workloadEvents).
-		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfReplicaSet)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfPod)).
+		Watches(&appsv1.ReplicaSet{}, r.eventsOf(r.rolloutsOfReplicaSet)).
+		Watches(&corev1.Pod{}, r.eventsOf(r.rolloutsOfPod)).
 		WatchesRawSource(r.repos.moved.source()).   // a fetch brought a merged approval
 		WatchesRawSource(r.repos.written.source()). // progress reached Git: GitSynced
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrent, 1)}).

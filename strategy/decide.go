@@ -283,10 +283,12 @@ func (p *planner) trafficSettled() bool {
 }
 
 // graceLeft is the part of gracePeriodSeconds still to wait after the last
-// traffic change (or the start of the current state, if later).
+// traffic change (or the start of the current state, if later). Without a
+// grace period there is none: the state's start, stamped up to the next
+// second, must not make a step wait for that second.
 func (p *planner) graceLeft() time.Duration {
 	rs := p.spec.Strategy.TrafficRoutings()
-	if len(rs) == 0 {
+	if len(rs) == 0 || rs[0].GracePeriod() <= 0 {
 		return 0
 	}
 	start := p.obs.TrafficChangedAt

@@ -69,6 +69,8 @@ func TestTrafficRoutingWaitsForTheRoutersAndTheGracePeriod(t *testing.T) {
 		{"grace over", 3, true, 0, 3 * time.Second, v1alpha1.StepPaused, 0},
 		{"grace over after the confirmed change", 3, true, 5 * time.Second, 8 * time.Second, v1alpha1.StepPaused, 0},
 		{"no grace", 0, true, 0, 0, v1alpha1.StepPaused, 0},
+		// The state's start is stamped up to the next second.
+		{"no grace, the state stamped within the second", 0, true, 0, -500 * time.Millisecond, v1alpha1.StepPaused, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

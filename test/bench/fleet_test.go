@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,8 @@ type fleet struct {
 	opts     fleetOptions
 	// nsOf is each workload's namespace (ns unless opts.perNamespace).
 	nsOf map[string]string
+	// apiCalls counts the controller's API requests by verb and resource.
+	apiCalls *requestCounter
 }
 
 // fleetOptions change the fleet; the zero value is the plain fleet.
@@ -479,8 +482,25 @@ func (f *fleet) applyIn(namespace, docs string) {
 	}
 }
 
+// concurrentEnv sets the controller's concurrent reconciles (default 4,
+// `rollgate controller --concurrent`'s default).
+const concurrentEnv = "ROLLGATE_BENCH_CONCURRENT"
+
+// concurrentFromEnv reads concurrentEnv (default 4).
+func concurrentFromEnv(b *testing.B) int {
+	v := os.Getenv(concurrentEnv)
+	if v == "" {
+		return 4
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a number of workers, such as 8", concurrentEnv, v)
+	}
+	return n
+}
+
 // startController runs the controller in-process with the production
-// defaults (4 concurrent reconciles, client-side rate limiting off as
+// defaults (4 concurrent reconciles unless concurrentEnv says otherwise, client-side rate limiting off as
 // ctrl.GetConfig sets it in a cluster), its webhook on a loopback URL and
 // its logs discarded.
 func (f *fleet) startController() {
@@ -488,12 +508,14 @@ func (f *fleet) startController() {
 	port := freePort(f.b)
 	cfg := *f.cluster.RESTConfig
 	cfg.QPS, cfg.Burst = -1, 0
+	f.apiCalls = &requestCounter{count: map[string]float64{}}
+	cfg.Wrap(f.apiCalls.wrap)
 	// The event recorder logs through ctrl.Log, which warns with a stack
 	// trace when no logger was ever set.
 	discard := zap.New(zap.WriteTo(io.Discard))
 	ctrl.SetLogger(discard)
 	mgr, err := reconciler.NewManager(&cfg, reconciler.ManagerOptions{Logger: discard, Restartable: true}, reconciler.Options{
-		Namespace: "rollgate-system", Concurrent: 4, LuaConfigMap: "rollgate-lua",
+		Namespace: "rollgate-system", Concurrent: concurrentFromEnv(f.b), LuaConfigMap: "rollgate-lua",
 		WebhookURL: fmt.Sprintf("https://127.0.0.1:%d", port), WebhookSecret: "rollgate-webhook-cert",
 		GitWebhookAddr: f.gitWebhookAddr(), GitDefaultInterval: time.Minute,
 	})

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -135,6 +136,7 @@ func benchmarkScale(b *testing.B, n int) {
 	}
 	row("set-up until every Rollout is healthy", time.Since(start).Seconds(), "s")
 	fmt.Printf("P2 scale, %d Rollouts, namespaces: %d\n", n, len(f.namespaces()))
+	fmt.Printf("P2 scale, %d Rollouts, workers (--concurrent): %d\n", n, concurrentFromEnv(b))
 
 	// At rest: N healthy Rollouts, nothing changing.
 	time.Sleep(5 * time.Second)
@@ -152,10 +154,31 @@ func benchmarkScale(b *testing.B, n int) {
 
 	// In flight: inflight Rollouts (default all) released to their step-1
 	// gates at once.
+	released := spreadOut(f.names, inflight)
+	inWave := map[string]bool{}
+	for _, name := range released {
+		inWave[name] = true
+	}
+	q1, r1 := readQueueWait(b), f.apiCalls.snapshot()
+	traceCtx, stopTrace := context.WithCancel(context.Background())
+	trace := f.traceWave(traceCtx, 10*time.Second, inWave)
 	b.ResetTimer()
-	s := f.releaseSomeToGate("app:2.0", spreadOut(f.names, inflight))
+	s := f.releaseSomeToGate("app:2.0", released)
 	b.StopTimer()
+	stopTrace()
 	h2 := readReconcileHistogram(b)
+	trace.log(b)
+	q2, r2 := readQueueWait(b), f.apiCalls.snapshot()
+	wait := q2.minus(q1)
+	row("work-queue wait p50 during the release", wait.quantile(0.5), "s")
+	row("work-queue wait p99 during the release", wait.quantile(0.99), "s")
+	row("work-queue depth max during the release", trace.maxQ, "items")
+	for _, k := range sortedKeys(r2) {
+		if v := r2[k] - r1[k]; v > 0 {
+			fmt.Printf("requests: %-40s %6.0f (%.2f per reconcile)\n", k, v, v/max(s.stats.reconciles, 1))
+		}
+	}
+
 	row(fmt.Sprintf("RSS with %d releases at their gates", inflight), rssMiB(b), "MiB")
 	row(fmt.Sprintf("heap with %d releases at their gates", inflight), heapMiB(), "MiB")
 	if profile != "" {
@@ -212,31 +235,7 @@ type histogram struct {
 // readReconcileHistogram reads controller-runtime's reconcile-time
 // histogram of the Rollout controller.
 func readReconcileHistogram(b *testing.B) histogram {
-	mfs, err := crmetrics.Registry.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var h histogram
-	for _, mf := range mfs {
-		if mf.GetName() != "controller_runtime_reconcile_time_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			rollout := false
-			for _, l := range m.GetLabel() {
-				rollout = rollout || (l.GetName() == "controller" && l.GetValue() == "rollout")
-			}
-			if !rollout {
-				continue
-			}
-			for _, bk := range m.GetHistogram().GetBucket() {
-				h.bounds = append(h.bounds, bk.GetUpperBound())
-				h.counts = append(h.counts, float64(bk.GetCumulativeCount()))
-			}
-			h.total = float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return h
+	return readNamedHistogram(b, "controller_runtime_reconcile_time_seconds", "controller", "rollout")
 }
 
 // minus is h less an earlier read of the same histogram.

@@ -1,0 +1,289 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/luascripts"
+	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/traffic"
+)
+
+// TestConfirmedTrafficReachesTheGateInOneReconcile: a step whose new pods
+// are ready enters its traffic state, and when the routers confirm the
+// step's traffic at once (an Ingress is done as soon as it is written)
+// the same reconcile plans again and leaves the Rollout waiting at the
+// step's gate, with the traffic in place. Without that second plan the
+// gate waits for another reconcile, which in a wave of releases is
+// another turn of the whole work queue.
+func TestConfirmedTrafficReachesTheGateInOneReconcile(t *testing.T) {
+	ctx, cfg, c, scheme := startAPIServer(t)
+	const ns, name = "replan", "web"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	// No pods to wait for: the Deployment has none, so step 1's upgrade
+	// holds at once and the reconcile goes on to the traffic.
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](0),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},
+			},
+		},
+	}
+	mustCreate(t, c, d)
+	mustCreate(t, c, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80}}},
+	})
+	mustCreate(t, c, &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{
+			Host: "web.example",
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+					Name: name, Port: networkingv1.ServiceBackendPort{Number: 80},
+				}},
+			}}}},
+		}}},
+	})
+	ro := &v1alpha1.Rollout{}
+	if err := yaml.Unmarshal(fmt.Appendf(nil, `
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s}
+  strategy:
+    canary:
+      steps:
+      - {traffic: "20%%", replicas: 1, pause: {}}
+      - {traffic: "100%%", replicas: "100%%"}
+      trafficRoutings:
+      - service: %[1]s
+        gracePeriodSeconds: 0
+        ingress: {name: %[1]s}
+`, name, ns), ro); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, c, ro)
+
+	// The controller reads through a cache with its index of Rollouts by
+	// workload, as in the manager.
+	ca, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workload.IndexRollouts(ctx, ca); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = ca.Start(ctx) }()
+	cached, err := client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: ca}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &RolloutReconciler{Client: cached, APIReader: c, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(),
+		repos: newRepoPool(c, Options{})}
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	// inCache waits until the cache shows what the API server has.
+	inCache := func(o client.Object) {
+		t.Helper()
+		live := o.DeepCopyObject().(client.Object)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(ctx, t, "the cache up to date", func() bool {
+			seen := o.DeepCopyObject().(client.Object)
+			return ca.Get(ctx, client.ObjectKeyFromObject(o), seen) == nil && seen.GetResourceVersion() == live.GetResourceVersion()
+		})
+	}
+	for range 10 {
+		inCache(ro)
+		inCache(d)
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+			t.Logf("reconcile to Healthy: %v (retried)", err)
+		}
+		if err := c.Get(ctx, key, ro); err != nil {
+			t.Fatal(err)
+		}
+		if ro.Status.Phase == v1alpha1.PhaseHealthy {
+			break
+		}
+	}
+	if ro.Status.Phase != v1alpha1.PhaseHealthy {
+		t.Fatalf("not Healthy on app:1 after 10 reconciles: %s: %s", ro.Status.Phase, ro.Status.Message)
+	}
+
+	// A new image: one reconcile starts the release, brings step 1 up and
+	// routes its traffic, and, the routers having confirmed it, waits at
+	// the gate.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Spec.Containers[0].Image = "app:2"
+	if err := c.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	inCache(ro)
+	inCache(d)
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, key, ro); err != nil {
+		t.Fatal(err)
+	}
+	st := ro.Status
+	if st.CurrentStepIndex != 1 || st.CurrentStepState != v1alpha1.StepPaused || st.AwaitingApproval == nil {
+		t.Fatalf("after the reconcile that saw app:2: step %d %s, awaiting approval %v (%s); want step 1 StepPaused at its gate",
+			st.CurrentStepIndex, st.CurrentStepState, st.AwaitingApproval, st.Message)
+	}
+	canary := &networkingv1.Ingress{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: traffic.CanaryIngressName(name)}, canary); err != nil {
+		t.Fatalf("the gate waits but the canary Ingress is not there: %v", err)
+	}
+	if w := canary.Annotations["nginx.ingress.kubernetes.io/canary-weight"]; w != "20" {
+		t.Fatalf("the gate waits with canary weight %q on the canary Ingress, want 20", w)
+	}
+}
+
+// TestEventsOfReleasesInMotionGoFirst: events mapped to Rollouts enter the
+// work queue at priorityInMotion for a release between two waits and at
+// the normal priority otherwise (at rest, at a gate), so the queue serves
+// the Rollouts whose release is in motion first whatever the order of
+// the events; an event of an unchanged object (a resync) stays at
+// controller-runtime's low priority.
+func TestEventsOfReleasesInMotionGoFirst(t *testing.T) {
+	ctx, _, c, _ := startAPIServer(t)
+	const ns = "motion"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	statuses := map[string]v1alpha1.RolloutStatus{
+		"healthy":   {Phase: v1alpha1.PhaseHealthy},
+		"upgrading": {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepUpgrade},
+		"gated":     {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepPaused},
+		"routing":   {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 2, CurrentStepState: v1alpha1.StepTrafficRouting},
+		"reverting": {Phase: v1alpha1.PhaseFailed, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepRollingBack},
+	}
+	for name, st := range statuses {
+		ro := gatedRollout(t, ns, name, nil)
+		mustCreate(t, c, ro)
+		ro.Status = st
+		if err := c.Status().Update(ctx, ro); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &RolloutReconciler{Client: c}
+	// Each event names one Rollout: a pod named after it.
+	h := r.eventsOf(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: o.GetName()}}}
+	})
+	pod := func(name, rv string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv}}
+	}
+	q := priorityqueue.New[reconcile.Request]("motion-test")
+	defer q.ShutDown()
+	// The events in the order a FIFO queue would serve them.
+	for _, name := range []string{"healthy", "upgrading", "gated", "routing", "reverting"} {
+		h.Update(ctx, event.UpdateEvent{ObjectOld: pod(name, "1"), ObjectNew: pod(name, "2")}, q)
+	}
+	h.Update(ctx, event.UpdateEvent{ObjectOld: pod("resynced", "7"), ObjectNew: pod("resynced", "7")}, q)
+
+	want := []struct {
+		name     string
+		priority int
+	}{
+		{"upgrading", priorityInMotion}, {"routing", priorityInMotion}, {"reverting", priorityInMotion},
+		{"healthy", priorityNormal}, {"gated", priorityNormal}, {"resynced", -100},
+	}
+	for i, w := range want {
+		req, prio, _ := q.GetWithPriority()
+		q.Done(req)
+		if req.Name != w.name || prio != w.priority {
+			t.Fatalf("item %d served: %s at priority %d, want %s at %d", i+1, req.Name, prio, w.name, w.priority)
+		}
+	}
+}
+
+// TestAReconcileWaitsForTheCacheToShowItsOwnWrite: a reconcile that reads
+// a Rollout older than the controller's last write of it (the cache has
+// not caught up) writes nothing and looks again shortly, instead of
+// planning and acting from the older status; once the read shows the
+// last write, reconciles go on.
+func TestAReconcileWaitsForTheCacheToShowItsOwnWrite(t *testing.T) {
+	ctx, _, c, _ := startAPIServer(t)
+	const ns, name = "own-writes", "api"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	mustCreate(t, c, gatedRollout(t, ns, name, nil)) // no Deployment: the release stalls, the status says so
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	old := &v1alpha1.Rollout{}
+	if err := c.Get(ctx, key, old); err != nil {
+		t.Fatal(err)
+	}
+	// The first reconcile writes (the finalizer, the status).
+	reads := &laggingRollouts{Client: c}
+	r := &RolloutReconciler{Client: reads, APIReader: c, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(),
+		repos: newRepoPool(c, Options{})}
+	_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	written := &v1alpha1.Rollout{}
+	if err := c.Get(ctx, key, written); err != nil {
+		t.Fatal(err)
+	}
+	if written.ResourceVersion == old.ResourceVersion {
+		t.Fatal("the first reconcile wrote nothing")
+	}
+
+	// A cache behind that write: nothing is written, and it looks again soon.
+	reads.serve(old)
+	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	if err != nil || res.RequeueAfter != cacheLagPoll {
+		t.Fatalf("reconcile of the Rollout as it was before the last write = %+v, %v; want a look again after %v", res, err, cacheLagPoll)
+	}
+	now := &v1alpha1.Rollout{}
+	if err := c.Get(ctx, key, now); err != nil {
+		t.Fatal(err)
+	}
+	if now.ResourceVersion != written.ResourceVersion {
+		t.Fatalf("a reconcile of the older Rollout wrote it (resource version %s, then %s)", written.ResourceVersion, now.ResourceVersion)
+	}
+
+	// The cache caught up: the reconcile goes on (to stop at the missing
+	// workload).
+	reads.serve(nil)
+	if res, _ := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); res.RequeueAfter == cacheLagPoll {
+		t.Fatalf("reconcile of the Rollout as last written = %+v; want it reconciled, not held for the cache", res)
+	}
+}
+
+// laggingRollouts serves a fixed copy of a Rollout, as a cache that has
+// not caught up would; everything else (and the Rollout, when none is
+// set) comes from the API server.
+type laggingRollouts struct {
+	client.Client
+	stale *v1alpha1.Rollout
+}
+
+func (l *laggingRollouts) serve(ro *v1alpha1.Rollout) { l.stale = ro }
+
+func (l *laggingRollouts) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if ro, ok := obj.(*v1alpha1.Rollout); ok && l.stale != nil && key == client.ObjectKeyFromObject(l.stale) {
+		l.stale.DeepCopyInto(ro)
+		return nil
+	}
+	return l.Client.Get(ctx, key, obj, opts...)
+}
