@@ -20,9 +20,10 @@ include test/tools/tools.mk
 # does not build them); each file appends its target to TOOLS_BENCH.
 TOOLS_BENCH :=
 include test/tools/kruiserollout.mk
+include test/tools/argorollouts.mk
 
 .PHONY: tools-bench
-tools-bench: $(TOOLS_BENCH) ## Build the tools only make bench runs (OpenKruise Rollout for P5)
+tools-bench: $(TOOLS_BENCH) ## Build the tools only make bench runs (OpenKruise Rollout and Argo Rollouts for P5)
 
 .PHONY: help
 help: ## List every target
