@@ -154,7 +154,8 @@ func (argoContender) start(f *fleet, dir string) *controllerProcess {
 		}
 		return true, nil
 	})
-	return &controllerProcess{p: p, metricsURL: metricsURL}
+	// Argo serves its own client counter, not client-go's.
+	return &controllerProcess{p: p, metricsURL: argoMetrics(f, metricsURL)}
 }
 
 func (argoContender) rolloutGVK() schema.GroupVersionKind { return argoRolloutGVK }
