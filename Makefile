@@ -20,9 +20,10 @@ include test/tools/tools.mk
 # does not build them); each file appends its target to TOOLS_BENCH.
 TOOLS_BENCH :=
 include test/tools/kruiserollout.mk
+include test/tools/argorollouts.mk
 
 .PHONY: tools-bench
-tools-bench: $(TOOLS_BENCH) ## Build the tools only make bench runs (OpenKruise Rollout for P5)
+tools-bench: $(TOOLS_BENCH) ## Build the tools only make bench runs (OpenKruise Rollout and Argo Rollouts for P5)
 
 .PHONY: help
 help: ## List every target
@@ -101,7 +102,7 @@ test-unit: ## Run only the tests that need no external process
 .PHONY: bench
 bench: tools tools-bench ## Run benchmarks and print the numbers (ROLLGATE_BENCH_SCALE=1000 for the P2 row at 1,000 Rollouts; ROLLGATE_P5_SIZES=50,200,500 for P5's fleet sizes)
 	@# One package at a time: the cluster benchmarks and the Git ones must not load the machine for each other.
-	@# P5 runs rollgate's controller as `make image` builds it (bin/image/rollgate-controller) and Kruise Rollout (tools-bench) as processes.
+	@# P5 runs rollgate's controller as `make image` builds it (bin/image/rollgate-controller), Kruise Rollout and Argo Rollouts (tools-bench) as processes.
 	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(BIN)/image/rollgate-controller ./cmd/rollgate-controller
 	go test -p 1 -timeout 90m -run '^$$' -bench . -benchmem ./... 2>&1 | tee bin/bench.log; exit $${PIPESTATUS[0]}
 	@echo "== P1-P5 (docs/benchmarks.md) =="; grep -E '^P[1-5] ' bin/bench.log

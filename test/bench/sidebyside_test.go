@@ -30,7 +30,7 @@ const (
 	// comma-separated (default 50,200): ROLLGATE_P5_SIZES=50,200,500.
 	sideBySideSizesEnv = "ROLLGATE_P5_SIZES"
 	// sideBySideOnlyEnv, when set, runs only the controllers it names
-	// (comma-separated: rollgate, kruise-rollout).
+	// (comma-separated: rollgate, kruise-rollout, argo-rollouts).
 	sideBySideOnlyEnv = "ROLLGATE_P5_ONLY"
 	// sideBySideLogsEnv, when set, is a folder that keeps the controllers'
 	// logs (<controller>-<N>.log) after the run.
@@ -145,7 +145,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		}
 	}
 	var contenders []contender
-	for _, c := range []contender{rollgateContender{}, kruiseContender{}} {
+	for _, c := range []contender{rollgateContender{}, kruiseContender{}, argoContender{}} {
 		if only := os.Getenv(sideBySideOnlyEnv); only == "" || slices.Contains(strings.Split(only, ","), c.name()) {
 			contenders = append(contenders, c)
 		}
@@ -211,6 +211,7 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tr := f.trackRelease(ctx, c, sbsImageRelease)
+	f.opts.replicas = releaseReplicas(c, f.opts.replicas)
 	bumped := f.applyImages(sbsImageRelease)
 	timeout := max(15*time.Minute, time.Duration(n)*3*time.Second)
 	// measure reads the controller's requests and memory at the end.
@@ -561,13 +562,13 @@ func latest(name string, ts ...*firstTimes) (time.Time, bool) {
 // step1 is when name reached step 1: at its gate, a new pod ready and 20%
 // of the route on it, whichever came last.
 func (t *releaseTracker) step1(name string) (time.Time, bool) {
-	return latest(name, t.gate, t.pod, t.route)
+	return latest(name, t.step1Parts()...)
 }
 
 // complete is when name finished: the Rollout done, the Deployment wholly
 // on the new image and the route back on the stable Service alone.
 func (t *releaseTracker) complete(name string) (time.Time, bool) {
-	return latest(name, t.done, t.rolled, t.back)
+	return latest(name, t.completeParts()...)
 }
 
 // explain summarizes, for a failure, how many workloads have each part
@@ -623,7 +624,7 @@ func (f *fleet) checkStep1(t *releaseTracker) {
 	}
 	for i := range routes.Items {
 		name := routes.Items[i].GetName()
-		if share := canaryShare(&routes.Items[i]); share != 20 || newReady[name] != 1 {
+		if share := canaryShare(&routes.Items[i]); (movesTraffic(t.c) && share != 20) || newReady[name] != 1 {
 			f.b.Fatalf("%s at step 1: %d new pods ready (want 1), %.0f%% of the route on the canary (want 20%%)", name, newReady[name], share)
 		}
 	}
