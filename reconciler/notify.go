@@ -151,3 +151,23 @@ func (q motionQueue) Add(req reconcile.Request) {
 	}
 	q.AddWithOpts(priorityqueue.AddOpts{Priority: &prio}, req)
 }
+
+// specChanged queues a Rollout whose spec changed (its generation moved:
+// an approval, an abort, a pause, a retry, written with `rollgate` or
+// rendered from Git by the GitOps tool) at priorityWoken. Someone waits
+// for it, so in a wave of releases it goes before the events of releases
+// in motion. The queue keeps the higher of two priorities of one Rollout.
+func specChanged() handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)}
+			pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+			if !ok {
+				q.Add(req)
+				return
+			}
+			prio := priorityWoken
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: &prio}, req)
+		},
+	}
+}

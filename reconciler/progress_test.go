@@ -287,3 +287,52 @@ func (l *laggingRollouts) Get(ctx context.Context, key client.ObjectKey, obj cli
 	}
 	return l.Client.Get(ctx, key, obj, opts...)
 }
+
+// TestASpecChangeGoesBeforeReleasesInMotion: in a wave of releases, a
+// Rollout at a gate whose spec changed (an approval written with rollgate
+// approve, or rendered from Git by the GitOps tool) is served before the
+// events of releases in motion: someone waits for it. Its own events at
+// normal priority do not lower it.
+func TestASpecChangeGoesBeforeReleasesInMotion(t *testing.T) {
+	ctx, _, c, _ := startAPIServer(t)
+	const ns = "spec-first"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	for name, st := range map[string]v1alpha1.RolloutStatus{
+		"upgrading": {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepUpgrade},
+		"approved":  {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepPaused},
+	} {
+		ro := gatedRollout(t, ns, name, nil)
+		mustCreate(t, c, ro)
+		ro.Status = st
+		if err := c.Status().Update(ctx, ro); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &RolloutReconciler{Client: c}
+	pods := r.eventsOf(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: o.GetName()}}}
+	})
+	q := priorityqueue.New[reconcile.Request]("spec-test")
+	defer q.ShutDown()
+	pod := func(name, rv string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv}}
+	}
+	pods.Update(ctx, event.UpdateEvent{ObjectOld: pod("upgrading", "1"), ObjectNew: pod("upgrading", "2")}, q)
+	old := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "approved", Generation: 1}}
+	approved := old.DeepCopy()
+	approved.Generation = 2
+	approved.Spec.Approvals = []v1alpha1.Approval{{Revision: "abc", Step: 1}}
+	specChanged().Update(ctx, event.UpdateEvent{ObjectOld: old, ObjectNew: approved}, q)
+	pods.Update(ctx, event.UpdateEvent{ObjectOld: pod("approved", "1"), ObjectNew: pod("approved", "2")}, q)
+
+	for i, w := range []struct {
+		name     string
+		priority int
+	}{{"approved", priorityWoken}, {"upgrading", priorityInMotion}} {
+		req, prio, _ := q.GetWithPriority()
+		q.Done(req)
+		if req.Name != w.name || prio != w.priority {
+			t.Fatalf("item %d served: %s at priority %d, want %s at %d", i+1, req.Name, prio, w.name, w.priority)
+		}
+	}
+}

@@ -45,7 +45,8 @@ const releaseResync = 30 * time.Second
 // priority queue serves higher ones first; watch events come at 0).
 const (
 	// priorityWoken: a fetch brought a change to the manifest of a
-	// Rollout waiting at a gate (wakeGated): a person is waiting for it.
+	// Rollout waiting at a gate (wakeGated), or the Rollout's spec changed
+	// (specChanged): a person is waiting for it.
 	priorityWoken = 10
 	// priorityInMotion: watch events of a Rollout whose release is in
 	// motion (inMotion) and its look again after a move, so that in a

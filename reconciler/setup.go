@@ -140,6 +140,8 @@ func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options) err
 	}
 	c, err := b.
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// A spec change goes before the events of releases in motion.
+		Watches(&v1alpha1.Rollout{}, specChanged(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&appsv1.Deployment{}, workloadEvents).
 		Watches(&appsv1.StatefulSet{}, workloadEvents).
 		Watches(&appsv1.DaemonSet{}, workloadEvents).
