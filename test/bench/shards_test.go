@@ -176,32 +176,10 @@ func startControllers(b *testing.B, bin, kubeconfig string, instances map[string
 				b.Logf("stop %s: %v", name, err)
 			}
 		})
-		lb.Add(name, ports[2])
 		out[name] = &controllerProc{proc: p, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])}
-		f := fmt.Sprintf("127.0.0.1:%d", ports[1])
-		deadline := time.Now().Add(60 * time.Second)
-		for !ready(f) {
-			if err := p.Exited(); err != nil {
-				b.Fatalf("controller %s: %v", name, err)
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("controller %s not ready after 60 s:\n%s", name, proc.Tail(p.Log, 30))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		lb.AddWhenReady(b, name, ports[2], fmt.Sprintf("127.0.0.1:%d", ports[1]), 60*time.Second, p.Exited)
 	}
 	return out
-}
-
-// ready reports whether the controller at the probe address answers
-// /readyz with 200 (webhook certificate and server up).
-func ready(addr string) bool {
-	resp, err := http.Get("http://" + addr + "/readyz")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // reconciles reads the process's count of Rollout reconciles from its

@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Balancer stands for the chart's webhook Service: one address in
@@ -51,12 +53,46 @@ func StartBalancer(t testing.TB) *Balancer {
 func (b *Balancer) URL() string { return "https://" + b.ln.Addr().String() }
 
 // Add puts the webhook server of instance name, on a loopback port,
-// behind the balancer.
+// behind the balancer. Like a Service's endpoints, it should be added
+// only once the instance is ready: AddWhenReady does that.
 func (b *Balancer) Add(name string, port int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.backends[name] = port
 	b.order = append(b.order, name)
+}
+
+// AddWhenReady adds instance name once its probe address answers /readyz
+// with 200 (webhook certificate loaded, webhook server started), as the
+// chart's Service lists a pod only once its readiness probe passes.
+// Before that, the API server's calls would meet a TLS handshake the
+// instance cannot finish. exited reports an instance that stopped; it
+// fails the test at once, as does an instance not ready within timeout.
+func (b *Balancer) AddWhenReady(t testing.TB, name string, port int, probeAddr string, timeout time.Duration, exited func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !Ready(probeAddr) {
+		if exited != nil {
+			if err := exited(); err != nil {
+				t.Fatalf("instance %s: %v", name, err)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %s: /readyz at %s not 200 after %s", name, probeAddr, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.Add(name, port)
+}
+
+// Ready reports whether the probe address answers /readyz with 200.
+func Ready(probeAddr string) bool {
+	resp, err := http.Get("http://" + probeAddr + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // Pin sends every new connection to the instance name ("" spreads them)

@@ -2,6 +2,7 @@ package shards
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -50,7 +51,9 @@ type instance struct {
 	writes *writeLog
 	// webhookPort is where its webhook server listens.
 	webhookPort int
-	stop        func()
+	// probeAddr serves its /healthz and /readyz.
+	probeAddr string
+	stop      func()
 }
 
 // world is the cluster, the Git server, the webhook address shared by
@@ -125,13 +128,15 @@ func newWorld(t *testing.T, selectors map[string]string) *world {
 // port and the webhook registered at the balancer's address.
 func (w *world) start(name, selector string) {
 	w.t.Helper()
-	in := &instance{name: name, selector: selector, writes: &writeLog{}, webhookPort: freePort(w.t)}
+	in := &instance{name: name, selector: selector, writes: &writeLog{}, webhookPort: freePort(w.t),
+		probeAddr: fmt.Sprintf("127.0.0.1:%d", freePort(w.t))}
 	cfg := rest.CopyConfig(w.cluster.RESTConfig)
 	cfg.WrapTransport = in.writes.wrap
 	logger := zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t: w.t, done: w.logsDone, prefix: name + ": "}))
 	mgr, err := reconciler.NewManager(cfg, reconciler.ManagerOptions{
 		Logger:             logger,
 		LeaderElect:        true,
+		ProbeAddr:          in.probeAddr,
 		WatchLabelSelector: selector,
 		// Several managers in one process register the same controller
 		// names.
@@ -153,17 +158,32 @@ func (w *world) start(name, selector string) {
 	if err != nil {
 		w.t.Fatalf("instance %s: %v", name, err)
 	}
-	w.lb.Add(name, in.webhookPort)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	done := make(chan struct{})
+	var startErr error
+	go func() {
+		startErr = mgr.Start(ctx)
+		close(done)
+	}()
 	in.stop = func() {
 		cancel()
-		if err := <-done; err != nil {
-			w.t.Errorf("instance %s: %v", name, err)
+		<-done
+		if startErr != nil {
+			w.t.Errorf("instance %s: %v", name, startErr)
 		}
 	}
 	w.instances[name] = in
+	// Behind the balancer only once ready, as behind the chart's Service:
+	// an instance whose certificate is not loaded yet fails every TLS
+	// handshake, and the API server's call with it.
+	w.lb.AddWhenReady(w.t, name, in.webhookPort, in.probeAddr, 60*time.Second, func() error {
+		select {
+		case <-done:
+			return fmt.Errorf("stopped before it was ready: %v", startErr)
+		default:
+			return nil
+		}
+	})
 }
 
 func (w *world) ensureNamespace(name string) { kube.EnsureNamespace(w.t, w.c, name) }
