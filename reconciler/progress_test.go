@@ -173,21 +173,13 @@ func TestEventsOfReleasesInMotionGoFirst(t *testing.T) {
 	ctx, _, c, _ := startAPIServer(t)
 	const ns = "motion"
 	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	statuses := map[string]v1alpha1.RolloutStatus{
+	createWithStatus(ctx, t, c, ns, map[string]v1alpha1.RolloutStatus{
 		"healthy":   {Phase: v1alpha1.PhaseHealthy},
 		"upgrading": {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepUpgrade},
 		"gated":     {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepPaused},
 		"routing":   {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 2, CurrentStepState: v1alpha1.StepTrafficRouting},
 		"reverting": {Phase: v1alpha1.PhaseFailed, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepRollingBack},
-	}
-	for name, st := range statuses {
-		ro := gatedRollout(t, ns, name, nil)
-		mustCreate(t, c, ro)
-		ro.Status = st
-		if err := c.Status().Update(ctx, ro); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	r := &RolloutReconciler{Client: c}
 	// Each event names one Rollout: a pod named after it.
 	h := r.eventsOf(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -297,17 +289,10 @@ func TestASpecChangeGoesBeforeReleasesInMotion(t *testing.T) {
 	ctx, _, c, _ := startAPIServer(t)
 	const ns = "spec-first"
 	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	for name, st := range map[string]v1alpha1.RolloutStatus{
+	createWithStatus(ctx, t, c, ns, map[string]v1alpha1.RolloutStatus{
 		"upgrading": {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepUpgrade},
 		"approved":  {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepPaused},
-	} {
-		ro := gatedRollout(t, ns, name, nil)
-		mustCreate(t, c, ro)
-		ro.Status = st
-		if err := c.Status().Update(ctx, ro); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	r := &RolloutReconciler{Client: c}
 	pods := r.eventsOf(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: o.GetName()}}}
@@ -333,6 +318,20 @@ func TestASpecChangeGoesBeforeReleasesInMotion(t *testing.T) {
 		q.Done(req)
 		if req.Name != w.name || prio != w.priority {
 			t.Fatalf("item %d served: %s at priority %d, want %s at %d", i+1, req.Name, prio, w.name, w.priority)
+		}
+	}
+}
+
+// createWithStatus creates a gated Rollout per name in ns and gives it
+// the status it maps to.
+func createWithStatus(ctx context.Context, t *testing.T, c client.Client, ns string, statuses map[string]v1alpha1.RolloutStatus) {
+	t.Helper()
+	for name, st := range statuses {
+		ro := gatedRollout(t, ns, name, nil)
+		mustCreate(t, c, ro)
+		ro.Status = st
+		if err := c.Status().Update(ctx, ro); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
