@@ -117,8 +117,8 @@ func (f *fleet) releaseSomeToGate(image string, names []string) sample {
 	if !ok {
 		f.b.Fatalf("%d of %d Rollouts at the step-1 gate after %v; the others: %s", len(gated), len(names), timeout, f.whereAre(gated, bumped))
 	}
-	if n := gates.rewatched(); n > 0 {
-		f.b.Logf("the watch was re-opened %d times: some times are late", n)
+	if resumes, replays := gates.reopened(); resumes+replays > 0 {
+		f.b.Logf("the watch was resumed %d times (no time late) and started over %d times (some times late)", resumes, replays)
 	}
 	f.checkGates(bumped)
 	for name, at := range gated {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -27,8 +26,7 @@ type gateWatch struct {
 	want    int
 	stable  map[string]string
 	done    chan struct{}
-	// rewatches counts watches the API server closed (re-opened at once).
-	rewatches int
+	watch   *resumingWatch
 }
 
 // watchGates starts watching before the images change, so that no
@@ -41,54 +39,34 @@ func (f *fleet) watchGates(ctx context.Context, want int) *gateWatch {
 		f.b.Fatal(err)
 	}
 	g := &gateWatch{started: map[string]time.Time{}, seen: map[string]time.Time{}, want: want, stable: maps.Clone(f.stable), done: make(chan struct{})}
-	first, err := wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(f.listNamespace()))
+	newList := func() client.ObjectList { return &v1alpha1.RolloutList{} }
+	g.watch, err = startResumingWatch(ctx, wc, newList, []client.ListOption{client.InNamespace(f.listNamespace())}, func(obj client.Object, at time.Time) {
+		if ro, ok := obj.(*v1alpha1.Rollout); ok {
+			g.record(ro, at)
+		}
+	})
 	if err != nil {
 		f.b.Fatal(err)
 	}
-	go func() {
-		for w := first; ; {
-			g.consume(w.ResultChan())
-			w.Stop()
-			if ctx.Err() != nil {
-				return
-			}
-			g.mu.Lock()
-			g.rewatches++
-			g.mu.Unlock()
-			var err error
-			if w, err = wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(f.listNamespace())); err != nil {
-				return
-			}
-		}
-	}()
 	return g
 }
 
-// consume records gates from events until the channel closes.
-func (g *gateWatch) consume(events <-chan watch.Event) {
-	for ev := range events {
-		ro, ok := ev.Object.(*v1alpha1.Rollout)
-		if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) {
-			continue
+// record timestamps ro's start and gate, the first time each is seen.
+func (g *gateWatch) record(ro *v1alpha1.Rollout, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, dup := g.started[ro.Name]; !dup && releasing(ro, g.stable[ro.Name]) {
+		g.started[ro.Name] = now
+	}
+	a := ro.Status.AwaitingApproval
+	if a == nil || a.Step != 1 || a.Revision == g.stable[ro.Name] {
+		return
+	}
+	if _, dup := g.seen[ro.Name]; !dup {
+		g.seen[ro.Name] = now
+		if len(g.seen) == g.want {
+			close(g.done)
 		}
-		now := time.Now()
-		g.mu.Lock()
-		if _, dup := g.started[ro.Name]; !dup && releasing(ro, g.stable[ro.Name]) {
-			g.started[ro.Name] = now
-		}
-		g.mu.Unlock()
-		a := ro.Status.AwaitingApproval
-		if a == nil || a.Step != 1 || a.Revision == g.stable[ro.Name] {
-			continue
-		}
-		g.mu.Lock()
-		if _, dup := g.seen[ro.Name]; !dup {
-			g.seen[ro.Name] = now
-			if len(g.seen) == g.want {
-				close(g.done)
-			}
-		}
-		g.mu.Unlock()
 	}
 }
 
@@ -110,13 +88,9 @@ func (g *gateWatch) wait(timeout time.Duration) (started, gated map[string]time.
 	return maps.Clone(g.started), maps.Clone(g.seen), len(g.seen) == g.want
 }
 
-// rewatched is how many times the API server closed the watch; after a
-// re-watch, transitions already passed are timestamped late.
-func (g *gateWatch) rewatched() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.rewatches
-}
+// reopened is how many times the watch was resumed (no time late) and
+// started over (some times late).
+func (g *gateWatch) reopened() (resumes, replays int) { return g.watch.reopened() }
 
 // percentile is the nearest-rank p-th percentile (0 < p <= 100) of ds.
 func percentile(ds []time.Duration, p float64) time.Duration {

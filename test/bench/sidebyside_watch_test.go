@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -25,42 +24,27 @@ var (
 )
 
 // watchKind calls fn with the arrival time of every added or modified
-// object of gvk in the fleet's namespace until ctx ends. A watch the API
-// server closes is re-opened at once (its first events then replay the
-// current objects, so a transition passed meanwhile is timestamped late).
+// object of gvk in the fleet's namespace until ctx ends (a watch the API
+// server closes is resumed: see resumingWatch).
 func (f *fleet) watchKind(ctx context.Context, gvk schema.GroupVersionKind, fn func(u *unstructured.Unstructured, at time.Time)) {
 	f.b.Helper()
 	wc, err := client.NewWithWatch(f.cluster.RESTConfig, client.Options{Scheme: f.scheme})
 	if err != nil {
 		f.b.Fatal(err)
 	}
-	open := func() (watch.Interface, error) {
+	newList := func() client.ObjectList {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		return wc.Watch(ctx, list, client.InNamespace(ns))
+		return list
 	}
-	first, err := open()
+	_, err = startResumingWatch(ctx, wc, newList, []client.ListOption{client.InNamespace(ns)}, func(obj client.Object, at time.Time) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			fn(u, at)
+		}
+	})
 	if err != nil {
 		f.b.Fatalf("watch %s: %v", gvk.Kind, err)
 	}
-	go func() {
-		for w := first; ; {
-			for ev := range w.ResultChan() {
-				u, ok := ev.Object.(*unstructured.Unstructured)
-				if ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-					fn(u, time.Now())
-				}
-			}
-			w.Stop()
-			if ctx.Err() != nil {
-				return
-			}
-			var err error
-			if w, err = open(); err != nil {
-				return
-			}
-		}
-	}()
 }
 
 // podReadyWith reports whether pod runs image and is Ready.
