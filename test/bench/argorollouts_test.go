@@ -15,7 +15,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/test/proc"
@@ -230,14 +229,9 @@ func (argoContender) done(ro *unstructured.Unstructured, revision string) bool {
 // revision waits at step 1 (a JSON patch whose tests fail otherwise), so
 // an approval sent again never lands on a later step.
 func (argoContender) approve(ctx context.Context, c client.Client, name, revision string) error {
-	ro := &unstructured.Unstructured{}
-	ro.SetGroupVersionKind(argoRolloutGVK)
-	ro.SetNamespace(ns)
-	ro.SetName(name)
-	patch := fmt.Appendf(nil, `[{"op":"test","path":"/status/currentStepIndex","value":1},`+
+	return patchStatus(ctx, c, argoRolloutGVK, name, fmt.Appendf(nil, `[{"op":"test","path":"/status/currentStepIndex","value":1},`+
 		`{"op":"test","path":"/status/currentPodHash","value":%q},`+
-		`{"op":"remove","path":"/status/pauseConditions"}]`, revision)
-	return c.Status().Patch(ctx, ro, client.RawPatch(types.JSONPatchType, patch))
+		`{"op":"remove","path":"/status/pauseConditions"}]`, revision))
 }
 
 // argoMetrics serves, on a loopback port of the benchmark, Argo Rollouts'

@@ -326,13 +326,18 @@ func (kruiseContender) done(ro *unstructured.Unstructured, _ string) bool {
 // JSON patch whose tests fail otherwise), so an approval sent again never
 // lands on a later step.
 func (kruiseContender) approve(ctx context.Context, c client.Client, name, _ string) error {
+	return patchStatus(ctx, c, kruiseRolloutGVK, name, []byte(`[{"op":"test","path":"/status/canaryStatus/currentStepIndex","value":1},`+
+		`{"op":"test","path":"/status/canaryStatus/currentStepState","value":"StepPaused"},`+
+		`{"op":"replace","path":"/status/canaryStatus/currentStepState","value":"StepReady"}]`))
+}
+
+// patchStatus applies a JSON patch to the status of the fleet's Rollout
+// name of kind gvk (a contender's own Rollout kind).
+func patchStatus(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, name string, patch []byte) error {
 	ro := &unstructured.Unstructured{}
-	ro.SetGroupVersionKind(kruiseRolloutGVK)
+	ro.SetGroupVersionKind(gvk)
 	ro.SetNamespace(ns)
 	ro.SetName(name)
-	patch := []byte(`[{"op":"test","path":"/status/canaryStatus/currentStepIndex","value":1},` +
-		`{"op":"test","path":"/status/canaryStatus/currentStepState","value":"StepPaused"},` +
-		`{"op":"replace","path":"/status/canaryStatus/currentStepState","value":"StepReady"}]`)
 	return c.Status().Patch(ctx, ro, client.RawPatch(types.JSONPatchType, patch))
 }
 
