@@ -54,8 +54,9 @@ func startResumingWatch(ctx context.Context, wc client.WithWatch, newList func()
 				if ctx.Err() != nil {
 					return
 				}
-				r.count(rv)
+				var err error
 				if w, err = open(rv); err == nil {
+					r.count(rv)
 					break
 				}
 				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
