@@ -177,7 +177,12 @@ func startControllers(b *testing.B, bin, kubeconfig string, instances map[string
 			}
 		})
 		out[name] = &controllerProc{proc: p, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])}
-		lb.AddWhenReady(b, name, ports[2], fmt.Sprintf("127.0.0.1:%d", ports[1]), 60*time.Second, p.Exited)
+		lb.AddWhenReady(b, name, ports[2], fmt.Sprintf("127.0.0.1:%d", ports[1]), 60*time.Second, func() error {
+			if err := p.Exited(); err != nil {
+				return fmt.Errorf("%w:\n%s", err, proc.Tail(p.Log, 30))
+			}
+			return nil
+		})
 	}
 	return out
 }
