@@ -149,8 +149,14 @@ spec:
 	a.action("approve")
 	s.phase("rolling back")
 	st := a.eventually(time.Minute, "the analysis failed: Degraded", func(st appState) bool { return st.res["Rollout"].health == degraded })
-	// The rollback's last writes may still be on their way into Argo CD's
-	// cache (see transientOutOfSync).
+	// Degraded comes with the failure, before the rollback's writes: the
+	// route back to what Git declares, then the canary pods deleted. Until
+	// the last of them is in Argo CD's cache the Application may show
+	// OutOfSync for a moment (see transientOutOfSync); the failed state
+	// docs/argocd.md promises is the one after them.
+	a.eventually(time.Minute, "the rollback done: no canary backend, no new pod", func(appState) bool {
+		return !a.routeHasCanary() && a.readyPods("echo:1.1") == 0
+	})
 	a.eventually(30*time.Second, "Synced after the rollback", func(st appState) bool { return st.sync == "Synced" })
 	s.phase("failed")
 	time.Sleep(3 * time.Second)

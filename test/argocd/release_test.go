@@ -191,6 +191,23 @@ func (a *app) routeGeneration() int64 {
 	return route.Generation
 }
 
+// routeHasCanary reports whether the app's HTTPRoute has a canary backend.
+func (a *app) routeHasCanary() bool {
+	a.t.Helper()
+	var route gatewayv1.HTTPRoute
+	if err := a.e.c.Get(context.Background(), client.ObjectKey{Namespace: a.name, Name: "echoserver"}, &route); err != nil {
+		a.t.Fatal(err)
+	}
+	for _, r := range route.Spec.Rules {
+		for _, b := range r.BackendRefs {
+			if strings.HasSuffix(string(b.Name), "-canary") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // expectStep checks what a step holds: the canary's share of the route
 // and the number of new pods, with the Deployment still paused.
 func (a *app) expectStep(canaryWeight int32, image string, newPods int) {
