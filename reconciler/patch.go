@@ -2,12 +2,26 @@ package reconciler
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 )
+
+// countsEvery is how often, at most, a Rollout's status is written for its
+// pod counts alone (replicas, stableReplicas, stableReadyReplicas,
+// canaryReplicas, canaryReadyReplicas). Every pod created, ready or gone
+// changes a count: written each time, they were most of a release's API
+// writes (at 4 replicas, 9 of 22 status patches). A change of anything
+// else (step, state, phase, traffic, a condition) is written at once, with
+// the counts of that moment; counts alone wait until countsEvery has passed
+// since the last write, and the reconcile is requeued for then. The
+// planner never reads the counts back, so a restart cannot act on them.
+const countsEvery = 2 * time.Second
 
 // statusPatcher writes a Rollout's finalizers and status, each only when
 // changed since the last write. The status (conditions included) goes in
@@ -17,10 +31,15 @@ import (
 type statusPatcher struct {
 	c      client.Client
 	before *v1alpha1.Rollout
+	// now is the reconcile's time; lastWrite when the status was last
+	// written by this process (zero: not yet, or before a restart).
+	now, lastWrite time.Time
+	// countsDue, when set, is when the counts held back are to be written.
+	countsDue time.Time
 }
 
-func newStatusPatcher(c client.Client, ro *v1alpha1.Rollout) *statusPatcher {
-	return &statusPatcher{c: c, before: ro.DeepCopy()}
+func newStatusPatcher(c client.Client, ro *v1alpha1.Rollout, now, lastWrite time.Time) *statusPatcher {
+	return &statusPatcher{c: c, before: ro.DeepCopy(), now: now, lastWrite: lastWrite}
 }
 
 // patch writes what changed; observedGeneration records the generation this
@@ -33,16 +52,60 @@ func (p *statusPatcher) patch(ctx context.Context, ro *v1alpha1.Rollout) error {
 		}
 	}
 	ro.Status.ObservedGeneration = ro.Generation
-	if !equality.Semantic.DeepEqual(p.before.Status, ro.Status) {
-		// Optimistic lock: the status is derived from what this reconcile
-		// read; written over a newer object it could undo a step.
-		patch := client.MergeFromWithOptions(p.before.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		if err := p.c.Status().Patch(ctx, ro, patch, client.FieldOwner("rollgate")); err != nil {
-			return err
-		}
+	p.countsDue = time.Time{}
+	if equality.Semantic.DeepEqual(p.before.Status, ro.Status) {
+		return nil
 	}
-	p.before = ro.DeepCopy()
+	if onlyCounts(&p.before.Status, &ro.Status) && p.now.Sub(p.lastWrite) < countsEvery {
+		p.countsDue = p.lastWrite.Add(countsEvery)
+		return nil
+	}
+	// Optimistic lock: the status is derived from what this reconcile
+	// read; written over a newer object it could undo a step.
+	patch := client.MergeFromWithOptions(p.before.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if err := p.c.Status().Patch(ctx, ro, patch, client.FieldOwner("rollgate")); err != nil {
+		return err
+	}
+	p.before, p.lastWrite = ro.DeepCopy(), p.now
 	return nil
+}
+
+// onlyCounts reports whether two statuses differ in their pod counts alone.
+func onlyCounts(a, b *v1alpha1.RolloutStatus) bool {
+	x, y := *a, *b
+	for _, s := range []*v1alpha1.RolloutStatus{&x, &y} {
+		s.Replicas, s.StableReplicas, s.StableReadyReplicas, s.CanaryReplicas, s.CanaryReadyReplicas = 0, 0, 0, 0, 0
+	}
+	return equality.Semantic.DeepEqual(x, y)
+}
+
+// statusWrites remembers when each Rollout's status was last written, for
+// countsEvery. The zero value is ready to use.
+type statusWrites struct {
+	mu sync.Mutex
+	at map[types.NamespacedName]time.Time
+}
+
+func (w *statusWrites) last(key types.NamespacedName) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.at[key]
+}
+
+func (w *statusWrites) set(key types.NamespacedName, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.at == nil {
+		w.at = map[types.NamespacedName]time.Time{}
+	}
+	w.at[key] = at
+}
+
+// forget drops a deleted Rollout.
+func (w *statusWrites) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.at, key)
 }
 
 // repositoryPatcher writes a Repository's status the same way: one merge

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -160,6 +161,44 @@ spec:
 	}
 	if w := canary.Annotations["nginx.ingress.kubernetes.io/canary-weight"]; w != "20" {
 		t.Fatalf("the gate waits with canary weight %q on the canary Ingress, want 20", w)
+	}
+
+	// At the gate the workload is scaled: only a count changes
+	// (status.replicas). Written within countsEvery of the gate's write
+	// it would be one more write per pod event; it waits, and the
+	// reconcile asks to look again when it is due, which writes it.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Replicas = ptr.To[int32](2)
+	if err := c.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	inCache(ro)
+	inCache(d)
+	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated := ro.ResourceVersion
+	if err := c.Get(ctx, key, ro); err != nil {
+		t.Fatal(err)
+	}
+	if ro.ResourceVersion != gated {
+		t.Fatalf("a change of status.replicas alone was written at once (replicas %d, %s)", ro.Status.Replicas, ro.Status.Message)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > countsEvery {
+		t.Fatalf("counts held back, but the reconcile looks again in %v (want within %v)", res.RequeueAfter, countsEvery)
+	}
+	time.Sleep(res.RequeueAfter)
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, key, ro); err != nil {
+		t.Fatal(err)
+	}
+	if ro.Status.Replicas != 2 || ro.Status.CurrentStepState != v1alpha1.StepPaused {
+		t.Fatalf("when due: replicas %d at %s, want 2, still at the gate", ro.Status.Replicas, ro.Status.CurrentStepState)
 	}
 }
 

@@ -89,6 +89,8 @@ type RolloutReconciler struct {
 	routes *routeWatches
 	// writes are the Rollout versions this controller's writes replaced.
 	writes ownWrites
+	// statusWrites are the times of the last status writes (countsEvery).
+	statusWrites statusWrites
 }
 
 // Reconcile moves one Rollout one step closer to its spec.
@@ -98,6 +100,7 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		if apierrors.IsNotFound(err) {
 			r.Options.Metrics.Forget(req.Namespace, req.Name)
 			r.writes.forget(req.NamespacedName)
+			r.statusWrites.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -111,13 +114,17 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	}
 	defer r.recordMetrics(ro) // deferred first: runs after the status patch
 	sc := newScope(ro, r.Options.now())
-	patcher := newStatusPatcher(r.Client, ro)
+	patcher := newStatusPatcher(r.Client, ro, sc.now, r.statusWrites.last(req.NamespacedName))
 	read := ro.ResourceVersion
 	defer func() {
 		r.updateStatus(sc)
 		err := r.persist(ctx, sc, patcher)
 		if ro.ResourceVersion != read {
 			r.writes.wrote(req.NamespacedName, sc.replaced)
+			r.statusWrites.set(req.NamespacedName, patcher.lastWrite)
+		}
+		if due := patcher.countsDue; !due.IsZero() && err == nil {
+			result = lookAgainBy(result, due.Sub(sc.now))
 		}
 		if err != nil {
 			if !apierrors.IsNotFound(err) {
@@ -143,6 +150,17 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		res.Priority = new(priorityNormal)
 	}
 	return res, err
+}
+
+// lookAgainBy is res, requeued within d at the latest.
+func lookAgainBy(res reconcile.Result, d time.Duration) reconcile.Result {
+	if res.RequeueAfter == 0 || res.RequeueAfter > d {
+		res.RequeueAfter = d
+	}
+	if res.Priority == nil {
+		res.Priority = new(priorityNormal)
+	}
+	return res
 }
 
 // reconcileRelease runs the phases of one reconcile in order. The
@@ -382,7 +400,8 @@ func observed(sc *scope) strategy.Observed {
 // stallOrRetry records the error a reconcile stopped on: a spec the
 // controller cannot act on stalls (no retry until the spec changes), a
 // missing workload or route is looked at again in 30 s, anything else is
-// retried with backoff. updateStatus turns it into conditions.
+// retried with backoff. updateStatus turns it into conditions, except for
+// a conflict (an object changed since it was read), retried silently.
 func (r *RolloutReconciler) stallOrRetry(sc *scope, err error) (reconcile.Result, error) {
 	f := &failure{message: err.Error()}
 	var res reconcile.Result
@@ -397,6 +416,13 @@ func (r *RolloutReconciler) stallOrRetry(sc *scope, err error) (reconcile.Result
 	case errors.Is(err, traffic.ErrRouteNotFound):
 		f.reason, f.stalled = v1alpha1.ReasonTrafficError, true
 		res.RequeueAfter = 30 * time.Second
+	case apierrors.IsConflict(err):
+		// An object changed since it was read (often by this controller's
+		// own last write, which the cache did not show yet): retried with
+		// backoff from a fresh read, and not reported in the conditions,
+		// where it made a Ready/Reconciling flip and back (two status
+		// writes) for what the next try resolves.
+		return res, err
 	default:
 		f.reason, retErr = v1alpha1.ReasonProgressing, err
 	}

@@ -1,7 +1,13 @@
 package reconciler
 
 import (
+	"errors"
+	"fmt"
 	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/strategy"
@@ -55,5 +61,23 @@ func TestRecordKeepsTheRevertOfTheFailedReleaseOnly(t *testing.T) {
 				t.Fatalf("the previous status was changed: %+v", *tc.prev.Git)
 			}
 		})
+	}
+}
+
+// TestAConflictIsRetriedWithoutConditions: a write refused because the
+// object changed since it was read is returned for a retry with backoff,
+// but recorded as no failure, so the conditions do not flip to
+// "retrying" and back (two status writes) for it; another error is.
+func TestAConflictIsRetriedWithoutConditions(t *testing.T) {
+	r := &RolloutReconciler{}
+	conflict := fmt.Errorf("Deployment web: scale ReplicaSet web-1 to 3: %w",
+		apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "replicasets"}, "web-1", errors.New("the object has been modified")))
+	sc := newScope(&v1alpha1.Rollout{}, time.Now())
+	if _, err := r.stallOrRetry(sc, conflict); err == nil || sc.failure != nil {
+		t.Errorf("conflict: error %v, failure %+v; want the error back for a retry and no failure", err, sc.failure)
+	}
+	sc = newScope(&v1alpha1.Rollout{}, time.Now())
+	if _, err := r.stallOrRetry(sc, errors.New("connection refused")); err == nil || sc.failure == nil {
+		t.Errorf("another error: error %v, failure %+v; want both", err, sc.failure)
 	}
 }

@@ -47,9 +47,10 @@ func (p *planner) finalize() {
 	}
 	p.plan.Workload = WorkloadRelease
 	if !p.workloadSettled() {
-		up := p.obs.Pods[p.canary]
-		p.next.Message = fmt.Sprintf("finishing the release of %s: the workload updates its remaining pods (%d of %d ready, %d old pods shutting down)",
-			p.canary, up.Ready, p.obs.Replicas, p.obs.Leaving)
+		// As in upgrade, no counts (they are in the status fields), and one
+		// message while the workload rolls: new pods coming and old ones
+		// leaving alternate until the end.
+		p.next.Message = fmt.Sprintf("finishing the release of %s: the workload updates its remaining pods, and the old ones shut down", p.canary)
 		return
 	}
 	p.next.Phase = v1alpha1.PhaseHealthy

@@ -154,7 +154,7 @@ func TestPromote(t *testing.T) {
 	leaving := atRevision(10, "v2")
 	leaving.Leaving = 2
 	p = decide(t, spec, persist(p), leaving, at(30*time.Second))
-	if p.Status.Phase != v1alpha1.PhaseProgressing || !strings.Contains(p.Status.Message, "2 old pods shutting down") {
+	if p.Status.Phase != v1alpha1.PhaseProgressing || !strings.Contains(p.Status.Message, "the old ones shut down") {
 		t.Fatalf("phase %s message %q, want Progressing while 2 old pods shut down", p.Status.Phase, p.Status.Message)
 	}
 	done := atRevision(10, "v2")
@@ -467,5 +467,52 @@ func TestDecideDoesNotModifyItsArguments(t *testing.T) {
 	p.Status.Message = "changed"
 	if st.Message == "changed" {
 		t.Errorf("the plan's status aliases the input")
+	}
+}
+
+// While a step's pods come up, or the last old pods go, only the count
+// fields change: a message that moved with every pod would rewrite every
+// condition at every pod event (an API write each, at thousands of
+// Rollouts).
+func TestProgressMovesCountsNotMessages(t *testing.T) {
+	spec := echoSpec()
+	at2 := releasing(2, v1alpha1.StepUpgrade, -time.Second) // step 2: 40% of 10 = 4 new pods
+	var first Plan
+	for i, canary := range []int32{1, 2, 3} {
+		obs := observed(10, canary)
+		c := obs.Pods["v2"]
+		c.Ready = canary - 1 // one of them not ready yet
+		obs.Pods["v2"] = c
+		p := decide(t, spec, at2, obs, at(0))
+		if p.Status.CurrentStepState != v1alpha1.StepUpgrade || p.Status.CanaryReadyReplicas != canary-1 {
+			t.Fatalf("%d new pods: state %s, %d ready reported, want StepUpgrade and %d", canary, p.Status.CurrentStepState, p.Status.CanaryReadyReplicas, canary-1)
+		}
+		if i == 0 {
+			first = p
+			if !strings.Contains(p.Status.Message, "waiting for 4 new pods of v2") {
+				t.Errorf("message %q, want it to say what the step waits for", p.Status.Message)
+			}
+			continue
+		}
+		if p.Status.Message != first.Status.Message || p.Conditions != first.Conditions {
+			t.Errorf("%d new pods: message %q and conditions %+v, want those of 1 new pod: %q", canary, p.Status.Message, p.Conditions, first.Status.Message)
+		}
+	}
+
+	// Finishing: the old pods shutting down, 3 then 1.
+	spec.Promote = &v1alpha1.RevisionRequest{Revision: "v2"}
+	done := releasing(3, v1alpha1.StepCompleted, -time.Second)
+	var msg string
+	for _, left := range []int32{3, 1} {
+		obs := atRevision(10, "v2")
+		obs.Leaving = left
+		p := decide(t, spec, done, obs, at(0))
+		if p.Status.Phase != v1alpha1.PhaseProgressing {
+			t.Fatalf("%d old pods leaving: phase %s, want Progressing", left, p.Status.Phase)
+		}
+		if msg != "" && p.Status.Message != msg {
+			t.Errorf("%d old pods leaving: message %q, want %q as with 3", left, p.Status.Message, msg)
+		}
+		msg = p.Status.Message
 	}
 }

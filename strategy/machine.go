@@ -100,8 +100,14 @@ func (p *planner) upgrade() bool {
 		return false
 	}
 	p.requeue(left)
-	p.next.Message = fmt.Sprintf("step %d/%d: waiting for %d new pods of %s to be ready (%d ready; %d of %d pods ready in total, %d needed)",
-		idx, len(p.steps), want, p.canary, c.Ready, p.obs.totalReady(), p.obs.Replicas, max(floor, 0))
+	// The message says what the step waits for, not how far it got: the
+	// counts are status fields, and a message that changed with every pod
+	// would rewrite every condition (and their transition times) each time.
+	if c.Ready < want {
+		p.next.Message = fmt.Sprintf("step %d/%d: waiting for %d new pods of %s to be ready", idx, len(p.steps), want, p.canary)
+	} else {
+		p.next.Message = fmt.Sprintf("step %d/%d: waiting for %d pods ready in total (replicas less maxUnavailable)", idx, len(p.steps), max(floor, 0))
+	}
 	return false
 }
 

@@ -63,6 +63,15 @@ func heldFor(ro *v1alpha1.Rollout, o Options, d Desired) Held {
 	}
 }
 
+// forService is what the stable Service records: only what its selector
+// depends on. The weight and matches of a step are the routes' business;
+// recorded on the Service too, they would cost a Service write at every
+// step that changes nothing the Service does.
+func (h Held) forService() Held {
+	h.CanaryWeight, h.Matches, h.RequestHeaderModifier, h.PatchPodMetadata = 0, nil, nil, nil
+	return h
+}
+
 // Desired is the step h records.
 func (h Held) Desired() Desired {
 	return Desired{

@@ -90,7 +90,7 @@ func (s *services) ensure(ctx context.Context, d Desired) (bool, *corev1.Service
 		if err := s.podsLabelled(ctx, stable, declared); err != nil {
 			return err
 		}
-		held := heldFor(s.ro, s.opts, d)
+		held := heldFor(s.ro, s.opts, d).forService()
 		_, err = s.narrow(ctx, stable, declared, d.StableRevision, &held)
 		return err
 	})

@@ -66,6 +66,14 @@ func TestServicesCanaryCreatedAndStableNarrowedThenRestored(t *testing.T) {
 		t.Errorf("saved selector %v, want %v", saved, before.Spec.Selector)
 	}
 
+	// A later step's weight is the routes' business: the stable Service
+	// is not written again.
+	f.ensure(r, desired(50))
+	if again := f.service("web"); again.ResourceVersion != stable.ResourceVersion {
+		t.Errorf("the stable Service was written again for a new weight (resourceVersion %s -> %s): %v",
+			stable.ResourceVersion, again.ResourceVersion, again.Annotations[traffic.AnnotationHeld])
+	}
+
 	f.restore(r)
 	after := f.service("web")
 	if !maps.Equal(after.Spec.Selector, before.Spec.Selector) || !maps.Equal(after.Annotations, before.Annotations) ||

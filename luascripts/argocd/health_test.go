@@ -29,7 +29,7 @@ func TestHealth(t *testing.T) {
 		{"no-status", "Progressing", "waiting for the controller to observe generation 1"},
 		{"generation-not-observed", "Progressing", "waiting for the controller to observe generation 5"},
 		{"progressing", "Progressing",
-			"step 1/3: waiting for 1 new pods of 7d9c4f6b5 to be ready (0 ready; 5 of 5 pods ready in total, 4 needed)"},
+			"step 1/3: waiting for 1 new pods of 7d9c4f6b5 to be ready"},
 		{"awaiting-approval", "Suspended",
 			"step 1/3 of revision 7d9c4f6b5 waits for approval: merge pull request https://github.com/acme/apps/pull/41" +
 				" (branch rollgate/approve/demo/echoserver/7d9c4f6b5-step-1)"},

@@ -33,7 +33,8 @@ const (
 	// (comma-separated: rollgate, kruise-rollout, argo-rollouts).
 	sideBySideOnlyEnv = "ROLLGATE_P5_ONLY"
 	// sideBySideLogsEnv, when set, is a folder that keeps the controllers'
-	// logs (<controller>-<N>.log) after the run.
+	// logs (<controller>-<N>.log) after the run, and with sideBySideAuditEnv
+	// the API server's audit log (<controller>-<N>-audit.log).
 	sideBySideLogsEnv = "ROLLGATE_P5_LOGS"
 	// sbsReplicas is the size of every Deployment: step 1 is one of its
 	// pods.
@@ -110,6 +111,9 @@ type sbsResult struct {
 	requests, adopt float64
 	// byMethod splits requests by HTTP method.
 	byMethod map[string]float64
+	// audit, with sideBySideAuditEnv set, counts every client's requests
+	// over the same span by verb and resource, from the audit log.
+	audit map[string]map[string]float64
 	// RSS of the controller process: with every Rollout ready, and its
 	// peak over the whole run (VmHWM).
 	rssRest, rssPeak float64
@@ -172,7 +176,15 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 	// with a stack trace when no logger was ever set.
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	scheme := newScheme(b)
-	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n*sbsReplicas/80+1), Scheme: scheme})
+	kopts := kwok.Options{Nodes: max(3, n*sbsReplicas/80+1), Scheme: scheme}
+	switch audit := os.Getenv(sideBySideAuditEnv); audit {
+	case "":
+	case "1", "request":
+		kopts.AuditPolicy = auditPolicy(b, audit == "request")
+	default:
+		b.Fatalf("%s=%q: want 1 (requests counted) or request (bodies of writes kept too)", sideBySideAuditEnv, audit)
+	}
+	cl := kwok.Start(b, kopts)
 	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: sbsReplicas}}
 	for i := range n {
 		f.names = append(f.names, fmt.Sprintf("app-%03d", i))
@@ -225,6 +237,15 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 		r.rssPeak = f.rss(cp, "VmHWM")
 		r.anonDone, r.fileDone = f.rss(cp, "RssAnon"), f.rss(cp, "RssFile")
 		r.heapDone = f.heap(cp)
+		if kopts.AuditPolicy != "" {
+			var err error
+			if r.audit, err = auditCounts(cl.AuditLog(), firstOf(bumped), time.Now()); err != nil {
+				b.Error(err)
+			}
+			if keep := os.Getenv(sideBySideLogsEnv); keep != "" {
+				keepLog(b, cl.AuditLog(), filepath.Join(keep, fmt.Sprintf("%s-%d-audit.log", c.name(), n)))
+			}
+		}
 	}
 	if r.incomplete = f.waitAll(tr.step1, timeout, "at step 1", cp, tr.explain, nil); r.incomplete != "" {
 		measure()
@@ -292,6 +313,17 @@ func (r *sbsResult) collect(names []string, tr *releaseTracker, bumped, approved
 	if !last.IsZero() {
 		r.wall = last.Sub(first)
 	}
+}
+
+// firstOf is the earliest of the times.
+func firstOf(at map[string]time.Time) time.Time {
+	var first time.Time
+	for _, t := range at {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	return first
 }
 
 // keepLog copies a controller's log to path once it stopped.
@@ -636,6 +668,7 @@ func printSideBySideFigures(r sbsResult) {
 		fmt.Printf("P5 side by side, %s, %d Rollouts, %s: %.*f %s\n", r.controller, r.n, what, decimals(v), v, unit)
 	}
 	row("load average at start", r.load, "")
+	printAuditCounts(r)
 	if r.incomplete != "" {
 		fmt.Printf("P5 side by side, %s, %d Rollouts, incomplete: %s\n", r.controller, r.n, r.incomplete)
 	}

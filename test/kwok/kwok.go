@@ -52,6 +52,9 @@ type Options struct {
 	// Deployments released at once the controller manager's 20 per second
 	// sets the pace of every rolling update.
 	ClientQPS int
+	// AuditPolicy, when set, is the path of an audit policy file for the
+	// API server (`--kube-audit-policy`); the log is then at AuditLog.
+	AuditPolicy string
 }
 
 // Cluster is a running kwok cluster.
@@ -149,10 +152,14 @@ func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Optio
 	if err := os.WriteFile(config, []byte(kwokctlConfig(bins, ports, filepath.Join(c.Workdir, "cache"), opts.ClientQPS)), 0o644); err != nil {
 		return err
 	}
-	if _, err := c.run(ctx, "-c", config, "create", "cluster",
+	args := []string{"-c", config, "create", "cluster",
 		"--kubeconfig", c.Kubeconfig,
 		"--wait", time.Until(deadline(ctx)).Round(time.Second).String(),
-	); err != nil {
+	}
+	if opts.AuditPolicy != "" {
+		args = append(args, "--kube-audit-policy", opts.AuditPolicy)
+	}
+	if _, err := c.run(ctx, args...); err != nil {
 		return err
 	}
 	if opts.Nodes > 0 {
@@ -175,6 +182,12 @@ func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Optio
 	}
 	c.RESTConfig, c.Client = cfg, cl
 	return nil
+}
+
+// AuditLog is the API server's audit log (JSON lines), written when the
+// cluster was created with Options.AuditPolicy.
+func (c *Cluster) AuditLog() string {
+	return filepath.Join(c.Workdir, "clusters", c.Name, "logs", "audit.log")
 }
 
 // Delete stops every component of the cluster, waits for the processes to

@@ -1,0 +1,76 @@
+package reconciler
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+)
+
+// TestCountsAloneWaitForCountsEvery: a status that changed only in its pod
+// counts is not written within countsEvery of the last write (the patcher
+// says when it is due instead); the next change of anything else writes
+// it, counts included; and once countsEvery has passed, counts alone are
+// written. Against a real API server, so "not written" is a resource
+// version that did not move.
+func TestCountsAloneWaitForCountsEvery(t *testing.T) {
+	ctx, _, c, _ := startAPIServer(t)
+	const ns = "counts"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	createWithStatus(ctx, t, c, ns, map[string]v1alpha1.RolloutStatus{"web": {
+		Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, Message: "step 1/2: waiting for 1 new pods of v2 to be ready",
+		ObservedGeneration: 1, // as a reconcile of the Rollout as created writes it
+	}})
+	read := func() *v1alpha1.Rollout {
+		t.Helper()
+		ro := &v1alpha1.Rollout{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, ro); err != nil {
+			t.Fatal(err)
+		}
+		return ro
+	}
+	now := time.Now()
+	ro := read()
+	wrote := now.Add(-time.Second)
+	p := newStatusPatcher(c, ro, now, wrote)
+	ro.Status.CanaryReplicas, ro.Status.StableReadyReplicas = 1, 3
+	if err := p.patch(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got.ResourceVersion != p.before.ResourceVersion || got.Status.CanaryReplicas != 0 {
+		t.Errorf("counts alone 1 s after the last write were written: canaryReplicas %d", got.Status.CanaryReplicas)
+	}
+	if want := wrote.Add(countsEvery); !p.countsDue.Equal(want) {
+		t.Errorf("counts due at %v, want %v", p.countsDue, want)
+	}
+
+	// Anything else changes: written at once, with the counts held back.
+	ro.Status.CurrentStepState = v1alpha1.StepTrafficRouting
+	if err := p.patch(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	got := read()
+	if got.Status.CurrentStepState != v1alpha1.StepTrafficRouting || got.Status.CanaryReplicas != 1 || got.Status.StableReadyReplicas != 3 {
+		t.Errorf("stored state %s, canaryReplicas %d, stableReadyReplicas %d; want StepTrafficRouting, 1 and 3",
+			got.Status.CurrentStepState, got.Status.CanaryReplicas, got.Status.StableReadyReplicas)
+	}
+	if !p.countsDue.IsZero() || !p.lastWrite.Equal(now) {
+		t.Errorf("after a write: counts due %v, last write %v; want none and %v", p.countsDue, p.lastWrite, now)
+	}
+
+	// countsEvery after the last write, counts alone are written.
+	later := now.Add(countsEvery)
+	ro = got
+	p = newStatusPatcher(c, ro, later, now)
+	ro.Status.CanaryReadyReplicas = 1
+	if err := p.patch(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got.Status.CanaryReadyReplicas != 1 || !p.countsDue.IsZero() {
+		t.Errorf("counts alone %v after the last write: stored canaryReadyReplicas %d, due %v; want written", countsEvery, got.Status.CanaryReadyReplicas, p.countsDue)
+	}
+}
