@@ -49,11 +49,22 @@ func autoscaledApp(image string, port int) string {
 // sample runs more new pods than the step allows once a scale event
 // settled.
 func TestAutoscaledReleaseUnderLoad(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	w := newWorldOf(t, ctx, worldOptions{rollout: rollout(autoscaledSteps), app: autoscaledApp})
-	metric := startMetricsAPI(t, 4)
+	metric := startMetricsAPI(t, w.ns, 4)
 	w.applyYAML(ctx, metric.manifests()+"---"+autoscaler)
+	t.Cleanup(func() {
+		// The APIService is cluster-wide: once its Service is gone, every
+		// discovery on the shared node (helm, kubectl) would report it
+		// unavailable.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if out, err := w.node.Kubectl(ctx, "delete", "apiservice", "v1beta1.external.metrics.k8s.io"); err != nil {
+			t.Errorf("delete the APIService: %v\n%s", err, out)
+		}
+	})
 	w.waitPods(ctx, "the autoscaler runs 4 pods of v1", map[string]int32{"v1": 4})
 	if metric.queries.Load() == 0 {
 		t.Fatal("the autoscaler never asked for the metric")
@@ -147,10 +158,12 @@ type metricsAPI struct {
 	value   atomic.Int64
 	queries atomic.Int64
 	port    int
+	// ns is the namespace whose metric it serves.
+	ns string
 }
 
-func startMetricsAPI(t *testing.T, value int32) *metricsAPI {
-	m := &metricsAPI{}
+func startMetricsAPI(t *testing.T, ns string, value int32) *metricsAPI {
+	m := &metricsAPI{ns: ns}
 	m.value.Store(int64(value))
 	ln, err := net.Listen("tcp", realnode.NodeIP+":0")
 	if err != nil {
@@ -181,7 +194,7 @@ func (m *metricsAPI) serve(rw http.ResponseWriter, r *http.Request) {
 		body = map[string]any{"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": externalGV, "resources": []any{
 			map[string]any{"name": "queue_depth", "singularName": "", "namespaced": true, "kind": "ExternalMetricValueList", "verbs": []string{"get"}},
 		}}
-	case p == "/apis/"+externalGV+"/namespaces/demo/queue_depth":
+	case p == "/apis/"+externalGV+"/namespaces/"+m.ns+"/queue_depth":
 		m.queries.Add(1)
 		body = map[string]any{"kind": "ExternalMetricValueList", "apiVersion": externalGV, "metadata": map[string]any{}, "items": []any{map[string]any{
 			"metricName": "queue_depth", "metricLabels": map[string]string{},
@@ -235,11 +248,11 @@ spec:
 // (the image tag), and returns the Deployment's replicas.
 func (w *world) census(ctx context.Context) (map[string]int32, int32, error) {
 	var d appsv1.Deployment
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "echoserver"}, &d); err != nil {
+	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "echoserver"}, &d); err != nil {
 		return nil, 0, err
 	}
 	var list corev1.PodList
-	if err := w.c.List(ctx, &list, client.InNamespace("demo"), client.MatchingLabels{"app": "echoserver"}); err != nil {
+	if err := w.c.List(ctx, &list, client.InNamespace(w.ns), client.MatchingLabels{"app": "echoserver"}); err != nil {
 		return nil, 0, err
 	}
 	out := map[string]int32{}

@@ -79,6 +79,7 @@ spec:
 // Every 1,000-request window after a step is reported done shows exactly
 // the declared version; no request fails over the whole story.
 func TestBlueGreenUnderLoad(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	var p *prom.Server
@@ -178,7 +179,7 @@ func (w *world) atBlueGreenGate(ctx context.Context, step int32, pods map[string
 func (w *world) assertPreview(ctx context.Context, version string) {
 	w.t.Helper()
 	var svc corev1.Service
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "echoserver-canary"}, &svc); err != nil {
+	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "echoserver-canary"}, &svc); err != nil {
 		w.t.Fatalf("the preview Service: %v", err)
 	}
 	by := map[string]int{}

@@ -23,6 +23,7 @@ const headerSteps = `
 // updates); after the approval the release completes
 // without a failed request.
 func TestHeaderMatchUnderLoad(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	w := newWorld(t, ctx, headerSteps)

@@ -2,9 +2,15 @@ package realtraffic
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rollgate/rollgate/test/realnode"
 )
@@ -52,8 +58,31 @@ func (s *imageSet) remove() {
 	}
 }
 
+// parallelStories is how many stories run side by side on the node unless
+// -parallel says otherwise (go test's default is GOMAXPROCS, two here).
+// The stories spend most of their time waiting on pods, pauses and
+// windows of requests. TestReleaseUnderLoad does not call t.Parallel: it
+// deletes the controller's pod and upgrades the chart, so it runs alone,
+// before the others start.
+const parallelStories = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallelStories)); err != nil {
+			panic(err)
+		}
+	}
+	// The clients log nothing the stories need (and controller-runtime
+	// complains with a stack trace when no logger is set).
+	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
+	if err := theNode.stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop the real node and restore the host: %v\n", err)
+		code = 1
+	}
 	storyImages.remove()
 	os.Exit(code)
 }

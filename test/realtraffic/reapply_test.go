@@ -89,7 +89,7 @@ func (w *world) sampleRoute(ctx context.Context) *routeSampler {
 			time.Sleep(50 * time.Millisecond)
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"))
-			if err := w.c.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "echoserver"}, u); err != nil {
+			if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "echoserver"}, u); err != nil {
 				continue
 			}
 			var r gatewayv1.HTTPRoute

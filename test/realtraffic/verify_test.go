@@ -77,6 +77,7 @@ spec:
 // with a message giving the declared and the measured share, and the
 // release rolls back. No request fails.
 func TestTrafficVerifiedFromTheDataPlane(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	var p *prom.Server

@@ -5,22 +5,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/gitserver"
@@ -40,14 +33,18 @@ const (
 	releaseNS       = "rollgate-system"
 )
 
-// world is a real node running rollgate from its chart, the sample
-// application under a Rollout, and Traefik in front of it.
+// world is one story's part of the package's real node (rollgate from its
+// chart): the sample application under a Rollout in the story's namespace,
+// and a Traefik of its own in front of it.
 type world struct {
 	t       *testing.T
 	node    *realnode.Cluster
 	c       client.Client
 	helm    string
 	traefik *proc.Process
+	// ns is the story's namespace: its application, Rollout and
+	// Repository (the stories declare them in demo; see inNamespace).
+	ns string
 	// git serves the application's repository on the node's address, where
 	// the controller's pod reaches it.
 	git *gitserver.Server
@@ -61,7 +58,7 @@ type world struct {
 
 func (w *world) port() int { return w.gwPort }
 
-func (w *world) chart() string { return filepath.Join(repo.Root(), "charts", "rollgate") }
+func (w *world) chart() string { return chartDir() }
 
 func newWorld(t *testing.T, ctx context.Context, steps string) *world {
 	return newWorldOf(t, ctx, worldOptions{rollout: rollout(steps)})
@@ -81,45 +78,36 @@ type worldOptions struct {
 	extra func(w *world) string
 }
 
-// newWorldOf is newWorld with what opts declares.
+// newWorldOf is newWorld with what opts declares: the story's application
+// in a namespace of its own on the package's node, with its own Traefik and
+// Git server.
 func newWorldOf(t *testing.T, ctx context.Context, opts worldOptions) *world {
 	if opts.app == nil {
 		opts.app = app
 	}
 	start := time.Now()
-	// The clients log nothing the story needs (and controller-runtime
-	// complains with a stack trace when no logger is set).
-	ctrllog.SetLogger(logr.Discard())
-	helm := repo.Tool(t, "helm")
 	traefik := repo.Tool(t, "traefik")
-	crds := filepath.Join(repo.ToolsDir(), "gateway-api-crds")
 	dir := t.TempDir()
-	images, err := storyImages.get(ctx)
+	node, err := theNode.get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("images ready in %s", time.Since(start).Round(time.Millisecond))
-
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
+	if theNode.ready != "" {
+		t.Logf("the package's node: %s", theNode.ready)
+	}
+	w := &world{t: t, node: node, c: node.Client, helm: repo.Tool(t, "helm"), ns: storyNamespace(t.Name())}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("real node logs:\n%s", node.LogTails(15))
 		}
-	}
-	node := realnode.Start(t, realnode.Options{Images: images, Scheme: scheme})
-	w := &world{t: t, node: node, c: node.Client, helm: helm}
-	if out, err := node.Kubectl(ctx, "apply", "--server-side", "-f", crds); err != nil {
-		t.Fatalf("Gateway API CRDs: %v\n%s", err, out)
-	}
-
-	// rollgate from its chart, as a pod: its image, its ServiceAccount and
-	// RBAC, its webhook behind its Service.
-	helmStart := time.Now()
-	w.helmRun(ctx, "install", release, filepath.Join(repo.Root(), "charts", "rollgate"), "-n", releaseNS, "--create-namespace",
-		"--set", "image.repository=localhost/rollgate", "--set", "image.tag=test", "--set", "image.pullPolicy=Never",
-		"--set", "replicaCount=1", "--wait", "--timeout=3m")
-	w.waitWebhookCA(ctx)
-	t.Logf("rollgate installed from its chart and serving its webhook in %s", time.Since(helmStart).Round(time.Millisecond))
+		// The story's namespace goes, with everything in it; the node stays
+		// for the next story.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := node.Kubectl(ctx, "delete", "namespace", w.ns, "--wait=false"); err != nil {
+			t.Errorf("delete namespace %s: %v\n%s", w.ns, err, out)
+		}
+	})
 
 	// Traefik's ports (its entry point and its metrics), known before
 	// anything is declared.
@@ -141,7 +129,7 @@ func newWorldOf(t *testing.T, ctx context.Context, opts worldOptions) *world {
 	// The application's repository, on the node's address so that the
 	// controller's pod reaches it; approvals are merges there.
 	w.git = gitserver.Start(t, gitserver.Options{Host: realnode.NodeIP})
-	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: ro})
+	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: inNamespace(ro, w.ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +144,12 @@ kind: Repository
 metadata: {name: app-repo, namespace: demo}
 spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 `, repoURL))
-	// Traefik on loopback, with the Gateway API provider.
+	// Traefik on loopback, with the Gateway API provider, reading the
+	// story's namespace only.
 	p, err := proc.Start(dir, "traefik", traefik, []string{
 		fmt.Sprintf("--entryPoints.web.address=127.0.0.1:%d", port),
-		"--providers.kubernetesgateway=true", "--ping=false", "--log.level=INFO", "--global.checkNewVersion=false",
+		"--providers.kubernetesgateway=true", "--providers.kubernetesgateway.namespaces=" + w.ns,
+		"--ping=false", "--log.level=INFO", "--global.checkNewVersion=false",
 		"--global.sendAnonymousUsage=false",
 		// Prometheus metrics on their own entry point, for the stories
 		// that analyse what the gateway measured.
@@ -205,46 +195,19 @@ func get(url string) (string, error) {
 
 func (w *world) helmRun(ctx context.Context, args ...string) string {
 	w.t.Helper()
-	cmd := exec.CommandContext(ctx, w.helm, append(args, "--kubeconfig", w.node.Kubeconfig)...)
-	out, err := cmd.CombinedOutput()
+	out, err := runHelm(ctx, w.node, w.helm, args...)
 	if err != nil {
 		w.t.Fatalf("helm %s: %v\n%s\ncontroller log:\n%s", strings.Join(args, " "), err, out, w.controllerLog(30))
 	}
-	return string(out)
+	return out
 }
 
-// waitWebhookCA waits until the controller has written its CA into the
-// webhook configuration: from then on the API server calls it.
+// waitWebhookCA waits until the controller's webhook answers again.
 func (w *world) waitWebhookCA(ctx context.Context) {
-	w.eventually(ctx, 2*time.Minute, "the controller's CA is in its MutatingWebhookConfiguration", func() (bool, string) {
-		var mwc admissionregistrationv1.MutatingWebhookConfiguration
-		if err := w.c.Get(ctx, types.NamespacedName{Name: release}, &mwc); err != nil {
-			return false, err.Error()
-		}
-		for _, wh := range mwc.Webhooks {
-			if len(wh.ClientConfig.CABundle) == 0 {
-				return false, "no CA bundle yet"
-			}
-		}
-		return len(mwc.Webhooks) > 0, "no webhooks"
-	})
-	// The pod is ready, but the node's kube-proxy programs the Service a
-	// moment later: until then the API server's calls are refused. A
-	// server-side dry run of an AnalysisTemplate (whose webhook fails
-	// closed) succeeds only once the webhook answers through the Service.
-	probe := &unstructured.Unstructured{}
-	probe.SetAPIVersion(v1alpha1.GroupVersion.String())
-	probe.SetKind("AnalysisTemplate")
-	probe.SetNamespace(releaseNS)
-	probe.SetName("webhook-probe")
-	_ = unstructured.SetNestedSlice(probe.Object, []any{map[string]any{
-		"name": "probe", "successCondition": "result[0] == 0",
-		"provider": map[string]any{"prometheus": map[string]any{"address": "http://127.0.0.1:9090", "query": "vector(0)"}},
-	}}, "spec", "metrics")
-	w.eventually(ctx, time.Minute, "the webhook answers through its Service", func() (bool, string) {
-		err := w.c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		return err == nil, fmt.Sprint(err)
-	})
+	w.t.Helper()
+	if err := waitWebhook(ctx, w.c); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // controllerPods lists the controller's pods.
@@ -254,16 +217,11 @@ func (w *world) controllerPods(ctx context.Context) []corev1.Pod {
 	return list.Items
 }
 
-func (w *world) controllerLog(n int) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, _ := w.node.Kubectl(ctx, "-n", releaseNS, "logs", "--tail", fmt.Sprint(n), "-l", "app.kubernetes.io/name=rollgate", "--all-containers", "--prefix")
-	return out
-}
+func (w *world) controllerLog(n int) string { return controllerLog(w.node, n) }
 
 func (w *world) rollout(ctx context.Context) *v1alpha1.Rollout {
 	ro := &v1alpha1.Rollout{}
-	_ = w.c.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "echoserver"}, ro)
+	_ = w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "echoserver"}, ro)
 	return ro
 }
 
@@ -298,7 +256,7 @@ func (w *world) applyYAML(ctx context.Context, docs string) {
 func decodeAll(w *world, docs string) []*unstructured.Unstructured {
 	w.t.Helper()
 	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(inNamespace(docs, w.ns)), 4096)
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {

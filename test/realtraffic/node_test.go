@@ -1,0 +1,187 @@
+package realtraffic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/realnode"
+	"github.com/rollgate/rollgate/test/repo"
+)
+
+// theNode is the package's real node, shared by every story.
+var theNode = &sharedNode{}
+
+// sharedNode is a real node with the Gateway API CRDs and rollgate
+// installed from its chart as a pod (its image, ServiceAccount, RBAC and
+// webhook behind its Service). The first story that asks for it starts it;
+// every story then runs in a namespace of its own, with its own Traefik,
+// Git server and Prometheus, beside the others; TestMain stops it. One node
+// for the package instead of one per story: a node and a chart install
+// take 15-23 s, and stories that share it can run side by side.
+type sharedNode struct {
+	once sync.Once
+	node *realnode.Cluster
+	// ready says how long the node and the install took, for the story that
+	// waited for them.
+	ready string
+	err   error
+}
+
+// get starts the node the first time it is called and returns it.
+func (s *sharedNode) get(ctx context.Context) (*realnode.Cluster, error) {
+	s.once.Do(func() {
+		s.node, s.ready, s.err = startNode(ctx)
+	})
+	return s.node, s.err
+}
+
+// stop stops the node, when one was started, and restores the host.
+func (s *sharedNode) stop() error {
+	if s.node == nil {
+		return nil
+	}
+	return s.node.Delete()
+}
+
+func startNode(ctx context.Context) (*realnode.Cluster, string, error) {
+	start := time.Now()
+	helm, err := repo.LookTool("helm")
+	if err != nil {
+		return nil, "", err
+	}
+	images, err := storyImages.get(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	built := time.Since(start)
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, "", err
+		}
+	}
+	node, err := realnode.Create(ctx, realnode.Options{Images: images, Scheme: scheme})
+	if err != nil {
+		return nil, "", fmt.Errorf("real node: %w", err)
+	}
+	up := time.Since(start)
+	if err := installRollgate(ctx, node, helm); err != nil {
+		return nil, "", errors.Join(fmt.Errorf("%w\ncontroller log:\n%s", err, controllerLog(node, 30)), node.Delete())
+	}
+	return node, fmt.Sprintf("images %s, real node up at %s (API server %s, logs in %s), rollgate installed and serving its webhook at %s",
+		built.Round(time.Millisecond), up.Round(time.Millisecond), node.Server, node.Dir, time.Since(start).Round(time.Millisecond)), nil
+}
+
+// installRollgate applies the Gateway API CRDs Traefik uses and installs
+// rollgate from its chart, then waits until its webhook answers.
+func installRollgate(ctx context.Context, node *realnode.Cluster, helm string) error {
+	crds := filepath.Join(repo.ToolsDir(), "gateway-api-crds")
+	if out, err := node.Kubectl(ctx, "apply", "--server-side", "-f", crds); err != nil {
+		return fmt.Errorf("Gateway API CRDs: %v\n%s", err, out)
+	}
+	if out, err := runHelm(ctx, node, helm, "install", release, chartDir(), "-n", releaseNS, "--create-namespace",
+		"--set", "image.repository=localhost/rollgate", "--set", "image.tag=test", "--set", "image.pullPolicy=Never",
+		"--set", "replicaCount=1", "--wait", "--timeout=3m"); err != nil {
+		return fmt.Errorf("helm install: %v\n%s", err, out)
+	}
+	return waitWebhook(ctx, node.Client)
+}
+
+func chartDir() string { return filepath.Join(repo.Root(), "charts", "rollgate") }
+
+func runHelm(ctx context.Context, node *realnode.Cluster, helm string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, helm, append(args, "--kubeconfig", node.Kubeconfig)...).CombinedOutput()
+	return string(out), err
+}
+
+// waitWebhook waits until the controller has written its CA into its
+// webhook configuration and the webhook answers through its Service.
+func waitWebhook(ctx context.Context, c client.Client) error {
+	err := poll(ctx, 2*time.Minute, "the controller's CA is in its MutatingWebhookConfiguration", func() (bool, string) {
+		var mwc admissionregistrationv1.MutatingWebhookConfiguration
+		if err := c.Get(ctx, types.NamespacedName{Name: release}, &mwc); err != nil {
+			return false, err.Error()
+		}
+		for _, wh := range mwc.Webhooks {
+			if len(wh.ClientConfig.CABundle) == 0 {
+				return false, "no CA bundle yet"
+			}
+		}
+		return len(mwc.Webhooks) > 0, "no webhooks"
+	})
+	if err != nil {
+		return err
+	}
+	// The pod is ready, but the node's kube-proxy programs the Service a
+	// moment later: until then the API server's calls are refused. A
+	// server-side dry run of an AnalysisTemplate (whose webhook fails
+	// closed) succeeds only once the webhook answers through the Service.
+	probe := &unstructured.Unstructured{}
+	probe.SetAPIVersion(v1alpha1.GroupVersion.String())
+	probe.SetKind("AnalysisTemplate")
+	probe.SetNamespace(releaseNS)
+	probe.SetName("webhook-probe")
+	_ = unstructured.SetNestedSlice(probe.Object, []any{map[string]any{
+		"name": "probe", "successCondition": "result[0] == 0",
+		"provider": map[string]any{"prometheus": map[string]any{"address": "http://127.0.0.1:9090", "query": "vector(0)"}},
+	}}, "spec", "metrics")
+	return poll(ctx, time.Minute, "the webhook answers through its Service", func() (bool, string) {
+		err := c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// poll calls cond every 200 ms until it holds; past limit it returns an
+// error with cond's last description.
+func poll(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) error {
+	deadline := time.Now().Add(limit)
+	last := ""
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ok, desc := cond()
+		if ok {
+			return nil
+		}
+		last = desc
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: not within %s; last: %s", what, limit, last)
+}
+
+// controllerLog is the tail of the controller pods' logs.
+func controllerLog(node *realnode.Cluster, n int) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, _ := node.Kubectl(ctx, "-n", releaseNS, "logs", "--tail", fmt.Sprint(n), "-l", "app.kubernetes.io/name=rollgate", "--all-containers", "--prefix")
+	return out
+}
+
+// storyNamespace is the namespace a story's application lives in: its
+// name, in lower case, without "Test".
+func storyNamespace(testName string) string {
+	ns := strings.ToLower(strings.TrimPrefix(testName, "Test"))
+	if len(ns) > 63 {
+		ns = ns[:63]
+	}
+	return ns
+}
+
+// inNamespace moves the documents of a story, written for namespace demo,
+// into ns: every "namespace: demo" and the Namespace object itself.
+func inNamespace(docs, ns string) string {
+	docs = strings.ReplaceAll(docs, "namespace: demo", "namespace: "+ns)
+	return strings.ReplaceAll(docs, "metadata: {name: demo}", "metadata: {name: "+ns+"}")
+}
