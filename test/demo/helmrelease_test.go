@@ -347,12 +347,19 @@ type helmCounts struct {
 	// upgradeFailures.
 	hrFailures       int
 	driftCorrections int
-	history          string
+	// drift is the message of the last DriftCorrected event: the objects
+	// helm-controller found changed.
+	drift   string
+	history string
 }
 
 func (h helmCounts) String() string {
-	return fmt.Sprintf("%d releases (%s), %d rollbacks, %d failed, HelmRelease failure counters %d, %d drift corrections",
+	s := fmt.Sprintf("%d releases (%s), %d rollbacks, %d failed, HelmRelease failure counters %d, %d drift corrections",
 		h.releases, h.history, h.rollbacks, h.failed, h.hrFailures, h.driftCorrections)
+	if h.drift != "" {
+		s += ": " + h.drift
+	}
+	return s
 }
 
 // helmCounts reads the release history from Helm's own storage (the
@@ -397,6 +404,7 @@ func (s *helmStory) helmCounts(ctx context.Context) (helmCounts, error) {
 	for _, e := range events.Items {
 		if e.InvolvedObject.Kind == "HelmRelease" && strings.HasPrefix(e.Reason, "DriftCorrect") {
 			h.driftCorrections += int(max(e.Count, 1))
+			h.drift = e.Message
 		}
 	}
 	return h, nil
