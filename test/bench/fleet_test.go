@@ -66,6 +66,8 @@ type fleet struct {
 	nsOf map[string]string
 	// apiCalls counts the controller's API requests by verb and resource.
 	apiCalls *requestCounter
+	// audited says the cluster keeps an audit log (cluster.AuditLog()).
+	audited bool
 }
 
 // fleetOptions change the fleet; the zero value is the plain fleet.

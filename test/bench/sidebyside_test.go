@@ -36,6 +36,11 @@ const (
 	// logs (<controller>-<N>.log) after the run, and with sideBySideAuditEnv
 	// the API server's audit log (<controller>-<N>-audit.log).
 	sideBySideLogsEnv = "ROLLGATE_P5_LOGS"
+	// sideBySideReleasesEnv=2 runs a second release after the first, on
+	// the same cluster and controller, and prints it as its own row: the
+	// steady state, where the stable pods are the last release's new ones
+	// (ROLLGATE_P5_RELEASES, default 1).
+	sideBySideReleasesEnv = "ROLLGATE_P5_RELEASES"
 	// sbsReplicas is the size of every Deployment: step 1 is one of its
 	// pods.
 	sbsReplicas = 4
@@ -43,6 +48,9 @@ const (
 	// second with no controller, the release under a controller to the
 	// third.
 	sbsImageStart, sbsImageFloor, sbsImageRelease = "app:1.0", "app:1.1", "app:2.0"
+	// sbsImageRelease2 is the image of the second release, when
+	// sideBySideReleasesEnv asks for one.
+	sbsImageRelease2 = "app:3.0"
 	// reapproveAfter is how long a Rollout may still wait at its gate
 	// after an approval before the benchmark approves it again.
 	reapproveAfter = 5 * time.Second
@@ -159,9 +167,10 @@ func BenchmarkSideBySide(b *testing.B) {
 		for _, c := range contenders {
 			b.Run(fmt.Sprintf("%s/rollouts=%d", c.name(), n), func(b *testing.B) {
 				for range b.N {
-					r := runSideBySide(b, c, n)
-					printSideBySideFigures(r)
-					results = append(results, r)
+					for _, r := range runSideBySide(b, c, n) {
+						printSideBySideFigures(r)
+						results = append(results, r)
+					}
 				}
 			})
 		}
@@ -169,8 +178,10 @@ func BenchmarkSideBySide(b *testing.B) {
 	printSideBySideTable(results)
 }
 
-// runSideBySide measures contender c on a fresh cluster with n workloads.
-func runSideBySide(b *testing.B, c contender, n int) sbsResult {
+// runSideBySide measures contender c on a fresh cluster with n workloads:
+// one release, or two one after the other (sideBySideReleasesEnv), a
+// result each.
+func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
 	r := sbsResult{controller: c.name(), n: n, load: loadAvg()}
 	// The benchmark's clients log through controller-runtime, which warns
 	// with a stack trace when no logger was ever set.
@@ -185,7 +196,8 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 		b.Fatalf("%s=%q: want 1 (requests counted) or request (bodies of writes kept too)", sideBySideAuditEnv, audit)
 	}
 	cl := kwok.Start(b, kopts)
-	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: sbsReplicas}}
+	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: sbsReplicas},
+		audited: kopts.AuditPolicy != ""}
 	for i := range n {
 		f.names = append(f.names, fmt.Sprintf("app-%03d", i))
 	}
@@ -220,37 +232,75 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 	r.rssRest = f.rss(cp, "VmRSS")
 	r.heapRest = f.heap(cp)
 
+	f.opts.replicas = releaseReplicas(c, f.opts.replicas)
+	rs := []sbsResult{r}
+	f.release(c, cp, &rs[0], sbsImageRelease, req1, m1)
+	if releases(b) == 2 && rs[0].incomplete == "" {
+		// The second release, on the same cluster and controller: its
+		// stable pods are the first release's new ones.
+		r2 := sbsResult{controller: c.name() + ", release 2", n: n, load: loadAvg(), floor: r.floor, floorDone: r.floorDone,
+			adopt: r.adopt, rssRest: r.rssRest, heapRest: r.heapRest}
+		req, m := f.requests(cp)
+		f.release(c, cp, &r2, sbsImageRelease2, req, m)
+		rs = append(rs, r2)
+	}
+	if err := cp.p.Exited(); err != nil {
+		b.Fatal(err)
+	}
+	return rs
+}
+
+// releases is how many releases BenchmarkSideBySide runs per controller
+// (sideBySideReleasesEnv: 1, the default, or 2).
+func releases(b *testing.B) int {
+	switch v := os.Getenv(sideBySideReleasesEnv); v {
+	case "", "1":
+		return 1
+	case "2":
+		return 2
+	default:
+		b.Fatalf("%s=%q: want 1 or 2", sideBySideReleasesEnv, v)
+		return 0
+	}
+}
+
+// release changes every Deployment to image at once under controller cp,
+// waits for step 1, approves every gate and waits for completion, and
+// records in r the times, the requests counted from req0 and m0 (the
+// controller's counters before the images changed) and the memory.
+func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image string, req0 float64, m0 map[string]float64) {
+	b := f.b
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr := f.trackRelease(ctx, c, sbsImageRelease)
-	f.opts.replicas = releaseReplicas(c, f.opts.replicas)
-	bumped := f.applyImages(sbsImageRelease)
-	timeout := max(15*time.Minute, time.Duration(n)*3*time.Second)
+	tr := f.trackRelease(ctx, c, image)
+	bumped := f.applyImages(image)
+	timeout := max(15*time.Minute, time.Duration(r.n)*3*time.Second)
 	// measure reads the controller's requests and memory at the end.
 	measure := func() {
-		req2, m2 := f.requests(cp)
-		r.requests = req2 - req1
+		req, m := f.requests(cp)
+		r.requests = req - req0
 		r.byMethod = map[string]float64{}
-		for m, v := range m2 {
-			r.byMethod[m] = v - m1[m]
+		for k, v := range m {
+			r.byMethod[k] = v - m0[k]
 		}
 		r.rssPeak = f.rss(cp, "VmHWM")
 		r.anonDone, r.fileDone = f.rss(cp, "RssAnon"), f.rss(cp, "RssFile")
 		r.heapDone = f.heap(cp)
-		if kopts.AuditPolicy != "" {
+		if f.audited {
 			var err error
-			if r.audit, err = auditCounts(cl.AuditLog(), firstOf(bumped), time.Now()); err != nil {
+			if r.audit, err = auditCounts(f.cluster.AuditLog(), firstOf(bumped), time.Now()); err != nil {
 				b.Error(err)
 			}
 			if keep := os.Getenv(sideBySideLogsEnv); keep != "" {
-				keepLog(b, cl.AuditLog(), filepath.Join(keep, fmt.Sprintf("%s-%d-audit.log", c.name(), n)))
+				// The log so far, kept again (and whole) after a second release.
+				keepLog(b, f.cluster.AuditLog(), filepath.Join(keep, fmt.Sprintf("%s-%d-audit.log", c.name(), r.n)))
 			}
 		}
 	}
 	if r.incomplete = f.waitAll(tr.step1, timeout, "at step 1", cp, tr.explain, nil); r.incomplete != "" {
 		measure()
 		r.collect(f.names, tr, bumped, nil)
-		return r
+		return
 	}
 	f.checkStep1(tr)
 	approved := map[string]time.Time{}
@@ -286,10 +336,6 @@ func runSideBySide(b *testing.B, c contender, n int) sbsResult {
 	})
 	measure()
 	r.collect(f.names, tr, bumped, approved)
-	if err := cp.p.Exited(); err != nil {
-		b.Fatal(err)
-	}
-	return r
 }
 
 // collect gathers the times of the workloads that reached step 1 and

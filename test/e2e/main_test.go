@@ -3,8 +3,9 @@ package e2e
 import (
 	"flag"
 	"os"
-	"strconv"
 	"testing"
+
+	"github.com/rollgate/rollgate/test/parallel"
 )
 
 // parallelStories is how many stories run side by side unless -parallel
@@ -24,12 +25,6 @@ const parallelStories = 4
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", strconv.Itoa(parallelStories)); err != nil {
-			panic(err)
-		}
-	}
+	parallel.Default(parallelStories)
 	os.Exit(m.Run())
 }

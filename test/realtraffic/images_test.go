@@ -5,13 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/rollgate/rollgate/test/parallel"
 	"github.com/rollgate/rollgate/test/realnode"
 )
 
@@ -68,13 +68,7 @@ const parallelStories = 4
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", strconv.Itoa(parallelStories)); err != nil {
-			panic(err)
-		}
-	}
+	parallel.Default(parallelStories)
 	// The clients log nothing the stories need (and controller-runtime
 	// complains with a stack trace when no logger is set).
 	ctrllog.SetLogger(logr.Discard())
