@@ -74,3 +74,51 @@ func TestCountsAloneWaitForCountsEvery(t *testing.T) {
 		t.Errorf("counts alone %v after the last write: stored canaryReadyReplicas %d, due %v; want written", countsEvery, got.Status.CanaryReadyReplicas, p.countsDue)
 	}
 }
+
+// TestTrafficReportAloneWaitsLikeCounts: the routers' report alone (the
+// status's traffic and the message of a TrafficShifted condition whose
+// status and reason stay) is held back like the counts; TrafficShifted
+// changing its status is written at once, with the report held back.
+func TestTrafficReportAloneWaitsLikeCounts(t *testing.T) {
+	ctx, _, c, _ := startAPIServer(t)
+	const ns = "traffic-report"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	createWithStatus(ctx, t, c, ns, map[string]v1alpha1.RolloutStatus{"web": {
+		Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, Message: "step 1/2: waiting for 1 new pods of v2 to be ready",
+		ObservedGeneration: 1,
+		Conditions: []metav1.Condition{{Type: v1alpha1.TrafficShiftedCondition, Status: metav1.ConditionTrue,
+			Reason: v1alpha1.ReasonTrafficShifted, Message: "routes as declared in Git", LastTransitionTime: metav1.Now()}},
+	}})
+	read := func() *v1alpha1.Rollout {
+		t.Helper()
+		ro := &v1alpha1.Rollout{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, ro); err != nil {
+			t.Fatal(err)
+		}
+		return ro
+	}
+	now := time.Now()
+	ro := read()
+	p := newStatusPatcher(c, ro, now, now.Add(-300*time.Millisecond))
+	ro.Status.Traffic = "0%"
+	ro.Status.Conditions[0].Message = "all traffic to the stable revision"
+	if err := p.patch(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got.ResourceVersion != p.before.ResourceVersion || got.Status.Traffic != "" {
+		t.Errorf("the routers' report alone 0.3 s after the last write was written: traffic %q", got.Status.Traffic)
+	}
+	if p.countsDue.IsZero() {
+		t.Error("the report held back has no time to be written")
+	}
+
+	// TrafficShifted turns False: written at once, the report with it.
+	ro.Status.Conditions[0].Status, ro.Status.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonTrafficPending
+	if err := p.patch(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	got := read()
+	if cond := got.Status.Conditions[0]; cond.Status != metav1.ConditionFalse || cond.Message != "all traffic to the stable revision" || got.Status.Traffic != "0%" {
+		t.Errorf("stored TrafficShifted %s %q, traffic %q; want False, the new message and 0%%", cond.Status, cond.Message, got.Status.Traffic)
+	}
+}
