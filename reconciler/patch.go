@@ -2,32 +2,25 @@ package reconciler
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 )
 
-// countsEvery is how often, at most, a Rollout's status is written for
-// progress alone: its pod counts (replicas, stableReplicas,
-// stableReadyReplicas, canaryReplicas, canaryReadyReplicas), the traffic
-// it reports (status.traffic) and the message of a TrafficShifted
-// condition whose status and reason stay. Every pod created, ready or gone
+// countsEvery is how often, at most, a Rollout's status is written for its
+// pod counts alone (replicas, stableReplicas, stableReadyReplicas,
+// canaryReplicas, canaryReadyReplicas). Every pod created, ready or gone
 // changes a count: written each time, they were most of a release's API
-// writes (at 4 replicas, 9 of 22 status patches); the routers' report
-// follows each step a moment after the step's own write (two more per
-// release). A change of anything else (step, state, phase, weight, gate,
-// another condition) is written at once, with the progress of that moment;
-// progress alone waits until countsEvery has passed since the last write,
-// and the reconcile is requeued for then. The planner never reads any of
-// it back (it derives the traffic from the step and the routers' answer),
-// so a restart cannot act on it.
+// writes (at 4 replicas, 9 of 22 status patches). A change of anything
+// else (step, state, phase, traffic, a condition) is written at once, with
+// the counts of that moment; counts alone wait until countsEvery has passed
+// since the last write, and the reconcile is requeued for then. The
+// planner never reads the counts back, so a restart cannot act on them.
 const countsEvery = 2 * time.Second
 
 // statusPatcher writes a Rollout's finalizers and status, each only when
@@ -63,7 +56,7 @@ func (p *statusPatcher) patch(ctx context.Context, ro *v1alpha1.Rollout) error {
 	if equality.Semantic.DeepEqual(p.before.Status, ro.Status) {
 		return nil
 	}
-	if onlyProgress(&p.before.Status, &ro.Status) && p.now.Sub(p.lastWrite) < countsEvery {
+	if onlyCounts(&p.before.Status, &ro.Status) && p.now.Sub(p.lastWrite) < countsEvery {
 		p.countsDue = p.lastWrite.Add(countsEvery)
 		return nil
 	}
@@ -77,28 +70,13 @@ func (p *statusPatcher) patch(ctx context.Context, ro *v1alpha1.Rollout) error {
 	return nil
 }
 
-// onlyProgress reports whether two statuses differ in progress alone (see
-// countsEvery).
-func onlyProgress(a, b *v1alpha1.RolloutStatus) bool {
+// onlyCounts reports whether two statuses differ in their pod counts alone.
+func onlyCounts(a, b *v1alpha1.RolloutStatus) bool {
 	x, y := *a, *b
 	for _, s := range []*v1alpha1.RolloutStatus{&x, &y} {
 		s.Replicas, s.StableReplicas, s.StableReadyReplicas, s.CanaryReplicas, s.CanaryReadyReplicas = 0, 0, 0, 0, 0
-		s.Traffic = ""
-		s.Conditions = withoutTrafficMessage(s.Conditions)
 	}
 	return equality.Semantic.DeepEqual(x, y)
-}
-
-// withoutTrafficMessage is conds with the TrafficShifted condition's
-// message blanked (a copy; the others as they are).
-func withoutTrafficMessage(conds []metav1.Condition) []metav1.Condition {
-	out := slices.Clone(conds)
-	for i := range out {
-		if out[i].Type == v1alpha1.TrafficShiftedCondition {
-			out[i].Message = ""
-		}
-	}
-	return out
 }
 
 // statusWrites remembers when each Rollout's status was last written, for
