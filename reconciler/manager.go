@@ -55,6 +55,30 @@ type ManagerOptions struct {
 	// The admission webhooks still decide from every Rollout (see
 	// docs/sharding.md).
 	WatchLabelSelector string
+	// WatchOwnNamespace limits this instance to its own namespace
+	// (Options.Namespace), as Flux's controllers do with
+	// --watch-all-namespaces=false: it caches and reconciles only the
+	// objects of that namespace, and the API server sends its admission
+	// webhooks only that namespace's requests (a namespaceSelector on
+	// every hook). Several such instances, each in its own namespace and
+	// with its own webhook configuration name, share a cluster; see
+	// docs/namespaced.md. False: every namespace.
+	WatchOwnNamespace bool
+}
+
+// WatchAllNamespacesFlag is the command-line flag whose false sets
+// ManagerOptions.WatchOwnNamespace, named in its errors.
+const WatchAllNamespacesFlag = "--watch-all-namespaces"
+
+// watchScope is the namespace an instance watches: empty, every one.
+type watchScope struct{ namespace string }
+
+// namespaces lists the scope's namespace; nil means every one.
+func (s watchScope) namespaces() []string {
+	if s.namespace == "" {
+		return nil
+	}
+	return []string{s.namespace}
 }
 
 // WatchSelectorFlag is the command-line flag of
@@ -105,7 +129,11 @@ func NewScheme() (*runtime.Scheme, error) {
 // and Deployment (one entry per field manager: the controller manager, the
 // scheduler, the kubelet, Flux, rollgate); pods are the most numerous
 // objects in the cache, and their spec and container statuses most of each.
-func cacheOptions(namespace string, shard labels.Selector) cache.Options {
+//
+// An instance that watches its own namespace only (watchOwn) caches
+// nothing else: every informer lists and watches that namespace alone, so
+// it needs no cluster-wide read permission.
+func cacheOptions(namespace string, shard labels.Selector, watchOwn bool) cache.Options {
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{namespace: {}}},
 		&corev1.Pod{}:       {Transform: workload.StripPod},
@@ -116,7 +144,11 @@ func cacheOptions(namespace string, shard labels.Selector) cache.Options {
 		byObject[&v1alpha1.Rollout{}] = cache.ByObject{Label: shard}
 		byObject[&v1alpha1.Repository{}] = cache.ByObject{Label: shard}
 	}
-	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+	o := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+	if watchOwn {
+		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
+	return o
 }
 
 // NewManager builds the manager that runs rollgate with opts: the Rollout
@@ -129,13 +161,20 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 	if err != nil {
 		return nil, err
 	}
+	var scope watchScope
+	if mo.WatchOwnNamespace {
+		if opts.Namespace == "" {
+			return nil, fmt.Errorf("%s=false needs the controller's namespace (--namespace, or $POD_NAMESPACE)", WatchAllNamespacesFlag)
+		}
+		scope.namespace = opts.Namespace
+	}
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
 	}
 	co := ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   cacheOptions(opts.Namespace, shard),
+		Cache:                   cacheOptions(opts.Namespace, shard, mo.WatchOwnNamespace),
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: orDefault(mo.MetricsAddr, "0")},
 		HealthProbeBindAddress:  orDefault(mo.ProbeAddr, "0"),
@@ -160,11 +199,11 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 	}
 	admission := client.Reader(nil)
 	if shard != nil {
-		if admission, err = newAdmissionView(cfg, mgr); err != nil {
+		if admission, err = newAdmissionView(cfg, mgr, scope); err != nil {
 			return nil, err
 		}
 	}
-	if err := setup(mgr, opts, admission); err != nil {
+	if err := setup(mgr, opts, admission, scope); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

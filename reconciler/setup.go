@@ -41,13 +41,14 @@ const routeIndex = "spec.trafficRoutings"
 // webhook and the Git push endpoint with mgr. The webhook registers the index of Rollouts by
 // workload (workload.RolloutWorkloadIndex) that the controller uses too.
 func Setup(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, opts, nil)
+	return setup(mgr, opts, nil, watchScope{})
 }
 
 // setup is Setup with the reader the admission webhooks read Rollouts
 // from; nil means the manager's cached client (an instance that is not a
-// shard: its cache holds every Rollout).
-func setup(mgr ctrl.Manager, opts Options, admission client.Reader) error {
+// shard: its cache holds every Rollout), and the namespace the instance
+// watches (its webhooks are sent only that namespace's requests).
+func setup(mgr ctrl.Manager, opts Options, admission client.Reader, scope watchScope) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1alpha1.Rollout{}, repositoryIndex, func(o client.Object) []string {
@@ -110,7 +111,7 @@ func setup(mgr ctrl.Manager, opts Options, admission client.Reader) error {
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: git,
 		workloadOpts: []workload.Option{workload.OwnerIndexed()},
 	}
-	if err := setupWebhook(mgr, opts, admission); err != nil {
+	if err := setupWebhook(mgr, opts, admission, scope); err != nil {
 		return err
 	}
 	if err := (&RepositoryReconciler{Client: mgr.GetClient(), git: git}).setupWithManager(mgr); err != nil {

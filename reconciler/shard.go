@@ -33,13 +33,17 @@ func (c admissionCache) GetCache() cache.Cache { return c.Cache }
 // workload go. So every instance answers every admission request from the
 // whole set of Rollouts, and only Rollouts are cached twice (workloads,
 // pods and routes are in the manager's cache once).
-func newAdmissionView(cfg *rest.Config, mgr ctrl.Manager) (client.Reader, error) {
+func newAdmissionView(cfg *rest.Config, mgr ctrl.Manager, scope watchScope) (client.Reader, error) {
 	// Only Rollouts: a read of any other kind fails instead of quietly
 	// caching that kind for the whole cluster.
-	c, err := cache.New(cfg, cache.Options{
+	o := cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 		ReaderFailOnMissingInformer: true, DefaultTransform: cache.TransformStripManagedFields(),
-	})
+	}
+	if scope.namespace != "" {
+		o.DefaultNamespaces = map[string]cache.Config{scope.namespace: {}}
+	}
+	c, err := cache.New(cfg, o)
 	if err != nil {
 		return nil, fmt.Errorf("admission cache of Rollouts: %w", err)
 	}

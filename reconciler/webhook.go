@@ -12,12 +12,13 @@ import (
 
 // setupWebhook registers the workload admission webhook; its certificate
 // and registration are kept current by the webhook package. The hooks read
-// Rollouts from rollouts (nil: the manager's cached client).
-func setupWebhook(mgr ctrl.Manager, opts Options, rollouts client.Reader) error {
+// Rollouts from rollouts (nil: the manager's cached client); an instance
+// scoped to a namespace registers them for that namespace only.
+func setupWebhook(mgr ctrl.Manager, opts Options, rollouts client.Reader, scope watchScope) error {
 	if rollouts == nil {
 		rollouts = mgr.GetClient()
 	}
-	reg := webhook.Registration{Name: orDefault(opts.WebhookConfigName, "rollgate")}
+	reg := webhook.Registration{Name: orDefault(opts.WebhookConfigName, "rollgate"), Namespaces: scope.namespaces()}
 	if opts.WebhookURL != "" {
 		reg.URL = opts.WebhookURL
 	} else {

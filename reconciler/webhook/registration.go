@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +31,11 @@ type Registration struct {
 	// URL is the base URL of the webhook server, such as
 	// https://127.0.0.1:9443; hook paths are appended.
 	URL string
+	// Namespaces, when set, are the only namespaces whose requests the
+	// API server sends to every hook (a controller that watches its own
+	// namespace only): each hook's namespaceSelector also requires
+	// kubernetes.io/metadata.name to be one of them.
+	Namespaces []string
 }
 
 // ServiceRef names the Service in front of the webhook server.
@@ -105,12 +112,13 @@ func (r Registration) configurations(hooks []Hook, bundle []byte) (*admissionreg
 			timeout = 10
 		}
 		cc := r.clientConfig(h.Path, bundle)
+		nsSel := r.namespaceSelector(h.NamespaceSelector)
 		none := admissionregistrationv1.SideEffectClassNone
 		if h.Mutating {
 			mutating = append(mutating, admissionregistrationv1.MutatingWebhook{
 				Name: h.Name, ClientConfig: cc, Rules: h.Rules, FailurePolicy: &policy,
 				MatchPolicy: ptr.To(admissionregistrationv1.Equivalent), SideEffects: &none,
-				ObjectSelector: selectorOrAll(h.ObjectSelector), NamespaceSelector: selectorOrAll(h.NamespaceSelector),
+				ObjectSelector: selectorOrAll(h.ObjectSelector), NamespaceSelector: nsSel,
 				TimeoutSeconds: ptr.To(timeout), AdmissionReviewVersions: []string{"v1"},
 				ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
 			})
@@ -119,7 +127,7 @@ func (r Registration) configurations(hooks []Hook, bundle []byte) (*admissionreg
 		validating = append(validating, admissionregistrationv1.ValidatingWebhook{
 			Name: h.Name, ClientConfig: cc, Rules: h.Rules, FailurePolicy: &policy,
 			MatchPolicy: ptr.To(admissionregistrationv1.Equivalent), SideEffects: &none,
-			ObjectSelector: selectorOrAll(h.ObjectSelector), NamespaceSelector: selectorOrAll(h.NamespaceSelector),
+			ObjectSelector: selectorOrAll(h.ObjectSelector), NamespaceSelector: nsSel,
 			TimeoutSeconds: ptr.To(timeout), AdmissionReviewVersions: []string{"v1"},
 		})
 	}
@@ -133,6 +141,18 @@ func (r Registration) configurations(hooks []Hook, bundle []byte) (*admissionreg
 		v = &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: *meta.DeepCopy(), Webhooks: validating}
 	}
 	return m, v
+}
+
+// namespaceSelector is a hook's own namespace selector s narrowed to
+// r.Namespaces (the label the API server sets on every namespace).
+func (r Registration) namespaceSelector(s *metav1.LabelSelector) *metav1.LabelSelector {
+	out := selectorOrAll(s).DeepCopy()
+	if len(r.Namespaces) > 0 {
+		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: slices.Clone(r.Namespaces),
+		})
+	}
+	return out
 }
 
 // selectorOrAll returns s, or the empty selector (everything) the API

@@ -37,6 +37,7 @@ type Flags struct {
 	leaderElect        bool
 	leaderElectionID   string
 	watchLabelSelector string
+	watchAllNamespaces bool
 	concurrent         int
 	luaConfigMap       string
 	webhookPort        int
@@ -68,6 +69,7 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time")
 	fs.StringVar(&f.leaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default \"rollgate.dev\"; with --watch-label-selector, \"rollgate.dev-\" and a hash of the selector, so every shard elects its own leader)")
 	fs.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "Run as one shard of several (Flux's sharding convention): reconcile only the Rollouts and Repositories whose labels match, e.g. \"sharding.fluxcd.io/key in (shard1)\" for a shard and \"!sharding.fluxcd.io/key\" for the main instance; empty: all of them (docs/sharding.md)")
+	fs.BoolVar(&f.watchAllNamespaces, "watch-all-namespaces", true, "Watch every namespace; false: only --namespace (Flux's convention): the controller caches and releases that namespace's Rollouts only, and its webhooks are registered for that namespace only; give each such instance its own --webhook-config-name (docs/namespaced.md)")
 	fs.IntVar(&f.concurrent, "concurrent", 4, "Number of Rollouts reconciled in parallel")
 	fs.StringVar(&f.luaConfigMap, "lua-configmap", "rollgate-lua", "ConfigMap in --namespace with user Lua scripts (keys lua.traffic.routing.<Kind>.<group>, lua.traffic.routing.ingress.<class>); they override built-ins of the same key")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server")
@@ -134,7 +136,7 @@ func Run(f *Flags) error {
 	mgr, err := reconciler.NewManager(cfg, reconciler.ManagerOptions{
 		MetricsAddr: f.metricsAddr, ProbeAddr: f.probeAddr,
 		LeaderElect: f.leaderElect, LeaderElectionID: f.leaderElectionID,
-		WatchLabelSelector: f.watchLabelSelector,
+		WatchLabelSelector: f.watchLabelSelector, WatchOwnNamespace: !f.watchAllNamespaces,
 	}, opts)
 	if err != nil {
 		return err

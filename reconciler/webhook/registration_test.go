@@ -1,0 +1,61 @@
+package webhook
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// TestRegistrationOfANamespacedController: a controller that watches its
+// own namespace registers every hook, mutating and validating, for that
+// namespace alone, keeping the hook's own namespace selector; without
+// Namespaces every namespace is sent.
+func TestRegistrationOfANamespacedController(t *testing.T) {
+	hooks := []Hook{
+		{Name: "workloads.rollgate.dev", Path: "/w", Mutating: true},
+		{Name: "rollouts.rollgate.dev", Path: "/r", NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "web"}}},
+	}
+	nsLabels := func(name string, extra map[string]string) labels.Set {
+		l := labels.Set{corev1.LabelMetadataName: name}
+		for k, v := range extra {
+			l[k] = v
+		}
+		return l
+	}
+	matches := func(t *testing.T, sel *metav1.LabelSelector, ns labels.Set) bool {
+		t.Helper()
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Matches(ns)
+	}
+	selectors := func(reg Registration) []*metav1.LabelSelector {
+		m, v := reg.configurations(hooks, []byte("ca"))
+		return []*metav1.LabelSelector{m.Webhooks[0].NamespaceSelector, v.Webhooks[0].NamespaceSelector}
+	}
+	web := map[string]string{"team": "web"}
+
+	scoped := selectors(Registration{Name: "rollgate-team-a", URL: "https://127.0.0.1:9443", Namespaces: []string{"team-a"}})
+	for i, ns := range []labels.Set{nsLabels("team-a", web), nsLabels("team-b", web), nsLabels("team-a-2", web)} {
+		want := i == 0
+		for _, sel := range scoped {
+			if got := matches(t, sel, ns); got != want {
+				t.Errorf("scoped to team-a: namespace %v sent = %v, want %v (selector %v)", ns, got, want, sel)
+			}
+		}
+	}
+	if matches(t, scoped[1], nsLabels("team-a", nil)) {
+		t.Errorf("the validating hook's own selector (team=web) was dropped: %v", scoped[1])
+	}
+
+	all := selectors(Registration{Name: "rollgate", URL: "https://127.0.0.1:9443"})
+	if !matches(t, all[0], nsLabels("anything", nil)) || !matches(t, all[1], nsLabels("anything", web)) {
+		t.Errorf("unscoped: a namespace is not sent: %v, %v", all[0], all[1])
+	}
+	if len(all[0].MatchExpressions) != 0 {
+		t.Errorf("unscoped: want the empty selector the API server stores, got %v", all[0])
+	}
+}
