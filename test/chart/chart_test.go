@@ -44,9 +44,10 @@ func TestLint(t *testing.T) {
 // Run with UPDATE_GOLDEN=1 to rewrite them after an intended change.
 func TestTemplateGolden(t *testing.T) {
 	for name, args := range map[string][]string{
-		"default": nil,
-		"full":    {"-f", "testdata/full-values.yaml"},
-		"sharded": {"-f", "testdata/sharded-values.yaml"},
+		"default":    nil,
+		"full":       {"-f", "testdata/full-values.yaml"},
+		"sharded":    {"-f", "testdata/sharded-values.yaml"},
+		"namespaced": {"-f", "testdata/namespaced-values.yaml"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := helm(t, append([]string{"template", "rg", chartDir(), "--namespace", "rollgate-system"}, args...)...)

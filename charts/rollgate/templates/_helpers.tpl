@@ -45,3 +45,31 @@ rollgate.dev/shard: {{ .shard }}
 {{- define "rollgate.webhookCertSecret" -}}
 {{- default (printf "%s-webhook-cert" (include "rollgate.fullname" .)) .Values.webhook.certSecretName -}}
 {{- end -}}
+
+{{- /*
+The name of the release's cluster-scoped objects (ClusterRoles, bindings,
+webhook configurations): the full name, or with watchAllNamespaces false
+the full name and the release's namespace, so that releases of the same
+name in several namespaces do not share them.
+*/ -}}
+{{- define "rollgate.clusterName" -}}
+{{- if .Values.watchAllNamespaces -}}
+{{- include "rollgate.fullname" . -}}
+{{- else -}}
+{{- printf "%s-%s" (include "rollgate.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+The namespaceSelector of every webhook: all namespaces, or with
+watchAllNamespaces false the release's only (the controller writes the same).
+*/ -}}
+{{- define "rollgate.webhookNamespaceSelector" -}}
+{{- if .Values.watchAllNamespaces -}}
+namespaceSelector: {}
+{{- else -}}
+namespaceSelector:
+    matchExpressions:
+    - {key: kubernetes.io/metadata.name, operator: In, values: [{{ .Release.Namespace | quote }}]}
+{{- end -}}
+{{- end -}}
