@@ -19,10 +19,9 @@ import (
 func TestAbortRollsBackAndRevertsInGit(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.ensureNamespace("demo")
 	repoURL, err := w.git.CreateRepo("app", map[string]string{
-		"apps/echoserver/rollout.yaml":    echoRollout,
-		"apps/echoserver/deployment.yaml": "# the app, as the team keeps it\n" + strings.TrimPrefix(echoApp("echo:1.0"), "\n"),
+		"apps/echoserver/rollout.yaml":    w.inNS(echoRollout),
+		"apps/echoserver/deployment.yaml": "# the app, as the team keeps it\n" + strings.TrimPrefix(w.inNS(echoApp("echo:1.0")), "\n"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -36,18 +35,18 @@ spec: {url: %q, interval: 1s, status: {window: 1s}}
 	w.applyYAML(echoApp("echo:1.0"))
 	w.applyYAML(echoRollout)
 	w.eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
-		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(w.rollout("demo", "echoserver")), nil
+		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(w.rollout(w.ns, "echoserver")), nil
 	})
 
 	// A developer bumps the image in Git; Flux applies it.
-	bumped := "# the app, as the team keeps it\n" + strings.TrimPrefix(echoApp("echo:2.0"), "\n")
+	bumped := "# the app, as the team keeps it\n" + strings.TrimPrefix(w.inNS(echoApp("echo:2.0")), "\n")
 	if _, err := w.git.Commit("app", "main", "Bump echoserver to 2.0", map[string]string{"apps/echoserver/deployment.yaml": bumped}); err != nil {
 		t.Fatal(err)
 	}
 	w.applyYAML(echoApp("echo:2.0"))
 	var ro *v1alpha1.Rollout
 	w.eventually(90*time.Second, "step 1 waiting for approval", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		return ro.Status.AwaitingApproval != nil, nil
 	})
 	canary := ro.Status.CanaryRevision
@@ -58,31 +57,31 @@ spec: {url: %q, interval: 1s, status: {window: 1s}}
 	// Then no new pod is left, all traffic is on stable, the Rollout says
 	// why it stopped, and Git holds the revert.
 	w.eventually(60*time.Second, "rolled back", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
-		return ro.Status.Phase == v1alpha1.PhaseFailed && w.pods("demo", "echoserver")["echo:2.0"][1] == 0 &&
-			w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
+		ro = w.rollout(w.ns, "echoserver")
+		return ro.Status.Phase == v1alpha1.PhaseFailed && w.pods(w.ns, "echoserver")["echo:2.0"][1] == 0 &&
+			w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
 	})
-	defer func() { t.Logf("final conditions: %+v", w.rollout("demo", "echoserver").Status.Conditions) }()
+	defer func() { t.Logf("final conditions: %+v", w.rollout(w.ns, "echoserver").Status.Conditions) }()
 	w.eventually(30*time.Second, "Stalled=True with reason Aborted", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		return conditions.IsStalled(ro) && conditions.GetReason(ro, v1alpha1.StalledCondition) == v1alpha1.ReasonAborted &&
 			!conditions.IsReady(ro), nil
 	})
 	assertKstatus(t, ro)
 	assertWeights(t, w, 100, 0)
-	branch := gitsync.RevertBranch("demo", "echoserver", canary)
+	branch := gitsync.RevertBranch(w.ns, "echoserver", canary)
 	w.eventually(30*time.Second, "revert branch in Git", func(ctx context.Context) (bool, error) {
 		s, err := w.git.ReadFile("app", branch, "apps/echoserver/deployment.yaml")
 		return err == nil && strings.Contains(s, "image: echo:1.0") && strings.HasPrefix(s, "# the app, as the team keeps it"), nil
 	})
-	if ro = w.rollout("demo", "echoserver"); ro.Status.Git == nil || ro.Status.Git.RevertBranch != branch {
+	if ro = w.rollout(w.ns, "echoserver"); ro.Status.Git == nil || ro.Status.Git.RevertBranch != branch {
 		t.Fatalf("status.git.revertBranch = %+v, want %s", ro.Status.Git, branch)
 	}
 
 	// While Git still declares v2, a re-apply by the GitOps tool moves no pod.
 	w.applyYAML(echoApp("echo:2.0"))
 	w.holds(2*time.Second, "no pod of the failed version", func(ctx context.Context) error {
-		if got := w.pods("demo", "echoserver"); got["echo:2.0"][1] != 0 {
+		if got := w.pods(w.ns, "echoserver"); got["echo:2.0"][1] != 0 {
 			return fmt.Errorf("a re-apply of the failed version started new pods: %v", got)
 		}
 		return nil
@@ -94,16 +93,16 @@ spec: {url: %q, interval: 1s, status: {window: 1s}}
 	}
 	w.applyYAML(echoApp("echo:1.0"))
 	w.eventually(60*time.Second, "healthy on v1", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
-		d := w.deployment("demo", "echoserver")
-		return ro.Status.Phase == v1alpha1.PhaseHealthy && !d.Spec.Paused && w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
+		ro = w.rollout(w.ns, "echoserver")
+		d := w.deployment(w.ns, "echoserver")
+		return ro.Status.Phase == v1alpha1.PhaseHealthy && !d.Spec.Paused && w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
 	})
 
 	// Then the release has settled, and says how it ended, in the status
 	// and in Git: RolledBack, not a RollingBack that never ends.
 	w.eventually(30*time.Second, "the release ends RolledBack, in the status and in Git", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
-		file, err := w.git.ReadFile("app", "rollgate/status", "demo/echoserver.yaml")
+		ro = w.rollout(w.ns, "echoserver")
+		file, err := w.git.ReadFile("app", "rollgate/status", w.ns+"/echoserver.yaml")
 		if err != nil {
 			return false, nil
 		}

@@ -120,18 +120,17 @@ type analysisStory struct {
 func givenAnalysedWorkload(t *testing.T, count, consecutiveErrorLimit int) *analysisStory {
 	t.Helper()
 	w := newWorld(t)
-	w.ensureNamespace("demo")
 	s := &analysisStory{world: w, src: prom.StartErrorSource(t)}
 	s.prom = prom.Start(t, prom.Options{Targets: []string{s.src.Addr}, ScrapeInterval: time.Second})
 	w.applyYAML(echoApp("echo:1.0"))
 	w.applyYAML(errorRateTemplate(s.prom.URL, count, consecutiveErrorLimit))
 	w.applyYAML(analysedRollout)
 	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
-		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
+		ro := w.rollout(w.ns, "echoserver")
+		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
 			ro.Status.StableRevision != "", nil
 	})
-	s.v1 = w.rollout("demo", "echoserver").Status.StableRevision
+	s.v1 = w.rollout(w.ns, "echoserver").Status.StableRevision
 	waitQueryable(w, s.prom.URL, errorRateQuery)
 	return s
 }
@@ -144,7 +143,7 @@ func (s *analysisStory) follow(timeout time.Duration, what string, check func(ro
 	var ro *v1alpha1.Rollout
 	var broken error
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ro = s.rollout("demo", "echoserver")
+		ro = s.rollout(s.ns, "echoserver")
 		done, err := check(ro)
 		if err != nil {
 			broken = err
@@ -226,7 +225,7 @@ func TestAnalysisPassesAndReleaseCompletes(t *testing.T) {
 		t.Fatalf("Analysis condition: want True, got %+v", c)
 	}
 	s.eventually(60*time.Second, "all pods on v2", func(ctx context.Context) (bool, error) {
-		return s.pods("demo", "echoserver")["echo:2.0"] == [2]int{5, 5}, nil
+		return s.pods(s.ns, "echoserver")["echo:2.0"] == [2]int{5, 5}, nil
 	})
 	assertDeclaredRoute(t, s.world)
 }
@@ -237,7 +236,7 @@ func assertDeclaredRoute(t *testing.T, w *world) {
 	t.Helper()
 	w.eventually(30*time.Second, "the HTTPRoute as declared", func(ctx context.Context) (bool, error) {
 		var route gatewayv1.HTTPRoute
-		if err := w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &route); err != nil {
+		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver"}, &route); err != nil {
 			return false, err
 		}
 		refs := route.Spec.Rules[0].BackendRefs
@@ -334,7 +333,7 @@ func assertRolledBack(t *testing.T, s *analysisStory, since time.Time) {
 	t.Helper()
 	assertWeights(t, s.world, 100, 0)
 	s.eventually(60*time.Second, "no canary pod and v1 on all pods", func(ctx context.Context) (bool, error) {
-		p := s.pods("demo", "echoserver")
+		p := s.pods(s.ns, "echoserver")
 		return p["echo:2.0"][1] == 0 && p["echo:1.0"] == [2]int{5, 5}, nil
 	})
 	ro := s.follow(30*time.Second, "the rollback settled", func(ro *v1alpha1.Rollout) (bool, error) {

@@ -28,9 +28,8 @@ import (
 func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.ensureNamespace("demo")
 	approver, stranger := newPGPKey(t, "approver"), newPGPKey(t, "stranger")
-	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "approvers"},
+	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "approvers"},
 		Data: map[string][]byte{"approver.asc": approver.public}}
 	if err := w.c.Create(context.Background(), keys); err != nil {
 		t.Fatal(err)
@@ -41,7 +40,7 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 	w.applyYAML(echoApp("echo:2.0"))
 	var ro *v1alpha1.Rollout
 	w.eventually(90*time.Second, "step 1 waiting for approval on a branch", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.AwaitingApproval.Branch != "", nil
 	})
 	branch := ro.Status.AwaitingApproval.Branch
@@ -82,7 +81,7 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 	}
 	broken := time.Now()
 	w.eventually(60*time.Second, "GitSynced=False naming spec.approvals.signedBy", func(ctx context.Context) (bool, error) {
-		c := conditions.Get(w.rollout("demo", "echoserver"), v1alpha1.GitSyncedCondition)
+		c := conditions.Get(w.rollout(w.ns, "echoserver"), v1alpha1.GitSyncedCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "spec.approvals.signedBy"), nil
 	})
 	t.Logf("GitSynced=False %v after the Secret broke", time.Since(broken).Round(100*time.Millisecond))
@@ -98,7 +97,7 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.eventually(60*time.Second, "step 1 approved by the signed merge", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		return ro.Status.CurrentStepIndex >= 2, nil
 	})
 	c := conditions.Get(ro, v1alpha1.ApprovalVerifiedCondition)
@@ -112,13 +111,13 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 func (w *world) rejected(commit, why string) {
 	w.t.Helper()
 	w.eventually(30*time.Second, "the approval in "+commit+" rejected: "+why, func(ctx context.Context) (bool, error) {
-		c := conditions.Get(w.rollout("demo", "echoserver"), v1alpha1.ApprovalVerifiedCondition)
+		c := conditions.Get(w.rollout(w.ns, "echoserver"), v1alpha1.ApprovalVerifiedCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonApprovalRejected &&
 			strings.Contains(c.Message, commit) && strings.Contains(c.Message, why), nil
 	})
 	w.eventually(30*time.Second, "a Warning event naming "+commit, func(ctx context.Context) (bool, error) {
 		var list corev1.EventList
-		if err := w.c.List(ctx, &list, client.InNamespace("demo")); err != nil {
+		if err := w.c.List(ctx, &list, client.InNamespace(w.ns)); err != nil {
 			return false, err
 		}
 		for _, e := range list.Items {

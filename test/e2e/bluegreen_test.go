@@ -100,7 +100,7 @@ func (s *blueGreenSampler) sample(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	pods, err := s.w.podsByImage(ctx, "demo", "echoserver")
+	pods, err := s.w.podsByImage(ctx, s.w.ns, "echoserver")
 	if err != nil {
 		return
 	}
@@ -154,7 +154,7 @@ func (s *blueGreenSampler) check(what string) {
 // the canary (preview) Service.
 func (w *world) newShare(ctx context.Context) (int32, error) {
 	var route gatewayv1.HTTPRoute
-	if err := w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &route); err != nil {
+	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver"}, &route); err != nil {
 		return 0, err
 	}
 	var canary, total int32
@@ -212,16 +212,15 @@ func (w *world) podsByImage(ctx context.Context, ns, app string) (map[string][2]
 func TestBlueGreenThroughTheController(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.ensureNamespace("demo")
 	src := prom.StartErrorSource(t)
 	p := prom.Start(t, prom.Options{Targets: []string{src.Addr}, ScrapeInterval: time.Second})
 	w.applyYAML(echoApp("echo:1.0"))
 	w.applyYAML(errorRateTemplate(p.URL, 2, 2))
 	w.applyYAML(blueGreenRollout)
 	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
-		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
-			conditions.IsReady(ro) && w.deployment("demo", "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+		ro := w.rollout(w.ns, "echoserver")
+		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
+			conditions.IsReady(ro) && w.deployment(w.ns, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
 	})
 	waitQueryable(w, p.URL, errorRateQuery)
 
@@ -253,8 +252,8 @@ func TestBlueGreenThroughTheController(t *testing.T) {
 	s.enter(&blueGreenPhase{name: "completing v2", old: "echo:1.0", new: "echo:2.0", newShares: []int32{0, 100}})
 	w.applyYAML(blueGreenRollout + "  approvals:\n  - {revision: " + v2 + ", step: 1, approvedBy: e2e}\n  - {revision: " + v2 + ", step: 2, approvedBy: e2e}\n")
 	w.eventually(90*time.Second, "v2 released everywhere", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
-		pods := w.pods("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
+		pods := w.pods(w.ns, "echoserver")
 		return ro.Status.Phase == v1alpha1.PhaseHealthy && ro.Status.StableRevision == v2 && conditions.IsReady(ro) &&
 			len(pods) == 1 && pods["echo:2.0"] == [2]int{5, 5}, nil
 	})
@@ -282,14 +281,14 @@ func TestBlueGreenThroughTheController(t *testing.T) {
 	w.applyYAML(blueGreenRollout + "  approvals:\n  - {revision: " + v3 + ", step: 1, approvedBy: e2e}\n" +
 		"  abort: {revision: " + v3 + ", reason: errors after the switch}\n")
 	w.eventually(60*time.Second, "rolled back to v2", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		share, err := w.newShare(ctx)
-		pods := w.pods("demo", "echoserver")
+		pods := w.pods(w.ns, "echoserver")
 		return err == nil && share == 0 && ro.Status.Phase == v1alpha1.PhaseFailed && len(pods) == 1 && pods["echo:2.0"] == [2]int{5, 5}, nil
 	})
 	s.enter(&blueGreenPhase{name: "rolled back to v2", old: "echo:2.0", new: "echo:3.0", newShares: []int32{0}, oldKept: true})
 	w.eventually(30*time.Second, "Stalled=True with reason Aborted", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		return conditions.IsStalled(ro) && conditions.GetReason(ro, v1alpha1.StalledCondition) == v1alpha1.ReasonAborted, nil
 	})
 	s.check("the abort of v3")
@@ -309,9 +308,9 @@ func (w *world) atBlueGreenGate(step int32, image string) *v1alpha1.Rollout {
 	w.t.Helper()
 	var ro *v1alpha1.Rollout
 	w.eventually(90*time.Second, fmt.Sprintf("%s at the gate of step %d", image, step), func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.CurrentStepIndex == step &&
-			w.pods("demo", "echoserver")[image] == [2]int{5, 5}, nil
+			w.pods(w.ns, "echoserver")[image] == [2]int{5, 5}, nil
 	})
 	if res := stepResult(ro, step); res == nil || res.Phase != "Successful" || res.Successful != 2 {
 		w.t.Fatalf("the gate of step %d opened for approval before its analysis passed: %+v", step, res)
@@ -326,7 +325,7 @@ func (w *world) assertPreviewService(ro *v1alpha1.Rollout) {
 	w.t.Helper()
 	for name, rev := range map[string]string{"echoserver": ro.Status.StableRevision, "echoserver-canary": ro.Status.CanaryRevision} {
 		var svc corev1.Service
-		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: name}, &svc); err != nil {
+		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &svc); err != nil {
 			w.t.Fatalf("Service %s: %v", name, err)
 		}
 		if want := map[string]string{"app": "echoserver", v1alpha1.LabelRevision: rev}; !maps.Equal(svc.Spec.Selector, want) {
@@ -339,7 +338,7 @@ func (w *world) assertPreviewService(ro *v1alpha1.Rollout) {
 func (w *world) holdsGate(d time.Duration, step int32) {
 	w.t.Helper()
 	w.holds(d, fmt.Sprintf("the gate of step %d", step), func(ctx context.Context) error {
-		if ro := w.rollout("demo", "echoserver"); ro.Status.CurrentStepIndex != step || ro.Status.AwaitingApproval == nil {
+		if ro := w.rollout(w.ns, "echoserver"); ro.Status.CurrentStepIndex != step || ro.Status.AwaitingApproval == nil {
 			return fmt.Errorf("step %d state %s", ro.Status.CurrentStepIndex, ro.Status.CurrentStepState)
 		}
 		return nil
@@ -349,7 +348,7 @@ func (w *world) holdsGate(d time.Duration, step int32) {
 // routeAsDeclared says how the HTTPRoute differs from echoApp's, or "".
 func (w *world) routeAsDeclared(ctx context.Context) string {
 	var route gatewayv1.HTTPRoute
-	if err := w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &route); err != nil {
+	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver"}, &route); err != nil {
 		return err.Error()
 	}
 	if len(route.Spec.Rules) != 1 || len(route.Spec.Rules[0].BackendRefs) != 1 {
@@ -370,18 +369,18 @@ func (w *world) assertBlueGreenAsDeclared(image string) {
 		if why := w.routeAsDeclared(ctx); why != "" {
 			return false, nil
 		}
-		d := w.deployment("demo", "echoserver")
+		d := w.deployment(w.ns, "echoserver")
 		if d.Spec.Paused || d.Spec.Template.Spec.Containers[0].Image != image {
 			return false, nil
 		}
 		var stable, preview corev1.Service
-		if err := w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &stable); err != nil {
+		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver"}, &stable); err != nil {
 			return false, err
 		}
 		if len(stable.Spec.Selector) != 1 || stable.Spec.Selector["app"] != "echoserver" {
 			return false, nil
 		}
-		err := w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver-canary"}, &preview)
+		err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver-canary"}, &preview)
 		return apierrors.IsNotFound(err), nil
 	})
 }

@@ -43,7 +43,7 @@ func TestCrashDuringRelease(t *testing.T) {
 	// old pod down first: the floor of 5 - 1 ready pods is tight.
 	k := partitionKind
 	k.surge = 0
-	s := &kindStory{world: w, t: t, k: k, ns: "crash", steps: crashSteps, extra: "\n      failureThreshold: 1",
+	s := &kindStory{world: w, t: t, k: k, ns: w.ns, steps: crashSteps, extra: "\n      failureThreshold: 1",
 		strategy: `{type: RollingUpdate, rollingUpdate: {maxSurge: 0, maxUnavailable: "25%"}}`}
 	s.given()
 	targets := []int32{1, 3, 4}

@@ -150,7 +150,7 @@ func (s *trafficStory) flaps(objects map[routedKey]flapView) {
 		if created+deleted > 0 {
 			t.Errorf("%s: %d pods created and %d deleted at the gate, want none", writer.name, created, deleted)
 		}
-		if a, b := releaseState(ro), releaseState(s.w.rollout("demo", "echoserver")); a != b {
+		if a, b := releaseState(ro), releaseState(s.w.rollout(s.w.ns, "echoserver")); a != b {
 			t.Errorf("%s moved the release:\nbefore %s\nafter  %s", writer.name, a, b)
 		}
 	}
@@ -190,7 +190,7 @@ func (s *trafficStory) sample(objects map[routedKey]flapView) func() (int, []str
 			for k, fv := range objects {
 				u := &unstructured.Unstructured{}
 				u.SetGroupVersionKind(s.gvks[k.kind])
-				if err := s.w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: k.name}, u); err != nil {
+				if err := s.w.c.Get(ctx, client.ObjectKey{Namespace: s.w.ns, Name: k.name}, u); err != nil {
 					if ctx.Err() == nil {
 						mu.Lock()
 						off = append(off, fmt.Sprintf("%s at %s: %v", k, time.Since(start).Round(time.Millisecond), err))
@@ -221,7 +221,7 @@ func (s *trafficStory) sample(objects map[routedKey]flapView) func() (int, []str
 // reapplyFor; it returns the writes made and how many were refused.
 func (s *trafficStory) reapply(docs string, write func(context.Context, *unstructured.Unstructured) error) (writes, refused int) {
 	t := s.t
-	objs := decode(t, docs)
+	objs := s.w.decode(docs)
 	end := time.Now().Add(reapplyFor(t))
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -308,7 +308,7 @@ func TestRouteChangedInGitMidReleaseIsKept(t *testing.T) {
 		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
 	})
 	s.w.eventually(60*time.Second, "the release completes", func(ctx context.Context) (bool, error) {
-		st := s.w.rollout("demo", "echoserver").Status
+		st := s.w.rollout(s.w.ns, "echoserver").Status
 		return st.Phase == v1alpha1.PhaseHealthy && st.StableRevision == ro.Status.CanaryRevision, nil
 	})
 
@@ -318,7 +318,7 @@ func TestRouteChangedInGitMidReleaseIsKept(t *testing.T) {
 	})
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(httpRouteGVK)
-	if err := s.w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "echoserver"}, u); err != nil {
+	if err := s.w.c.Get(context.Background(), client.ObjectKey{Namespace: s.w.ns, Name: "echoserver"}, u); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{traffic.AnnotationHeld, v1alpha1.AnnotationOriginal} {

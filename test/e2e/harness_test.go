@@ -8,10 +8,12 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +23,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -41,18 +45,26 @@ import (
 // fluxManager is the field manager Flux's kustomize-controller applies with.
 const fluxManager = "kustomize-controller"
 
-// world is one cluster, one Git server and the rollgate controller.
+// world is a story's namespace (or, for the fleet stories, a cluster of
+// its own), its Git server and its rollgate controller.
 type world struct {
 	t       *testing.T
 	cluster *kwok.Cluster
 	c       client.Client
 	git     *gitserver.Server
-	stop    func()
+	// ns is the namespace the story's objects live in. The stories are
+	// written for namespace demo: applyYAML and inNS move their YAML here.
+	ns   string
+	stop func()
+	// ctrlOpts are the controller's options (its namespace, webhook
+	// configuration name and scope), kept for a restart.
+	ctrlOpts reconciler.Options
+	watchOwn bool
 	// logsDone stops controller logs from reaching t after the test.
 	logsDone *atomic.Bool
 }
 
-func newScheme(t *testing.T) *runtime.Scheme {
+func newScheme(t testing.TB) *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
 		if err := add(s); err != nil {
@@ -62,23 +74,51 @@ func newScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
-// newWorld starts a kwok cluster with three nodes and the rollgate and
-// Gateway API CRDs, a Git server, and the controller.
+// newWorld gives the story a namespace of its own on the package's shared
+// kwok cluster (three nodes, the rollgate and Gateway API CRDs; see
+// sharedCluster), a Git server, and a rollgate controller that watches
+// that namespace only (--watch-all-namespaces=false, with its own webhook
+// configurations): stories side by side neither see nor admit each
+// other's objects. The namespace goes when the story ends.
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	return newWorldWith(t, gitserver.Start(t, gitserver.Options{}))
+	cl := theCluster.get(t)
+	ns := kube.StoryNamespace(t.Name())
+	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}), ns: ns, watchOwn: true, logsDone: &atomic.Bool{}}
+	w.ensureNamespace(ns)
+	w.ctrlOpts = controllerOptions(ns, "rollgate-"+ns)
+	w.startController()
+	t.Cleanup(func() {
+		w.stopController()
+		w.logsDone.Store(true)
+		ctx := context.Background()
+		// The webhooks first: a namespace's objects are deleted through
+		// them, and their server is gone.
+		for _, o := range []client.Object{
+			&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: w.ctrlOpts.WebhookConfigName}},
+			&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: w.ctrlOpts.WebhookConfigName}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		} {
+			if err := w.c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("cleanup: delete %T %s: %v", o, o.GetName(), err)
+			}
+		}
+	})
+	return w
 }
 
-// newWorldWith is newWorld with a Git server several worlds (clusters)
-// share.
+// newWorldWith is a world on a kwok cluster of its own, with a Git server
+// several worlds (clusters) share: the fleet stories, whose clusters
+// each hold namespace demo, and whose controller watches every namespace
+// as a default install does.
 func newWorldWith(t *testing.T, git *gitserver.Server) *world {
 	t.Helper()
 	scheme := newScheme(t)
 	cl := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
-	w := &world{t: t, cluster: cl, c: cl.Client, git: git, logsDone: &atomic.Bool{}}
-	w.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
-	w.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
+	w := &world{t: t, cluster: cl, c: cl.Client, git: git, ns: "demo", logsDone: &atomic.Bool{}}
+	installCRDs(t, cl.Client)
 	w.ensureNamespace("rollgate-system")
+	w.ctrlOpts = controllerOptions("rollgate-system", "rollgate")
 	w.startController()
 	t.Cleanup(func() {
 		w.stopController()
@@ -87,13 +127,60 @@ func newWorldWith(t *testing.T, git *gitserver.Server) *world {
 	return w
 }
 
+// installCRDs applies rollgate's CRDs and Gateway API's HTTPRoute.
+func installCRDs(t testing.TB, c client.Client) {
+	kube.ApplyFiles(t, c, filepath.Join(repo.Root(), "charts", "rollgate", "crds"), "e2e")
+	kube.ApplyFiles(t, c, filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"), "e2e")
+}
+
+// sharedCluster is the package's kwok cluster, started by the first story
+// that asks for it and deleted by TestMain.
+type sharedCluster struct {
+	once    sync.Once
+	cluster *kwok.Cluster
+	err     error
+}
+
+var theCluster sharedCluster
+
+func (s *sharedCluster) get(t *testing.T) *kwok.Cluster {
+	t.Helper()
+	s.once.Do(func() {
+		start := time.Now()
+		s.cluster, s.err = kwok.Create(context.Background(), kwok.Options{Nodes: 3, Scheme: newScheme(t)})
+		if s.err != nil {
+			return
+		}
+		ok := t.Run("install CRDs", func(t *testing.T) { installCRDs(t, s.cluster.Client) })
+		if !ok {
+			s.err = errors.New("installing the CRDs failed")
+		}
+		t.Logf("shared kwok cluster %s ready in %v", s.cluster.Name, time.Since(start).Round(100*time.Millisecond))
+	})
+	if s.err != nil {
+		t.Fatalf("shared kwok cluster: %v", s.err)
+	}
+	return s.cluster
+}
+
+// stop deletes the cluster, if one was started.
+func (s *sharedCluster) stop() error {
+	if s.cluster == nil {
+		return nil
+	}
+	return s.cluster.Delete()
+}
+
 func (w *world) ensureNamespace(name string) { kube.EnsureNamespace(w.t, w.c, name) }
 
 // applyFiles creates every object in a YAML file or folder and waits for
 // CRDs to be established.
 func (w *world) applyFiles(path string) { kube.ApplyFiles(w.t, w.c, path, "e2e") }
 
-func decode(t *testing.T, docs string) []*unstructured.Unstructured { return kube.Decode(t, docs) }
+// decode decodes docs, moved to the story's namespace (inNS).
+func (w *world) decode(docs string) []*unstructured.Unstructured {
+	return kube.Decode(w.t, w.inNS(docs))
+}
 
 // apply server-side applies obj as fieldManager, the way Flux applies a
 // Git change.
@@ -102,11 +189,16 @@ func (w *world) apply(obj *unstructured.Unstructured, fieldManager string) {
 	kube.Apply(w.t, w.c, obj, fieldManager)
 }
 
-// applyYAML applies every document of docs as Flux would.
+// applyYAML applies every document of docs as Flux would, moved from
+// namespace demo to the story's (inNS).
 func (w *world) applyYAML(docs string) {
 	w.t.Helper()
-	kube.ApplyYAML(w.t, w.c, docs, fluxManager)
+	kube.ApplyYAML(w.t, w.c, w.inNS(docs), fluxManager)
 }
+
+// inNS moves docs, written for namespace demo, to the story's namespace:
+// what the stories apply and what they commit to Git.
+func (w *world) inNS(docs string) string { return kube.InNamespace(docs, w.ns) }
 
 // freePort is a free loopback port for a listener the controller opens
 // (see proc.FreePorts).
@@ -118,28 +210,37 @@ func freePort(t *testing.T) int {
 	return ports[0]
 }
 
-// startController runs the controller in-process against the cluster,
-// registering its webhook with a loopback URL.
-func (w *world) startController() {
-	w.t.Helper()
-	port := freePort(w.t)
-	mgr, err := reconciler.NewManager(w.cluster.RESTConfig, reconciler.ManagerOptions{
-		Logger: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{w.t, w.logsDone})),
-		// A restarted controller registers the same controller name again
-		// in this process' metrics registry.
-		Restartable: true,
-	}, reconciler.Options{
-		Namespace:          "rollgate-system",
+// controllerOptions are the options of a story's controller in namespace
+// ns, registering its webhooks as webhookConfig.
+func controllerOptions(ns, webhookConfig string) reconciler.Options {
+	return reconciler.Options{
+		Namespace:          ns,
 		Concurrent:         2,
 		LuaConfigMap:       "rollgate-lua",
-		WebhookURL:         fmt.Sprintf("https://127.0.0.1:%d", port),
 		WebhookSecret:      "rollgate-webhook-cert",
+		WebhookConfigName:  webhookConfig,
 		GitWebhookAddr:     "127.0.0.1:0",
 		GitDefaultInterval: time.Second,
 		GitStatusBranch:    "rollgate/status",
 		GitStatusWindow:    time.Second,
 		GitInsecureHTTP:    true,
-	})
+	}
+}
+
+// startController runs the controller in-process against the cluster,
+// registering its webhook with a loopback URL.
+func (w *world) startController() {
+	w.t.Helper()
+	port := freePort(w.t)
+	opts := w.ctrlOpts
+	opts.WebhookURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	mgr, err := reconciler.NewManager(w.cluster.RESTConfig, reconciler.ManagerOptions{
+		Logger: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{w.t, w.logsDone})),
+		// A restarted controller registers the same controller name again
+		// in this process' metrics registry.
+		Restartable:       true,
+		WatchOwnNamespace: w.watchOwn,
+	}, opts)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -154,7 +255,8 @@ func (w *world) startController() {
 	}
 	w.eventually(30*time.Second, "webhooks registered and served", func(ctx context.Context) (bool, error) {
 		var v admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := w.c.Get(ctx, client.ObjectKey{Name: "rollgate"}, &v); err != nil || len(v.Webhooks) == 0 || len(v.Webhooks[0].ClientConfig.CABundle) == 0 {
+		if err := w.c.Get(ctx, client.ObjectKey{Name: opts.WebhookConfigName}, &v); err != nil || len(v.Webhooks) == 0 || len(v.Webhooks[0].ClientConfig.CABundle) == 0 ||
+			v.Webhooks[0].ClientConfig.URL == nil || !strings.HasPrefix(*v.Webhooks[0].ClientConfig.URL, opts.WebhookURL+"/") {
 			return false, nil
 		}
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
@@ -265,8 +367,7 @@ func (tw testWriter) Write(p []byte) (int, error) {
 // story waits until v1 runs under the Rollout, Healthy.
 func (w *world) givenAppFromGit(rolloutYAML, repoSpec string) {
 	w.t.Helper()
-	w.ensureNamespace("demo")
-	repoURL, err := w.git.CreateRepo("app", map[string]string{"apps/echoserver/rollout.yaml": rolloutYAML})
+	repoURL, err := w.git.CreateRepo("app", map[string]string{"apps/echoserver/rollout.yaml": w.inNS(rolloutYAML)})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -282,8 +383,8 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}%s}
 	w.applyYAML(echoApp("echo:1.0"))
 	w.applyYAML(rolloutYAML)
 	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
-		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
-			conditions.IsReady(ro) && w.deployment("demo", "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+		ro := w.rollout(w.ns, "echoserver")
+		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
+			conditions.IsReady(ro) && w.deployment(w.ns, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
 	})
 }

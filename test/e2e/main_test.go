@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"testing"
 
@@ -9,10 +10,12 @@ import (
 )
 
 // parallelStories is how many stories run side by side unless -parallel
-// says otherwise. Every story owns its kwok cluster, Git server and
-// controller, and spends most of its time waiting on intervals, pauses
-// and polls, so several share the machine's cores well (go test's default
-// is GOMAXPROCS, two on the 2-core machines this runs on).
+// says otherwise. Every story has a namespace of its own on the package's
+// one kwok cluster (sharedCluster), its own Git server and its own
+// controller scoped to that namespace, and spends most of its time
+// waiting on intervals, pauses and polls, so several share the machine's
+// cores well (go test's default is GOMAXPROCS, two on the 2-core machines
+// this runs on).
 //
 // The stories whose assertions carry a time bound do not call t.Parallel:
 // go test runs them one after another before the parallel ones start, as
@@ -26,5 +29,10 @@ const parallelStories = 4
 func TestMain(m *testing.M) {
 	flag.Parse()
 	parallel.Default(parallelStories)
-	os.Exit(m.Run())
+	code := m.Run()
+	if err := theCluster.stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "deleting the shared kwok cluster: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
 }

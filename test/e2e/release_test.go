@@ -81,8 +81,7 @@ spec:
 func TestReleaseWithApprovalMergedInGit(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	w.ensureNamespace("demo")
-	repoURL, err := w.git.CreateRepo("app", map[string]string{"apps/echoserver/rollout.yaml": echoRollout})
+	repoURL, err := w.git.CreateRepo("app", map[string]string{"apps/echoserver/rollout.yaml": w.inNS(echoRollout)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,28 +100,28 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	w.applyYAML(echoApp("echo:1.0"))
 	w.applyYAML(echoRollout)
 	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
-		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
-			w.deployment("demo", "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+		ro := w.rollout(w.ns, "echoserver")
+		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
+			w.deployment(w.ns, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
 	})
 	// And the Repository says rollgate reads it, at the commit Git has.
 	w.repositoryAt("app-repo", "app", "")
 
 	// When the image changes in Git and Flux applies it.
-	log := w.watchRollout("demo", "echoserver")
+	log := w.watchRollout(w.ns, "echoserver")
 	w.applyYAML(echoApp("echo:2.0"))
 
 	// Then batch 1 has exactly one new pod and 20% of traffic, and the
 	// release waits for approval on an approval branch in Git.
 	var ro *v1alpha1.Rollout
 	w.eventually(90*time.Second, "step 1 waiting for approval", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.AwaitingApproval.Branch != "", nil
 	})
-	if got := w.pods("demo", "echoserver"); got["echo:2.0"] != [2]int{1, 1} || got["echo:1.0"] != [2]int{4, 4} {
+	if got := w.pods(w.ns, "echoserver"); got["echo:2.0"] != [2]int{1, 1} || got["echo:1.0"] != [2]int{4, 4} {
 		t.Fatalf("step 1: want 1 new and 4 old ready pods, got %v", got)
 	}
-	if d := w.deployment("demo", "echoserver"); !d.Spec.Paused {
+	if d := w.deployment(w.ns, "echoserver"); !d.Spec.Paused {
 		t.Fatalf("the Deployment must be held paused during the release: %+v", d.Spec)
 	}
 	assertWeights(t, w, 80, 20)
@@ -131,7 +130,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	}
 	assertKstatus(t, ro)
 	branch := ro.Status.AwaitingApproval.Branch
-	if want := gitsync.ApprovalBranch("demo", "echoserver", gitsync.Approval{Revision: ro.Status.CanaryRevision, Step: 1}); branch != want {
+	if want := gitsync.ApprovalBranch(w.ns, "echoserver", gitsync.Approval{Revision: ro.Status.CanaryRevision, Step: 1}); branch != want {
 		t.Fatalf("approval branch %q, want %q", branch, want)
 	}
 
@@ -148,7 +147,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 		t.Errorf("GitSynced True %v after the gate showed; want within the 1s window and a little", latency)
 	}
 	statusHead, _ := w.git.Head("app", "rollgate/status")
-	file, _ := w.git.ReadFile("app", "rollgate/status", "demo/echoserver.yaml")
+	file, _ := w.git.ReadFile("app", "rollgate/status", w.ns+"/echoserver.yaml")
 	if synced.status.Git.StatusCommit != statusHead || !strings.Contains(file, "branch: "+branch) || !strings.Contains(file, "current: 1") {
 		t.Fatalf("GitSynced=True names %s; status branch at %s with:\n%s", synced.status.Git.StatusCommit, statusHead, file)
 	}
@@ -162,10 +161,10 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	w.startController()
 	// Several fetch intervals: nothing may move without the merge.
 	w.holds(3*time.Second, "the gate across a restart", func(ctx context.Context) error {
-		if ro = w.rollout("demo", "echoserver"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
+		if ro = w.rollout(w.ns, "echoserver"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
 			return fmt.Errorf("after a restart the gate must still hold: step %d, awaiting %v", ro.Status.CurrentStepIndex, ro.Status.AwaitingApproval)
 		}
-		if again := w.repository("demo", "app-repo"); again.ResourceVersion != repo.ResourceVersion {
+		if again := w.repository(w.ns, "app-repo"); again.ResourceVersion != repo.ResourceVersion {
 			return fmt.Errorf("Repository status rewritten with nothing changed:\nbefore %s\nafter  %s", describeRepository(repo), describeRepository(again))
 		}
 		return nil
@@ -175,11 +174,11 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	// error; the gate holds. Started again, the Repository is Ready again.
 	proxy.stop()
 	w.eventually(30*time.Second, "Repository Ready=False naming the refused connection", func(ctx context.Context) (bool, error) {
-		c := conditions.Get(w.repository("demo", "app-repo"), v1alpha1.ReadyCondition)
+		c := conditions.Get(w.repository(w.ns, "app-repo"), v1alpha1.ReadyCondition)
 		return c != nil && c.Status == "False" && c.Reason == v1alpha1.ReasonGitError && strings.Contains(c.Message, "connection refused"), nil
 	})
-	t.Logf("Git stopped: %s", describeRepository(w.repository("demo", "app-repo")))
-	if ro = w.rollout("demo", "echoserver"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
+	t.Logf("Git stopped: %s", describeRepository(w.repository(w.ns, "app-repo")))
+	if ro = w.rollout(w.ns, "echoserver"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
 		t.Fatalf("with Git stopped the gate must hold: step %d, awaiting %v", ro.Status.CurrentStepIndex, ro.Status.AwaitingApproval)
 	}
 	proxy.start()
@@ -193,16 +192,16 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	// Then the release goes on, to completion, before Flux even applies the
 	// Rollout manifest the merge changed.
 	w.eventually(120*time.Second, "the release completes", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		return ro.Status.Phase == v1alpha1.PhaseHealthy && conditions.IsReady(ro) && ro.Status.StableRevision == ro.Status.CanaryRevision, nil
 	})
 	w.eventually(60*time.Second, "all pods on v2 and the Deployment given back", func(ctx context.Context) (bool, error) {
-		d := w.deployment("demo", "echoserver")
-		return w.pods("demo", "echoserver")["echo:2.0"] == [2]int{5, 5} && !d.Spec.Paused && d.Spec.Strategy.Type != "Recreate", nil
+		d := w.deployment(w.ns, "echoserver")
+		return w.pods(w.ns, "echoserver")["echo:2.0"] == [2]int{5, 5} && !d.Spec.Paused && d.Spec.Strategy.Type != "Recreate", nil
 	})
-	assertKstatus(t, w.rollout("demo", "echoserver"))
+	assertKstatus(t, w.rollout(w.ns, "echoserver"))
 	var route gatewayv1.HTTPRoute
-	if err := w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &route); err != nil {
+	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver"}, &route); err != nil {
 		t.Fatal(err)
 	}
 	if refs := route.Spec.Rules[0].BackendRefs; len(refs) != 1 || refs[0].Name != "echoserver" {
@@ -212,9 +211,9 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	// And Git tells the story without the cluster: GitSynced=True names
 	// the head of the status branch, whose file says Healthy.
 	w.eventually(30*time.Second, "GitSynced=True naming the status commit that says Healthy", func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
+		ro := w.rollout(w.ns, "echoserver")
 		head, _ := w.git.Head("app", "rollgate/status")
-		s, err := w.git.ReadFile("app", "rollgate/status", "demo/echoserver.yaml")
+		s, err := w.git.ReadFile("app", "rollgate/status", w.ns+"/echoserver.yaml")
 		return conditions.IsTrue(ro, v1alpha1.GitSyncedCondition) && ro.Status.Git.StatusCommit == head &&
 			err == nil && strings.Contains(s, "phase: Healthy"), nil
 	})
@@ -232,7 +231,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 		t.Fatal(err)
 	}
 	if err := w.c.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "private-credentials"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "private-credentials"},
 		StringData: map[string]string{"username": "bot", "password": wrongPassword},
 	}); err != nil {
 		t.Fatal(err)
@@ -244,10 +243,10 @@ metadata: {name: private-repo, namespace: demo}
 spec: {url: %q, branch: main, secretRef: {name: private-credentials}}
 `, privateURL))
 	w.eventually(30*time.Second, "Repository with a wrong password Ready=False", func(ctx context.Context) (bool, error) {
-		c := conditions.Get(w.repository("demo", "private-repo"), v1alpha1.ReadyCondition)
+		c := conditions.Get(w.repository(w.ns, "private-repo"), v1alpha1.ReadyCondition)
 		return c != nil && c.Status == "False" && c.Reason == v1alpha1.ReasonGitError && strings.Contains(c.Message, "authentication"), nil
 	})
-	private0 := w.repository("demo", "private-repo")
+	private0 := w.repository(w.ns, "private-repo")
 	t.Logf("wrong password: %s", describeRepository(private0))
 	if status, _ := json.Marshal(private0.Status); strings.Contains(string(status), wrongPassword) {
 		t.Fatalf("the password is in the Repository's status: %s", status)
@@ -261,7 +260,7 @@ func (w *world) repositoryAt(name, gitRepo, statusCommit string) *v1alpha1.Repos
 	w.t.Helper()
 	var r *v1alpha1.Repository
 	w.eventually(30*time.Second, "Repository "+name+" Ready at the head of main", func(ctx context.Context) (bool, error) {
-		r = w.repository("demo", name)
+		r = w.repository(w.ns, name)
 		main, err := w.git.Head(gitRepo, "main")
 		return err == nil && conditions.IsReady(r) && r.Status.LastFetchedCommit == main && r.Status.LastFetchTime != nil &&
 			(statusCommit == "" || r.Status.LastStatusCommit == statusCommit) && r.Status.ObservedGeneration == r.Generation, nil
@@ -275,7 +274,7 @@ func assertWeights(t *testing.T, w *world, stable, canary int32) {
 	t.Helper()
 	w.eventually(30*time.Second, fmt.Sprintf("HTTPRoute split %d/%d", stable, canary), func(ctx context.Context) (bool, error) {
 		var route gatewayv1.HTTPRoute
-		if err := w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &route); err != nil {
+		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver"}, &route); err != nil {
 			return false, err
 		}
 		got, total := map[string]int32{}, int32(0)

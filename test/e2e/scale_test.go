@@ -34,10 +34,9 @@ const scaledSteps = `
       - replicas: "100%"`
 
 func TestWorkloadScaledMidRelease(t *testing.T) {
-	w := newWorld(t)
 	for _, k := range []workloadKind{partitionKind, canaryKind, statefulSetKind} {
 		k.replicas = 4
-		t.Run(k.name, func(t *testing.T) { scaledStory(newKindStory(t, w, k, "scaled")) })
+		t.Run(k.name, func(t *testing.T) { scaledStory(newKindStory(t, k)) })
 	}
 }
 

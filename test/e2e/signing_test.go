@@ -27,10 +27,9 @@ import (
 func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.ensureNamespace("demo")
 	private, public := gitserver.OpenPGPKeyPair(t, "rollgate-e2e")
 	for name, key := range map[string][]byte{"signing-key": private, "broken-key": []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----\nnot a key\n")} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name}, Data: map[string][]byte{"git.asc": key}}
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Data: map[string][]byte{"git.asc": key}}
 		if err := w.c.Create(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +41,7 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 	w.applyYAML(echoApp("echo:2.0"))
 	var ro *v1alpha1.Rollout
 	w.eventually(90*time.Second, "step 1 waiting for approval, in Git", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.AwaitingApproval.Branch != "" &&
 			conditions.IsTrue(ro, v1alpha1.GitSyncedCondition), nil
 	})
@@ -59,10 +58,10 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 
 	// When the key cannot be used, nothing more is pushed, and the
 	// Repository and the Rollout say why.
-	r := w.repository("demo", "app-repo")
+	r := w.repository(w.ns, "app-repo")
 	w.update(r, func() { r.Spec.Commit.SigningKeyRef.Name = "broken-key" })
 	w.eventually(30*time.Second, "the Repository not Ready, naming the signing key", func(ctx context.Context) (bool, error) {
-		c := conditions.Get(w.repository("demo", "app-repo"), v1alpha1.ReadyCondition)
+		c := conditions.Get(w.repository(w.ns, "app-repo"), v1alpha1.ReadyCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "spec.commit.signingKeyRef"), nil
 	})
 	// A state the writer held before it saw the change may still have been
@@ -71,21 +70,21 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 	if _, err := statusHead.Verify(public); err != nil {
 		t.Fatalf("the head of the status branch when the key changed (%s) is not signed by the Repository's key: %v", statusHead.Hash, err)
 	}
-	msg := conditions.GetMessage(w.repository("demo", "app-repo"), v1alpha1.ReadyCondition)
+	msg := conditions.GetMessage(w.repository(w.ns, "app-repo"), v1alpha1.ReadyCondition)
 	if strings.Contains(msg, "not a key") || strings.Contains(msg, "BEGIN PGP") {
 		t.Fatalf("the Repository's status quotes the key: %q", msg)
 	}
 	// The release goes on in the cluster (approve it there); Git gets no
 	// unsigned commit meanwhile.
-	ro = w.rollout("demo", "echoserver")
+	ro = w.rollout(w.ns, "echoserver")
 	w.update(ro, func() {
 		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
 	})
 	w.eventually(60*time.Second, "step 1 approved", func(ctx context.Context) (bool, error) {
-		return w.rollout("demo", "echoserver").Status.CurrentStepIndex >= 2, nil
+		return w.rollout(w.ns, "echoserver").Status.CurrentStepIndex >= 2, nil
 	})
 	w.eventually(30*time.Second, "GitSynced=False naming the key", func(ctx context.Context) (bool, error) {
-		c := conditions.Get(w.rollout("demo", "echoserver"), v1alpha1.GitSyncedCondition)
+		c := conditions.Get(w.rollout(w.ns, "echoserver"), v1alpha1.GitSyncedCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "signingKeyRef"), nil
 	})
 	// Three status windows: nothing may be written meanwhile.

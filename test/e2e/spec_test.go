@@ -69,10 +69,10 @@ func condition(ro *v1alpha1.Rollout, typ string) metav1.Condition {
 func (w *world) holdsStill(d time.Duration, image string, check func(*v1alpha1.Rollout) error) {
 	w.t.Helper()
 	w.holds(d, "nothing moves", func(ctx context.Context) error {
-		if n := w.pods("demo", "echoserver")[image]; n[1] > 0 {
+		if n := w.pods(w.ns, "echoserver")[image]; n[1] > 0 {
 			return fmt.Errorf("%d pods of %s were created while nothing may move", n[1], image)
 		}
-		return check(w.rollout("demo", "echoserver"))
+		return check(w.rollout(w.ns, "echoserver"))
 	})
 }
 
@@ -84,20 +84,19 @@ func (w *world) holdsStill(d time.Duration, image string, check func(*v1alpha1.R
 func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.ensureNamespace("demo")
-	app := decode(t, echoApp("echo:v1"))
+	app := w.decode(echoApp("echo:v1"))
 	for _, u := range app[:2] { // the Deployment and the Service; no HTTPRoute yet
 		w.apply(u, fluxManager)
 	}
 	w.applyYAML(fmt.Sprintf(specRollout, ""))
 	w.eventually(30*time.Second, "the missing HTTPRoute and template reported", func(context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
+		ro := w.rollout(w.ns, "echoserver")
 		ready := condition(ro, v1alpha1.ReadyCondition)
 		return ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonDependencyNotFound &&
 			strings.Contains(ready.Message, "spec.strategy.canary.trafficRoutings[0].gateway.httpRouteName") &&
 			strings.Contains(ready.Message, "spec.strategy.canary.steps[0].analysis.templates[0]"), nil
 	})
-	assertKstatus(t, w.rollout("demo", "echoserver"))
+	assertKstatus(t, w.rollout(w.ns, "echoserver"))
 
 	// An image bump while they are missing: nothing moves.
 	w.applyYAML(echoApp("echo:v2")[:strings.Index(echoApp("echo:v2"), "---")])
@@ -113,7 +112,7 @@ func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
 	w.apply(app[2], fluxManager)
 	w.applyYAML(successRate)
 	w.eventually(30*time.Second, "the missing argument stalls the Rollout", func(context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
+		ro := w.rollout(w.ns, "echoserver")
 		st := condition(ro, v1alpha1.StalledCondition)
 		return st.Status == metav1.ConditionTrue && st.Reason == v1alpha1.ReasonInvalidSpec &&
 			strings.Contains(st.Message, "spec.strategy.canary.steps[0].analysis.args"), nil
@@ -124,8 +123,8 @@ func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
 		}
 		return nil
 	})
-	assertKstatus(t, w.rollout("demo", "echoserver"))
-	warnings := w.warningEvents("demo", "echoserver", v1alpha1.ReasonInvalidSpec)
+	assertKstatus(t, w.rollout(w.ns, "echoserver"))
+	warnings := w.warningEvents(w.ns, "echoserver", v1alpha1.ReasonInvalidSpec)
 	if warnings != 1 {
 		t.Errorf("%d InvalidSpec warning events, want 1 (events on transitions only)", warnings)
 	}
@@ -133,8 +132,8 @@ func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
 	// The argument is given: the release starts.
 	w.applyYAML(fmt.Sprintf(specRollout, ", args: [{name: service, value: echoserver}]"))
 	w.eventually(60*time.Second, "the release starts at step 1", func(context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
-		return ro.Status.CurrentStepIndex == 1 && ro.Status.Phase == v1alpha1.PhaseProgressing && w.pods("demo", "echoserver")["echo:v2"][1] == 1, nil
+		ro := w.rollout(w.ns, "echoserver")
+		return ro.Status.CurrentStepIndex == 1 && ro.Status.Phase == v1alpha1.PhaseProgressing && w.pods(w.ns, "echoserver")["echo:v2"][1] == 1, nil
 	})
 }
 
@@ -167,14 +166,13 @@ func (w *world) warningEvents(ns, name, reason string) int {
 func TestOneRolloutPerWorkload(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.ensureNamespace("demo")
 	w.applyYAML(echoApp("echo:v1"))
 	w.applyYAML(plainRollout("echoserver"))
 	w.eventually(30*time.Second, "the first Rollout is Ready", func(context.Context) (bool, error) {
-		return conditions.IsReady(w.rollout("demo", "echoserver")), nil
+		return conditions.IsReady(w.rollout(w.ns, "echoserver")), nil
 	})
 	second := plainRollout("echoserver-too")
-	u := decode(t, second)[0]
+	u := w.decode(second)[0]
 	err := w.c.Patch(context.Background(), u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership)
 	if err == nil || !strings.Contains(err.Error(), "spec.workloadRef") || !strings.Contains(err.Error(), "Rollout echoserver") {
 		t.Fatalf("want the second Rollout refused naming spec.workloadRef and Rollout echoserver, got %v", err)
@@ -182,7 +180,7 @@ func TestOneRolloutPerWorkload(t *testing.T) {
 
 	// Without the validating webhook it gets in: Stalled, and hands off.
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-	if err := w.c.Get(context.Background(), client.ObjectKey{Name: "rollgate"}, &vwc); err != nil {
+	if err := w.c.Get(context.Background(), client.ObjectKey{Name: w.ctrlOpts.WebhookConfigName}, &vwc); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.c.Delete(context.Background(), &vwc); err != nil {
@@ -190,18 +188,18 @@ func TestOneRolloutPerWorkload(t *testing.T) {
 	}
 	w.applyYAML(second)
 	w.eventually(30*time.Second, "the second Rollout is Stalled naming the first", func(context.Context) (bool, error) {
-		st := condition(w.rollout("demo", "echoserver-too"), v1alpha1.StalledCondition)
+		st := condition(w.rollout(w.ns, "echoserver-too"), v1alpha1.StalledCondition)
 		return st.Status == metav1.ConditionTrue && strings.Contains(st.Message, "Rollout echoserver already releases"), nil
 	})
 	w.applyYAML(echoApp("echo:v2"))
 	w.eventually(60*time.Second, "the first Rollout releases step 1", func(context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
+		ro := w.rollout(w.ns, "echoserver")
 		return ro.Status.CurrentStepIndex == 1 && ro.Status.AwaitingApproval != nil, nil
 	})
-	if ro := w.rollout("demo", "echoserver-too"); ro.Status.CanaryRevision != "" || ro.Status.CurrentStepIndex != 0 {
+	if ro := w.rollout(w.ns, "echoserver-too"); ro.Status.CanaryRevision != "" || ro.Status.CurrentStepIndex != 0 {
 		t.Fatalf("the second Rollout took part in the release: %+v", ro.Status)
 	}
-	if n := w.pods("demo", "echoserver")["echo:v2"]; n[1] != 1 {
+	if n := w.pods(w.ns, "echoserver")["echo:v2"]; n[1] != 1 {
 		t.Fatalf("%d pods of echo:v2, want the first Rollout's 1", n[1])
 	}
 }
@@ -212,9 +210,8 @@ func TestOneRolloutPerWorkload(t *testing.T) {
 func TestApprovalOfAStepThatDoesNotExistWarns(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.ensureNamespace("demo")
 	w.applyYAML(echoApp("echo:v1"))
-	u := decode(t, plainRollout("echoserver")+"  approvals: [{revision: abc, step: 9}]\n")[0]
+	u := w.decode(plainRollout("echoserver") + "  approvals: [{revision: abc, step: 9}]\n")[0]
 	var warnings []string
 	cfg := rest.CopyConfig(w.cluster.RESTConfig)
 	cfg.WarningHandler = warningRecorder{&warnings}

@@ -12,8 +12,7 @@ import (
 func TestBadAnalysisTemplateRefused(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.ensureNamespace("demo")
-	u := decode(t, `
+	u := w.decode(`
 apiVersion: rollgate.dev/v1alpha1
 kind: AnalysisTemplate
 metadata: {name: broken, namespace: demo}
@@ -28,7 +27,7 @@ spec:
 	if err == nil || !strings.Contains(err.Error(), "spec.metrics[0].successCondition") {
 		t.Fatalf("want the template refused naming spec.metrics[0].successCondition, got %v", err)
 	}
-	ok := decode(t, `
+	ok := w.decode(`
 apiVersion: rollgate.dev/v1alpha1
 kind: AnalysisTemplate
 metadata: {name: fine, namespace: demo}

@@ -437,7 +437,7 @@ func TestCanaryIngressWriteAtGateIsUndone(t *testing.T) {
 	re := s.reassert(ro, canary, metaView, canaryIngress(0), canaryIngress(20), func() {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(ingressGVK)
-		u.SetNamespace("demo")
+		u.SetNamespace(s.w.ns)
 		u.SetName(canary.name)
 		u.SetAnnotations(map[string]string{nginxCanaryWeight: "0"})
 		if err := s.w.c.Patch(context.Background(), u, client.Merge, client.FieldOwner("kubectl-edit")); err != nil {
@@ -454,11 +454,11 @@ func TestCanaryIngressWriteAtGateIsUndone(t *testing.T) {
 // Rollout then.
 func (s *trafficStory) atGate() *v1alpha1.Rollout {
 	s.t.Helper()
-	stable := s.w.rollout("demo", "echoserver").Status.StableRevision
+	stable := s.w.rollout(s.w.ns, "echoserver").Status.StableRevision
 	s.w.applyYAML(routedApp("echo:2.0", s.routes))
 	var ro *v1alpha1.Rollout
 	s.w.eventually(45*time.Second, "step 1 at its gate", func(ctx context.Context) (bool, error) {
-		ro = s.w.rollout("demo", "echoserver")
+		ro = s.w.rollout(s.w.ns, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.CurrentStepIndex == 1, nil
 	})
 	s.revs = strings.NewReplacer("$STABLE", stable, "$CANARY", ro.Status.CanaryRevision)
@@ -484,13 +484,13 @@ type reassertion struct {
 func (s *trafficStory) reassert(ro *v1alpha1.Rollout, k routedKey, v routeView, off, step string, write func()) *reassertion {
 	t := s.t
 	t.Helper()
-	pods := s.w.pods("demo", "echoserver")
+	pods := s.w.pods(s.w.ns, "echoserver")
 	// The controller looks again 500 ms after the release moves; past that
 	// only an event brings it back before its 30 s resync.
 	time.Sleep(2 * time.Second)
 	s.rec.catchUp(s.w)
 	since := len(s.rec.timeline())
-	deployment := s.w.deployment("demo", "echoserver").ResourceVersion
+	deployment := s.w.deployment(s.w.ns, "echoserver").ResourceVersion
 
 	applied := time.Now()
 	write()
@@ -534,10 +534,10 @@ func (s *trafficStory) reassert(ro *v1alpha1.Rollout, k routedKey, v routeView, 
 				conditions.GetMessage(&st, v1alpha1.TrafficShiftedCondition))
 		}
 	}
-	if got := s.w.pods("demo", "echoserver"); !reflect.DeepEqual(got, pods) {
+	if got := s.w.pods(s.w.ns, "echoserver"); !reflect.DeepEqual(got, pods) {
 		t.Errorf("the write moved pods: before %v, after %v", pods, got)
 	}
-	if rv := s.w.deployment("demo", "echoserver").ResourceVersion; rv != deployment {
+	if rv := s.w.deployment(s.w.ns, "echoserver").ResourceVersion; rv != deployment {
 		t.Errorf("the Deployment changed (resourceVersion %s, then %s): its watch event, not the routes', may have brought the re-assertion", deployment, rv)
 	}
 	return re
@@ -643,7 +643,6 @@ type trafficStory struct {
 func givenRoutedApp(t *testing.T, rollout, routes string, gvks ...schema.GroupVersionKind) *trafficStory {
 	start := time.Now()
 	w := newWorld(t)
-	w.ensureNamespace("demo")
 	s := &trafficStory{t: t, w: w, routes: routes, gvks: map[string]schema.GroupVersionKind{}}
 	for _, gvk := range append(gvks, serviceGVK, podGVK, rolloutGVK) {
 		s.gvks[gvk.Kind] = gvk
@@ -651,13 +650,13 @@ func givenRoutedApp(t *testing.T, rollout, routes string, gvks ...schema.GroupVe
 	if _, istio := s.gvks[virtualSvcGVK.Kind]; istio {
 		w.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "istio-networking-minimal.yaml"))
 	}
-	s.rec = w.watchObjects("demo", s.gvks)
+	s.rec = w.watchObjects(w.ns, s.gvks)
 	w.applyYAML(routedApp("echo:1.0", routes))
 	w.applyYAML(rollout)
 	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "echoserver")
-		return w.pods("demo", "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
-			w.deployment("demo", "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+		ro := w.rollout(w.ns, "echoserver")
+		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
+			w.deployment(w.ns, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
 	})
 	t.Logf("v1 runs under its Rollout after %s", time.Since(start).Round(time.Millisecond))
 	return s
@@ -681,11 +680,11 @@ func givenRoutedApp(t *testing.T, rollout, routes string, gvks ...schema.GroupVe
 func (s *trafficStory) release(want map[routedKey]routePhases, views map[string]routeView) {
 	t, w := s.t, s.w
 	start := time.Now()
-	stable := w.rollout("demo", "echoserver").Status.StableRevision
+	stable := w.rollout(w.ns, "echoserver").Status.StableRevision
 	w.applyYAML(routedApp("echo:2.0", s.routes))
 	var ro *v1alpha1.Rollout
 	w.eventually(60*time.Second, "the release completes", func(ctx context.Context) (bool, error) {
-		ro = w.rollout("demo", "echoserver")
+		ro = w.rollout(w.ns, "echoserver")
 		if ro.Status.Phase == v1alpha1.PhaseFailed {
 			return false, fmt.Errorf("the release failed: %s", ro.Status.Message)
 		}
@@ -975,7 +974,7 @@ func (s *trafficStory) assertNow(k routedKey, v routeView, want string) {
 func (s *trafficStory) get(k routedKey, v routeView) any {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(s.gvks[k.kind])
-	if err := s.w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: k.name}, u); err != nil {
+	if err := s.w.c.Get(context.Background(), client.ObjectKey{Namespace: s.w.ns, Name: k.name}, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -35,7 +35,7 @@ import (
 
 // workloadKind is one way a Rollout releases a workload.
 type workloadKind struct {
-	name   string // subtest and namespace prefix
+	name   string // subtest name
 	kind   string // spec.workloadRef.kind
 	canary bool   // spec.strategy.canary.enableExtraWorkloadForCanary
 	// replicas is the number of pods: spec.replicas, or for a DaemonSet
@@ -76,14 +76,13 @@ func TestWorkloadDeploymentCanary(t *testing.T)    { kindStories(t, canaryKind) 
 func TestWorkloadStatefulSet(t *testing.T)         { kindStories(t, statefulSetKind) }
 func TestWorkloadDaemonSet(t *testing.T)           { kindStories(t, daemonSetKind) }
 
-// kindStories runs the three stories of one kind on one cluster, each
-// in its own namespace.
+// kindStories runs the three stories of one kind one after another, each
+// in a world (namespace and controller) of its own.
 func kindStories(t *testing.T, k workloadKind) {
 	t.Parallel()
-	w := newWorld(t)
-	t.Run("release", func(t *testing.T) { kindReleaseStory(newKindStory(t, w, k, "release")) })
-	t.Run("rollback", func(t *testing.T) { kindRollbackStory(newKindStory(t, w, k, "rollback")) })
-	t.Run("continuous", func(t *testing.T) { kindContinuousStory(newKindStory(t, w, k, "continuous")) })
+	t.Run("release", func(t *testing.T) { kindReleaseStory(newKindStory(t, k)) })
+	t.Run("rollback", func(t *testing.T) { kindRollbackStory(newKindStory(t, k)) })
+	t.Run("continuous", func(t *testing.T) { kindContinuousStory(newKindStory(t, k)) })
 }
 
 // The steps of every story: one pod behind a manual gate, half the pods
@@ -111,11 +110,11 @@ type kindStory struct {
 	declared workloadSettings
 }
 
-// newKindStory gives a subtest its own namespace on the shared world.
-func newKindStory(t *testing.T, w *world, k workloadKind, name string) *kindStory {
-	sub := *w
-	sub.t = t
-	return &kindStory{world: &sub, t: t, k: k, ns: k.name + "-" + name, steps: kindSteps}
+// newKindStory gives a subtest a world of its own (newWorld): the
+// workload lives in its namespace.
+func newKindStory(t *testing.T, k workloadKind) *kindStory {
+	w := newWorld(t)
+	return &kindStory{world: w, t: t, k: k, ns: w.ns, steps: kindSteps}
 }
 
 // until polls cond every 250 ms until it holds, failing with cond's last
@@ -212,7 +211,6 @@ func approvalItem(rev string, step int) string {
 // webhook. It records the declared update settings.
 func (s *kindStory) given() {
 	s.t.Helper()
-	s.ensureNamespace(s.ns)
 	s.applyYAML(s.workloadYAML(webV1))
 	s.applyYAML(s.rolloutYAML())
 	s.until(90*time.Second, "v1 running everywhere and the Rollout healthy", func() (bool, string) {

@@ -106,6 +106,26 @@ func WaitEstablished(t testing.TB, c client.Client, name string, timeout time.Du
 	})
 }
 
+// StoryNamespace is the namespace of a test that shares its cluster with
+// others: its name, lowercased, without the "Test" prefix, every character
+// that a namespace name cannot hold replaced by "-", at most 63 long.
+func StoryNamespace(testName string) string {
+	ns := []byte(strings.ToLower(strings.TrimPrefix(testName, "Test")))
+	for i, c := range ns {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			ns[i] = '-'
+		}
+	}
+	return strings.Trim(string(ns[:min(len(ns), 63)]), "-")
+}
+
+// InNamespace moves documents written for namespace demo into ns: every
+// "namespace: demo" and the Namespace object itself.
+func InNamespace(docs, ns string) string {
+	docs = strings.ReplaceAll(docs, "namespace: demo", "namespace: "+ns)
+	return strings.ReplaceAll(docs, "metadata: {name: demo}", "metadata: {name: "+ns+"}")
+}
+
 // EnsureNamespace creates the namespace name unless it exists.
 func EnsureNamespace(t testing.TB, c client.Client, name string) {
 	t.Helper()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -167,21 +166,4 @@ func controllerLog(node *realnode.Cluster, n int) string {
 	defer cancel()
 	out, _ := node.Kubectl(ctx, "-n", releaseNS, "logs", "--tail", fmt.Sprint(n), "-l", "app.kubernetes.io/name=rollgate", "--all-containers", "--prefix")
 	return out
-}
-
-// storyNamespace is the namespace a story's application lives in: its
-// name, in lower case, without "Test".
-func storyNamespace(testName string) string {
-	ns := strings.ToLower(strings.TrimPrefix(testName, "Test"))
-	if len(ns) > 63 {
-		ns = ns[:63]
-	}
-	return ns
-}
-
-// inNamespace moves the documents of a story, written for namespace demo,
-// into ns: every "namespace: demo" and the Namespace object itself.
-func inNamespace(docs, ns string) string {
-	docs = strings.ReplaceAll(docs, "namespace: demo", "namespace: "+ns)
-	return strings.ReplaceAll(docs, "metadata: {name: demo}", "metadata: {name: "+ns+"}")
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/realnode"
 	"github.com/rollgate/rollgate/test/repo"
@@ -95,7 +96,7 @@ func newWorldOf(t *testing.T, ctx context.Context, opts worldOptions) *world {
 	if theNode.ready != "" {
 		t.Logf("the package's node: %s", theNode.ready)
 	}
-	w := &world{t: t, node: node, c: node.Client, helm: repo.Tool(t, "helm"), ns: storyNamespace(t.Name())}
+	w := &world{t: t, node: node, c: node.Client, helm: repo.Tool(t, "helm"), ns: kube.StoryNamespace(t.Name())}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("real node logs:\n%s", node.LogTails(15))
@@ -129,7 +130,7 @@ func newWorldOf(t *testing.T, ctx context.Context, opts worldOptions) *world {
 	// The application's repository, on the node's address so that the
 	// controller's pod reaches it; approvals are merges there.
 	w.git = gitserver.Start(t, gitserver.Options{Host: realnode.NodeIP})
-	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: inNamespace(ro, w.ns)})
+	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: kube.InNamespace(ro, w.ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func (w *world) applyYAML(ctx context.Context, docs string) {
 func decodeAll(w *world, docs string) []*unstructured.Unstructured {
 	w.t.Helper()
 	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(inNamespace(docs, w.ns)), 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(kube.InNamespace(docs, w.ns)), 4096)
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
