@@ -63,8 +63,13 @@ func (s *imageSet) remove() {
 // The stories spend most of their time waiting on pods, pauses and
 // windows of requests. TestReleaseUnderLoad does not call t.Parallel: it
 // deletes the controller's pod and upgrades the chart, so it runs alone,
-// before the others start.
-const parallelStories = 4
+// before the others start. Two, not four: every story asserts that no
+// request fails, and with four stories (four Traefiks, four load
+// generators, real pods probed every second) beside test/e2e's stories,
+// in a fresh-clone `bash .ci/run` on 2026-11-26, the load reached 48 and
+// Traefik answered 12-84 requests per story with 502 while it caught up
+// with removed endpoints (docs/development.md).
+const parallelStories = 2
 
 func TestMain(m *testing.M) {
 	flag.Parse()
