@@ -59,13 +59,20 @@ func (g *repoPool) wakeIfMoved(ctx context.Context, e *repoHandle, branch string
 // wakeGated notifies g.moved of the Rollouts of e waiting at a gate, on
 // branch, whose manifest differs between old (nil when unknown) and cur.
 // Caller must not hold e.mu.
+//
+// Under an approval policy (spec.approvals: signedBy, mergeOnly) the
+// verdict on a gate depends on the head commit itself, not only on the
+// manifest: a merge signed, or signed again by an approver, after it
+// landed changes no file. There every gated Rollout on branch is woken on
+// every new head; otherwise it would wait for its next resync.
 func (g *repoPool) wakeGated(ctx context.Context, e *repoHandle, branch string, old, cur *gitsync.Snapshot) {
+	byCommit := e.verifier != nil
 	var keys []types.NamespacedName
 	for _, ro := range g.gatedRollouts(ctx, e) {
 		if orDefault(ro.Spec.Git.Branch, e.branch) != branch {
 			continue
 		}
-		if old != nil && sameFile(old, cur, ro.Spec.Git.Path) {
+		if old != nil && !byCommit && sameFile(old, cur, ro.Spec.Git.Path) {
 			continue
 		}
 		keys = append(keys, client.ObjectKeyFromObject(ro))

@@ -156,6 +156,48 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 	}
 }
 
+// TestPushWakesGatesOfASigningPolicyOnEveryHead: under an approval
+// policy (here mergeOnly) a gate's verdict depends on the head commit, not
+// only on the manifest (an approver signs a merge after it landed, which
+// changes no file), so a fetch that moves the branch wakes every gated
+// Rollout of the Repository, its manifest changed or not.
+func TestPushWakesGatesOfASigningPolicyOnEveryHead(t *testing.T) {
+	ctx, cfg, c, scheme := startAPIServer(t)
+	srv := gitserver.Start(t, gitserver.Options{})
+	const gated = "gated"
+	url, err := srv.CreateRepo("app", map[string]string{manifestPath(gated): "# gated v1\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "push-policy"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
+		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main", Interval: &metav1.Duration{Duration: 10 * time.Minute},
+			Approvals: &v1alpha1.ApprovalPolicy{MergeOnly: true}}}
+	mustCreate(t, c, repo)
+	ro := gatedRollout(t, ns, gated, &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath(gated)})
+	mustCreate(t, c, ro)
+	ro.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "abc", Step: 1, Since: metav1.Now(), Branch: "rollgate/approve/" + gated}
+	if err := c.Status().Update(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	g := newRepoPool(c, Options{GitInsecureHTTP: true, GitDefaultInterval: time.Hour})
+	g.rollouts = indexedRolloutCache(ctx, t, cfg, scheme, ns, 1)
+	go func() { _ = g.Start(ctx) }()
+	hook := startPushServer(ctx, t, g)
+	e := openAndCheck(ctx, t, g, repo)
+	woken(g) // the first fetch wakes every gate
+
+	if _, err := srv.Commit("app", "main", "docs", map[string]string{"README.md": "hello\n"}); err != nil {
+		t.Fatal(err)
+	}
+	push(t, hook, ns, repo.Name)
+	fetchAsRepositoryController(ctx, t, g, e)
+	if got, want := woken(g), []string{gated}; !slices.Equal(got, want) {
+		t.Errorf("a new head under an approval policy woke %v, want %v", got, want)
+	}
+}
+
 // TestGatesMakeTheRepositoryPoll: the Repository controller fetches a
 // Repository nobody waits on only every repositoryCheck, and every
 // interval each branch a Rollout waits on at a gate, the tracked one and
