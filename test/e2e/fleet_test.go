@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
@@ -75,6 +76,18 @@ func TestFleetWaveThroughGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	staging, prod := newWorldWith(t, git), newWorldWith(t, git)
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		for name, w := range map[string]*world{"staging": staging, "prod": prod} {
+			ro := &v1alpha1.Rollout{}
+			_ = w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, ro)
+			file, _ := git.ReadFile("fleet", "rollgate/status", name+"/demo/web.yaml")
+			t.Logf("%s's Rollout: phase %s, step %v, message %q, conditions %+v\n%s's status file in Git:\n%s",
+				name, ro.Status.Phase, ro.Status.CurrentStepIndex, ro.Status.Message, ro.Status.Conditions, name, file)
+		}
+	}()
 	for name, w := range map[string]*world{"staging": staging, "prod": prod} {
 		w.ensureNamespace("demo")
 		w.applyYAML(fmt.Sprintf(`
@@ -113,7 +126,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {cluster: %s, window: 1s}}
 		ro = staging.rollout("demo", "web")
 		return ro.Status.AwaitingApproval != nil, nil
 	})
-	prod.eventually(30*time.Second, "prod waiting for staging", func(ctx context.Context) (bool, error) {
+	prod.eventually(60*time.Second, "prod waiting for staging", func(ctx context.Context) (bool, error) {
 		p := prod.rollout("demo", "web")
 		return conditions.GetReason(p, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForFleet &&
 			strings.Contains(p.Status.Message, "cluster staging: demo/web is at step 1/2"), nil
@@ -168,13 +181,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {cluster: %s, window: 1s}}
 	})
 	// Then prod holds, naming staging's failure.
 	var msg string
-	defer func() {
-		if t.Failed() {
-			file, _ := git.ReadFile("fleet", "rollgate/status", "staging/demo/web.yaml")
-			t.Logf("prod's message: %s\nstaging's status file:\n%s", msg, file)
-		}
-	}()
-	prod.eventually(30*time.Second, "prod held by staging's failed release", func(ctx context.Context) (bool, error) {
+	prod.eventually(60*time.Second, "prod held by staging's failed release", func(ctx context.Context) (bool, error) {
 		msg = prod.rollout("demo", "web").Status.Message
 		return strings.Contains(msg, "cluster staging: demo/web: the release of web=web:3 failed there"), nil
 	})

@@ -12,9 +12,9 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,8 +60,9 @@ type world struct {
 	// configuration name and scope), kept for a restart.
 	ctrlOpts reconciler.Options
 	watchOwn bool
-	// logsDone stops controller logs from reaching t after the test.
-	logsDone *atomic.Bool
+	// log keeps the controller's log; the test prints it when it failed,
+	// after the failure (see controllerLog).
+	log *controllerLog
 }
 
 func newScheme(t testing.TB) *runtime.Scheme {
@@ -84,13 +85,13 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	cl := theCluster.get(t)
 	ns := kube.StoryNamespace(t.Name())
-	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}), ns: ns, watchOwn: true, logsDone: &atomic.Bool{}}
+	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}), ns: ns, watchOwn: true, log: &controllerLog{}}
 	w.ensureNamespace(ns)
 	w.ctrlOpts = controllerOptions(ns, "rollgate-"+ns)
 	w.startController()
 	t.Cleanup(func() {
 		w.stopController()
-		w.logsDone.Store(true)
+		w.log.report(t, "controller of namespace "+ns)
 		ctx := context.Background()
 		// The webhooks first: a namespace's objects are deleted through
 		// them, and their server is gone.
@@ -115,14 +116,14 @@ func newWorldWith(t *testing.T, git *gitserver.Server) *world {
 	t.Helper()
 	scheme := newScheme(t)
 	cl := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
-	w := &world{t: t, cluster: cl, c: cl.Client, git: git, ns: "demo", logsDone: &atomic.Bool{}}
+	w := &world{t: t, cluster: cl, c: cl.Client, git: git, ns: "demo", log: &controllerLog{}}
 	installCRDs(t, cl.Client)
 	w.ensureNamespace("rollgate-system")
 	w.ctrlOpts = controllerOptions("rollgate-system", "rollgate")
 	w.startController()
 	t.Cleanup(func() {
 		w.stopController()
-		w.logsDone.Store(true)
+		w.log.report(t, "controller of cluster "+cl.Name)
 	})
 	return w
 }
@@ -235,7 +236,7 @@ func (w *world) startController() {
 	opts := w.ctrlOpts
 	opts.WebhookURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	mgr, err := reconciler.NewManager(w.cluster.RESTConfig, reconciler.ManagerOptions{
-		Logger: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{w.t, w.logsDone})),
+		Logger: zap.New(zap.UseDevMode(true), zap.WriteTo(w.log)),
 		// A restarted controller registers the same controller name again
 		// in this process' metrics registry.
 		Restartable:       true,
@@ -345,18 +346,47 @@ func (w *world) deployment(ns, name string) *appsv1.Deployment {
 	return d
 }
 
-// testWriter sends controller logs to the test log (shown on failure)
-// until the test ends.
-type testWriter struct {
-	t    *testing.T
-	done *atomic.Bool
+// controllerLog keeps the last controllerLogLines lines of a controller's
+// log. A story prints it only when it failed, and after the failure: a
+// log streamed into t.Log buries the line that says what went wrong
+// under thousands of lines, and CI shows the head of a failed test's
+// output.
+type controllerLog struct {
+	mu      sync.Mutex
+	lines   []string
+	dropped int
+	done    bool
 }
 
-func (tw testWriter) Write(p []byte) (int, error) {
-	if !tw.done.Load() {
-		tw.t.Log(strings.TrimRight(string(p), "\n"))
+const controllerLogLines = 3000
+
+func (l *controllerLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.lines = append(l.lines, strings.TrimRight(string(p), "\n"))
+		if n := len(l.lines) - controllerLogLines; n > controllerLogLines/2 {
+			l.lines = slices.Delete(l.lines, 0, n)
+			l.dropped += n
+		}
 	}
 	return len(p), nil
+}
+
+// report ends the log (a controller stopped late writes nowhere) and
+// prints it into t's log when t failed.
+func (l *controllerLog) report(t *testing.T, whose string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.done = true
+	if !t.Failed() {
+		return
+	}
+	if n := len(l.lines) - controllerLogLines; n > 0 {
+		l.lines = l.lines[n:]
+		l.dropped += n
+	}
+	t.Logf("log of the %s (%d earlier lines dropped):\n%s", whose, l.dropped, strings.Join(l.lines, "\n"))
 }
 
 // givenAppFromGit is the start of the Git stories: Git repository "app"

@@ -53,9 +53,31 @@ func Apply(t testing.TB, c client.Client, obj *unstructured.Unstructured, fieldM
 	t.Helper()
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
-	if err := c.Patch(context.Background(), obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-		t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
+	// Like a GitOps tool, apply again after an error of the server's own
+	// (an admission webhook that did not answer in time on a loaded
+	// machine, an API server catching up); a refusal (4xx) fails at once.
+	deadline := time.Now().Add(ApplyRetryFor)
+	for {
+		err := c.Patch(context.Background(), obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership)
+		if err == nil {
+			return
+		}
+		if !transient(err) || time.Now().After(deadline) {
+			t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		t.Logf("apply %s %s: %v; applying again", obj.GetKind(), obj.GetName(), err)
+		time.Sleep(time.Second)
 	}
+}
+
+// ApplyRetryFor is how long Apply applies again after a transient error.
+const ApplyRetryFor = 30 * time.Second
+
+// transient reports whether err is the server's trouble rather than a
+// refusal of the object: worth applying again.
+func transient(err error) bool {
+	return apierrors.IsInternalError(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
 }
 
 // ApplyYAML applies every document of docs as fieldManager.
