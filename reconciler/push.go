@@ -68,7 +68,7 @@ func (g *repoPool) wakeIfMoved(ctx context.Context, e *repoHandle, branch string
 func (g *repoPool) wakeGated(ctx context.Context, e *repoHandle, branch string, old, cur *gitsync.Snapshot) {
 	byCommit := e.verifier != nil
 	var keys []types.NamespacedName
-	for _, ro := range g.gatedRollouts(ctx, e) {
+	for _, ro := range g.gatedRollouts(ctx, e.obj) {
 		if orDefault(ro.Spec.Git.Branch, e.branch) != branch {
 			continue
 		}
@@ -91,14 +91,15 @@ func sameFile(a, b *gitsync.Snapshot, path string) bool {
 	return err == nil && bytes.Equal(x, y)
 }
 
-// gatedRollouts returns the Rollouts of e that wait at a gate for an
-// approval merged in Git (none when the pool has no Rollout cache).
-func (g *repoPool) gatedRollouts(ctx context.Context, e *repoHandle) []*v1alpha1.Rollout {
+// gatedRollouts returns the Rollouts of Repository repo that wait at a
+// gate for an approval merged in Git (none when the pool has no Rollout
+// cache).
+func (g *repoPool) gatedRollouts(ctx context.Context, repo types.NamespacedName) []*v1alpha1.Rollout {
 	if g.rollouts == nil {
 		return nil
 	}
 	var list v1alpha1.RolloutList
-	if err := g.rollouts.List(ctx, &list, client.InNamespace(e.obj.Namespace), client.MatchingFields{repositoryIndex: e.obj.Name}); err != nil {
+	if err := g.rollouts.List(ctx, &list, client.InNamespace(repo.Namespace), client.MatchingFields{repositoryIndex: repo.Name}); err != nil {
 		return nil
 	}
 	var out []*v1alpha1.Rollout
@@ -108,4 +109,13 @@ func (g *repoPool) gatedRollouts(ctx context.Context, e *repoHandle) []*v1alpha1
 		}
 	}
 	return out
+}
+
+// rolloutKeys are the keys of ros.
+func rolloutKeys(ros []*v1alpha1.Rollout) []types.NamespacedName {
+	keys := make([]types.NamespacedName, 0, len(ros))
+	for _, ro := range ros {
+		keys = append(keys, client.ObjectKeyFromObject(ro))
+	}
+	return keys
 }

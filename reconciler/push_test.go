@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -196,6 +200,97 @@ func TestPushWakesGatesOfASigningPolicyOnEveryHead(t *testing.T) {
 	if got, want := woken(g), []string{gated}; !slices.Equal(got, want) {
 		t.Errorf("a new head under an approval policy woke %v, want %v", got, want)
 	}
+}
+
+// TestABrokenApproversSecretWakesTheGates: when the approvers' Secret of
+// a Repository stops holding a usable key, the Rollouts waiting at a gate
+// on it are woken once, to hold and say why, not at their next resync;
+// the Repository controller looks at the Secret again every interval
+// while they wait (a Secret is read, never watched); and once the Secret
+// is fixed, the repository's first fetch wakes them again.
+func TestABrokenApproversSecretWakesTheGates(t *testing.T) {
+	ctx, cfg, c, scheme := startAPIServer(t)
+	srv := gitserver.Start(t, gitserver.Options{})
+	const gated = "gated"
+	url, err := srv.CreateRepo("app", map[string]string{manifestPath(gated): "# gated v1\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "broken-keys"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "approvers"},
+		Data: map[string][]byte{"approver.asc": armoredPublicKey(t)}}
+	mustCreate(t, c, keys)
+	const interval = 7 * time.Second
+	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
+		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main", Interval: &metav1.Duration{Duration: interval},
+			Approvals: &v1alpha1.ApprovalPolicy{SignedBy: &v1alpha1.LocalObjectReference{Name: keys.Name}}}}
+	mustCreate(t, c, repo)
+	ro := gatedRollout(t, ns, gated, &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath(gated)})
+	mustCreate(t, c, ro)
+	ro.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "abc", Step: 1, Since: metav1.Now(), Branch: "rollgate/approve/" + gated}
+	if err := c.Status().Update(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	g := newRepoPool(c, Options{GitInsecureHTTP: true, GitDefaultInterval: time.Hour})
+	g.rollouts = indexedRolloutCache(ctx, t, cfg, scheme, ns, 1)
+	openAndCheck(ctx, t, g, repo)
+	woken(g)
+	rec := &RepositoryReconciler{Client: c, git: g}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(repo)}
+
+	keys.Data = map[string][]byte{"approver.asc": []byte("not a key")}
+	if err := c.Update(ctx, keys); err != nil {
+		t.Fatal(err)
+	}
+	res, err := rec.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := woken(g), []string{gated}; !slices.Equal(got, want) {
+		t.Errorf("the Secret broke: woke %v, want %v", got, want)
+	}
+	if res.RequeueAfter != interval {
+		t.Errorf("broken Secret with a gate waiting: next look in %v, want the interval %v", res.RequeueAfter, interval)
+	}
+	if _, err := rec.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := woken(g); len(got) != 0 {
+		t.Errorf("the Secret still broken: woke %v again, want none", got)
+	}
+
+	keys.Data = map[string][]byte{"approver.asc": armoredPublicKey(t)}
+	if err := c.Update(ctx, keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := woken(g), []string{gated}; !slices.Equal(got, want) {
+		t.Errorf("the Secret fixed: woke %v, want %v", got, want)
+	}
+}
+
+// armoredPublicKey is a new OpenPGP public key, ASCII-armored.
+func armoredPublicKey(t *testing.T) []byte {
+	t.Helper()
+	e, err := openpgp.NewEntity("approver", "", "approver@rollgate.invalid", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	aw, err := armor.Encode(&b, openpgp.PublicKeyType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Serialize(aw); err != nil {
+		t.Fatal(err)
+	}
+	if err := aw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 // TestGatesMakeTheRepositoryPoll: the Repository controller fetches a

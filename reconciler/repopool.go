@@ -139,7 +139,7 @@ func (g *repoPool) forRepository(ctx context.Context, r *v1alpha1.Repository) (*
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
 	e, err := g.reopen(ctx, key, r)
 	if err != nil {
-		g.retire(key)
+		g.retire(ctx, key)
 		return nil, err
 	}
 	return e, nil
@@ -147,8 +147,11 @@ func (g *repoPool) forRepository(ctx context.Context, r *v1alpha1.Repository) (*
 
 // retire takes the open repository of key out of use: its writer writes
 // nothing more and keeps what it had not written for the repository that
-// opens once the Repository is fixed.
-func (g *repoPool) retire(key types.NamespacedName) {
+// opens once the Repository is fixed. The Rollouts waiting at a gate on
+// it are woken, to hold it and say why (GitSynced=False) now rather than
+// at their next resync: with the approvers' keys unusable, no approval
+// from Git counts.
+func (g *repoPool) retire(ctx context.Context, key types.NamespacedName) {
 	g.mu.Lock()
 	e := g.entries[key]
 	delete(g.entries, key)
@@ -159,6 +162,7 @@ func (g *repoPool) retire(key types.NamespacedName) {
 	if e != nil {
 		e.writer.Hold()
 		go e.stop()
+		g.moved.notify(rolloutKeys(g.gatedRollouts(ctx, key))...)
 	}
 }
 
@@ -349,9 +353,12 @@ func (g *repoPool) writerOptions(spec v1alpha1.RepositorySpec) gitsync.WriterOpt
 }
 
 // interval is how often the tracked branch is fetched.
-func (g *repoPool) interval(e *repoHandle) time.Duration {
-	if e.spec.Interval != nil && e.spec.Interval.Duration > 0 {
-		return e.spec.Interval.Duration
+func (g *repoPool) interval(e *repoHandle) time.Duration { return g.specInterval(e.spec) }
+
+// specInterval is spec.interval, or the controller's default.
+func (g *repoPool) specInterval(spec v1alpha1.RepositorySpec) time.Duration {
+	if spec.Interval != nil && spec.Interval.Duration > 0 {
+		return spec.Interval.Duration
 	}
 	if g.defaults.GitDefaultInterval > 0 {
 		return g.defaults.GitDefaultInterval

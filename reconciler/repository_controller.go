@@ -73,9 +73,15 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	}()
 	e, err := r.git.forRepository(ctx, repo)
 	if err != nil {
-		// No Secret, or one that gitsync cannot use: a Secret is read by
-		// name (never watched), so look again later.
+		// No Secret, or one that gitsync cannot use. A Secret is read by
+		// name (rollgate may get Secrets, never list or watch them), so
+		// look again later: every interval while a Rollout waits at a
+		// gate on the Repository (a fixed Secret reopens it, and its
+		// first fetch wakes every gate), else every repositoryCheck.
 		conditions.MarkFalse(repo, v1alpha1.ReadyCondition, v1alpha1.ReasonGitError, "%s", err.Error())
+		if len(r.git.gatedRollouts(ctx, req.NamespacedName)) > 0 {
+			return reconcile.Result{RequeueAfter: min(r.git.specInterval(repo.Spec), repositoryCheck)}, nil
+		}
 		return reconcile.Result{RequeueAfter: repositoryCheck}, nil
 	}
 	next, _ := r.git.checkIfDue(ctx, e, r.git.defaults.now())
@@ -133,7 +139,7 @@ func (g *repoPool) checkIfDue(ctx context.Context, e *repoHandle, now time.Time)
 // gate for an approval merged in Git.
 func (g *repoPool) gatedBranches(ctx context.Context, e *repoHandle) []string {
 	var out []string
-	for _, ro := range g.gatedRollouts(ctx, e) {
+	for _, ro := range g.gatedRollouts(ctx, e.obj) {
 		if b := orDefault(ro.Spec.Git.Branch, e.branch); !slices.Contains(out, b) {
 			out = append(out, b)
 		}
