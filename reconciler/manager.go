@@ -130,10 +130,10 @@ func NewScheme() (*runtime.Scheme, error) {
 // scheduler, the kubelet, Flux, rollgate); pods are the most numerous
 // objects in the cache, and their spec and container statuses most of each.
 //
-// An instance that watches its own namespace only (watchOwn) caches
-// nothing else: every informer lists and watches that namespace alone, so
-// it needs no cluster-wide read permission.
-func cacheOptions(namespace string, shard labels.Selector, watchOwn bool) cache.Options {
+// An instance whose scope is its own namespace caches nothing else: every
+// informer lists and watches that namespace alone, so it needs no
+// cluster-wide read permission.
+func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cache.Options {
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{namespace: {}}},
 		&corev1.Pod{}:       {Transform: workload.StripPod},
@@ -145,8 +145,11 @@ func cacheOptions(namespace string, shard labels.Selector, watchOwn bool) cache.
 		byObject[&v1alpha1.Repository{}] = cache.ByObject{Label: shard}
 	}
 	o := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
-	if watchOwn {
-		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	if ns := scope.namespaces(); ns != nil {
+		o.DefaultNamespaces = map[string]cache.Config{}
+		for _, n := range ns {
+			o.DefaultNamespaces[n] = cache.Config{}
+		}
 	}
 	return o
 }
@@ -174,7 +177,7 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 	}
 	co := ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   cacheOptions(opts.Namespace, shard, mo.WatchOwnNamespace),
+		Cache:                   cacheOptions(opts.Namespace, shard, scope),
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: orDefault(mo.MetricsAddr, "0")},
 		HealthProbeBindAddress:  orDefault(mo.ProbeAddr, "0"),

@@ -43,7 +43,7 @@ func TestCacheStripsManagedFields(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := cacheOptions("rollgate-system", nil, false)
+	opts := cacheOptions("rollgate-system", nil, watchScope{})
 	opts.Scheme = scheme
 	cached, err := cache.New(cfg, opts)
 	if err != nil {
