@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -10,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -89,10 +86,7 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 		ro := gatedRollout(t, ns, n, git)
 		mustCreate(t, c, ro)
 		if n != notGated {
-			ro.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "abc", Step: 1, Since: metav1.Now(), Branch: "rollgate/approve/" + n}
-			if err := c.Status().Update(ctx, ro); err != nil {
-				t.Fatal(err)
-			}
+			waitAtGate(ctx, t, c, ro)
 		}
 	}
 
@@ -179,14 +173,7 @@ func TestPushWakesGatesOfASigningPolicyOnEveryHead(t *testing.T) {
 		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main", Interval: &metav1.Duration{Duration: 10 * time.Minute},
 			Approvals: &v1alpha1.ApprovalPolicy{MergeOnly: true}}}
 	mustCreate(t, c, repo)
-	ro := gatedRollout(t, ns, gated, &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath(gated)})
-	mustCreate(t, c, ro)
-	ro.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "abc", Step: 1, Since: metav1.Now(), Branch: "rollgate/approve/" + gated}
-	if err := c.Status().Update(ctx, ro); err != nil {
-		t.Fatal(err)
-	}
-	g := newRepoPool(c, Options{GitInsecureHTTP: true, GitDefaultInterval: time.Hour})
-	g.rollouts = indexedRolloutCache(ctx, t, cfg, scheme, ns, 1)
+	g := poolWithAGate(ctx, t, cfg, c, scheme, repo, gated)
 	go func() { _ = g.Start(ctx) }()
 	hook := startPushServer(ctx, t, g)
 	e := openAndCheck(ctx, t, g, repo)
@@ -219,21 +206,14 @@ func TestABrokenApproversSecretWakesTheGates(t *testing.T) {
 	ns := "broken-keys"
 	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "approvers"},
-		Data: map[string][]byte{"approver.asc": armoredPublicKey(t)}}
+		Data: map[string][]byte{"approver.asc": approverKey(t)}}
 	mustCreate(t, c, keys)
 	const interval = 7 * time.Second
 	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
 		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main", Interval: &metav1.Duration{Duration: interval},
 			Approvals: &v1alpha1.ApprovalPolicy{SignedBy: &v1alpha1.LocalObjectReference{Name: keys.Name}}}}
 	mustCreate(t, c, repo)
-	ro := gatedRollout(t, ns, gated, &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath(gated)})
-	mustCreate(t, c, ro)
-	ro.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "abc", Step: 1, Since: metav1.Now(), Branch: "rollgate/approve/" + gated}
-	if err := c.Status().Update(ctx, ro); err != nil {
-		t.Fatal(err)
-	}
-	g := newRepoPool(c, Options{GitInsecureHTTP: true, GitDefaultInterval: time.Hour})
-	g.rollouts = indexedRolloutCache(ctx, t, cfg, scheme, ns, 1)
+	g := poolWithAGate(ctx, t, cfg, c, scheme, repo, gated)
 	openAndCheck(ctx, t, g, repo)
 	woken(g)
 	rec := &RepositoryReconciler{Client: c, git: g}
@@ -260,7 +240,7 @@ func TestABrokenApproversSecretWakesTheGates(t *testing.T) {
 		t.Errorf("the Secret still broken: woke %v again, want none", got)
 	}
 
-	keys.Data = map[string][]byte{"approver.asc": armoredPublicKey(t)}
+	keys.Data = map[string][]byte{"approver.asc": approverKey(t)}
 	if err := c.Update(ctx, keys); err != nil {
 		t.Fatal(err)
 	}
@@ -272,25 +252,10 @@ func TestABrokenApproversSecretWakesTheGates(t *testing.T) {
 	}
 }
 
-// armoredPublicKey is a new OpenPGP public key, ASCII-armored.
-func armoredPublicKey(t *testing.T) []byte {
-	t.Helper()
-	e, err := openpgp.NewEntity("approver", "", "approver@rollgate.invalid", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	aw, err := armor.Encode(&b, openpgp.PublicKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Serialize(aw); err != nil {
-		t.Fatal(err)
-	}
-	if err := aw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
+// approverKey is a new approver's armored OpenPGP public key.
+func approverKey(t *testing.T) []byte {
+	_, public := gitserver.OpenPGPKeyPair(t, "approver")
+	return []byte(public)
 }
 
 // TestGatesMakeTheRepositoryPoll: the Repository controller fetches a
@@ -442,6 +407,28 @@ func mustCreate(t *testing.T, c client.Client, o client.Object) {
 	t.Helper()
 	if err := c.Create(context.Background(), o); err != nil {
 		t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+// poolWithAGate creates Rollout name of repo waiting at its gate and
+// returns a pool of repositories, with a Rollout cache, for repo's
+// namespace.
+func poolWithAGate(ctx context.Context, t *testing.T, cfg *rest.Config, c client.Client, scheme *runtime.Scheme, repo *v1alpha1.Repository, name string) *repoPool {
+	t.Helper()
+	ro := gatedRollout(t, repo.Namespace, name, &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath(name)})
+	mustCreate(t, c, ro)
+	waitAtGate(ctx, t, c, ro)
+	g := newRepoPool(c, Options{GitInsecureHTTP: true, GitDefaultInterval: time.Hour})
+	g.rollouts = indexedRolloutCache(ctx, t, cfg, scheme, repo.Namespace, 1)
+	return g
+}
+
+// waitAtGate makes ro wait at step 1's gate for an approval on its branch.
+func waitAtGate(ctx context.Context, t *testing.T, c client.Client, ro *v1alpha1.Rollout) {
+	t.Helper()
+	ro.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "abc", Step: 1, Since: metav1.Now(), Branch: "rollgate/approve/" + ro.Name}
+	if err := c.Status().Update(ctx, ro); err != nil {
+		t.Fatal(err)
 	}
 }
 
