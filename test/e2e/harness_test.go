@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +39,7 @@ import (
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/testlog"
 )
 
 // fluxManager is the field manager Flux's kustomize-controller applies with.
@@ -61,8 +61,8 @@ type world struct {
 	ctrlOpts reconciler.Options
 	watchOwn bool
 	// log keeps the controller's log; the test prints it when it failed,
-	// after the failure (see controllerLog).
-	log *controllerLog
+	// after the failure.
+	log *testlog.Buffer
 }
 
 func newScheme(t testing.TB) *runtime.Scheme {
@@ -85,13 +85,13 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	cl := theCluster.get(t)
 	ns := kube.StoryNamespace(t.Name())
-	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}), ns: ns, watchOwn: true, log: &controllerLog{}}
+	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}), ns: ns, watchOwn: true, log: &testlog.Buffer{}}
 	w.ensureNamespace(ns)
 	w.ctrlOpts = controllerOptions(ns, "rollgate-"+ns)
 	w.startController()
 	t.Cleanup(func() {
 		w.stopController()
-		w.log.report(t, "controller of namespace "+ns)
+		w.log.Report(t, "controller of namespace "+ns)
 		ctx := context.Background()
 		// The webhooks first: a namespace's objects are deleted through
 		// them, and their server is gone.
@@ -116,14 +116,14 @@ func newWorldWith(t *testing.T, git *gitserver.Server) *world {
 	t.Helper()
 	scheme := newScheme(t)
 	cl := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
-	w := &world{t: t, cluster: cl, c: cl.Client, git: git, ns: "demo", log: &controllerLog{}}
+	w := &world{t: t, cluster: cl, c: cl.Client, git: git, ns: "demo", log: &testlog.Buffer{}}
 	installCRDs(t, cl.Client)
 	w.ensureNamespace("rollgate-system")
 	w.ctrlOpts = controllerOptions("rollgate-system", "rollgate")
 	w.startController()
 	t.Cleanup(func() {
 		w.stopController()
-		w.log.report(t, "controller of cluster "+cl.Name)
+		w.log.Report(t, "controller of cluster "+cl.Name)
 	})
 	return w
 }
@@ -344,49 +344,6 @@ func (w *world) deployment(ns, name string) *appsv1.Deployment {
 		w.t.Fatal(err)
 	}
 	return d
-}
-
-// controllerLog keeps the last controllerLogLines lines of a controller's
-// log. A story prints it only when it failed, and after the failure: a
-// log streamed into t.Log buries the line that says what went wrong
-// under thousands of lines, and CI shows the head of a failed test's
-// output.
-type controllerLog struct {
-	mu      sync.Mutex
-	lines   []string
-	dropped int
-	done    bool
-}
-
-const controllerLogLines = 3000
-
-func (l *controllerLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.done {
-		l.lines = append(l.lines, strings.TrimRight(string(p), "\n"))
-		if n := len(l.lines) - controllerLogLines; n > controllerLogLines/2 {
-			l.lines = slices.Delete(l.lines, 0, n)
-			l.dropped += n
-		}
-	}
-	return len(p), nil
-}
-
-// report ends the log (a controller stopped late writes nowhere) and
-// prints it into t's log when t failed.
-func (l *controllerLog) report(t *testing.T, whose string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.done = true
-	if !t.Failed() {
-		return
-	}
-	if n := len(l.lines) - controllerLogLines; n > 0 {
-		l.lines = l.lines[n:]
-		l.dropped += n
-	}
-	t.Logf("log of the %s (%d earlier lines dropped):\n%s", whose, l.dropped, strings.Join(l.lines, "\n"))
 }
 
 // givenAppFromGit is the start of the Git stories: Git repository "app"

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/testlog"
 )
 
 const (
@@ -65,7 +65,8 @@ type world struct {
 	git       *gitserver.Server
 	lb        *Balancer
 	instances map[string]*instance
-	logsDone  *atomic.Bool
+	// log keeps every instance's log, printed when the test failed.
+	log *testlog.Buffer
 }
 
 func newScheme(t *testing.T) *runtime.Scheme {
@@ -85,7 +86,7 @@ func newWorld(t *testing.T, selectors map[string]string) *world {
 	scheme := newScheme(t)
 	cl := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
 	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}),
-		instances: map[string]*instance{}, logsDone: &atomic.Bool{}}
+		instances: map[string]*instance{}, log: &testlog.Buffer{}}
 	w.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
 	w.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
 	w.ensureNamespace("rollgate-system")
@@ -103,7 +104,7 @@ func newWorld(t *testing.T, selectors map[string]string) *world {
 		for _, in := range w.instances {
 			in.stop()
 		}
-		w.logsDone.Store(true)
+		w.log.Report(t, "instances")
 	})
 	w.eventually(60*time.Second, "webhooks registered with a CA bundle", func(ctx context.Context) (bool, error) {
 		var m unstructured.Unstructured
@@ -132,7 +133,7 @@ func (w *world) start(name, selector string) {
 		probeAddr: fmt.Sprintf("127.0.0.1:%d", freePort(w.t))}
 	cfg := rest.CopyConfig(w.cluster.RESTConfig)
 	cfg.WrapTransport = in.writes.wrap
-	logger := zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t: w.t, done: w.logsDone, prefix: name + ": "}))
+	logger := zap.New(zap.UseDevMode(true), zap.WriteTo(w.log.Prefixed(name+": ")))
 	mgr, err := reconciler.NewManager(cfg, reconciler.ManagerOptions{
 		Logger:             logger,
 		LeaderElect:        true,
@@ -260,21 +261,6 @@ func freePort(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return ports[0]
-}
-
-// testWriter sends an instance's logs to the test log until the test
-// ends.
-type testWriter struct {
-	t      *testing.T
-	done   *atomic.Bool
-	prefix string
-}
-
-func (tw testWriter) Write(p []byte) (int, error) {
-	if !tw.done.Load() {
-		tw.t.Log(tw.prefix + strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
 }
 
 // writeLog records the write requests (every method but GET) one
