@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 export GOTOOLCHAIN := local
-export GOFLAGS := -buildvcs=false -trimpath
+export GOFLAGS := -buildvcs=false
 
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN_VERSION ?= v0.23.0
