@@ -77,10 +77,22 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 				return st.res["Rollout"].health == healthy && a.readyPods("echo:1.1") == 4
 			})
 			// The release's last writes (the objects handed back to what
-			// Git declares) may still be on their way into Argo CD's cache.
+			// Git declares) may still be on their way into Argo CD's cache:
+			// the release has settled once the Application has shown
+			// Synced and Healthy for 2 s in a row (at load 36 one sample
+			// showed Progressing again right after the first Healthy one;
+			// docs/argocd.md).
 			s.phase("finishing")
-			a.eventually(30*time.Second, "Synced and Healthy after the release", func(st appState) bool {
-				return st.sync == "Synced" && st.health == healthy
+			var since time.Time
+			a.eventually(30*time.Second, "Synced and Healthy for 2 s after the release", func(st appState) bool {
+				if st.sync != "Synced" || st.health != healthy {
+					since = time.Time{}
+					return false
+				}
+				if since.IsZero() {
+					since = time.Now()
+				}
+				return time.Since(since) >= 2*time.Second
 			})
 			s.phase("end")
 			time.Sleep(3 * time.Second)

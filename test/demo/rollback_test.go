@@ -159,14 +159,16 @@ func (s *rollbackStory) releaseFailsItsAnalysis() string {
 	s.must(err)
 	stalledAt := time.Now()
 	s.failedAt = failedAt
-	bound := analysisInterval*(analysisFailureLimit+1) + 3*time.Second
+	// The times are printed, not asserted (make bench measures speed):
+	// what must hold is that the analysis failed the release at the first
+	// measurement it could, failureLimit + 1 failed ones, no later.
 	s.timing("error rate raised -> first failing sample visible in Prometheus: %.1fs", firstBad.Sub(raised).Seconds())
 	s.timing("first failing sample -> release Failed (phase Failed, traffic to stable): %.1fs", failedAt.Sub(firstBad).Seconds())
-	s.timing("first failing sample -> Stalled=True/AnalysisFailed, Ready=False: %.1fs (bound: interval %v x (failureLimit %d + 1) + 3s = %v)",
-		stalledAt.Sub(firstBad).Seconds(), analysisInterval, analysisFailureLimit, bound)
+	s.timing("first failing sample -> Stalled=True/AnalysisFailed, Ready=False: %.1fs (interval %v x (failureLimit %d + 1) = %v of measurements)",
+		stalledAt.Sub(firstBad).Seconds(), analysisInterval, analysisFailureLimit, analysisInterval*(analysisFailureLimit+1))
 	assertAnalysisFailed(t, o.ro)
-	if latency := stalledAt.Sub(firstBad); latency > bound {
-		t.Fatalf("the release was Stalled %.1fs after the first failing sample was visible, want within %v", latency.Seconds(), bound)
+	if msg, want := conditions.GetMessage(o.ro, v1alpha1.StalledCondition), fmt.Sprintf("%d failed, failureLimit %d)", analysisFailureLimit+1, analysisFailureLimit); !strings.Contains(msg, want) {
+		t.Fatalf("the analysis did not fail the release at its first chance (want %q in the message): %s", want, msg)
 	}
 
 	_, err = s.watchUntil(s.ctx, time.Minute, "traffic back on stable and no v2 pod", func(ctx context.Context, o *observation) (bool, error) {
