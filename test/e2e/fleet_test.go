@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -84,8 +85,12 @@ func TestFleetWaveThroughGit(t *testing.T) {
 			ro := &v1alpha1.Rollout{}
 			_ = w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, ro)
 			file, _ := git.ReadFile("fleet", "rollgate/status", name+"/demo/web.yaml")
-			t.Logf("%s's Rollout: phase %s, step %v, message %q, conditions %+v\n%s's status file in Git:\n%s",
-				name, ro.Status.Phase, ro.Status.CurrentStepIndex, ro.Status.Message, ro.Status.Conditions, name, file)
+			d := &appsv1.Deployment{}
+			_ = w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, d)
+			t.Logf("%s's Rollout: phase %s, step %v, message %q, conditions %+v\n%s's status file in Git:\n%s\n"+
+				"%s's Deployment: paused %v, status %+v\n%s's cluster, last log lines:\n%s",
+				name, ro.Status.Phase, ro.Status.CurrentStepIndex, ro.Status.Message, ro.Status.Conditions, name, file,
+				name, d.Spec.Paused, d.Status, name, w.cluster.LogTails(8))
 		}
 	}()
 	for name, w := range map[string]*world{"staging": staging, "prod": prod} {

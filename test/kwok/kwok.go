@@ -319,8 +319,8 @@ func binaries() (map[string]string, error) {
 }
 
 // kwokctlConfig pins every component to a local binary (so nothing is
-// downloaded), to 127.0.0.1 and to the given free ports; qps above 0 sets
-// the client limits of the controller manager and the scheduler.
+// downloaded), to 127.0.0.1 and to the given free ports, with the
+// components' patches (componentsPatches).
 func kwokctlConfig(bins map[string]string, ports []int, cacheDir string, qps int) string {
 	return fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
@@ -341,23 +341,26 @@ options:
   kwokControllerBinary: %q
 `, ports[0], ports[1], ports[2], ports[3], ports[4], ports[5], cacheDir,
 		bins["etcd"], bins["kube-apiserver"], bins["kube-controller-manager"], bins["kube-scheduler"], bins["kwok"]) +
-		clientLimits(qps)
+		componentsPatches(qps)
 }
 
-// clientLimits is the componentsPatches section raising the client limits
-// of kube-controller-manager and kube-scheduler to qps (burst 2×qps), or
-// nothing for qps 0 (kwokctl sets neither flag itself).
-func clientLimits(qps int) string {
-	if qps <= 0 {
-		return ""
-	}
+// componentsPatches is the componentsPatches section: kube-controller-manager
+// and kube-scheduler run without leader election, and with client limits of
+// qps (burst 2×qps) when qps is above 0 (kwokctl sets neither flag itself).
+//
+// Leader election is for replicas; a cluster has one of each. With it, a
+// component that cannot renew its lease within 10 s (an API server slowed by
+// a loaded machine) exits, and kwokctl does not restart it: a cluster whose
+// controller manager died creates no pod for a new Deployment.
+func componentsPatches(qps int) string {
 	s := "componentsPatches:\n"
 	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
-		s += fmt.Sprintf(`- name: %s
-  extraArgs:
-  - {key: kube-api-qps, value: "%d"}
+		s += fmt.Sprintf("- name: %s\n  extraArgs:\n  - {key: leader-elect, value: \"false\"}\n", name)
+		if qps > 0 {
+			s += fmt.Sprintf(`  - {key: kube-api-qps, value: "%d"}
   - {key: kube-api-burst, value: "%d"}
-`, name, qps, 2*qps)
+`, qps, 2*qps)
+		}
 	}
 	return s
 }

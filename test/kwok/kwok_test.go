@@ -110,8 +110,9 @@ func podReady(p corev1.Pod) bool {
 }
 
 // TestClientQPS checks that Options.ClientQPS reaches the running
-// controller manager and scheduler as their client limits, and that the
-// cluster still works with them.
+// controller manager and scheduler as their client limits, that both run
+// without leader election (a lost lease would end them for good), and that
+// the cluster still works with them.
 func TestClientQPS(t *testing.T) {
 	c := kwok.Start(t, kwok.Options{ClientQPS: 300})
 	want := map[string]bool{"kube-controller-manager": false, "kube-scheduler": false}
@@ -126,8 +127,10 @@ func TestClientQPS(t *testing.T) {
 				continue
 			}
 			joined := " " + strings.Join(args[1:], " ") + " "
-			if !strings.Contains(joined, " --kube-api-qps=300 ") || !strings.Contains(joined, " --kube-api-burst=600 ") {
-				t.Errorf("%s runs without the limits: %s", name, joined)
+			for _, flag := range []string{"--kube-api-qps=300", "--kube-api-burst=600", "--leader-elect=false"} {
+				if !strings.Contains(joined, " "+flag+" ") {
+					t.Errorf("%s runs without %s: %s", name, flag, joined)
+				}
 			}
 			want[name] = true
 		}
