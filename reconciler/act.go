@@ -71,11 +71,17 @@ func (r *RolloutReconciler) sendTraffic(ctx context.Context, sc *scope, t strate
 	if t.Mode == strategy.TrafficOriginal {
 		done, err = sc.router.Restore(ctx)
 	} else {
+		stable := ro.Status.StableRevision
+		if t.Mode == strategy.TrafficPromoted {
+			// The stable Service selects the new revision too: the old
+			// pods shut down with no request on them.
+			stable = ro.Status.CanaryRevision
+		}
 		done, err = sc.router.EnsureRoutes(ctx, traffic.Desired{
 			CanaryWeight:          weightOf(t),
 			Matches:               t.Matches,
 			RequestHeaderModifier: t.RequestHeaderModifier,
-			StableRevision:        ro.Status.StableRevision,
+			StableRevision:        stable,
 			CanaryRevision:        ro.Status.CanaryRevision,
 			PatchPodMetadata:      ro.Spec.Strategy.PatchPodTemplateMetadata(),
 		})
@@ -90,7 +96,7 @@ func (r *RolloutReconciler) sendTraffic(ctx context.Context, sc *scope, t strate
 }
 
 func weightOf(t strategy.Traffic) int32 {
-	if t.Mode == strategy.TrafficCanary {
+	if t.Mode == strategy.TrafficCanary || t.Mode == strategy.TrafficPromoted {
 		return t.Weight
 	}
 	return 0

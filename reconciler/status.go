@@ -161,6 +161,8 @@ func trafficMessage(t strategy.Traffic) string {
 		return "routes as declared in Git"
 	case strategy.TrafficStable:
 		return "all traffic to the stable revision"
+	case strategy.TrafficPromoted:
+		return "all traffic to the canary revision, the stable Service narrowed to it too"
 	}
 	return t.String() + " of traffic to the canary revision"
 }

@@ -34,15 +34,23 @@ func (p *planner) rollingBack() {
 	p.settled = p.obs.Pods[p.canary].Total == 0
 }
 
-// finalize completes a release: the declared routes come back first, then
-// the workload is released to finish on its own; Healthy once it has.
+// finalize completes a release: the traffic that finishes it comes first
+// (finishing), then the workload is released to finish on its own; Healthy
+// once it has. Declared routes are restored before the workload moves;
+// Promoted traffic stays while the old pods shut down, and the declared
+// routes come back afterwards (finishRelease), so no request returns to an
+// old pod after all traffic had left them.
 func (p *planner) finalize() {
 	p.next.Phase = v1alpha1.PhaseProgressing
 	p.next.AwaitingApproval = nil
 	p.reason = v1alpha1.ReasonProgressing
+	promoted := DesiredTraffic(p.spec, &p.next).Mode == TrafficPromoted
 	if !p.trafficSettled() {
 		p.plan.Workload = WorkloadKeep
 		p.next.Message = fmt.Sprintf("finishing the release of %s: restoring the declared traffic", p.canary)
+		if promoted {
+			p.next.Message = fmt.Sprintf("finishing the release of %s: narrowing the stable Service to it, with all traffic on it", p.canary)
+		}
 		return
 	}
 	p.plan.Workload = WorkloadRelease
@@ -53,6 +61,32 @@ func (p *planner) finalize() {
 		p.next.Message = fmt.Sprintf("finishing the release of %s: the workload updates its remaining pods, and the old ones shut down", p.canary)
 		return
 	}
+	if promoted {
+		// Every pod runs the new revision: it is the stable one now, and
+		// the declared routes (which reach only its pods) come back.
+		p.next.StableRevision = p.canary
+		p.next.Message = fmt.Sprintf("finishing the release of %s: every pod runs it; restoring the declared traffic", p.canary)
+		return
+	}
+	p.succeed()
+}
+
+// finishRelease restores the declared routes of a release finished with
+// Promoted traffic, once every pod runs the new revision (now the stable
+// one), then reports Healthy.
+func (p *planner) finishRelease() {
+	p.next.Phase = v1alpha1.PhaseProgressing
+	p.reason = v1alpha1.ReasonProgressing
+	p.plan.Workload = WorkloadRelease
+	if !p.trafficSettled() {
+		p.next.Message = fmt.Sprintf("finishing the release of %s: every pod runs it; restoring the declared traffic", p.canary)
+		return
+	}
+	p.succeed()
+}
+
+// succeed reports the release of the canary revision done.
+func (p *planner) succeed() {
 	p.next.Phase = v1alpha1.PhaseHealthy
 	p.next.StableRevision = p.canary
 	p.reason = v1alpha1.ReasonSucceeded
@@ -99,6 +133,8 @@ func (p *planner) atStable() error {
 		p.rollbackToStable()
 	case p.in.Phase == v1alpha1.PhaseProgressing && p.in.CurrentStepState == v1alpha1.StepRollingBack:
 		p.finishRollback()
+	case p.in.Phase == v1alpha1.PhaseProgressing && p.in.CurrentStepState == v1alpha1.StepCompleted:
+		p.finishRelease()
 	default:
 		return p.idle()
 	}

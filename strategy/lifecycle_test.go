@@ -371,18 +371,45 @@ func TestDisabledAndDeletedHandControlBack(t *testing.T) {
 	}
 }
 
+// TestReleaseCompletes: a release whose last step sends all traffic to the
+// canary finishes with Promoted traffic (the stable Service narrowed to the
+// new revision), releases the workload only once the routers confirmed it,
+// and restores the declared routes after every pod runs the new revision:
+// requests never go back to an old pod.
 func TestReleaseCompletes(t *testing.T) {
 	spec := echoSpec()
+	promoted := Traffic{Mode: TrafficPromoted, Weight: 100}
 	p := decide(t, spec, releasing(3, v1alpha1.StepTrafficRouting, 0), observed(10, 10), at(time.Second))
-	if p.Status.CurrentStepState != v1alpha1.StepCompleted || p.Traffic.Mode != TrafficOriginal || p.Workload != WorkloadKeep {
-		t.Fatalf("at %+v traffic %+v workload %s, want Completed restoring traffic first", whereOf(&p.Status), p.Traffic, p.Workload)
+	if p.Status.CurrentStepState != v1alpha1.StepCompleted || !p.Traffic.Equal(promoted) || p.Workload != WorkloadKeep {
+		t.Fatalf("at %+v traffic %+v workload %s, want Completed with Promoted traffic first", whereOf(&p.Status), p.Traffic, p.Workload)
 	}
 	p = decide(t, spec, persist(p), observed(10, 10), at(2*time.Second))
-	if p.Workload != WorkloadRelease || p.Status.Phase != v1alpha1.PhaseProgressing {
-		t.Fatalf("workload %s phase %s, want Release", p.Workload, p.Status.Phase)
+	if p.Workload != WorkloadRelease || p.Status.Phase != v1alpha1.PhaseProgressing || !p.Traffic.Equal(promoted) {
+		t.Fatalf("workload %s phase %s traffic %+v, want Release with Promoted traffic", p.Workload, p.Status.Phase, p.Traffic)
 	}
+	if p.Status.CanaryWeight != 100 || p.Status.Traffic != "100%" {
+		t.Errorf("status traffic %q weight %d once promoted, want 100%%", p.Status.Traffic, p.Status.CanaryWeight)
+	}
+	// Old pods still run: the traffic stays Promoted.
+	p = decide(t, spec, persist(p), observed(10, 10), at(3*time.Second))
+	if p.Workload != WorkloadRelease || !p.Traffic.Equal(promoted) || p.Status.StableRevision != "v1" {
+		t.Fatalf("workload %s traffic %+v stable %s, want Release, Promoted, v1 still stable", p.Workload, p.Traffic, p.Status.StableRevision)
+	}
+	// Every pod runs v2: it becomes stable, the declared routes come back,
+	// and only then is the release done.
 	done := atRevision(10, "v2")
 	p = decide(t, spec, persist(p), done, at(time.Minute))
+	if p.Status.Phase != v1alpha1.PhaseProgressing || p.Status.StableRevision != "v2" || p.Traffic.Mode != TrafficOriginal ||
+		p.Workload != WorkloadRelease {
+		t.Fatalf("phase %s stable %s traffic %+v workload %s, want Progressing at v2 restoring the routes",
+			p.Status.Phase, p.Status.StableRevision, p.Traffic, p.Workload)
+	}
+	routesBack := done
+	routesBack.TrafficDone = false
+	if p = decide(t, spec, persist(p), routesBack, at(time.Minute+time.Second)); p.Status.Phase != v1alpha1.PhaseProgressing {
+		t.Fatalf("phase %s before the routers restored the routes, want Progressing", p.Status.Phase)
+	}
+	p = decide(t, spec, persist(p), done, at(time.Minute+2*time.Second))
 	if p.Status.Phase != v1alpha1.PhaseHealthy || p.Status.StableRevision != "v2" || p.Event.Reason != v1alpha1.ReasonSucceeded {
 		t.Fatalf("phase %s stable %s event %+v, want Healthy at v2 with a Succeeded event", p.Status.Phase, p.Status.StableRevision, p.Event)
 	}
@@ -391,6 +418,27 @@ func TestReleaseCompletes(t *testing.T) {
 		t.Errorf("event %+v at %+v, want the record of the release kept and no event", p.Event, whereOf(&p.Status))
 	}
 	wantConditions(t, p, cTrue, cFalse, cFalse, v1alpha1.ReasonSucceeded)
+}
+
+// TestReleaseCompletesBelowAllTraffic: a release promoted (or ending) at a
+// step that does not send all traffic to the canary restores the declared
+// routes first, then releases the workload, and is Healthy once every pod
+// runs the new revision.
+func TestReleaseCompletesBelowAllTraffic(t *testing.T) {
+	spec := echoSpec()
+	spec.Promote = &v1alpha1.RevisionRequest{Revision: "v2"}
+	p := decide(t, spec, releasing(2, v1alpha1.StepPaused, -time.Minute), observed(10, 4), at(time.Second))
+	if p.Status.CurrentStepState != v1alpha1.StepCompleted || p.Traffic.Mode != TrafficOriginal || p.Workload != WorkloadKeep {
+		t.Fatalf("at %+v traffic %+v workload %s, want Completed restoring traffic first", whereOf(&p.Status), p.Traffic, p.Workload)
+	}
+	p = decide(t, spec, persist(p), observed(10, 4), at(2*time.Second))
+	if p.Workload != WorkloadRelease || p.Status.Phase != v1alpha1.PhaseProgressing {
+		t.Fatalf("workload %s phase %s, want Release", p.Workload, p.Status.Phase)
+	}
+	p = decide(t, spec, persist(p), atRevision(10, "v2"), at(time.Minute))
+	if p.Status.Phase != v1alpha1.PhaseHealthy || p.Status.StableRevision != "v2" || p.Event.Reason != v1alpha1.ReasonSucceeded {
+		t.Fatalf("phase %s stable %s event %+v, want Healthy at v2 with a Succeeded event", p.Status.Phase, p.Status.StableRevision, p.Event)
+	}
 }
 
 func TestStepsChangedMidRelease(t *testing.T) {

@@ -343,6 +343,8 @@ func describe(t Traffic) string {
 		return "as declared"
 	case TrafficStable:
 		return "0% (all to stable)"
+	case TrafficPromoted:
+		return "100% (the stable Service on the new revision too)"
 	}
 	return t.String()
 }

@@ -264,6 +264,8 @@ func TestDesiredTraffic(t *testing.T) {
 	disabled.Phase = v1alpha1.PhaseDisabled
 	held := releasing(2, v1alpha1.StepPaused, 0)
 	held.Phase = v1alpha1.PhasePaused
+	finished := releasing(3, v1alpha1.StepCompleted, 0)
+	finished.StableRevision = "v2"
 	tests := []struct {
 		name   string
 		status *v1alpha1.RolloutStatus
@@ -279,7 +281,9 @@ func TestDesiredTraffic(t *testing.T) {
 		{"step 3 ready", releasing(3, v1alpha1.StepReady, 0), w(100)},
 		{"index beyond the steps", releasing(7, v1alpha1.StepPaused, 0), w(100)},
 		{"held by paused keeps the traffic", held, w(40)},
-		{"finishing", releasing(3, v1alpha1.StepCompleted, 0), original},
+		{"finishing after a last step of 100%", releasing(3, v1alpha1.StepCompleted, 0), Traffic{Mode: TrafficPromoted, Weight: 100}},
+		{"finishing, promoted at 40%", releasing(2, v1alpha1.StepCompleted, 0), original},
+		{"finishing, every pod at the new revision", finished, original},
 		{"rolling back", releasing(2, v1alpha1.StepRollingBack, 0), stable},
 		{"failed", failed, stable},
 		{"disabled", disabled, original},

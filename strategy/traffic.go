@@ -25,6 +25,16 @@ const (
 	// TrafficCanary: Weight percent of requests, or the requests that match
 	// Matches, to the canary revision.
 	TrafficCanary TrafficMode = "Canary"
+	// TrafficPromoted: all requests to the canary revision, as at a step
+	// of 100% (Weight 100), and the stable Service narrowed to the canary
+	// revision as well, so that nothing reaches the old pods any more, not
+	// even a client that calls the stable Service directly. A release whose
+	// traffic is all on the canary finishes with it: the old pods shut down
+	// with no request on them, and the declared routes come back only once
+	// every pod runs the new revision. Restoring them first would send
+	// requests back to the old pods after all traffic had left them (half
+	// of them, in a blue-green release, until the old pods are gone).
+	TrafficPromoted TrafficMode = "Promoted"
 )
 
 // Traffic is what the routers should carry. The canary and stable
@@ -62,7 +72,7 @@ func (t Traffic) String() string {
 
 // weight is the canary weight for status.canaryWeight.
 func (t Traffic) weight() int32 {
-	if t.Mode == TrafficCanary && len(t.Matches) == 0 {
+	if (t.Mode == TrafficCanary || t.Mode == TrafficPromoted) && len(t.Matches) == 0 {
 		return t.Weight
 	}
 	return 0
@@ -77,7 +87,8 @@ func (t Traffic) weight() int32 {
 // Original. During a step it is the traffic of the previous step while the
 // step's pods come up (StepUpgrade) and the step's own traffic afterwards.
 // Rolling back and failed releases ask for Stable; finishing a release asks
-// for Original. If the spec's traffic cannot be parsed it falls back to
+// for Original, or for Promoted when the traffic of its step was all on the
+// canary (finalize). If the spec's traffic cannot be parsed it falls back to
 // Stable during a release, the safe choice.
 func DesiredTraffic(spec *v1alpha1.RolloutSpec, status *v1alpha1.RolloutStatus) Traffic {
 	original := Traffic{Mode: TrafficOriginal}
@@ -88,14 +99,15 @@ func DesiredTraffic(spec *v1alpha1.RolloutSpec, status *v1alpha1.RolloutStatus) 
 	switch {
 	case status.Phase == v1alpha1.PhaseFailed, status.CurrentStepState == v1alpha1.StepRollingBack:
 		return stable
-	case status.CurrentStepState == v1alpha1.StepCompleted:
-		return original
 	}
 	raw, _, err := specSteps(spec)
 	if err != nil {
 		return stable
 	}
 	idx := min(max(int(status.CurrentStepIndex), 1), len(raw))
+	if status.CurrentStepState == v1alpha1.StepCompleted {
+		return finishing(spec, idx)
+	}
 	if status.CurrentStepState == v1alpha1.StepUpgrade || status.CurrentStepState == "" {
 		idx--
 	}
@@ -103,6 +115,18 @@ func DesiredTraffic(spec *v1alpha1.RolloutSpec, status *v1alpha1.RolloutStatus) 
 	if err != nil {
 		return stable
 	}
+	return t
+}
+
+// finishing is the traffic that finishes a release completed (or promoted)
+// at step idx: Promoted when that step sent every request to the canary,
+// otherwise the declared routes.
+func finishing(spec *v1alpha1.RolloutSpec, idx int) Traffic {
+	t, err := trafficAt(spec, idx)
+	if err != nil || t.Mode != TrafficCanary || t.Weight != 100 || len(t.Matches) > 0 {
+		return Traffic{Mode: TrafficOriginal}
+	}
+	t.Mode = TrafficPromoted
 	return t
 }
 

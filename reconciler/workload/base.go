@@ -127,6 +127,18 @@ func (b *base) labelPods(ctx context.Context, pods []*corev1.Pod, revOf func(*co
 	return nil
 }
 
+// unlabelled counts the pods, not being deleted, whose revision label is
+// missing or wrong.
+func unlabelled(pods []*corev1.Pod, revOf func(*corev1.Pod) string) int {
+	n := 0
+	for _, p := range pods {
+		if rev := revOf(p); p.DeletionTimestamp == nil && rev != "" && p.Labels[v1alpha1.LabelRevision] != rev {
+			n++
+		}
+	}
+	return n
+}
+
 // labelLastBatch labels the canary pods that no EnsureBatch labelled, as
 // Finalize starts: the pods of the last batch can become available before
 // a reconcile sees them, and the release then completes without another

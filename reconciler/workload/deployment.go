@@ -342,6 +342,13 @@ func (a *deployment) Finalize(ctx context.Context) (bool, error) {
 		}
 		return false, a.release(ctx, s)
 	}
+	// The pods the Deployment creates once released carry no revision
+	// label yet: labelled, they join the Services narrowed to the new
+	// revision (a release finishing with all traffic on it) before the
+	// canary Deployment's pods go.
+	if n := unlabelled(s.pods, s.revOf); n > 0 {
+		return false, a.labelPods(ctx, s.pods, s.revOf, "", Batch{})
+	}
 	if !deploymentComplete(s.d) {
 		return false, nil
 	}

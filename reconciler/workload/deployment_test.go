@@ -181,7 +181,8 @@ func TestDeploymentCanaryStyle(t *testing.T) {
 		t.Fatalf("canary style hold: paused=%v strategy=%s, want only paused", d.Spec.Paused, d.Spec.Strategy.Type)
 	}
 	o := observe(t, a)
-	rolloutID := "shop-" + o.CanaryRevision
+	newRev := o.CanaryRevision
+	rolloutID := "shop-" + newRev
 	drive(t, "batch 1 (2 canary pods)", a, 0, func(ctx context.Context) (bool, error) {
 		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 2, RolloutID: rolloutID, BatchID: 1})
 	})
@@ -216,6 +217,14 @@ func TestDeploymentCanaryStyle(t *testing.T) {
 	wantPods(t, "new revision", o.Stable, 4, 4)
 	if err := suite.c.Get(ctx, key(ns, canary.Name), canary); !apierrors.IsNotFound(err) {
 		t.Fatalf("canary Deployment still exists (err %v)", err)
+	}
+	// The Deployment's own new pods carry the revision label, so Services
+	// narrowed to the new revision reached them before the canary
+	// Deployment's pods went.
+	for _, p := range pods(t, ns, "shop") {
+		if p.DeletionTimestamp == nil && p.Labels[v1alpha1.LabelRevision] != newRev {
+			t.Errorf("pod %s labels %v, want %s=%s", p.Name, p.Labels, v1alpha1.LabelRevision, newRev)
+		}
 	}
 }
 

@@ -111,13 +111,19 @@ func TestBlueGreenUnderLoad(t *testing.T) {
 	// The approval merged in Git switches all traffic to v2.
 	w.approveInGit(ctx)
 	w.atBlueGreenGate(ctx, 2, map[string]int32{"v1": 5, "v2": 5})
+	switched := l.mark()
 	measure("v2 switched (step 2), declared 100%", "v2", 100)
 
-	// The second approval completes the release.
+	// The second approval completes the release. Once switched, v1 gets
+	// no request again: not while its pods shut down, not when the
+	// declared routes come back.
 	w.approveInGit(ctx)
 	w.waitHealthy(ctx, stable, v2)
 	w.waitPods(ctx, "v2 on the 5 pods, v1's gone", map[string]int32{"v2": 5})
 	measure("v2 after completion", "v2", 100)
+	if after := count(l.since(ctx, switched, 0), false); after.byVersion["v1"] > 0 {
+		t.Errorf("v1 answered %d of %d requests after the switch to v2, while the release finished", after.byVersion["v1"], after.total)
+	}
 
 	// Release v3, switched to, then aborted after the switch.
 	w.applyYAML(ctx, app("localhost/verserver:v3", w.port()))
@@ -144,7 +150,8 @@ func TestBlueGreenUnderLoad(t *testing.T) {
 	all := count(l.all(), false)
 	t.Logf("whole story: %d requests, %d failed, by version %v; Traefik's services: %s", all.total, all.failed, all.byVersion, traefikServices(ctx, p.URL))
 	if all.failed > 0 {
-		t.Errorf("%d of %d requests failed: %v", all.failed, all.total, topErrors(all.errs))
+		t.Errorf("%d of %d requests failed: %v; when (UTC, to read beside the controller's log):%s",
+			all.failed, all.total, topErrors(all.errs), burstsAt(l.all()))
 	}
 }
 

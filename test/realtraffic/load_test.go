@@ -174,14 +174,25 @@ func (t tally) share(version string) float64 {
 	return 100 * float64(t.byVersion[version]) / float64(ok)
 }
 
-// bursts describes the failed requests as runs in time, for a human.
+// burstsAt describes the failed requests as runs in time, at the wall
+// clock in UTC (as the controller and Traefik log it).
+func burstsAt(answers []answer) string {
+	return bursts(answers, time.Time{})
+}
+
+// bursts describes the failed requests as runs in time, for a human: in
+// seconds after since, or at the wall clock in UTC when since is zero.
 func bursts(answers []answer, since time.Time) string {
 	var b strings.Builder
 	var first, last time.Time
 	n := 0
 	flush := func() {
 		if n > 0 {
-			fmt.Fprintf(&b, "\n  %d failed between +%.2fs and +%.2fs", n, first.Sub(since).Seconds(), last.Sub(since).Seconds())
+			if since.IsZero() {
+				fmt.Fprintf(&b, "\n  %d failed between %s and %s", n, first.UTC().Format("15:04:05.000"), last.UTC().Format("15:04:05.000"))
+			} else {
+				fmt.Fprintf(&b, "\n  %d failed between +%.2fs and +%.2fs", n, first.Sub(since).Seconds(), last.Sub(since).Seconds())
+			}
 		}
 	}
 	for _, a := range answers {
