@@ -42,6 +42,7 @@
 //	                                                                      | after the last step
 //	                                                                      v
 //	      Completed: traffic Original, then workload released; Healthy when all pods run the new revision
+//	      (traffic all on the canary: Promoted, then workload released, then stable = canary and Original; Healthy)
 //
 //	abort / analysis Failed or Error / progress deadline, at any step:
 //	      RollingBack, phase Failed: traffic Stable, then no canary pods (workload stays frozen at stable)
@@ -122,8 +123,13 @@
 // is released to update its remaining pods; the release is Healthy (Ready,
 // reason Succeeded) when every pod runs the new revision with the
 // availability floor holding, and stableRevision becomes the canary
-// revision. The status keeps the last step index and state Completed as the
-// record of the release.
+// revision. When the step's traffic was all on the canary, the traffic is
+// Promoted instead (the stable Service narrowed to the canary revision too)
+// while the workload is released, so the old pods shut down with no request
+// on them; once every pod runs the new revision, stableRevision becomes the
+// canary revision, the declared routes come back (finishRelease), and then
+// the release is Healthy. The status keeps the last step index and state
+// Completed as the record of the release.
 //
 // Revisions. A release starts when the workload's template revision differs
 // from the stable revision and from the release the status records; the
