@@ -20,10 +20,13 @@ import (
 // The stories whose assertions carry a time bound do not call t.Parallel:
 // go test runs them one after another before the parallel ones start, as
 // loaded as before. They are the analysis stories (measurement spacing,
-// decision within interval x (failureLimit+1)), the release through Git
-// (GitSynced within 3 s of the gate), the re-assertions at a gate (the
-// step back within 2 s of a write) and the scaled release (pods over the
-// step's share for no more than 5 s after a scale event).
+// decision within interval x (failureLimit+1)) and the scaled release (pods
+// over the step's share for no more than 5 s after a scale event). The
+// release through Git and the re-assertions at a gate print their times
+// (GitSynced after the gate; the step back after a write) and assert the
+// behaviour: GitSynced names the status branch's head holding the gate; the
+// step came back on the write's watch event, long before the resync, and
+// held.
 const parallelStories = 4
 
 func TestMain(m *testing.M) {
