@@ -75,6 +75,9 @@ func judgeUpstream(w v1alpha1.FleetWait, ro *v1alpha1.Rollout, states map[string
 	case canary == want && s.Step.Total > 0:
 		return false, fmt.Sprintf("%s is at step %d/%d (%s) of %s, %s", who, s.Step.Current, s.Step.Total,
 			s.Step.State, want, untilText(w))
+	case stable == want && v1alpha1.RolloutPhase(s.Phase) == v1alpha1.PhaseProgressing:
+		// Every pod runs it; the declared routes are coming back.
+		return false, fmt.Sprintf("%s is finishing the release of %s; %s", who, want, untilText(w))
 	case stable == "":
 		return false, fmt.Sprintf("%s (%s) wrote no images to Git; %s", who, s.Phase, untilText(w))
 	}

@@ -27,6 +27,11 @@ func TestJudgeUpstream(t *testing.T) {
 			Step:   gitsync.StepState{Current: step, Total: 3, State: string(state)},
 			Stable: gitsync.VersionState{}, Canary: gitsync.VersionState{Images: v2}, Message: "analysis failed: error-rate = 0.3"}
 	}
+	finishing := func(images []string) gitsync.RolloutState {
+		st := healthy(images)
+		st.Phase, st.Step = "Progressing", gitsync.StepState{Current: 3, Total: 3, State: string(v1alpha1.StepCompleted)}
+		return st
+	}
 	done := v1alpha1.FleetWait{Cluster: "staging"}
 	step2 := v1alpha1.FleetWait{Cluster: "staging", Step: ptr.To[int32](2)}
 	for _, tc := range []struct {
@@ -39,6 +44,7 @@ func TestJudgeUpstream(t *testing.T) {
 	}{
 		{"completed", done, healthy(v2), "", true, ""},
 		{"completed with another version", done, healthy(v1), "", false, "cluster staging: demo/web runs web=web:1 (Healthy), not web=web:2"},
+		{"every pod at the version, routes coming back", done, finishing(v2), "", false, "is finishing the release of web=web:2; waiting for it to complete"},
 		{"at step 1 of the same version", done, at(1, v1alpha1.StepPaused, "Progressing"), "", false, "is at step 1/3 (StepPaused) of web=web:2, waiting for it to complete"},
 		{"failed there", done, at(2, v1alpha1.StepRollingBack, "Failed"), "", false, "the release of web=web:2 failed there: analysis failed: error-rate = 0.3"},
 		{"failed there, waiting for a step", step2, at(3, v1alpha1.StepRollingBack, "Failed"), "", false, "failed there"},

@@ -344,6 +344,33 @@ func TestReleaseResults(t *testing.T) {
 	}
 }
 
+// TestReleaseFinishedWithPromotedTraffic: a release whose traffic was all
+// on the canary has the new revision as stable while the declared routes
+// come back, before Healthy; it is counted once, as completed.
+func TestReleaseFinishedWithPromotedTraffic(t *testing.T) {
+	last := v1alpha1.RolloutStatus{Phase: v1alpha1.PhaseProgressing, StableRevision: "r1", CanaryRevision: "r2", Attempt: 1,
+		CurrentStepIndex: 2, StepCount: 2, CurrentStepState: v1alpha1.StepPaused, StepStartedAt: at(t0), ReleaseStartedAt: at(t0)}
+	promoted := last
+	promoted.CurrentStepState = v1alpha1.StepCompleted
+	routesBack := promoted
+	routesBack.StableRevision = "r2"
+	healthy := routesBack
+	healthy.Phase = v1alpha1.PhaseHealthy
+	m, reg := newMetrics(t)
+	seq := []v1alpha1.RolloutStatus{last, promoted, routesBack, routesBack, healthy, healthy}
+	for i := 1; i < len(seq); i++ {
+		m.Transition(metrics.Transition{Namespace: "shop", Name: "web", Old: seq[i-1].DeepCopy(), New: seq[i].DeepCopy(),
+			Now: t0.Add(time.Duration(i) * time.Second)})
+	}
+	var got []string
+	for _, s := range series(t, reg, "rollgate_releases_total", nil) {
+		got = append(got, fmt.Sprintf("%s=%v", s.labels["result"], s.value))
+	}
+	if strings.Join(got, ",") != "completed=1" {
+		t.Errorf("rollgate_releases_total: %v, want completed=1", got)
+	}
+}
+
 func TestStepStartUnknownAfterRestart(t *testing.T) {
 	m, reg := newMetrics(t)
 	step := func(i int32, started time.Time) *v1alpha1.RolloutStatus {

@@ -190,10 +190,12 @@ func (m *Metrics) stepStart(t Transition, mem *memo) {
 }
 
 // activeRelease returns the release a status is in: a canary revision
-// being released (steps, or finishing after the last one), neither failed
-// nor rolling back.
+// being released (steps, or finishing after the last one, where the
+// stable revision may already be the canary one while the declared routes
+// come back), neither failed nor rolling back.
 func activeRelease(s *v1alpha1.RolloutStatus) (releaseID, bool) {
-	if s.CanaryRevision == "" || s.CanaryRevision == s.StableRevision ||
+	finishing := s.Phase == v1alpha1.PhaseProgressing && s.CurrentStepState == v1alpha1.StepCompleted
+	if s.CanaryRevision == "" || (s.CanaryRevision == s.StableRevision && !finishing) ||
 		(s.Phase != v1alpha1.PhaseProgressing && s.Phase != v1alpha1.PhasePaused) ||
 		s.CurrentStepState == v1alpha1.StepRollingBack {
 		return releaseID{}, false
