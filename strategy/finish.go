@@ -65,7 +65,7 @@ func (p *planner) finalize() {
 		// Every pod runs the new revision: it is the stable one now, and
 		// the declared routes (which reach only its pods) come back.
 		p.next.StableRevision = p.canary
-		p.next.Message = fmt.Sprintf("finishing the release of %s: every pod runs it; restoring the declared traffic", p.canary)
+		p.next.Message = p.routesComingBack()
 		return
 	}
 	p.succeed()
@@ -79,10 +79,16 @@ func (p *planner) finishRelease() {
 	p.reason = v1alpha1.ReasonProgressing
 	p.plan.Workload = WorkloadRelease
 	if !p.trafficSettled() {
-		p.next.Message = fmt.Sprintf("finishing the release of %s: every pod runs it; restoring the declared traffic", p.canary)
+		p.next.Message = p.routesComingBack()
 		return
 	}
 	p.succeed()
+}
+
+// routesComingBack is the message while the declared routes of a release
+// finished with Promoted traffic come back.
+func (p *planner) routesComingBack() string {
+	return fmt.Sprintf("finishing the release of %s: every pod runs it; restoring the declared traffic", p.canary)
 }
 
 // succeed reports the release of the canary revision done.
