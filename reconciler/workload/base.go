@@ -127,16 +127,17 @@ func (b *base) labelPods(ctx context.Context, pods []*corev1.Pod, revOf func(*co
 	return nil
 }
 
-// unlabelled counts the pods, not being deleted, whose revision label is
-// missing or wrong.
-func unlabelled(pods []*corev1.Pod, revOf func(*corev1.Pod) string) int {
-	n := 0
+// labelRevisions labels every pod with its revision once the workload is
+// released: the pods its own controller creates then join the Services
+// narrowed to the new revision (a release finishing with Promoted traffic).
+// It reports whether every pod already carried its label.
+func (b *base) labelRevisions(ctx context.Context, pods []*corev1.Pod, revOf func(*corev1.Pod) string) (bool, error) {
 	for _, p := range pods {
 		if rev := revOf(p); p.DeletionTimestamp == nil && rev != "" && p.Labels[v1alpha1.LabelRevision] != rev {
-			n++
+			return false, b.labelPods(ctx, pods, revOf, "", Batch{})
 		}
 	}
-	return n
+	return true, nil
 }
 
 // labelLastBatch labels the canary pods that no EnsureBatch labelled, as

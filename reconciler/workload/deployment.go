@@ -346,8 +346,8 @@ func (a *deployment) Finalize(ctx context.Context) (bool, error) {
 	// label yet: labelled, they join the Services narrowed to the new
 	// revision (a release finishing with all traffic on it) before the
 	// canary Deployment's pods go.
-	if n := unlabelled(s.pods, s.revOf); n > 0 {
-		return false, a.labelPods(ctx, s.pods, s.revOf, "", Batch{})
+	if labelled, err := a.labelRevisions(ctx, s.pods, s.revOf); !labelled || err != nil {
+		return false, err
 	}
 	if !deploymentComplete(s.d) {
 		return false, nil
