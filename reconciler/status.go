@@ -25,7 +25,7 @@ func (r *RolloutReconciler) applyPlan(sc *scope) bool {
 	ro, p := sc.ro, sc.plan
 	keep := ro.Status
 	moved := keep.CurrentStepIndex != p.Status.CurrentStepIndex || keep.CurrentStepState != p.Status.CurrentStepState ||
-		keep.Phase != p.Status.Phase || keep.CanaryRevision != p.Status.CanaryRevision ||
+		keep.Phase != p.Status.Phase || keep.CanaryRevision != p.Status.CanaryRevision || keep.StableRevision != p.Status.StableRevision ||
 		keep.Attempt != p.Status.Attempt || keep.Traffic != p.Status.Traffic
 	ro.Status = p.Status
 	ro.Status.Conditions = keep.Conditions

@@ -148,8 +148,8 @@ const (
 // phase of a release (see routePhases).
 func serviceStates() map[routedKey]routePhases {
 	return map[routedKey]routePhases{
-		{"Service", "echoserver"}:        {declaredSelector, stableSelector, stableSelector, stableSelector, stableSelector, declaredSelector},
-		{"Service", "echoserver-canary"}: {absentObject, canarySelector, canarySelector, canarySelector, canarySelector, absentObject},
+		{"Service", "echoserver"}:        {declaredSelector, stableSelector, stableSelector, stableSelector, stableSelector, canarySelector, declaredSelector},
+		{"Service", "echoserver-canary"}: {absentObject, canarySelector, canarySelector, canarySelector, canarySelector, canarySelector, absentObject},
 	}
 }
 
@@ -181,7 +181,7 @@ func TestGatewayAPIWeights(t *testing.T) {
 	t.Parallel()
 	s := givenRoutedApp(t, routedRollout(threeSteps, noGrace+gatewayRouting), httpRoute, httpRouteGVK)
 	want := serviceStates()
-	want[routedKey{"HTTPRoute", "echoserver"}] = routePhases{declaredRules, declaredRules, weightedRules(20), weightedRules(60), weightedRules(100), declaredRules}
+	want[routedKey{"HTTPRoute", "echoserver"}] = routePhases{declaredRules, declaredRules, weightedRules(20), weightedRules(60), weightedRules(100), weightedRules(100), declaredRules}
 	s.release(want, map[string]routeView{"HTTPRoute": rulesView, "Service": selectorView})
 	s.assertAsApplied(httpRouteGVK, "echoserver")
 
@@ -218,7 +218,7 @@ func TestGatewayAPIHeaderMatch(t *testing.T) {
         replicas: "100%"`
 	s := givenRoutedApp(t, routedRollout(steps, noGrace+gatewayRouting), httpRoute, httpRouteGVK)
 	want := serviceStates()
-	want[routedKey{"HTTPRoute", "echoserver"}] = routePhases{declaredRules, declaredRules, headerRule + declaredRules, weightedRules(60), weightedRules(100), declaredRules}
+	want[routedKey{"HTTPRoute", "echoserver"}] = routePhases{declaredRules, declaredRules, headerRule + declaredRules, weightedRules(60), weightedRules(100), weightedRules(100), declaredRules}
 	s.release(want, map[string]routeView{"HTTPRoute": rulesView, "Service": selectorView})
 	s.assertAsApplied(httpRouteGVK, "echoserver")
 }
@@ -266,8 +266,8 @@ func TestNginxCanaryIngress(t *testing.T) {
 	s := givenRoutedApp(t, routedRollout(threeSteps, noGrace+`        ingress: {name: echoserver}`), userIngress, ingressGVK)
 	user := yamlOf(jsonValue(metaView(s.rec.first(routedKey{"Ingress", "echoserver"}))))
 	want := serviceStates()
-	want[routedKey{"Ingress", "echoserver"}] = routePhases{user, user, user, user, user, user}
-	want[routedKey{"Ingress", "echoserver-canary"}] = routePhases{absentObject, canaryIngress(0), canaryIngress(20), canaryIngress(60), canaryIngress(100), absentObject}
+	want[routedKey{"Ingress", "echoserver"}] = routePhases{user, user, user, user, user, user, user}
+	want[routedKey{"Ingress", "echoserver-canary"}] = routePhases{absentObject, canaryIngress(0), canaryIngress(20), canaryIngress(60), canaryIngress(100), canaryIngress(100), absentObject}
 	s.release(want, map[string]routeView{"Ingress": metaView, "Service": selectorView})
 	if got := s.rec.versions(routedKey{"Ingress", "echoserver"}); len(got) != 1 {
 		t.Errorf("the user's Ingress must never be written to; it has %d versions:\n%s", len(got), describeVersions(got, metaView))
@@ -309,6 +309,14 @@ trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
 subsets:
 - {name: stable, labels: {rollgate.dev/revision: $STABLE}}
 - {name: canary, labels: {rollgate.dev/revision: $CANARY}}`
+	// promotedDestinationRule: both subsets on the new revision while the
+	// release finishes with every request on it.
+	promotedDestinationRule = `
+host: echoserver
+trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
+subsets:
+- {name: stable, labels: {rollgate.dev/revision: $CANARY}}
+- {name: canary, labels: {rollgate.dev/revision: $CANARY}}`
 )
 
 // virtualService is the spec of the VirtualService with canary percent
@@ -341,8 +349,8 @@ func TestIstioThroughLua(t *testing.T) {
         - {apiVersion: networking.istio.io/v1, kind: VirtualService, name: echoserver}`
 	s := givenRoutedApp(t, routedRollout(threeSteps, routing), istioRoutes, virtualSvcGVK, destRuleGVK)
 	want := serviceStates()
-	want[routedKey{"VirtualService", "echoserver"}] = routePhases{virtualService(0), virtualService(0), virtualService(20), virtualService(60), virtualService(100), virtualService(0)}
-	want[routedKey{"DestinationRule", "echoserver"}] = routePhases{declaredDestinationRule, subsetsDestinationRule, subsetsDestinationRule, subsetsDestinationRule, subsetsDestinationRule, declaredDestinationRule}
+	want[routedKey{"VirtualService", "echoserver"}] = routePhases{virtualService(0), virtualService(0), virtualService(20), virtualService(60), virtualService(100), virtualService(100), virtualService(0)}
+	want[routedKey{"DestinationRule", "echoserver"}] = routePhases{declaredDestinationRule, subsetsDestinationRule, subsetsDestinationRule, subsetsDestinationRule, subsetsDestinationRule, promotedDestinationRule, declaredDestinationRule}
 	s.release(want, map[string]routeView{"VirtualService": specView, "DestinationRule": specView, "Service": selectorView})
 	s.assertAsApplied(virtualSvcGVK, "echoserver")
 	s.assertAsApplied(destRuleGVK, "echoserver")
@@ -609,18 +617,21 @@ func releaseState(ro *v1alpha1.Rollout) string {
 
 // Phases of a release, the index into routePhases: as declared (before
 // the release), to stable (the release started, every request on stable),
-// steps 1 to 3, and done.
+// steps 1 to 3, promoted (step 3 sends every request to the new revision,
+// so the release finishes with the stable Service narrowed to it too while
+// the old pods go), and done.
 const (
 	phaseDeclared = iota
 	phaseToStable
 	phaseStep1
 	phaseStep2
 	phaseStep3
+	phasePromoted
 	phaseDone
 	phaseCount
 )
 
-var phaseNames = [...]string{"as declared", "all to stable", "step 1", "step 2", "step 3", "done"}
+var phaseNames = [...]string{"as declared", "all to stable", "step 1", "step 2", "step 3", "promoted", "done"}
 
 // routePhases holds one object's expected state in each phase, as YAML of
 // its view; absentObject means that the object does not exist.
@@ -812,7 +823,14 @@ func allowedPhases(st *v1alpha1.RolloutStatus, stable string) []int {
 	case v1alpha1.StepMetricsAnalysis, v1alpha1.StepPaused, v1alpha1.StepReady:
 		return []int{step}
 	case v1alpha1.StepCompleted:
-		return []int{step, phaseDone}
+		// Every story's last step sends all requests to the new
+		// revision: it finishes promoted, then the declared objects come
+		// back once every pod runs it (the status's stable revision is
+		// then the new one).
+		if st.StableRevision == st.CanaryRevision {
+			return []int{phasePromoted, phaseDone}
+		}
+		return []int{step, phasePromoted}
 	}
 	return nil
 }
