@@ -64,6 +64,30 @@ func TestRecordKeepsTheRevertOfTheFailedReleaseOnly(t *testing.T) {
 	}
 }
 
+// TestAStableRevisionChangeIsAMove: a release finishing with Promoted
+// traffic changes only its stable revision before the declared routes come
+// back; that status must be written before the routers act on it, like any
+// other move, so that a restart does not narrow the Service again.
+func TestAStableRevisionChangeIsAMove(t *testing.T) {
+	promoted := v1alpha1.RolloutStatus{Phase: v1alpha1.PhaseProgressing, StableRevision: "v1", CanaryRevision: "v2",
+		CurrentStepIndex: 3, CurrentStepState: v1alpha1.StepCompleted, Traffic: "100%"}
+	routesBack := promoted
+	routesBack.StableRevision = "v2"
+	for _, tc := range []struct {
+		name       string
+		prev, next v1alpha1.RolloutStatus
+		moved      bool
+	}{
+		{"every pod at the new revision: it is stable now", promoted, routesBack, true},
+		{"nothing changed", promoted, promoted, false},
+	} {
+		ro := &v1alpha1.Rollout{Status: tc.prev}
+		if got := (&RolloutReconciler{}).applyPlan(&scope{ro: ro, plan: &strategy.Plan{Status: tc.next}}); got != tc.moved {
+			t.Errorf("%s: moved = %v, want %v", tc.name, got, tc.moved)
+		}
+	}
+}
+
 // TestAConflictIsRetriedWithoutConditions: a write refused because the
 // object changed since it was read is returned for a retry with backoff,
 // but recorded as no failure, so the conditions do not flip to
