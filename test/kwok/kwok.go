@@ -162,6 +162,9 @@ func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Optio
 	if _, err := c.run(ctx, args...); err != nil {
 		return err
 	}
+	if err := c.revive(ctx); err != nil {
+		return err
+	}
 	if opts.Nodes > 0 {
 		if _, err := c.run(ctx, "scale", "node", "--replicas", strconv.Itoa(opts.Nodes)); err != nil {
 			return err
@@ -182,6 +185,45 @@ func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Optio
 	}
 	c.RESTConfig, c.Client = cfg, cl
 	return nil
+}
+
+// revive restarts the cluster's components once when one of them exited
+// while the cluster came up. kube-controller-manager waits 20 s for the API
+// server's /healthz and exits when it is not healthy by then, which happens
+// on a loaded machine (seen at load 30 on 2 cores); kwokctl does not restart
+// it, and the cluster then serves the API but never creates a pod. The
+// data stays: only the processes are restarted.
+func (c *Cluster) revive(ctx context.Context) error {
+	dead := c.deadComponents()
+	if len(dead) == 0 {
+		return nil
+	}
+	if _, err := c.run(ctx, "stop", "cluster"); err != nil {
+		return fmt.Errorf("%s exited as the cluster came up; stopping it for a restart: %w", strings.Join(dead, ", "), err)
+	}
+	if _, err := c.run(ctx, "start", "cluster"); err != nil {
+		return fmt.Errorf("%s exited as the cluster came up; restarting it: %w", strings.Join(dead, ", "), err)
+	}
+	if again := c.deadComponents(); len(again) > 0 {
+		return fmt.Errorf("%s exited again after a restart of the cluster", strings.Join(again, ", "))
+	}
+	return nil
+}
+
+// deadComponents names the components whose recorded process is gone.
+func (c *Cluster) deadComponents() []string {
+	files, _ := filepath.Glob(filepath.Join(c.Workdir, "clusters", c.Name, "pids", "*.pid"))
+	var dead []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 && !running(pid) {
+			dead = append(dead, strings.TrimSuffix(filepath.Base(f), ".pid"))
+		}
+	}
+	return dead
 }
 
 // AuditLog is the API server's audit log (JSON lines), written when the
