@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,18 +40,7 @@ func TestDeploymentPodsBecomeReady(t *testing.T) {
 		}
 
 		start = time.Now()
-		labels := map[string]string{"app": "web"}
-		dep := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](3),
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "example.invalid/web:v1"}}},
-				},
-			},
-		}
+		dep, labels := webDeployment("web", 3)
 		if err := c.Client.Create(ctx, dep); err != nil {
 			t.Fatal(err)
 		}
@@ -97,6 +89,72 @@ func TestDeploymentPodsBecomeReady(t *testing.T) {
 	}
 	if _, err := os.Stat(workdir); !os.IsNotExist(err) {
 		t.Errorf("work folder %s still exists after cleanup (err %v)", workdir, err)
+	}
+}
+
+// webDeployment is a Deployment of replicas pods labelled app=name, in
+// namespace default, and its labels.
+func webDeployment(name string, replicas int32) (*appsv1.Deployment, map[string]string) {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "example.invalid/" + name + ":v1"}}},
+			},
+		},
+	}, labels
+}
+
+// TestReviveRestartsADeadControllerManager: a cluster whose controller
+// manager exited as it came up (as it does when the API server is not
+// healthy within 20 s) is restarted by Revive, and then creates the pods
+// of a Deployment; Revive leaves a healthy cluster alone.
+func TestReviveRestartsADeadControllerManager(t *testing.T) {
+	c := kwok.Start(t, kwok.Options{Nodes: 1})
+	ctx := context.Background()
+	before := fmt.Sprint(c.PIDs())
+	if err := c.Revive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := fmt.Sprint(c.PIDs()); after != before {
+		t.Fatalf("Revive restarted a healthy cluster: pids %s, then %s", before, after)
+	}
+	raw, err := os.ReadFile(filepath.Join(c.Workdir, "clusters", c.Name, "pids", "kube-controller-manager.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return fmt.Sprint(c.DeadComponents()) == "[kube-controller-manager]", nil
+	}); err != nil {
+		t.Fatalf("dead components %v after killing kube-controller-manager (pid %d), want it alone", c.DeadComponents(), pid)
+	}
+	if err := c.Revive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if dead := c.DeadComponents(); len(dead) > 0 {
+		t.Fatalf("dead components after Revive: %v", dead)
+	}
+	dep, labels := webDeployment("probe", 2)
+	if err := c.Client.Create(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		err := c.Client.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels(labels))
+		return err == nil && len(pods.Items) == 2, nil
+	}); err != nil {
+		t.Fatalf("the revived cluster created no pods for a Deployment: %v", err)
 	}
 }
 
