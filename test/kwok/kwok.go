@@ -212,15 +212,10 @@ func (c *Cluster) revive(ctx context.Context) error {
 
 // deadComponents names the components whose recorded process is gone.
 func (c *Cluster) deadComponents() []string {
-	files, _ := filepath.Glob(filepath.Join(c.Workdir, "clusters", c.Name, "pids", "*.pid"))
 	var dead []string
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 && !running(pid) {
-			dead = append(dead, strings.TrimSuffix(filepath.Base(f), ".pid"))
+	for _, cp := range c.components() {
+		if !running(cp.pid) {
+			dead = append(dead, cp.name)
 		}
 	}
 	return dead
@@ -283,20 +278,35 @@ func (c *Cluster) run(ctx context.Context, args ...string) (string, error) {
 }
 
 // PIDs returns the process ids of the running components, as kwokctl
-// recorded them.
+// recorded them, in the order of the components' names.
 func (c *Cluster) PIDs() []int {
-	files, _ := filepath.Glob(filepath.Join(c.Workdir, "clusters", c.Name, "pids", "*.pid"))
 	var pids []int
+	for _, cp := range c.components() {
+		pids = append(pids, cp.pid)
+	}
+	return pids
+}
+
+// component is a component's name and the process id kwokctl recorded.
+type component struct {
+	name string
+	pid  int
+}
+
+// components reads the process id files kwokctl keeps, in name order.
+func (c *Cluster) components() []component {
+	files, _ := filepath.Glob(filepath.Join(c.Workdir, "clusters", c.Name, "pids", "*.pid"))
+	var out []component
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 {
-			pids = append(pids, pid)
+			out = append(out, component{name: strings.TrimSuffix(filepath.Base(f), ".pid"), pid: pid})
 		}
 	}
-	return pids
+	return out
 }
 
 // stopAll waits for pids to exit, then kills the ones (and their process
