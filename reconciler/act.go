@@ -33,6 +33,8 @@ func (r *RolloutReconciler) actOnWorkload(ctx context.Context, sc *scope) error 
 		}
 	case strategy.WorkloadRollback:
 		done, err = sc.adapter.Rollback(ctx)
+	case strategy.WorkloadLeaveHeld:
+		done, err = sc.adapter.LeaveHeld(ctx)
 	case strategy.WorkloadRelease:
 		if sc.workload.Rollback {
 			done, err = sc.adapter.Rollback(ctx)
@@ -70,6 +72,9 @@ func (r *RolloutReconciler) sendTraffic(ctx context.Context, sc *scope, t strate
 	var err error
 	if t.Mode == strategy.TrafficOriginal {
 		done, err = sc.router.Restore(ctx)
+		if err != nil && deleting(ro) && nothingToRestore(err) {
+			done, err = true, nil // the routes went first (a prune): none to restore
+		}
 	} else {
 		stable := ro.Status.StableRevision
 		if t.Mode == strategy.TrafficPromoted {

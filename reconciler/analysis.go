@@ -26,7 +26,7 @@ func (r *RolloutReconciler) observeAnalysis(ctx context.Context, sc *scope) erro
 	ro := sc.ro
 	st := ro.Status
 	inRelease := st.CanaryRevision != "" && st.CanaryRevision != st.StableRevision && st.Phase == v1alpha1.PhaseProgressing
-	if !inRelease {
+	if !inRelease || deleting(ro) {
 		return nil
 	}
 	seen := &sc.analysis

@@ -46,10 +46,18 @@ func newStatusPatcher(c client.Client, ro *v1alpha1.Rollout, now, lastWrite time
 // reconcile acted on.
 func (p *statusPatcher) patch(ctx context.Context, ro *v1alpha1.Rollout) error {
 	if !equality.Semantic.DeepEqual(p.before.Finalizers, ro.Finalizers) {
+		// A merge patch replaces the whole list: the optimistic lock
+		// keeps it from dropping a finalizer someone else added since
+		// this reconcile read the Rollout (a conflict is retried).
 		base := p.before.DeepCopy()
-		if err := p.c.Patch(ctx, ro, client.MergeFrom(base)); err != nil {
+		status := ro.Status.DeepCopy()
+		if err := p.c.Patch(ctx, ro, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
+		// The answer carries the stored status: keep this reconcile's, and
+		// lock the status patch on the version just written.
+		ro.Status = *status
+		p.before.ResourceVersion, p.before.Finalizers = ro.ResourceVersion, ro.Finalizers
 	}
 	ro.Status.ObservedGeneration = ro.Generation
 	p.countsDue = time.Time{}

@@ -172,6 +172,9 @@ func lookAgainBy(res reconcile.Result, d time.Duration) reconcile.Result {
 // conditions from what the phases found.
 func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, patcher *statusPatcher) (reconcile.Result, error) {
 	if err := r.observeWorkload(ctx, sc); err != nil {
+		if deleting(sc.ro) && workloadGone(err) {
+			return r.actLetGoWithoutWorkload(ctx, sc)
+		}
 		return r.stallOrRetry(sc, err)
 	}
 	if err := r.actClaimWorkload(ctx, sc); err != nil {
@@ -335,10 +338,28 @@ func (r *RolloutReconciler) actKeepTraffic(ctx context.Context, sc *scope) {
 	router, err := r.Routers.New(r.Client, sc.ro, r.trafficOptions(ctx))
 	if err != nil {
 		sc.routerErr = err
+		if deleting(sc.ro) && nothingToRestore(err) {
+			// A routing rollgate cannot act on has no route of rollgate's
+			// to restore: deletion does not wait for it.
+			sc.routerErr = nil
+			sc.traffic = trafficAnswer{asked: strategy.Traffic{Mode: strategy.TrafficOriginal}, sent: true, done: true}
+		}
 		return
 	}
 	sc.router = router
-	r.sendTraffic(ctx, sc, strategy.DesiredTraffic(&sc.ro.Spec, &sc.ro.Status))
+	desired := strategy.DesiredTraffic(&sc.ro.Spec, &sc.ro.Status)
+	if deleting(sc.ro) {
+		desired = strategy.Traffic{Mode: strategy.TrafficOriginal}
+	}
+	r.sendTraffic(ctx, sc, desired)
+}
+
+// nothingToRestore reports whether a router error means that no route of
+// a deleted Rollout is left to restore: the routing objects are gone, or
+// the routing is one rollgate never acted on.
+func nothingToRestore(err error) bool {
+	return errors.Is(err, traffic.ErrRouteNotFound) || errors.Is(err, traffic.ErrInvalid) ||
+		errors.Is(err, traffic.ErrConflict) || apierrors.IsNotFound(err)
 }
 
 // plan asks the planner for the next action and records its status and
@@ -358,17 +379,18 @@ func (r *RolloutReconciler) plan(sc *scope) error {
 func observed(sc *scope) strategy.Observed {
 	o := sc.workload
 	obs := strategy.Observed{
-		Replicas:       o.Replicas,
-		UpdateRevision: o.Revision,
-		Frozen:         o.Frozen,
-		MaxUnavailable: o.MaxUnavailable,
-		Leaving:        o.Leaving,
-		Pods:           map[string]strategy.PodCounts{},
-		Approvals:      countedApprovals(sc),
-		Deleting:       !sc.ro.DeletionTimestamp.IsZero(),
-		Missing:        sc.missing,
-		Invalid:        sc.analysis.invalid,
-		Fleet:          sc.fleet,
+		Replicas:           o.Replicas,
+		UpdateRevision:     o.Revision,
+		Frozen:             o.Frozen,
+		HeldWithoutRollout: o.HeldWithoutRollout,
+		MaxUnavailable:     o.MaxUnavailable,
+		Leaving:            o.Leaving,
+		Pods:               map[string]strategy.PodCounts{},
+		Approvals:          countedApprovals(sc),
+		Deleting:           !sc.ro.DeletionTimestamp.IsZero(),
+		Missing:            sc.missing,
+		Invalid:            sc.analysis.invalid,
+		Fleet:              sc.fleet,
 	}
 	if o.Frozen {
 		obs.StableRevision = o.StableRevision
@@ -407,7 +429,7 @@ func (r *RolloutReconciler) stallOrRetry(sc *scope, err error) (reconcile.Result
 	var res reconcile.Result
 	var retErr error
 	switch {
-	case errors.Is(err, workload.ErrUnsupported), errors.Is(err, traffic.ErrInvalid), errors.Is(err, errSharedWorkload),
+	case errors.Is(err, workload.ErrUnsupported), errors.Is(err, workload.ErrInvalidControl), errors.Is(err, traffic.ErrInvalid), errors.Is(err, errSharedWorkload),
 		errors.Is(err, traffic.ErrConflict), errors.Is(err, strategy.ErrInvalidSpec):
 		f.reason, f.stalled, f.final = v1alpha1.ReasonInvalidSpec, true, true
 	case apierrors.IsNotFound(err):
@@ -436,17 +458,61 @@ func (r *RolloutReconciler) stallOrRetry(sc *scope, err error) (reconcile.Result
 }
 
 // actLetGo removes the finalizer (deleted Rollout) or the webhook label
-// (disabled Rollout) once the workload is back with its own controller.
+// (disabled Rollout) once the workload is back with its own controller,
+// or marked to stay held (WorkloadLeaveHeld: the label stays, so the
+// webhook keeps holding it).
 func (r *RolloutReconciler) actLetGo(ctx context.Context, rel *scope) (reconcile.Result, error) {
-	if err := rel.adapter.Uncover(ctx); err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, err
-	}
-	if !rel.ro.DeletionTimestamp.IsZero() {
-		if rel.git != nil {
-			rel.git.writer.Remove(rel.ro.Namespace, rel.ro.Name)
+	if rel.plan.Workload != strategy.WorkloadLeaveHeld {
+		if err := rel.adapter.Uncover(ctx); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
 		}
-		controllerutil.RemoveFinalizer(rel.ro, Finalizer)
 	}
+	if deleting(rel.ro) {
+		r.removeFinalizer(rel)
+	}
+	return reconcile.Result{}, nil
+}
+
+// removeFinalizer lets a deleted Rollout go: its status file leaves the
+// status branch with the next flush, and the finalizer goes with the
+// deferred status patch.
+func (r *RolloutReconciler) removeFinalizer(rel *scope) {
+	if rel.git != nil {
+		rel.git.writer.Remove(rel.ro.Namespace, rel.ro.Name)
+	}
+	controllerutil.RemoveFinalizer(rel.ro, Finalizer)
+}
+
+// deleting reports whether ro has a deletion timestamp.
+func deleting(ro *v1alpha1.Rollout) bool { return !ro.DeletionTimestamp.IsZero() }
+
+// workloadGone reports whether a workload read failed for good: the
+// workload does not exist, is not something rollgate releases, or its
+// control annotation cannot be read. A deleted Rollout then has no
+// workload to hand back and must not wait for one.
+func workloadGone(err error) bool {
+	return apierrors.IsNotFound(err) || errors.Is(err, workload.ErrUnsupported) || errors.Is(err, workload.ErrInvalidControl)
+}
+
+// actLetGoWithoutWorkload ends the deletion of a Rollout whose workload is
+// gone: the routes go back to what Git declares where the routers can
+// carry them (routes already deleted have nothing to restore), then the
+// finalizer goes. A router that is only slow is waited for.
+func (r *RolloutReconciler) actLetGoWithoutWorkload(ctx context.Context, sc *scope) (reconcile.Result, error) {
+	if err := r.actOpenRepository(ctx, sc); err != nil {
+		sc.gitReadErr = err // the status file stays in Git; deletion does not wait for Git
+	}
+	r.actKeepTraffic(ctx, sc) // deleting: asks for the declared routes
+	if t := sc.traffic; !t.done {
+		if t.wait > 0 {
+			return reconcile.Result{RequeueAfter: t.wait}, nil
+		}
+		if t.err != nil {
+			return r.stallOrRetry(sc, t.err)
+		}
+		return reconcile.Result{RequeueAfter: workloadPoll}, nil
+	}
+	r.removeFinalizer(sc)
 	return reconcile.Result{}, nil
 }
 

@@ -120,6 +120,10 @@ func (p *planner) releaseControl() {
 		p.next.Message = what + ": restoring the declared traffic before releasing the workload"
 		return
 	}
+	if p.leavesHeld() {
+		p.leaveHeld()
+		return
+	}
 	p.plan.Workload = WorkloadRelease
 	if p.obs.Frozen {
 		p.next.Message = what + ": releasing the workload to its declared template"
@@ -130,6 +134,28 @@ func (p *planner) releaseControl() {
 	p.next.StableRevision = p.obs.UpdateRevision
 	p.next.CanaryRevision = p.obs.UpdateRevision
 	p.next.Message = what + ": rollgate leaves the workload and its traffic as Git declares them"
+}
+
+// leavesHeld reports whether a deletion leaves the workload held rather
+// than handing it back: spec.onDelete is Hold (the default) and the
+// workload is held mid-release of a revision that is not the stable one,
+// which its own controller would roll to every pod at once.
+func (p *planner) leavesHeld() bool {
+	return p.obs.Deleting && p.spec.OnDelete != v1alpha1.OnDeleteHandBack && p.obs.Frozen && p.canary != p.stable
+}
+
+// leaveHeld marks the workload to stay held as it stands once the Rollout
+// is gone; then the Rollout lets go of it.
+func (p *planner) leaveHeld() {
+	p.plan.Workload = WorkloadLeaveHeld
+	held := fmt.Sprintf("the Rollout is being deleted mid-release of %s (spec.onDelete Hold): "+
+		"the workload stays held as it stands, with no pod moving, until a Rollout names it again or `rollgate handback` gives it back", p.canary)
+	p.next.Message = held
+	if !p.obs.HeldWithoutRollout {
+		return
+	}
+	p.plan.Released = true
+	p.settled = true
 }
 
 // atStable handles a workload whose template is the stable revision.

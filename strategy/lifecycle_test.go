@@ -349,6 +349,7 @@ func TestDisabledAndDeletedHandControlBack(t *testing.T) {
 	for _, deleting := range []bool{false, true} {
 		spec := echoSpec()
 		spec.Disabled = !deleting
+		spec.OnDelete = v1alpha1.OnDeleteHandBack
 		obs := observed(10, 4)
 		obs.Deleting = deleting
 		p := decide(t, spec, releasing(2, v1alpha1.StepPaused, -time.Minute), obs, t0)
@@ -368,6 +369,53 @@ func TestDisabledAndDeletedHandControlBack(t *testing.T) {
 			t.Fatalf("deleting=%v: released %v stable %s, want released at the declared v2", deleting, p.Released, p.Status.StableRevision)
 		}
 		wantConditions(t, p, cTrue, cFalse, cFalse, v1alpha1.ReasonDisabled)
+	}
+}
+
+// TestDeletedMidReleaseLeavesTheWorkloadHeld: a Rollout deleted
+// mid-release with spec.onDelete unset (Hold) restores the declared
+// traffic, then leaves the workload held as it stands, never handing it
+// back (which would roll the unapproved revision to every pod); once the
+// workload carries the mark, the Rollout lets go of it.
+func TestDeletedMidReleaseLeavesTheWorkloadHeld(t *testing.T) {
+	spec := echoSpec()
+	obs := observed(10, 1)
+	obs.Deleting = true
+	p := decide(t, spec, releasing(1, v1alpha1.StepPaused, -time.Minute), obs, t0)
+	if p.Traffic.Mode != TrafficOriginal || p.Workload != WorkloadKeep || p.Released {
+		t.Fatalf("traffic %+v workload %s released %v; want the declared traffic first, no pod moving", p.Traffic, p.Workload, p.Released)
+	}
+	for i := range 2 {
+		p = decide(t, spec, persist(p), obs, at(time.Duration(i+1)*time.Second))
+		if p.Workload != WorkloadLeaveHeld || p.Released {
+			t.Fatalf("workload %s released %v; want the workload marked to stay held", p.Workload, p.Released)
+		}
+		if !strings.Contains(p.Status.Message, "stays held") {
+			t.Errorf("message %q does not say the workload stays held", p.Status.Message)
+		}
+	}
+	obs.HeldWithoutRollout = true
+	p = decide(t, spec, persist(p), obs, at(3*time.Second))
+	if p.Workload != WorkloadLeaveHeld || !p.Released {
+		t.Fatalf("workload %s released %v; want the Rollout to let go with the workload left held", p.Workload, p.Released)
+	}
+
+	// Not mid-release (the workload runs its stable revision), a deleted
+	// Rollout hands the workload back, Hold or not.
+	idle := atRevision(10, "v1")
+	idle.Deleting = true
+	p = decide(t, spec, idleAt("v1"), idle, t0)
+	for range 3 {
+		if p.Workload == WorkloadLeaveHeld {
+			t.Fatalf("an idle workload is left held; want it handed back")
+		}
+		if p.Released {
+			break
+		}
+		p = decide(t, spec, persist(p), idle, at(time.Second))
+	}
+	if !p.Released {
+		t.Fatalf("workload %s released %v: an idle Rollout's deletion does not finish", p.Workload, p.Released)
 	}
 }
 

@@ -27,6 +27,10 @@ type Observed struct {
 	// partition, OnDelete, or a canary Deployment beside it).
 	Frozen bool
 
+	// HeldWithoutRollout is true when the workload is marked to stay held
+	// after its Rollout is gone (WorkloadLeaveHeld done).
+	HeldWithoutRollout bool
+
 	// Pods counts the workload's pods by revision (the rollgate.dev/revision
 	// of their template). Revisions without pods may be missing.
 	Pods map[string]PodCounts

@@ -73,6 +73,10 @@ const (
 	// the settings Git declares, so that it runs its declared template on
 	// all pods (finished release, rollback by template, disabled, deleted).
 	WorkloadRelease WorkloadAction = "Release"
+	// WorkloadLeaveHeld: leave the workload held as it stands, with no
+	// Rollout, so no pod moves (a Rollout deleted mid-release with
+	// spec.onDelete Hold).
+	WorkloadLeaveHeld WorkloadAction = "LeaveHeld"
 )
 
 // Event is a Kubernetes event to record for a transition.

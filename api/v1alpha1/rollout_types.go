@@ -56,6 +56,20 @@ type RolloutSpec struct {
 	// +optional
 	Disabled bool `json:"disabled,omitempty"`
 
+	// OnDelete says what deleting this Rollout does to a release in
+	// progress. Hold (the default) leaves the workload as it stands: the
+	// pods already released keep the new revision, every other pod keeps
+	// the stable one, and the workload stays held (the admission webhook
+	// keeps its update strategy) until a Rollout names it again or it is
+	// handed back with `rollgate handback`. HandBack gives the workload
+	// back to its own controller, which then rolls the revision the
+	// workload declares to every pod at once, approved or not. Traffic
+	// goes back to what Git declares either way, and a Rollout deleted
+	// with no release in progress hands its workload back in both cases.
+	// +kubebuilder:validation:Enum=Hold;HandBack
+	// +optional
+	OnDelete OnDeletePolicy `json:"onDelete,omitempty"`
+
 	// ProgressDeadlineSeconds is how long a step may wait for its pods to
 	// become ready (or its traffic to be applied) before the release fails.
 	// Time spent waiting for approval or in a pause does not count.
@@ -104,6 +118,17 @@ type RolloutSpec struct {
 	// +optional
 	Fleet *FleetSpec `json:"fleet,omitempty"`
 }
+
+// OnDeletePolicy is what deleting a Rollout does to a release in progress.
+type OnDeletePolicy string
+
+// Policies of spec.onDelete.
+const (
+	// OnDeleteHold leaves a workload held mid-release as it stands.
+	OnDeleteHold OnDeletePolicy = "Hold"
+	// OnDeleteHandBack gives the workload back to its own controller.
+	OnDeleteHandBack OnDeletePolicy = "HandBack"
+)
 
 // FleetSpec lists the releases in other clusters this Rollout waits for.
 type FleetSpec struct {

@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/workload"
 )
 
 // action changes a Rollout's spec in the cluster. It returns a message, or
@@ -177,8 +179,56 @@ Exit codes: 0 ok, 1 error, 2 bad usage, 3 no such Rollout (or no status in Git).
 	return cmd
 }
 
+// newHandBackCommand is `rollgate handback <kind>/<name>`: a workload
+// left held by a Rollout deleted mid-release goes back to its own
+// controller.
+func newHandBackCommand() *cobra.Command {
+	f := &clusterFlags{}
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "handback <kind>/<name>",
+		Short: "Give a workload left held by a deleted Rollout back to its own controller",
+		Long: "A Rollout deleted mid-release (spec.onDelete Hold, the default) leaves its workload held as it stands. " +
+			"handback restores the update strategy Git declares and removes rollgate's annotation and label: the " +
+			"workload's own controller then rolls the revision it declares to every pod at once, approved or not. " +
+			"To continue the release step by step instead, apply the Rollout again.\n\n" +
+			"Exit codes: 0 ok, 1 error, 2 bad usage, 3 the workload does not exist.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, name, ok := strings.Cut(args[0], "/")
+			if !ok || name == "" {
+				return usageError{fmt.Errorf("%q: name the workload as <kind>/<name>, such as deployment/echoserver", args[0])}
+			}
+			kinds := map[string]string{"deployment": "Deployment", "deploy": "Deployment", "statefulset": "StatefulSet", "sts": "StatefulSet", "daemonset": "DaemonSet", "ds": "DaemonSet"}
+			k, ok := kinds[strings.ToLower(kind)]
+			if !ok {
+				return usageError{fmt.Errorf("kind %q: use deployment, statefulset or daemonset", kind)}
+			}
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			if !yes && !ask(cmd.InOrStdin(), cmd.OutOrStdout(), fmt.Sprintf("hand %s %s/%s back (every pod moves to its declared revision)? [y/N] ", k, ns, name)) {
+				return usageError{fmt.Errorf("not confirmed (pass --yes to skip the question)")}
+			}
+			msg, err := workload.HandBack(cmd.Context(), c, ns, k, name)
+			if apierrors.IsNotFound(err) {
+				return notFoundError{fmt.Errorf("%s %s/%s not found", k, ns, name)}
+			}
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), msg)
+			return err
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Do not ask for confirmation")
+	return cmd
+}
+
 func addCLICommands(root *cobra.Command) {
-	root.AddCommand(newGetCommand(), newWaitCommand(), newGitStatusCommand(), newApproveCommand(),
+	root.AddCommand(newGetCommand(), newWaitCommand(), newGitStatusCommand(), newApproveCommand(), newHandBackCommand(),
 		newActionCommand("pause", "Hold a Rollout where it is (spec.strategy.paused=true)", "Hold the release: no more pods move and traffic stays where it is until resume.", pauseAction(true), false),
 		newActionCommand("resume", "Let a paused Rollout continue (spec.strategy.paused=false)", "Let a paused release continue.", pauseAction(false), false),
 		newActionCommand("abort", "Stop the release in progress and roll back (spec.abort)", "Stop the release of the current canary revision: traffic returns to the stable revision, the workload returns to the stable revision, and a revert is proposed in Git.", abortAction, true),

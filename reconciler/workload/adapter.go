@@ -20,6 +20,10 @@ var (
 	// ErrUnsupported: the Rollout asks for something this workload kind
 	// cannot do; the spec must change (Stalled, no retry).
 	ErrUnsupported = errors.New("unsupported by the workload")
+	// ErrInvalidControl: the workload's rollgate.dev/control annotation
+	// was edited into something rollgate cannot read (Stalled, no retry
+	// until the workload changes).
+	ErrInvalidControl = errors.New("invalid control annotation")
 )
 
 // Pods counts the pods of one revision.
@@ -55,6 +59,9 @@ type Observation struct {
 	// Finalize or Rollback removes it).
 	Frozen  bool
 	Control *Control
+	// HeldWithoutRollout is true when the release holding the workload is
+	// marked to stay once its Rollout is gone (LeaveHeld).
+	HeldWithoutRollout bool
 	// Rollback is true when the workload is held but its template is back
 	// at the stable revision (a revert in Git): call Rollback.
 	Rollback bool
@@ -103,7 +110,8 @@ func RolloutID(rollout, revision string) string {
 // idempotent and level-triggered: call it again until it reports done.
 type Adapter interface {
 	// Cover labels the workload rollgate.dev/controlled so the admission
-	// webhook holds its next template change.
+	// webhook holds its next template change, and takes over a release a
+	// deleted Rollout left held (LeaveHeld).
 	Cover(ctx context.Context) error
 	// Uncover removes the label: template changes are no longer held.
 	Uncover(ctx context.Context) error
@@ -133,6 +141,12 @@ type Adapter interface {
 	// true when no canary pod is left (and, released, the native
 	// controller is complete).
 	Rollback(ctx context.Context) (done bool, err error)
+	// LeaveHeld marks the release holding the workload to stay as it
+	// stands once the Rollout is gone: no pod moves, and the webhook
+	// keeps the workload held until a Rollout names it again (Cover) or
+	// it is handed back (HandBack). done once marked; nothing to do
+	// without a release.
+	LeaveHeld(ctx context.Context) (done bool, err error)
 }
 
 // For returns the Adapter of the workload ro points at. c must be able to

@@ -37,6 +37,13 @@ const (
 	// Released: a release was in progress but no enabled Rollout covers
 	// the workload any more; the declared settings were restored.
 	Released Verdict = "Released"
+	// KeptHeld: the Rollout was deleted mid-release with spec.onDelete
+	// Hold; the control state was put back as for Reasserted.
+	KeptHeld Verdict = "KeptHeld"
+	// Unreadable: the old object's control annotation cannot be read
+	// (edited by hand); the update passes as sent, and the Rollout
+	// reports the annotation (ErrInvalidControl).
+	Unreadable Verdict = "Unreadable"
 )
 
 // Admit decides what the admission webhook does with an update of a
@@ -52,7 +59,12 @@ const (
 //     label stays (to take a workload out of rollgate's hands, disable or
 //     delete its Rollout);
 //   - mid-release (the old object carries the control annotation) every
-//     update is re-asserted, or released when no enabled Rollout is left;
+//     update is re-asserted, or released when no enabled Rollout is left
+//     (kept held, label included, when the Rollout was deleted with
+//     spec.onDelete Hold);
+//   - a control annotation rollgate cannot read lets the update pass as
+//     sent (Unreadable): refusing it would refuse every later update of
+//     the workload, and the Rollout reports the annotation;
 //   - otherwise a pod template change of a workload with pods, referenced
 //     by an enabled Rollout, starts a release: the workload is held at the
 //     old revision before any pod changes.
@@ -65,13 +77,17 @@ func Admit(u Update) (Verdict, error) {
 	}
 	ctrl, err := ParseControl(u.Old)
 	if err != nil {
-		return Unchanged, err
+		return Unreadable, nil
 	}
 	if ctrl != nil {
-		if u.Rollout == nil {
-			return Released, Release(u.New, ctrl)
+		switch {
+		case u.Rollout != nil:
+			return Reasserted, Reassert(u.New, *ctrl)
+		case ctrl.HeldWithoutRollout:
+			keepLabel(u.New)
+			return KeptHeld, Reassert(u.New, *ctrl)
 		}
-		return Reasserted, Reassert(u.New, *ctrl)
+		return Released, Release(u.New, ctrl)
 	}
 	// Only rollgate writes the annotation: drop one sent by anyone else.
 	if err := setControl(u.New, nil); err != nil {

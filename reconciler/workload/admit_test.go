@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -245,5 +247,47 @@ func TestAdmitDaemonSet(t *testing.T) {
 	admit(t, Update{Old: upd, New: reapply, Rollout: rollout(false)}, Reasserted)
 	if reapply.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
 		t.Fatalf("re-applied strategy = %s, want OnDelete", reapply.Spec.UpdateStrategy.Type)
+	}
+}
+
+// TestAdmitKeepsHeldWithoutRollout: a workload whose Rollout was deleted
+// mid-release with spec.onDelete Hold stays held through a GitOps
+// re-apply of the declared strategy, a label removal and a new image,
+// with no Rollout naming it.
+func TestAdmitKeepsHeldWithoutRollout(t *testing.T) {
+	upd := deploy("web:v2")
+	ctrl := admit(t, Update{Old: deploy("web:v1"), New: upd, Rollout: rollout(false)}, Held)
+	ctrl.HeldWithoutRollout = true
+	if err := setControl(upd, ctrl); err != nil {
+		t.Fatal(err)
+	}
+	reapply := deploy("web:v3") // what Git declares: no rollgate label or annotation
+	delete(reapply.Labels, v1alpha1.LabelControlled)
+	admit(t, Update{Old: upd, New: reapply}, KeptHeld)
+	if !reapply.Spec.Paused || reapply.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || reapply.Labels[v1alpha1.LabelControlled] == "" {
+		t.Fatalf("re-applied without a Rollout: paused=%v strategy=%s labels=%v, want still held and labelled",
+			reapply.Spec.Paused, reapply.Spec.Strategy.Type, reapply.Labels)
+	}
+	if got, err := ParseControl(reapply); err != nil || got == nil || !got.HeldWithoutRollout {
+		t.Fatalf("control after the re-apply = %+v, %v; want the mark kept", got, err)
+	}
+}
+
+// TestAdmitUnreadableControl: a control annotation edited by hand into
+// something rollgate cannot read lets updates pass as sent (refusing them
+// would refuse every later update of the workload), and reading it names
+// the annotation and the way out.
+func TestAdmitUnreadableControl(t *testing.T) {
+	old := deploy("web:v1")
+	old.Annotations = map[string]string{v1alpha1.AnnotationControl: "{not json"}
+	upd := old.DeepCopy()
+	upd.Spec.Replicas = ptr.To[int32](3)
+	got, err := Admit(Update{Old: old, New: upd, Rollout: rollout(false)})
+	if err != nil || got != Unreadable {
+		t.Fatalf("Admit = %s, %v; want Unreadable and no error", got, err)
+	}
+	_, err = ParseControl(old)
+	if !errors.Is(err, ErrInvalidControl) || !strings.Contains(err.Error(), "kubectl annotate deployment web "+v1alpha1.AnnotationControl+"-") {
+		t.Fatalf("ParseControl error %v; want ErrInvalidControl naming the fix", err)
 	}
 }

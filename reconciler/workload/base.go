@@ -60,10 +60,16 @@ func (b *base) setLabel(ctx context.Context, obj client.Object, key, value strin
 	return b.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldOwner))
 }
 
-// cover sets or removes the controlled label on the workload.
+// cover sets or removes the controlled label on the workload. Setting it
+// also takes over a release a deleted Rollout left held.
 func (b *base) cover(ctx context.Context, obj client.Object, on bool) error {
 	if err := b.get(ctx, obj); err != nil {
 		return err
+	}
+	if on {
+		if err := b.adopt(ctx, obj); err != nil {
+			return err
+		}
 	}
 	_, has := obj.GetLabels()[v1alpha1.LabelControlled]
 	switch {
@@ -73,6 +79,37 @@ func (b *base) cover(ctx context.Context, obj client.Object, on bool) error {
 		return b.setLabel(ctx, obj, v1alpha1.LabelControlled, "")
 	}
 	return nil
+}
+
+// adopt clears the mark a deleted Rollout left on obj, a workload it held
+// mid-release: this Rollout names the workload and continues the release.
+func (b *base) adopt(ctx context.Context, obj client.Object) error {
+	ctrl, err := ParseControl(obj)
+	if err != nil || ctrl == nil || !ctrl.HeldWithoutRollout {
+		return err
+	}
+	ctrl.HeldWithoutRollout, ctrl.Rollout = false, b.ro.Name
+	if err := setControl(obj, ctrl); err != nil {
+		return err
+	}
+	return b.update(ctx, obj)
+}
+
+// leaveHeld marks the release holding the workload (obj, read here) to
+// stay once the Rollout is gone.
+func (b *base) leaveHeld(ctx context.Context, obj client.Object) (bool, error) {
+	if err := b.get(ctx, obj); err != nil {
+		return false, err
+	}
+	ctrl, err := ParseControl(obj)
+	if err != nil || ctrl == nil || ctrl.HeldWithoutRollout {
+		return err == nil, err
+	}
+	ctrl.HeldWithoutRollout = true
+	if err := setControl(obj, ctrl); err != nil {
+		return false, err
+	}
+	return true, b.update(ctx, obj)
 }
 
 // listPods lists the pods in the Rollout's namespace matching selector
@@ -256,7 +293,7 @@ func observeControl(o *Observation, obj client.Object) error {
 	if ctrl == nil {
 		return nil
 	}
-	o.Frozen, o.Control = true, ctrl
+	o.Frozen, o.Control, o.HeldWithoutRollout = true, ctrl, ctrl.HeldWithoutRollout
 	o.StableRevision, o.CanaryRevision = ctrl.StableRevision, ctrl.CanaryRevision
 	o.Rollback = ctrl.Rollback || o.Revision == ctrl.StableRevision
 	return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,11 @@ type Control struct {
 	// revision mid-release (a revert in Git): the release ends by rolling
 	// back, without waiting for any step.
 	Rollback bool `json:"rollback,omitempty"`
+	// HeldWithoutRollout is true when the Rollout was deleted mid-release
+	// with spec.onDelete Hold: the workload stays held as it stands until
+	// a Rollout names it again (which takes the release over) or it is
+	// handed back (HandBack).
+	HeldWithoutRollout bool `json:"heldWithoutRollout,omitempty"`
 	// Partition is the StatefulSet partition rollgate currently holds.
 	Partition *int32 `json:"partition,omitempty"`
 	// Declared holds the workload's own settings to restore at the end.
@@ -76,7 +82,8 @@ type Declared struct {
 }
 
 // ParseControl returns the Control recorded on obj, or nil when no release
-// holds it.
+// holds it. An annotation that is not a Control (edited by hand) is an
+// ErrInvalidControl naming the annotation and the way out.
 func ParseControl(obj client.Object) (*Control, error) {
 	raw, ok := obj.GetAnnotations()[v1alpha1.AnnotationControl]
 	if !ok {
@@ -84,7 +91,14 @@ func ParseControl(obj client.Object) (*Control, error) {
 	}
 	ctrl := &Control{}
 	if err := json.Unmarshal([]byte(raw), ctrl); err != nil {
-		return nil, fmt.Errorf("annotation %s of %s: %w", v1alpha1.AnnotationControl, obj.GetName(), err)
+		kind := kindOf(obj)
+		if kind == "" {
+			kind = "workload"
+		}
+		return nil, fmt.Errorf("%w: annotation %s of %s %s is not what rollgate wrote (%v); only rollgate writes it: "+
+			"remove it (kubectl annotate %s %s %s-) and apply the workload again from Git",
+			ErrInvalidControl, v1alpha1.AnnotationControl, kind, obj.GetName(), err,
+			strings.ToLower(kind), obj.GetName(), v1alpha1.AnnotationControl)
 	}
 	return ctrl, nil
 }

@@ -28,6 +28,10 @@ func (a *daemonSet) Uncover(ctx context.Context) error {
 	return a.cover(ctx, &appsv1.DaemonSet{}, false)
 }
 
+func (a *daemonSet) LeaveHeld(ctx context.Context) (bool, error) {
+	return a.leaveHeld(ctx, &appsv1.DaemonSet{})
+}
+
 func (a *daemonSet) read(ctx context.Context) (*dsState, error) {
 	return readOwned(ctx, &a.base, &appsv1.DaemonSet{}, func(ds *appsv1.DaemonSet) *metav1.LabelSelector { return ds.Spec.Selector })
 }

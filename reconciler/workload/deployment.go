@@ -65,6 +65,10 @@ func (a *deployment) Uncover(ctx context.Context) error {
 	return a.cover(ctx, &appsv1.Deployment{}, false)
 }
 
+func (a *deployment) LeaveHeld(ctx context.Context) (bool, error) {
+	return a.leaveHeld(ctx, &appsv1.Deployment{})
+}
+
 // read reads the Deployment, its ReplicaSets, canary Deployments and pods.
 func (a *deployment) read(ctx context.Context) (*deployState, error) {
 	s := &deployState{d: &appsv1.Deployment{}, revs: map[types.UID]string{}, now: a.clock()}

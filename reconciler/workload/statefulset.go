@@ -30,6 +30,10 @@ func (a *statefulSet) Uncover(ctx context.Context) error {
 	return a.cover(ctx, &appsv1.StatefulSet{}, false)
 }
 
+func (a *statefulSet) LeaveHeld(ctx context.Context) (bool, error) {
+	return a.leaveHeld(ctx, &appsv1.StatefulSet{})
+}
+
 func (a *statefulSet) read(ctx context.Context) (*stsState, error) {
 	return readOwned(ctx, &a.base, &appsv1.StatefulSet{}, func(s *appsv1.StatefulSet) *metav1.LabelSelector { return s.Spec.Selector })
 }
