@@ -146,7 +146,14 @@ type Proposal struct {
 // pushed when trackedBranch already has it. by names who or what asked for
 // approval, for the commit message. ErrManifestNotFound means the file holds
 // no such Rollout.
-func ProposeApproval(ctx context.Context, repo *Repository, trackedBranch, manifestPath, namespace, name string, a Approval, by string) (Proposal, error) {
+//
+// live names the Rollout's stable and canary revisions. Given them, the
+// commit also removes the entries that can no longer open a gate (see
+// AddApproval), so that merging approval after approval keeps the list
+// within what the release under way needs, and a list grown past
+// MaxApprovals comes back under it. An existing branch is then reused only
+// when it holds nothing to remove.
+func ProposeApproval(ctx context.Context, repo *Repository, trackedBranch, manifestPath, namespace, name string, a Approval, by string, live ...string) (Proposal, error) {
 	a = a.entry()
 	p := Proposal{Branch: ApprovalBranch(namespace, name, a)}
 	tracked, err := ApprovalsOnBranch(ctx, repo, trackedBranch, manifestPath, namespace, name)
@@ -163,15 +170,14 @@ func ProposeApproval(ctx context.Context, repo *Repository, trackedBranch, manif
 	}
 	if existing.Exists() {
 		if data, err := existing.ReadFile(manifestPath); err == nil {
-			if as, err := ApprovalsIn(data, namespace, name); err == nil && HasApproval(as, a) {
+			if as, err := ApprovalsIn(data, namespace, name); err == nil && HasApproval(as, a) && prunedItems(as, a, live) == nil {
 				p.Commit = existing.Commit
 				return p, nil
 			}
 		}
 	}
-	msg := approvalMessage("Approve", namespace, name, a, manifestPath, by,
-		"Merging this change approves the step; rollgate then continues the rollout.")
-	res, err := repo.Update(ctx, UpdateRequest{Branch: p.Branch, From: trackedBranch}, approvalBuild(manifestPath, namespace, name, a, msg))
+	note := "Merging this change approves the step; rollgate then continues the rollout."
+	res, err := repo.Update(ctx, UpdateRequest{Branch: p.Branch, From: trackedBranch}, approvalBuild(manifestPath, namespace, name, a, live, by, note))
 	if err != nil {
 		return p, fmt.Errorf("proposing approval of %s/%s %s: %w", namespace, name, a.what(), err)
 	}
@@ -186,12 +192,11 @@ func ProposeApproval(ctx context.Context, repo *Repository, trackedBranch, manif
 // RecordApproval commits approval a straight to trackedBranch (for
 // `rollgate approve --direct`), retrying on concurrent pushes. It returns
 // the commit holding the approval (the current head when it was already
-// there).
-func RecordApproval(ctx context.Context, repo *Repository, trackedBranch, manifestPath, namespace, name string, a Approval, by string) (string, error) {
+// there). live prunes the list as for ProposeApproval.
+func RecordApproval(ctx context.Context, repo *Repository, trackedBranch, manifestPath, namespace, name string, a Approval, by string, live ...string) (string, error) {
 	a = a.entry()
-	msg := approvalMessage("Approve", namespace, name, a, manifestPath, by,
-		"Recorded directly on the tracked branch.")
-	res, err := repo.Update(ctx, UpdateRequest{Branch: trackedBranch}, approvalBuild(manifestPath, namespace, name, a, msg))
+	note := "Recorded directly on the tracked branch."
+	res, err := repo.Update(ctx, UpdateRequest{Branch: trackedBranch}, approvalBuild(manifestPath, namespace, name, a, live, by, note))
 	if err != nil {
 		return "", fmt.Errorf("recording approval of %s/%s %s: %w", namespace, name, a.what(), err)
 	}
@@ -216,27 +221,33 @@ func (a Approval) what() string {
 	return fmt.Sprintf("step %d", a.Step)
 }
 
-// approvalBuild returns the BuildFunc adding a to the manifest.
-func approvalBuild(manifestPath, namespace, name string, a Approval, msg string) BuildFunc {
+// approvalBuild returns the BuildFunc adding a to the manifest, pruning
+// against live; by and note go into the commit message.
+func approvalBuild(manifestPath, namespace, name string, a Approval, live []string, by, note string) BuildFunc {
 	return func(base *Snapshot) (*Change, error) {
 		data, err := base.ReadFile(manifestPath)
 		if err != nil {
 			return nil, err
 		}
-		out, changed, err := AddApproval(data, namespace, name, a)
-		if err != nil || !changed {
+		e, err := editApprovals(data, namespace, name, a, live)
+		if err != nil || !e.changed {
 			return nil, err
 		}
-		return &Change{Files: map[string][]byte{manifestPath: out}, Message: msg}, nil
+		msg := approvalMessage("Approve", namespace, name, a, manifestPath, by, note, e.removed)
+		return &Change{Files: map[string][]byte{manifestPath: e.out}, Message: msg}, nil
 	}
 }
 
-// approvalMessage is the commit message of an approval.
-func approvalMessage(verb, namespace, name string, a Approval, path, by, note string) string {
+// approvalMessage is the commit message of an approval that removed the
+// entries removed.
+func approvalMessage(verb, namespace, name string, a Approval, path, by, note string, removed []Approval) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rollgate: %s %s/%s revision %s %s\n\n", strings.ToLower(verb), namespace, name, a.Revision, a.what())
 	fmt.Fprintf(&b, "Adds %s to spec.approvals of Rollout %s/%s\nin %s. %s\n",
 		approvalItem(a), namespace, name, path, note)
+	if n := pruneNote(removed); n != "" {
+		b.WriteString("\n" + n)
+	}
 	if by = strings.Join(strings.Fields(by), " "); by != "" {
 		fmt.Fprintf(&b, "\nRequested-by: %s\n", by)
 	}

@@ -13,47 +13,76 @@ import (
 // Rollout namespace/name (creating the list when absent), as
 // {revision, step}, with attempt only from attempt 2 on. It reports
 // changed=false, and returns manifest unchanged, when the approval is
-// already there. Only the inserted text differs from the input: comments
-// and formatting elsewhere are kept byte for byte.
-func AddApproval(manifest []byte, namespace, name string, a Approval) (out []byte, changed bool, err error) {
+// already there. Only the inserted (and removed) text differs from the
+// input: comments and formatting elsewhere are kept byte for byte.
+//
+// live names the Rollout's live revisions: its stable revision and its
+// canary revision (a.Revision, which is live in any case). Given any, the
+// same edit removes the entries that can no longer open a gate: those of
+// every other revision, and those of an earlier attempt of a.Revision (see
+// MaxApprovals). The entries kept are left as they were, and so are the
+// comment lines around the removed ones. Given none, nothing is removed.
+func AddApproval(manifest []byte, namespace, name string, a Approval, live ...string) (out []byte, changed bool, err error) {
+	e, err := editApprovals(manifest, namespace, name, a, live)
+	if err != nil {
+		return nil, false, err
+	}
+	return e.out, e.changed, nil
+}
+
+// approvalEdit is the outcome of adding one approval to a file.
+type approvalEdit struct {
+	out     []byte
+	changed bool
+	removed []Approval // the entries pruned
+}
+
+// editApprovals adds a to the approvals of the Rollout namespace/name in
+// manifest (its spec.approvals, or the list marked for it), pruning
+// against live (see AddApproval).
+func editApprovals(manifest []byte, namespace, name string, a Approval, live []string) (approvalEdit, error) {
 	a = a.entry()
 	f, err := parseYAMLFile(manifest)
 	if err != nil {
-		return nil, false, err
+		return approvalEdit{}, err
 	}
 	doc, err := findRollout(f, namespace, name)
 	if errors.Is(err, ErrManifestNotFound) {
 		if m, found, merr := findApprovalsMarker(f, namespace, name); found || merr != nil {
 			if merr != nil {
-				return nil, false, merr
+				return approvalEdit{}, merr
 			}
-			return addMarkedApproval(manifest, f, m, a)
+			return addMarkedApproval(manifest, f, m, a, live)
 		}
 	}
 	if err != nil {
-		return nil, false, err
+		return approvalEdit{}, err
 	}
 	current, err := approvalsOf(f.root(doc))
 	if err != nil {
-		return nil, false, err
+		return approvalEdit{}, err
 	}
 	if HasApproval(current, a) {
-		return manifest, false, nil
+		return approvalEdit{out: manifest}, nil
 	}
-	if e, err := spliceApproval(f, f.root(doc), a); err == nil {
-		out := applyEdits(manifest, []edit{e})
-		if approvalEditOK(manifest, out, doc, a) {
-			return out, true, nil
+	drop := prunedItems(current, a, live)
+	done := approvalEdit{changed: true, removed: removedBy(current, drop)}
+	if edits, err := spliceApproval(f, f.root(doc), a, drop); err == nil {
+		out := applyEdits(manifest, edits)
+		if approvalEditOK(manifest, out, doc, drop, a) {
+			done.out = out
+			return done, nil
 		}
 	}
-	out, err = roundTrip(manifest, func(n *yaml.RNode) error { return appendApprovalNode(n, namespace, name, a) })
+	out, err := roundTrip(manifest, func(n *yaml.RNode) error { return appendApprovalNode(n, namespace, name, a, drop) })
 	if err != nil {
-		return nil, false, err
+		return approvalEdit{}, err
 	}
-	if !approvalEditOK(manifest, out, doc, a) {
-		return nil, false, fmt.Errorf("%w: could not add the approval to %s/%s safely", ErrInvalidManifest, namespace, name)
+	if !approvalEditOK(manifest, out, doc, drop, a) {
+		return approvalEdit{}, fmt.Errorf("%w: could not add the approval to %s/%s safely", ErrInvalidManifest, namespace, name)
 	}
-	return out, true, nil
+	done.out = out
+	return done, nil
 }
 
 // approvalItem is the flow mapping of a in spec.approvals.
@@ -65,22 +94,23 @@ func approvalItem(a Approval) string {
 	return item + "}"
 }
 
-// spliceApproval computes the text insertion adding a to spec.approvals.
-func spliceApproval(f *yamlFile, root *yaml.Node, a Approval) (edit, error) {
+// spliceApproval computes the text edits adding a to spec.approvals and
+// removing the entries drop marks.
+func spliceApproval(f *yamlFile, root *yaml.Node, a Approval, drop []bool) ([]edit, error) {
 	nl := f.newline()
 	item := approvalItem(a)
 	_, spec := mapGet(root, "spec")
 	if spec == nil || spec.Kind != yaml.MappingNode || spec.Style&yaml.FlowStyle != 0 || len(spec.Content) == 0 {
-		return edit{}, fmt.Errorf("spec is not a block mapping")
+		return nil, fmt.Errorf("spec is not a block mapping")
 	}
 	key, seq := mapGet(spec, "approvals")
 	if key == nil {
 		at, lead := f.insertAfter(lastLine(spec))
 		indent := strings.Repeat(" ", spec.Column-1)
 		text := lead + indent + "approvals:" + nl + indent + strings.Repeat(" ", f.seqIndent()) + "- " + item + nl
-		return edit{start: at, end: at, text: text}, nil
+		return []edit{{start: at, end: at, text: text}}, nil
 	}
-	return f.appendItemEdit(key, seq, item)
+	return f.listEdits(key, seq, drop, item)
 }
 
 // appendItemEdit computes the text insertion appending item to the
@@ -161,8 +191,9 @@ func (f *yamlFile) flowEnd(seq *yaml.Node) (int, error) {
 
 // approvalEditOK verifies an edit: every other document is unchanged, the
 // Rollout differs only in spec.approvals, which now holds the entries it
-// held before (as they were, approvedBy and all) followed by a.
-func approvalEditOK(before, after []byte, doc int, a Approval) bool {
+// held before that drop does not mark (as they were, approvedBy and all)
+// followed by a.
+func approvalEditOK(before, after []byte, doc int, drop []bool, a Approval) bool {
 	b, errB := decodeDocs(before)
 	x, errA := decodeDocs(after)
 	if errB != nil || errA != nil || len(x) != len(b) {
@@ -181,8 +212,8 @@ func approvalEditOK(before, after []byte, doc int, a Approval) bool {
 	specA, _ := ma["spec"].(map[string]any)
 	specB, _ := mb["spec"].(map[string]any)
 	had, _ := specB["approvals"].([]any)
-	want := append(append([]any(nil), had...), approvalData(a))
-	if specA == nil || !reflect.DeepEqual(specA["approvals"], want) {
+	want, ok := keptData(had, drop, a)
+	if !ok || specA == nil || !reflect.DeepEqual(specA["approvals"], want) {
 		return false
 	}
 	stripApprovals(ma)
@@ -210,8 +241,9 @@ func approvalData(a Approval) map[string]any {
 }
 
 // appendApprovalNode adds a to the Rollout namespace/name with kyaml (the
-// round-trip fallback); other resources are left alone.
-func appendApprovalNode(n *yaml.RNode, namespace, name string, a Approval) error {
+// round-trip fallback), removing the entries drop marks; other resources
+// are left alone.
+func appendApprovalNode(n *yaml.RNode, namespace, name string, a Approval, drop []bool) error {
 	meta, err := n.GetMeta()
 	if err != nil || !strings.HasPrefix(meta.APIVersion, "rollgate.dev/") || meta.Kind != "Rollout" ||
 		meta.Name != name || (meta.Namespace != "" && meta.Namespace != namespace) {
@@ -234,6 +266,19 @@ func appendApprovalNode(n *yaml.RNode, namespace, name string, a Approval) error
 		}
 		seq = spec.Field("approvals")
 	}
-	seq.Value.YNode().Content = append(seq.Value.YNode().Content, item.YNode())
+	list := seq.Value.YNode()
+	if drop != nil {
+		if len(drop) != len(list.Content) {
+			return fmt.Errorf("%w: the approvals list of %s/%s changed under the edit", ErrInvalidManifest, namespace, name)
+		}
+		kept := list.Content[:0:0]
+		for i, it := range list.Content {
+			if !drop[i] {
+				kept = append(kept, it)
+			}
+		}
+		list.Content = kept
+	}
+	list.Content = append(list.Content, item.YNode())
 	return nil
 }

@@ -13,9 +13,12 @@ import (
 )
 
 // approveRequest is the optional request.json of an approve-* golden case.
+// Live are the Rollout's live revisions (stable and canary), given to the
+// edit so that it prunes the others.
 type approveRequest struct {
 	Namespace, Name, Revision string
 	Step, Attempt             int
+	Live                      []string
 }
 
 // golden compares got with the file, or rewrites it with UPDATE_GOLDEN=1.
@@ -54,7 +57,7 @@ func TestAddApprovalGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := gitsync.Approval{Revision: req.Revision, Step: req.Step, Attempt: req.Attempt}
-			out, changed, err := gitsync.AddApproval(before, req.Namespace, req.Name, a)
+			out, changed, err := gitsync.AddApproval(before, req.Namespace, req.Name, a, req.Live...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,8 +72,17 @@ func TestAddApprovalGolden(t *testing.T) {
 			if other := (gitsync.Approval{Revision: a.Revision, Step: a.Step, Attempt: max(a.Attempt, 1) + 1}); gitsync.HasApproval(as, other) {
 				t.Fatalf("approvals after edit %v approve attempt %d too", as, other.Attempt)
 			}
+			if len(req.Live) > 0 {
+				had, err := gitsync.ApprovalsIn(before, req.Namespace, req.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := liveApprovals(had, a, req.Live); !reflect.DeepEqual(as, want) {
+					t.Fatalf("approvals after the edit = %+v, want the live ones %+v", as, want)
+				}
+			}
 			// Idempotent: a second edit changes nothing.
-			again, changed, err := gitsync.AddApproval(out, req.Namespace, req.Name, a)
+			again, changed, err := gitsync.AddApproval(out, req.Namespace, req.Name, a, req.Live...)
 			if err != nil || changed || string(again) != string(out) {
 				t.Fatalf("second AddApproval changed=%v err=%v", changed, err)
 			}

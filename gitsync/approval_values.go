@@ -18,9 +18,10 @@ import (
 //	  approvals: []   # rollgate:approvals demo/echoserver
 //
 // spec.git.path of the Rollout names the values file. ApprovalsIn reads the
-// marked list and AddApproval appends to it, so an approval branch edits
-// the values file, and merging it approves the step with the same audit
-// trail as a Rollout manifest.
+// marked list and AddApproval appends to it (and prunes it, as it does
+// spec.approvals), so an approval branch edits the values file, and
+// merging it approves the step with the same audit trail as a Rollout
+// manifest.
 
 // approvalsMarkerRE matches the marker comment: the namespace and name of
 // the Rollout whose approvals the list holds.
@@ -68,32 +69,35 @@ func findApprovalsMarker(f *yamlFile, namespace, name string) (approvalsMarker, 
 	return approvalsMarker{}, true, fmt.Errorf("%w: more than one list marked rollgate:approvals %s/%s", ErrInvalidManifest, namespace, name)
 }
 
-// addMarkedApproval appends a to the marked list m of manifest; only the
-// inserted text differs, and the result is verified (every other value
-// unchanged, the list as before followed by a).
-func addMarkedApproval(manifest []byte, f *yamlFile, m approvalsMarker, a Approval) ([]byte, bool, error) {
+// addMarkedApproval appends a to the marked list m of manifest, removing
+// the entries that live prunes (see AddApproval); only the edited list's
+// text differs, and the result is verified (every other value unchanged,
+// the kept entries as before followed by a).
+func addMarkedApproval(manifest []byte, f *yamlFile, m approvalsMarker, a Approval, live []string) (approvalEdit, error) {
 	what := "the list marked rollgate:approvals"
 	current, err := decodeApprovals(m.value, what)
 	if err != nil {
-		return nil, false, err
+		return approvalEdit{}, err
 	}
 	if HasApproval(current, a) {
-		return manifest, false, nil
+		return approvalEdit{out: manifest}, nil
 	}
-	e, err := f.appendItemEdit(m.key, m.value, approvalItem(a))
+	drop := prunedItems(current, a, live)
+	edits, err := f.listEdits(m.key, m.value, drop, approvalItem(a))
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: %s: %v", ErrInvalidManifest, what, err)
+		return approvalEdit{}, fmt.Errorf("%w: %s: %v", ErrInvalidManifest, what, err)
 	}
-	out := applyEdits(manifest, []edit{e})
-	if !markedEditOK(manifest, out, m, a) {
-		return nil, false, fmt.Errorf("%w: could not add the approval to %s safely", ErrInvalidManifest, what)
+	out := applyEdits(manifest, edits)
+	if !markedEditOK(manifest, out, m, drop, a) {
+		return approvalEdit{}, fmt.Errorf("%w: could not add the approval to %s safely", ErrInvalidManifest, what)
 	}
-	return out, true, nil
+	return approvalEdit{out: out, changed: true, removed: removedBy(current, drop)}, nil
 }
 
-// markedEditOK verifies an edit of the marked list: before, with a
-// appended to the list at m.path, reads exactly as after.
-func markedEditOK(before, after []byte, m approvalsMarker, a Approval) bool {
+// markedEditOK verifies an edit of the marked list: before, with the
+// entries drop marks removed from the list at m.path and a appended to
+// it, reads exactly as after.
+func markedEditOK(before, after []byte, m approvalsMarker, drop []bool, a Approval) bool {
 	b, errB := decodeDocs(before)
 	x, errA := decodeDocs(after)
 	if errB != nil || errA != nil || len(x) != len(b) {
@@ -111,6 +115,8 @@ func markedEditOK(before, after []byte, m approvalsMarker, a Approval) bool {
 	}
 	last := m.path[len(m.path)-1]
 	had, _ := parent[last].([]any)
-	parent[last] = append(append([]any(nil), had...), approvalData(a))
+	if parent[last], ok = keptData(had, drop, a); !ok {
+		return false
+	}
 	return reflect.DeepEqual(b, x)
 }

@@ -18,8 +18,9 @@
 //     ReadStatus to read it back from Git alone.
 //   - Approvals as branches: ProposeApproval edits the Rollout manifest's
 //     spec.approvals on rollgate/approve/<ns>/<name>/<revision>-step-<n>
-//     (<revision>-attempt-<k>-step-<n> after a retry); ApprovalsOnBranch
-//     reads what has been merged.
+//     (<revision>-attempt-<k>-step-<n> after a retry), removing in the same
+//     commit the entries that can no longer open a gate (MaxApprovals);
+//     ApprovalsOnBranch reads what has been merged.
 //   - Reverts: RevertImages (pure) and Revert (to a rollgate/revert/...
 //     branch or straight to the tracked branch) set images back to the
 //     stable version in plain manifests, kustomizations and marked Helm

@@ -98,7 +98,9 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 }
 
 // proposeApproval pushes the approval branch of a gate that waits and has
-// none yet, and removes the approval branches of earlier gates.
+// none yet, and removes the approval branches of earlier gates. The
+// branch's commit also prunes spec.approvals down to the entries of the
+// stable and canary revisions, so the list never outgrows the CRD's cap.
 func (r *RolloutReconciler) proposeApproval(ctx context.Context, rel *scope) error {
 	ro := rel.ro
 	a := ro.Status.AwaitingApproval
@@ -106,7 +108,8 @@ func (r *RolloutReconciler) proposeApproval(ctx context.Context, rel *scope) err
 		return nil
 	}
 	p, err := gitsync.ProposeApproval(ctx, rel.git.clone, trackedBranch(ro, rel.repository), ro.Spec.Git.Path,
-		ro.Namespace, ro.Name, gitApproval(a.Revision, a.Attempt, a.Step), "rollgate")
+		ro.Namespace, ro.Name, gitApproval(a.Revision, a.Attempt, a.Step), "rollgate",
+		ro.Status.StableRevision, ro.Status.CanaryRevision)
 	if err != nil || p.AlreadyApproved {
 		return err
 	}
