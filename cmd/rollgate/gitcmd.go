@@ -218,15 +218,18 @@ func approveInGit(ctx context.Context, w io.Writer, f *gitFlags, ref, branch str
 	a := s.AwaitingApproval
 	approval := gitsync.Approval{Revision: a.Revision, Step: a.Step, Attempt: a.Attempt}
 	rev := revisionOf(a.Revision, int32(a.Attempt))
+	// The same pruning as the controller's: entries of revisions that are
+	// neither stable nor canary go (docs/git.md).
+	live := []string{s.Stable.Revision, s.Canary.Revision}
 	if direct {
-		commit, err := gitsync.RecordApproval(ctx, repo, branch, s.Git.Path, s.Namespace, s.Name, approval, by)
+		commit, err := gitsync.RecordApproval(ctx, repo, branch, s.Git.Path, s.Namespace, s.Name, approval, by, live...)
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(w, "approved step %d of %s (%s) in commit %s on %s\n", a.Step, ref, rev, short(commit), branch)
 		return err
 	}
-	p, err := gitsync.ProposeApproval(ctx, repo, branch, s.Git.Path, s.Namespace, s.Name, approval, by)
+	p, err := gitsync.ProposeApproval(ctx, repo, branch, s.Git.Path, s.Namespace, s.Name, approval, by, live...)
 	if err != nil {
 		return err
 	}
