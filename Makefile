@@ -98,6 +98,11 @@ test: tools verify build ## Provision tools, verify, and run every test (unit, e
 	@# drift detection races the controller's step writes (docs/helm.md).
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e ./test/realtraffic ./test/demo ./test/walkthrough ./test/argocd ./...
 
+.PHONY: check
+check: tools-demo ## The fast loop for every change: vet, gofmt, generated files, and the unit and envtest packages (not the cluster stories under test/)
+	@$(MAKE) --no-print-directory verify
+	go test -count=1 $$(go list ./... | grep -v '/test/')
+
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no external process
 	go test -count=1 ./strategy/... ./luascripts/... ./api/...
