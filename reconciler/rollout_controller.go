@@ -383,6 +383,7 @@ func observed(sc *scope) strategy.Observed {
 		UpdateRevision:     o.Revision,
 		Frozen:             o.Frozen,
 		HeldWithoutRollout: o.HeldWithoutRollout,
+		ApprovalsNeedProof: sc.repository != nil && sc.repository.Spec.Approvals.Enabled(),
 		MaxUnavailable:     o.MaxUnavailable,
 		Leaving:            o.Leaving,
 		Pods:               map[string]strategy.PodCounts{},

@@ -165,12 +165,50 @@ func (p *planner) continueRelease() error {
 		return nil
 	}
 	if pr := p.spec.Promote; pr != nil && pr.Revision == p.canary {
-		p.next.Phase = v1alpha1.PhaseProgressing
-		p.enter(v1alpha1.StepCompleted)
-		p.finalize()
-		return nil
+		missing := p.unprovenGates()
+		if len(missing) == 0 {
+			p.next.Phase = v1alpha1.PhaseProgressing
+			p.enter(v1alpha1.StepCompleted)
+			p.finalize()
+			return nil
+		}
+		err := p.runSteps()
+		p.next.Message += fmt.Sprintf("; spec.promote waits: under the Repository's approval policy it skips no gate, "+
+			"and step %s of %s has no approval proven in Git", joinSteps(missing), p.canary)
+		return err
 	}
 	return p.runSteps()
+}
+
+// unprovenGates are the gated steps, from the current one on, with no
+// approval, when approvals need proof (ApprovalsNeedProof): the gates a
+// promotion may not skip. None without a policy.
+func (p *planner) unprovenGates() []int32 {
+	if !p.obs.ApprovalsNeedProof {
+		return nil
+	}
+	if err := p.resolve(); err != nil {
+		return []int32{max(p.next.CurrentStepIndex, 1)} // runSteps reports the spec
+	}
+	var missing []int32
+	for idx := max(p.next.CurrentStepIndex, 1); int(idx) <= len(p.steps); idx++ {
+		if p.steps[idx-1].Gate && !p.approved(idx) {
+			missing = append(missing, idx)
+		}
+	}
+	return missing
+}
+
+// joinSteps lists step numbers: "2", "2 and 3", "2, 3 and 4".
+func joinSteps(steps []int32) string {
+	s := make([]string, len(steps))
+	for i, n := range steps {
+		s[i] = fmt.Sprint(n)
+	}
+	if len(s) == 1 {
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 // failedRelease keeps a failed release rolled back until spec.retry asks

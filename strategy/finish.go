@@ -141,16 +141,23 @@ func (p *planner) releaseControl() {
 // workload is held mid-release of a revision that is not the stable one,
 // which its own controller would roll to every pod at once.
 func (p *planner) leavesHeld() bool {
-	return p.obs.Deleting && p.spec.OnDelete != v1alpha1.OnDeleteHandBack && p.obs.Frozen && p.canary != p.stable
+	holds := (p.obs.Deleting && p.spec.OnDelete != v1alpha1.OnDeleteHandBack) || p.obs.ApprovalsNeedProof
+	return holds && p.obs.Frozen && p.canary != p.stable
 }
 
 // leaveHeld marks the workload to stay held as it stands once the Rollout
 // is gone; then the Rollout lets go of it.
 func (p *planner) leaveHeld() {
 	p.plan.Workload = WorkloadLeaveHeld
-	held := fmt.Sprintf("the Rollout is being deleted mid-release of %s (spec.onDelete Hold): "+
-		"the workload stays held as it stands, with no pod moving, until a Rollout names it again or `rollgate handback` gives it back", p.canary)
-	p.next.Message = held
+	why := "the Rollout is being deleted mid-release of %s (spec.onDelete Hold)"
+	switch {
+	case p.obs.ApprovalsNeedProof && p.obs.Deleting:
+		why = "the Rollout is being deleted mid-release of %s under the Repository's approval policy, which no deletion skips"
+	case p.obs.ApprovalsNeedProof:
+		why = "spec.disabled is true mid-release of %s under the Repository's approval policy, which disabling does not skip"
+	}
+	p.next.Message = fmt.Sprintf(why+": the workload stays held as it stands, with no pod moving, "+
+		"until a Rollout names it again or `rollgate handback` gives it back", p.canary)
 	if !p.obs.HeldWithoutRollout {
 		return
 	}

@@ -612,3 +612,22 @@ func TestProgressMovesCountsNotMessages(t *testing.T) {
 		msg = p.Status.Message
 	}
 }
+
+// TestPromoteUnderAnApprovalPolicy: when approvals need proof from Git,
+// spec.promote skips no gate: at a gate with no approval it waits, saying
+// which steps lack one; with every remaining gate approved it promotes.
+func TestPromoteUnderAnApprovalPolicy(t *testing.T) {
+	spec := echoSpec()
+	spec.Promote = &v1alpha1.RevisionRequest{Revision: "v2"}
+	obs := observed(10, 1)
+	obs.ApprovalsNeedProof = true
+	p := decide(t, spec, releasing(1, v1alpha1.StepPaused, -time.Hour), obs, t0)
+	if p.Status.CurrentStepState == v1alpha1.StepCompleted || !strings.Contains(p.Status.Message, "spec.promote waits") {
+		t.Fatalf("at %+v message %q; want the gate held and the wait named", whereOf(&p.Status), p.Status.Message)
+	}
+	obs.Approvals = []v1alpha1.Approval{{Revision: "v2", Step: 1}}
+	p = decide(t, spec, releasing(1, v1alpha1.StepPaused, -time.Hour), obs, t0)
+	if p.Status.CurrentStepState != v1alpha1.StepCompleted {
+		t.Fatalf("at %+v message %q; want the promotion once every remaining gate is approved", whereOf(&p.Status), p.Status.Message)
+	}
+}

@@ -27,6 +27,13 @@ type Observed struct {
 	// partition, OnDelete, or a canary Deployment beside it).
 	Frozen bool
 
+	// ApprovalsNeedProof is true under the Repository's approval policy
+	// (spec.approvals of the Repository): only approvals proven in Git
+	// count, so no other route through a gate may skip one — spec.promote
+	// waits for the approvals of the gates it would skip, and a disabled
+	// Rollout leaves its workload held instead of handing it back.
+	ApprovalsNeedProof bool
+
 	// HeldWithoutRollout is true when the workload is marked to stay held
 	// after its Rollout is gone (WorkloadLeaveHeld done).
 	HeldWithoutRollout bool

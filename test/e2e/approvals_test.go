@@ -160,3 +160,45 @@ func (k pgpKey) sign(payload []byte) ([]byte, error) {
 	err := openpgp.ArmoredDetachSign(&b, k.entity, bytes.NewReader(payload), nil)
 	return b.Bytes(), err
 }
+
+// TestNoRouteAroundAGateUnderAnApprovalPolicy: under the Repository's
+// approval policy, spec.promote set in the cluster (a `kubectl patch`,
+// Argo CD's promote action) skips no gate: the gate holds and the Rollout
+// says what promote waits for. spec.disabled set mid-release does not hand
+// the unapproved revision to every pod either: the workload stays held as
+// it stands.
+func TestNoRouteAroundAGateUnderAnApprovalPolicy(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.givenAppFromGit(echoRollout, "approvals: {mergeOnly: true}")
+	w.applyYAML(echoApp("echo:2.0"))
+	var ro *v1alpha1.Rollout
+	w.eventually(90*time.Second, "step 1 waiting for approval", func(ctx context.Context) (bool, error) {
+		ro = w.rollout(w.ns, "echoserver")
+		return ro.Status.AwaitingApproval != nil && w.pods(w.ns, "echoserver")["echo:2.0"] == [2]int{1, 1}, nil
+	})
+
+	w.update(ro, func() { ro.Spec.Promote = &v1alpha1.RevisionRequest{Revision: ro.Status.CanaryRevision} })
+	w.eventually(30*time.Second, "the Rollout says spec.promote waits for step 1", func(ctx context.Context) (bool, error) {
+		return strings.Contains(w.rollout(w.ns, "echoserver").Status.Message, "spec.promote waits"), nil
+	})
+	w.holdsGate(3*time.Second, 1)
+	if p := w.pods(w.ns, "echoserver"); p["echo:2.0"][1] != 1 {
+		t.Fatalf("pods by image %v after spec.promote, want still 1 of echo:2.0", p)
+	}
+
+	w.update(ro, func() { ro.Spec.Promote, ro.Spec.Disabled = nil, true })
+	w.eventually(30*time.Second, "disabled, the workload held", func(ctx context.Context) (bool, error) {
+		ro = w.rollout(w.ns, "echoserver")
+		return ro.Status.Phase == v1alpha1.PhaseDisabled && strings.Contains(ro.Status.Message, "approval policy"), nil
+	})
+	w.holds(3*time.Second, "no pod of echo:2.0 beyond the approved batch", func(ctx context.Context) error {
+		if p := w.pods(w.ns, "echoserver"); p["echo:2.0"][1] > 1 {
+			return fmt.Errorf("pods by image %v: disabling rolled the unapproved revision out", p)
+		}
+		if d := w.deployment(w.ns, "echoserver"); !d.Spec.Paused {
+			return fmt.Errorf("the Deployment was handed back (paused=false)")
+		}
+		return nil
+	})
+}
