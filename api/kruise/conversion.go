@@ -146,19 +146,34 @@ func (cv *conversion) checkWorkload(spec *yaml.Node) error {
 	return nil
 }
 
-// steps reports the gates and drops the pause of a last step that
-// replaces every pod, which Kruise passes without waiting.
+// steps reports the gates, keeps Kruise's gates that have no pause field,
+// and drops the pause of a last step that replaces every pod, which Kruise
+// passes without waiting.
 func (cv *conversion) steps(spec *yaml.Node) {
 	for _, st := range []string{"canary", "blueGreen"} {
 		steps := stepNodes(spec, st)
 		for i, step := range steps {
 			field := fmt.Sprintf("spec.strategy.%s.steps[%d]", st, i)
 			cv.cookies(step, field)
+			// Kruise's last step at 100% finishes without waiting; a step
+			// without replicas runs as many as its traffic says.
+			replicas := scalar(step, "replicas")
+			if replicas == "" {
+				replicas = scalar(step, "traffic")
+			}
+			last100 := i == len(steps)-1 && replicas == "100%"
 			_, pause := mapGet(step, "pause")
 			if pause == nil {
+				if !last100 {
+					// Kruise's pause is not optional in effect: a step
+					// without one has no duration, so it waits for a human.
+					setValue(step, "pause", &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle})
+					cv.add(field+".pause", "added", fmt.Sprintf("step %d has no pause: Kruise waits there for a human (no duration is a manual pause); "+
+						"rollgate waits only where a step says pause: {}, so the gate is written out", i+1))
+				}
 				continue
 			}
-			if i == len(steps)-1 && scalar(step, "replicas") == "100%" {
+			if last100 {
 				removeKey(step, "pause")
 				cv.add(field+".pause", "removed", "Kruise passes the pause of a last step at 100% without waiting; rollgate would wait there")
 				continue
