@@ -23,9 +23,10 @@ const WorkloadPath = "/mutate-apps-v1-workloads"
 
 // WorkloadHook returns the registration of the workload webhook: UPDATE of
 // apps/v1 Deployments, StatefulSets and DaemonSets labelled
-// rollgate.dev/controlled, failure policy Fail (an update of a covered
-// workload is refused rather than released unchecked when the webhook is
-// down; see the package documentation for the way out).
+// rollgate.dev/controlled that change what rollgate holds (the match
+// conditions of workloadConditions), failure policy Fail (such an update
+// is refused rather than released unchecked when the webhook is down; see
+// the package documentation for the way out).
 func WorkloadHook(h admission.Handler) Hook {
 	return Hook{
 		Name:     "workloads.rollgate.dev",
@@ -43,7 +44,8 @@ func WorkloadHook(h admission.Handler) Hook {
 		ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 			Key: v1alpha1.LabelControlled, Operator: metav1.LabelSelectorOpExists,
 		}}},
-		FailurePolicy: admissionregistrationv1.Fail,
+		MatchConditions: workloadConditions(),
+		FailurePolicy:   admissionregistrationv1.Fail,
 	}
 }
 

@@ -27,7 +27,8 @@ const (
 // Keeper keeps the webhook's certificates: it reads them from the Secret
 // (shared by every replica), renews them there when due, serves the
 // current serving certificate and puts the CA bundle into the webhook
-// configurations. It runs on every replica, not only the leader.
+// configurations, at once whenever they change (configWatch) and every
+// check interval. It runs on every replica, not only the leader.
 type Keeper struct {
 	reader   client.Reader
 	writer   client.Client
@@ -37,8 +38,11 @@ type Keeper struct {
 	interval time.Duration
 	now      func() time.Time
 	// publish receives the CA bundle after every sync (the webhook
-	// configurations are written there).
-	publish func(ctx context.Context, bundle []byte) error
+	// configurations are written there) and says what it wrote.
+	publish func(ctx context.Context, bundle []byte) (published, error)
+	// changes wakes Start when a webhook configuration changed (one
+	// pending wake at most: a burst of changes is one sync).
+	changes chan struct{}
 
 	mu      sync.RWMutex
 	serving *tls.Certificate
@@ -49,30 +53,105 @@ func (k *Keeper) NeedLeaderElection() bool { return false }
 
 // resyncAfterChange is how soon a replica checks again after it renewed
 // the certificates, so that a CA bundle another replica published from an
-// older read is put right well within Rotation.Grace.
+// older read is put right well within Rotation.Grace (the watch on the
+// configurations does it sooner; this holds without it).
 const resyncAfterChange = 30 * time.Second
 
-// Start syncs at once, then every check interval (retrying failures after
-// a few seconds), until ctx ends.
+// Pacing of repairs. A configuration without the CA bundle refuses every
+// update sent to its webhooks, so it is always repaired at once. Hooks that
+// differ while the bundle is right are what two controller versions side
+// by side during an upgrade disagree on, each putting back its own: those
+// are repaired at once the first freeRepairs times in a row; after that a
+// sync woken by a change waits one second, then two, four..., up to
+// maxSettle, until no such repair was needed for quietAfter. The two
+// versions then rewrite the configurations a few times and then about
+// once a minute until the old one is gone, rather than in a tight loop.
+const (
+	freeRepairs = 3
+	maxSettle   = time.Minute
+	quietAfter  = 2 * maxSettle
+)
+
+// pace counts the repairs of a streak.
+type pace struct {
+	streak int
+	last   time.Time
+}
+
+// repaired records a repair at now.
+func (p *pace) repaired(now time.Time) {
+	if now.Sub(p.last) > quietAfter {
+		p.streak = 0
+	}
+	p.streak++
+	p.last = now
+}
+
+// settle returns how long a sync woken by a change at now waits.
+func (p *pace) settle(now time.Time) time.Duration {
+	if p.streak < freeRepairs || now.Sub(p.last) > quietAfter {
+		return 0
+	}
+	d := time.Second
+	for i := freeRepairs; i < p.streak && d < maxSettle; i++ {
+		d *= 2
+	}
+	return min(d, maxSettle)
+}
+
+// configurationChanged wakes Start to sync now.
+func (k *Keeper) configurationChanged() {
+	select {
+	case k.changes <- struct{}{}:
+	default:
+	}
+}
+
+// Start syncs at once, then every check interval and whenever a webhook
+// configuration changed (retrying failures after a few seconds), until
+// ctx ends.
 func (k *Keeper) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("webhook-certs")
 	backoff := time.Second
+	var repairs pace
+	woken := false
 	for {
 		wait := k.interval
-		changed, err := k.sync(ctx)
+		renewed, out, err := k.sync(ctx)
 		switch {
+		case err != nil && apierrors.IsConflict(err):
+			// Another replica wrote the same object first (every replica
+			// repairs a changed configuration): read it again.
+			logger.V(1).Info("webhook certificates or configurations written by someone else meanwhile", "error", err.Error())
+			wait, backoff = backoff, min(2*backoff, 30*time.Second)
 		case err != nil:
 			logger.Error(err, "sync webhook certificates", "secret", k.secret)
 			wait, backoff = backoff, min(2*backoff, 30*time.Second)
-		case changed:
+		case renewed:
 			wait, backoff = min(wait, resyncAfterChange), time.Second
 		default:
 			backoff = time.Second
 		}
+		if woken && out.wrote && !renewed {
+			if out.bundle {
+				logger.Info("webhook configurations changed by someone else; CA bundle and hooks put back")
+			} else {
+				repairs.repaired(time.Now())
+				logger.Info("webhook configurations changed by someone else; hooks put back", "repairsInARow", repairs.streak)
+			}
+		}
+		woken = false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
+		case <-k.changes:
+			woken = true
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(repairs.settle(time.Now())):
+			}
 		}
 	}
 }
@@ -82,44 +161,45 @@ func (k *Keeper) Start(ctx context.Context) error {
 // CA bundle. A conflict with another replica's write is returned as an
 // error; the next sync reads the winner's certificates.
 func (k *Keeper) Sync(ctx context.Context) error {
-	_, err := k.sync(ctx)
+	_, _, err := k.sync(ctx)
 	return err
 }
 
-// sync is Sync, reporting whether it renewed the certificates.
-func (k *Keeper) sync(ctx context.Context) (bool, error) {
+// sync is Sync, reporting whether it renewed the certificates and what it
+// wrote to the webhook configurations.
+func (k *Keeper) sync(ctx context.Context) (renewed bool, out published, err error) {
 	now := k.now()
 	secret := &corev1.Secret{}
-	err := k.reader.Get(ctx, k.secret, secret)
+	err = k.reader.Get(ctx, k.secret, secret)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("get Secret %s: %w", k.secret, err)
+		return false, out, fmt.Errorf("get Secret %s: %w", k.secret, err)
 	}
 	var cur *Certs
 	if exists {
 		cur = certsFrom(secret)
 	}
-	next, changed, err := k.rotation.Next(cur, k.hosts, now)
+	next, renewed, err := k.rotation.Next(cur, k.hosts, now)
 	if err != nil {
-		return false, err
+		return false, out, err
 	}
-	if changed {
+	if renewed {
 		if err := k.write(ctx, secret, exists, next); err != nil {
-			return false, err
+			return false, out, err
 		}
 		log.FromContext(ctx).Info("webhook certificates renewed", "secret", k.secret, "caRotatedAt", next.CARotatedAt)
 	}
-	if err := k.publish(ctx, next.Bundle(now)); err != nil {
-		return changed, err
+	if out, err = k.publish(ctx, next.Bundle(now)); err != nil {
+		return renewed, out, err
 	}
 	pair, err := keyPair(next.Cert, next.Key)
 	if err != nil {
-		return changed, err
+		return renewed, out, err
 	}
 	k.mu.Lock()
 	k.serving = pair
 	k.mu.Unlock()
-	return changed, nil
+	return renewed, out, nil
 }
 
 func (k *Keeper) write(ctx context.Context, secret *corev1.Secret, exists bool, c *Certs) error {

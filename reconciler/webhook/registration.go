@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -61,6 +62,12 @@ type Hook struct {
 	// ObjectSelector and NamespaceSelector narrow the requests sent.
 	ObjectSelector    *metav1.LabelSelector
 	NamespaceSelector *metav1.LabelSelector
+	// MatchConditions narrow them further: CEL expressions over the
+	// request, all of which must be true for the API server to call the
+	// hook. A request they skip is admitted as if the hook had allowed it,
+	// whether or not the hook answers, so they decide what an outage
+	// refuses: leave out only what the handler would pass unchanged.
+	MatchConditions []admissionregistrationv1.MatchCondition
 	// FailurePolicy; default Fail.
 	FailurePolicy admissionregistrationv1.FailurePolicyType
 	// TimeoutSeconds; default 10.
@@ -119,7 +126,8 @@ func (r Registration) configurations(hooks []Hook, bundle []byte) (*admissionreg
 				Name: h.Name, ClientConfig: cc, Rules: h.Rules, FailurePolicy: &policy,
 				MatchPolicy: ptr.To(admissionregistrationv1.Equivalent), SideEffects: &none,
 				ObjectSelector: selectorOrAll(h.ObjectSelector), NamespaceSelector: nsSel,
-				TimeoutSeconds: ptr.To(timeout), AdmissionReviewVersions: []string{"v1"},
+				MatchConditions: slices.Clone(h.MatchConditions),
+				TimeoutSeconds:  ptr.To(timeout), AdmissionReviewVersions: []string{"v1"},
 				ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
 			})
 			continue
@@ -128,7 +136,8 @@ func (r Registration) configurations(hooks []Hook, bundle []byte) (*admissionreg
 			Name: h.Name, ClientConfig: cc, Rules: h.Rules, FailurePolicy: &policy,
 			MatchPolicy: ptr.To(admissionregistrationv1.Equivalent), SideEffects: &none,
 			ObjectSelector: selectorOrAll(h.ObjectSelector), NamespaceSelector: nsSel,
-			TimeoutSeconds: ptr.To(timeout), AdmissionReviewVersions: []string{"v1"},
+			MatchConditions: slices.Clone(h.MatchConditions),
+			TimeoutSeconds:  ptr.To(timeout), AdmissionReviewVersions: []string{"v1"},
 		})
 	}
 	meta := metav1.ObjectMeta{Name: r.Name, Labels: map[string]string{"app.kubernetes.io/managed-by": "rollgate"}}
@@ -172,49 +181,79 @@ type publisher struct {
 	hooks  []Hook
 }
 
+// published says what publish wrote.
+type published struct {
+	// wrote: a configuration was created or updated.
+	wrote bool
+	// bundle: the CA bundle was among what it put back (a configuration
+	// created, or one whose webhooks did not all carry the bundle).
+	bundle bool
+}
+
+// or is what p and q wrote together.
+func (p published) or(q published) published {
+	return published{wrote: p.wrote || q.wrote, bundle: p.bundle || q.bundle}
+}
+
 // publish creates or updates the configurations so that they carry hooks
-// and bundle.
-func (p *publisher) publish(ctx context.Context, bundle []byte) error {
+// and bundle, and says what it wrote. The comparison with the stored
+// configurations covers every field configurations sets (matchConditions
+// included), so a pass that finds them current writes nothing: that keeps
+// the watch on the configurations from seeing its own writes as changes
+// forever.
+func (p *publisher) publish(ctx context.Context, bundle []byte) (published, error) {
 	m, v := p.reg.configurations(p.hooks, bundle)
+	var out published
 	if m != nil {
 		cur := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := p.ensure(ctx, cur, m, func() bool {
+		w, err := p.ensure(ctx, cur, m, func() (bool, bool) {
 			same := equality.Semantic.DeepEqual(cur.Webhooks, m.Webhooks)
+			hasBundle := len(cur.Webhooks) > 0
+			for _, h := range cur.Webhooks {
+				hasBundle = hasBundle && bytes.Equal(h.ClientConfig.CABundle, bundle)
+			}
 			cur.Webhooks = m.Webhooks
-			return same
-		}); err != nil {
-			return err
+			return same, hasBundle
+		})
+		if out = out.or(w); err != nil {
+			return out, err
 		}
 	}
 	if v != nil {
 		cur := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		return p.ensure(ctx, cur, v, func() bool {
+		w, err := p.ensure(ctx, cur, v, func() (bool, bool) {
 			same := equality.Semantic.DeepEqual(cur.Webhooks, v.Webhooks)
+			hasBundle := len(cur.Webhooks) > 0
+			for _, h := range cur.Webhooks {
+				hasBundle = hasBundle && bytes.Equal(h.ClientConfig.CABundle, bundle)
+			}
 			cur.Webhooks = v.Webhooks
-			return same
+			return same, hasBundle
 		})
+		return out.or(w), err
 	}
-	return nil
+	return out, nil
 }
 
 // ensure creates want, or updates cur (read into by name) when merge
-// reports a difference.
-func (p *publisher) ensure(ctx context.Context, cur, want client.Object, merge func() (same bool)) error {
+// reports a difference (and whether cur had the CA bundle).
+func (p *publisher) ensure(ctx context.Context, cur, want client.Object, merge func() (same, hadBundle bool)) (published, error) {
 	err := p.reader.Get(ctx, client.ObjectKeyFromObject(want), cur)
 	if apierrors.IsNotFound(err) {
 		if err := p.writer.Create(ctx, want); err != nil {
-			return fmt.Errorf("create %T %s: %w", want, want.GetName(), err)
+			return published{}, fmt.Errorf("create %T %s: %w", want, want.GetName(), err)
 		}
-		return nil
+		return published{wrote: true, bundle: true}, nil
 	}
 	if err != nil {
-		return fmt.Errorf("get %T %s: %w", want, want.GetName(), err)
+		return published{}, fmt.Errorf("get %T %s: %w", want, want.GetName(), err)
 	}
-	if merge() {
-		return nil
+	same, hadBundle := merge()
+	if same {
+		return published{}, nil
 	}
 	if err := p.writer.Update(ctx, cur); err != nil {
-		return fmt.Errorf("update %T %s: %w", cur, cur.GetName(), err)
+		return published{}, fmt.Errorf("update %T %s: %w", cur, cur.GetName(), err)
 	}
-	return nil
+	return published{wrote: true, bundle: !hadBundle}, nil
 }

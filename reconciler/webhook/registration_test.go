@@ -1,11 +1,15 @@
 package webhook
 
 import (
+	"context"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // TestRegistrationOfANamespacedController: a controller that watches its
@@ -58,4 +62,55 @@ func TestRegistrationOfANamespacedController(t *testing.T) {
 	if len(all[0].MatchExpressions) != 0 {
 		t.Errorf("unscoped: want the empty selector the API server stores, got %v", all[0])
 	}
+}
+
+// TestPublishSaysWhatItPutBack: publish writes only what differs and says
+// whether the CA bundle was part of it (a bundle is repaired at once, a
+// disagreement over hooks alone is paced).
+func TestPublishSaysWhatItPutBack(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().Build()
+	p := &publisher{reader: c, writer: c, reg: Registration{Name: "rollgate", URL: "https://127.0.0.1:9443"},
+		hooks: []Hook{WorkloadHook(nil), {Name: "v.rollgate.dev", Path: "/v"}}}
+	bundle := []byte("ca")
+	step := func(what string, change func(), want published) {
+		t.Helper()
+		if change != nil {
+			change()
+		}
+		got, err := p.publish(ctx, bundle)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got != want {
+			t.Errorf("%s: published %+v, want %+v", what, got, want)
+		}
+	}
+	mutating := func(edit func(*admissionregistrationv1.MutatingWebhookConfiguration)) func() {
+		return func() {
+			var m admissionregistrationv1.MutatingWebhookConfiguration
+			if err := c.Get(ctx, client.ObjectKey{Name: "rollgate"}, &m); err != nil {
+				t.Fatal(err)
+			}
+			edit(&m)
+			if err := c.Update(ctx, &m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	step("first publish", nil, published{wrote: true, bundle: true})
+	step("nothing changed", nil, published{})
+	step("match conditions removed", mutating(func(m *admissionregistrationv1.MutatingWebhookConfiguration) {
+		m.Webhooks[0].MatchConditions = nil
+	}), published{wrote: true})
+	step("CA bundle cleared", mutating(func(m *admissionregistrationv1.MutatingWebhookConfiguration) {
+		m.Webhooks[0].ClientConfig.CABundle = nil
+	}), published{wrote: true, bundle: true})
+	step("validating configuration deleted", func() {
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "rollgate"}}
+		if err := c.Delete(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}, published{wrote: true, bundle: true})
+	step("new CA bundle", func() { bundle = []byte("ca2") }, published{wrote: true, bundle: true})
 }

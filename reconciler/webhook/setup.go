@@ -37,7 +37,9 @@ type Options struct {
 	// served).
 	Rotation Rotation
 	// CheckInterval is how often the certificates are checked for renewal
-	// and the webhook configurations for drift; default 1 hour.
+	// and the webhook configurations for drift; default 1 hour. The
+	// configurations are also watched and put right within seconds of
+	// any change: this check is the backstop (a watch RBAC refuses).
 	CheckInterval time.Duration
 	// Hooks are served and registered besides the workload webhook
 	// (a Rollout validating webhook, say).
@@ -105,8 +107,9 @@ func (o *Options) defaults() error {
 // Setup adds the webhook server to mgr: the workload webhook plus
 // opts.Hooks, served with certificates kept in a Secret (see Keeper), and
 // the webhook configurations, which the controller creates and updates
-// itself. It registers workload.RolloutWorkloadIndex on mgr's cache, and a
-// readiness check "webhook-certificate". Call it before mgr.Start.
+// itself and watches, to put them back as soon as they change. It
+// registers workload.RolloutWorkloadIndex on mgr's cache, and a readiness
+// check "webhook-certificate". Call it before mgr.Start.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	_, err := New(mgr, opts)
 	return err
@@ -144,6 +147,11 @@ func New(mgr ctrl.Manager, opts Options) (*Keeper, error) {
 		interval: opts.CheckInterval,
 		now:      opts.Now,
 		publish:  pub.publish,
+		changes:  make(chan struct{}, 1),
+	}
+	watch, err := newConfigWatch(mgr.GetConfig(), mgr.GetHTTPClient(), opts.Registration, pub.hooks, keeper.configurationChanged)
+	if err != nil {
+		return nil, err
 	}
 	server := ctrlwebhook.NewServer(ctrlwebhook.Options{
 		Host: opts.Host,
@@ -157,6 +165,9 @@ func New(mgr ctrl.Manager, opts Options) (*Keeper, error) {
 		server.Register(h.Path, &admission.Webhook{Handler: h.Handler})
 	}
 	if err := mgr.Add(keeper); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(watch); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(server); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,6 +43,8 @@ type Server struct {
 	Name string
 	// Clock is the keeper's clock: real time plus Offset.
 	Clock *Clock
+	// Stopped is closed once the server has stopped (its ctx ended).
+	Stopped <-chan struct{}
 }
 
 // Clock is a clock the test can move: real time plus an offset.
@@ -60,12 +63,13 @@ func (c *Clock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.L
 // Advance moves the clock forward by d.
 func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
-// Run starts the webhook against cfg until ctx ends and returns once the
-// API server calls it (a dry-run image change of a probe Deployment comes
-// back held). scheme must hold the built-in kinds and rollgate's API.
-// clock is the certificate keeper's clock; nil means real time. (API
-// servers check certificates against real time: start a clock in the past
-// and move it towards now to test a rotation.)
+// Run starts the webhook against cfg until ctx ends and returns once its
+// configuration is published and the API server calls it (a dry-run
+// image change of a probe Deployment comes back held). scheme must hold
+// the built-in kinds and rollgate's API. clock is the certificate keeper's
+// clock; nil means real time. (API servers check certificates against
+// real time: start a clock in the past and move it towards now to test a
+// rotation.)
 func Run(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, name string, clock *Clock) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
@@ -84,8 +88,12 @@ func Run(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, name str
 		s.Clock = NewClock(0)
 	}
 	c := mgr.GetClient()
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
-	if err := client.IgnoreAlreadyExists(directCreate(ctx, cfg, scheme, ns)); err != nil {
+	if err := client.IgnoreAlreadyExists(direct.Create(ctx, ns)); err != nil {
 		return nil, err
 	}
 	s.Keeper, err = webhook.New(mgr, webhook.Options{
@@ -98,12 +106,20 @@ func Run(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, name str
 		return nil, err
 	}
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	stopped := make(chan struct{})
+	s.Stopped = stopped
+	go func() {
+		defer close(stopped)
+		done <- mgr.Start(ctx)
+	}()
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		select {
 		case err := <-done:
 			return false, fmt.Errorf("manager stopped: %w", err)
 		default:
+		}
+		if ok, err := registered(ctx, direct, name, s.URL); !ok || err != nil {
+			return false, err
 		}
 		return probe(ctx, c, name)
 	})
@@ -113,12 +129,21 @@ func Run(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, name str
 	return s, nil
 }
 
-func directCreate(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, obj client.Object) error {
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
+// registered reports whether the configuration called name sends the
+// workload webhook to url with a CA bundle: this server's keeper has
+// published it (another server on the same API server may hold the probe
+// Deployment before that).
+func registered(ctx context.Context, c client.Client, name, url string) (bool, error) {
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, &mwc); err != nil {
+		return false, client.IgnoreNotFound(err)
 	}
-	return c.Create(ctx, obj)
+	for _, w := range mwc.Webhooks {
+		if w.ClientConfig.URL != nil && *w.ClientConfig.URL == url+webhook.WorkloadPath && len(w.ClientConfig.CABundle) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // probe creates a Rollout and a covered Deployment (once) and reports
