@@ -77,13 +77,20 @@ func NewConverter(crds []*apiextensionsv1.CustomResourceDefinition, opts Options
 	return nil, errors.New("the Rollout CRD (rollgate.dev/v1alpha1) is not among the CRDs")
 }
 
+// ErrNothingToConvert: the input holds no OpenKruise object.
+var ErrNothingToConvert = errors.New("nothing to convert")
+
 // Convert converts every Kruise Rollout of a multi-document YAML stream
 // and returns the stream with them replaced (other documents unchanged,
 // other Kruise kinds left out) and a Result per Kruise object.
+//
+// A stream holding no Kruise object is ErrNothingToConvert, saying what it
+// holds instead (nothing, or another project's Rollout).
 func (c *Converter) Convert(src []byte) ([]byte, []Result, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var docs []*yaml.Node
 	var results []Result
+	var others []string
 	for i := 1; ; i++ {
 		doc := &yaml.Node{}
 		err := dec.Decode(doc)
@@ -99,6 +106,9 @@ func (c *Converter) Convert(src []byte) ([]byte, []Result, error) {
 		}
 		group, _, _ := strings.Cut(stringAt(root, "apiVersion"), "/")
 		if group != Group {
+			if kind := stringAt(root, "kind"); kind == "Rollout" {
+				others = append(others, fmt.Sprintf("document %d is a Rollout of %s", i, stringAt(root, "apiVersion")))
+			}
 			docs = append(docs, doc)
 			continue
 		}
@@ -109,7 +119,20 @@ func (c *Converter) Convert(src []byte) ([]byte, []Result, error) {
 		}
 		results = append(results, r)
 	}
+	if len(results) == 0 {
+		why := "the input holds no object"
+		if len(docs) > 0 {
+			why = "the input holds no object of " + Group
+		}
+		if len(others) > 0 {
+			why = strings.Join(others, "; ") + ", not of " + Group + " (an Argo Rollout is not converted)"
+		}
+		return nil, nil, fmt.Errorf("%w: %s", ErrNothingToConvert, why)
+	}
 	var out bytes.Buffer
+	if len(docs) == 0 {
+		return nil, results, nil // every Kruise object was left out: the report says why
+	}
 	enc := yaml.NewEncoder(&out)
 	enc.SetIndent(2)
 	for _, d := range docs {

@@ -83,6 +83,9 @@ func runConvert(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, 
 		return err
 	}
 	out, results, err := conv.Convert(src)
+	if errors.Is(err, kruise.ErrNothingToConvert) {
+		return notConverted{fmt.Errorf("%s: %w", source, err)}
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", source, err)
 	}

@@ -44,3 +44,27 @@ func TestConvertThenPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestConvertRefusesWhatItCannotConvert: a file holding a single Kruise
+// Rollout of a CloneSet, an empty file and an Argo Rollout each exit 7
+// with the reason, never a YAML error or an unchanged file with exit 0.
+func TestConvertRefusesWhatItCannotConvert(t *testing.T) {
+	dir := t.TempDir()
+	for name, c := range map[string]struct{ file, want string }{
+		"CloneSet alone": {"apiVersion: rollouts.kruise.io/v1beta1\nkind: Rollout\nmetadata: {name: web, namespace: demo}\n" +
+			"spec:\n  workloadRef: {apiVersion: apps.kruise.io/v1alpha1, kind: CloneSet, name: web}\n  strategy: {canary: {steps: [{replicas: 1}]}}\n",
+			"CloneSet is not released by rollgate"},
+		"empty":          {"", "the input holds no object"},
+		"Argo Rollout":   {"apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: a}\nspec: {}\n", "an Argo Rollout is not converted"},
+		"no Kruise kind": {"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n", "holds no object of rollouts.kruise.io"},
+	} {
+		in := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
+		if err := os.WriteFile(in, []byte(c.file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, code := runMain(t, "convert", in)
+		if code != exitNotConverted || !strings.Contains(out, c.want) || strings.Contains(out, "STREAM-START") {
+			t.Errorf("%s: exit %d, want %d saying %q:\n%s", name, code, exitNotConverted, c.want, out)
+		}
+	}
+}
