@@ -93,6 +93,9 @@ func (h *WorkloadHandler) Handle(ctx context.Context, req admission.Request) adm
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if verdict == workload.Unreadable {
+		return admission.Allowed("").WithWarnings(unreadableWarning)
+	}
 	resp, err := patch(req.Object.Raw, newObj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -108,6 +111,11 @@ func (h *WorkloadHandler) Handle(ctx context.Context, req admission.Request) adm
 	return resp
 }
 
+// unreadableWarning is the warning of an update admitted unchecked because
+// the workload's control annotation cannot be read.
+const unreadableWarning = "rollgate: the annotation " + v1alpha1.AnnotationControl + " of this workload is not what rollgate wrote, " +
+	"so this update passes unchecked; remove the annotation and apply the workload again from Git (the Rollout's Stalled condition says more)"
+
 func warning(v workload.Verdict, ro *v1alpha1.Rollout) string {
 	switch v {
 	case workload.Held:
@@ -116,6 +124,9 @@ func warning(v workload.Verdict, ro *v1alpha1.Rollout) string {
 		return fmt.Sprintf("rollgate: a release by Rollout %s is in progress; its update strategy is kept and the declared one is restored at the end", ro.Name)
 	case workload.Released:
 		return "rollgate: no enabled Rollout covers this workload any more; the declared update strategy is restored"
+	case workload.KeptHeld:
+		return "rollgate: this workload was mid-release when its Rollout was deleted or disabled; it stays held as it stands " +
+			"until a Rollout names it again or `rollgate handback` gives it back"
 	}
 	return ""
 }
