@@ -117,6 +117,7 @@ bench: tools tools-bench ## Run benchmarks and print the numbers (ROLLGATE_BENCH
 	@# GitOps re-applies across a gate, 60 s per writer (make test runs 20 s)
 	ROLLGATE_REAPPLY_SECONDS=60 go test -count=1 -run '^TestGitOpsReapplyNeverFlips' -v ./test/e2e/ > bin/flaps.log 2>&1; \
 		rc=$$?; grep -E 'flaps_test.go:[0-9]+:|^(--- |ok|FAIL)' bin/flaps.log; exit $$rc
+	ROLLGATE_SOAK_RELEASES=$${ROLLGATE_SOAK_RELEASES:-365} go test -count=1 -timeout 4h -run '^TestSoakReleasesThroughGit$$' -v ./test/e2e/ > bin/soak.log 2>&1; rc=$$?; grep -E 'SOAK|INVARIANT|^(--- |ok|FAIL)' bin/soak.log; exit $$rc
 
 # DEMO_FLAGS go to bin/rollgate-demo, e.g. make demo DEMO_FLAGS=--interactive
 DEMO_FLAGS ?=
