@@ -146,6 +146,20 @@ func (s *soak) sampleMemory(i, last int) {
 	s.mem = append(s.mem, memSample{release: i, heapInuse: m.HeapInuse, rss: rss()})
 }
 
+// progress prints where a long soak stands, every 50 releases, so that a
+// run stopped before its end still says how far it went.
+func (s *soak) progress(i int) {
+	if i%50 != 0 {
+		return
+	}
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	s.t.Logf("SOAK at release %d after %v: refusals %d, invariant breaks %d, largest spec.approvals %d, restarts %d, heap in use %.1f MiB, RSS %.1f MiB",
+		i, time.Since(s.started).Round(time.Second), len(s.refusals), len(s.breaks), s.figures.maxApprovals, s.restarts,
+		float64(m.HeapInuse)/(1<<20), float64(rss())/(1<<20))
+}
+
 // rss is the process' resident set size, 0 when unknown.
 func rss() uint64 {
 	f, err := os.Open("/proc/self/status")

@@ -93,6 +93,7 @@ func TestSoakReleasesThroughGit(t *testing.T) {
 		s.release(i, i%soakFailEvery == 0)
 		s.check(i)
 		s.sampleMemory(i, n)
+		s.progress(i)
 	}
 	if len(s.refusals) > 0 {
 		t.Errorf("the API server refused %d applies of manifests from Git, want 0:\n  %s", len(s.refusals), strings.Join(s.refusals, "\n  "))
