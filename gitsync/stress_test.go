@@ -252,8 +252,13 @@ func TestStressConcurrentRolloutsAndForeignPushes(t *testing.T) {
 	if len(foreign) > 0 && !isAncestor(t, srv, foreign[len(foreign)-1], statusBranch) {
 		t.Errorf("last foreign commit is not an ancestor of %s", statusBranch)
 	}
-	if len(foreign) < int(duration/foreignPeriod)/4 {
-		t.Errorf("only %d foreign commits in %v", len(foreign), duration)
+	// The property is that no foreign commit is lost (above), not the
+	// pusher's rate: at load 10 (a fresh-clone make test beside a real
+	// node) its git processes made 8 commits in 6 s, under the quarter of
+	// the nominal rate this once asserted. Two commits are enough to race
+	// the writer's flushes.
+	if len(foreign) < 2 {
+		t.Errorf("only %d foreign commits in %v: the writer was never raced", len(foreign), duration)
 	}
 	gitFsck(t, srv)
 
