@@ -112,8 +112,12 @@ bench: tools tools-bench ## Run benchmarks and print the numbers (ROLLGATE_BENCH
 	@# One package at a time: the cluster benchmarks and the Git ones must not load the machine for each other.
 	@# P5 runs rollgate's controller as `make image` builds it (bin/image/rollgate-controller), Kruise Rollout and Argo Rollouts (tools-bench) as processes.
 	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(BIN)/image/rollgate-controller ./cmd/rollgate-controller
-	go test -p 1 -timeout 90m -run '^$$' -bench . -benchmem ./... 2>&1 | tee bin/bench.log; exit $${PIPESTATUS[0]}
-	@echo "== P1-P5 (docs/benchmarks.md) =="; grep -E '^P[1-5] ' bin/bench.log
+	@# A benchmark that fails does not stop the others: the summary says which figure it could not measure and why.
+	go test -p 1 -timeout 90m -run '^$$' -bench . -benchmem ./... 2>&1 | tee bin/bench.log; echo "rc $${PIPESTATUS[0]}" > bin/bench.rc
+	@echo "== P1-P5 (docs/benchmarks.md) =="; grep -E '^P[1-5] ' bin/bench.log || true
+	@# Each P-figure against its goal, met or missed, with the commit measured.
+	@go run ./test/bench/summary -commit "$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- . ':!docs' || echo ', with uncommitted changes')" bin/bench.log
+	@test "$$(cat bin/bench.rc)" = "rc 0"
 	@# GitOps re-applies across a gate, 60 s per writer (make test runs 20 s)
 	ROLLGATE_REAPPLY_SECONDS=60 go test -count=1 -run '^TestGitOpsReapplyNeverFlips' -v ./test/e2e/ > bin/flaps.log 2>&1; \
 		rc=$$?; grep -E 'flaps_test.go:[0-9]+:|^(--- |ok|FAIL)' bin/flaps.log; exit $$rc
