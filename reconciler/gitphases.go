@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
 )
@@ -27,9 +29,9 @@ func (r *RolloutReconciler) actOpenRepository(ctx context.Context, sc *scope) er
 // observeApprovals reads the approvals on the tracked Git branch, so a
 // merged approval pull request counts even before the GitOps tool has
 // applied the Rollout manifest it changed. It reads what the last fetch
-// brought: the Repository controller fetches the branch every interval
-// while a gate waits on it (at once after a push webhook) and wakes the
-// Rollouts whose manifest changed.
+// brought, as the fetch read it (gateManifest): the Repository controller
+// fetches the branch every interval while a gate waits on it (at once
+// after a push webhook) and wakes the Rollouts whose manifest changed.
 func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) error {
 	ro, e := sc.ro, sc.git
 	if e == nil || ro.Status.AwaitingApproval == nil {
@@ -37,15 +39,7 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) err
 	}
 	branch := trackedBranch(ro, sc.repository)
 	r.repos.gateWaits(e, branch, sc.now)
-	// Another read may have fetched the branch (proposing an approval
-	// branch does): wake the other gates it moved.
-	r.repos.wakeIfMoved(ctx, e, branch)
-	snap, err := e.clone.LocalSnapshot(branch)
-	if err != nil {
-		e.markStale()
-		return fmt.Errorf("reading %s of %s: %w", branch, e.clone, err)
-	}
-	manifest, err := snap.ReadFile(ro.Spec.Git.Path)
+	snap, manifest, err := e.gateManifest(branch, ro.Spec.Git.Path)
 	if err != nil {
 		e.markStale()
 		return fmt.Errorf("reading %s from %s of %s: %w", ro.Spec.Git.Path, branch, e.clone, err)
@@ -87,7 +81,7 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 	if ro.Status.Git == nil {
 		ro.Status.Git = &v1alpha1.GitStatus{}
 	}
-	if c, err := rel.git.clone.Head(trackedBranch(ro, rel.repository)); err == nil {
+	if c, err := rel.git.head(trackedBranch(ro, rel.repository)); err == nil {
 		ro.Status.Git.ObservedCommit = c // before stateOf, which writes it
 	}
 	st := stateOf(ro, rel)
@@ -97,29 +91,27 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 	return errors.Join(errs...)
 }
 
-// proposeApproval pushes the approval branch of a gate that waits and has
-// none yet, and removes the approval branches of earlier gates. The
-// branch's commit also prunes spec.approvals down to the entries of the
-// stable and canary revisions, so the list never outgrows the CRD's cap.
-func (r *RolloutReconciler) proposeApproval(ctx context.Context, rel *scope) error {
+// proposeApproval records the approval branch of a gate that waits and
+// has none yet, once the repository's proposer has pushed it (see
+// proposer): the reconcile never waits for Git's network. The branch's
+// commit also prunes spec.approvals down to the entries of the stable and
+// canary revisions, so the list never outgrows the CRD's cap, and the
+// approval branches of earlier gates are removed.
+func (r *RolloutReconciler) proposeApproval(_ context.Context, rel *scope) error {
 	ro := rel.ro
 	a := ro.Status.AwaitingApproval
 	if a == nil || a.Branch != "" {
 		return nil
 	}
-	p, err := gitsync.ProposeApproval(ctx, rel.git.clone, trackedBranch(ro, rel.repository), ro.Spec.Git.Path,
-		ro.Namespace, ro.Name, gitApproval(a.Revision, a.Attempt, a.Step), "rollgate",
-		ro.Status.StableRevision, ro.Status.CanaryRevision)
-	if err != nil || p.AlreadyApproved {
-		return err
+	res, ok := rel.git.proposer.ask(client.ObjectKeyFromObject(ro), proposal{
+		tracked: trackedBranch(ro, rel.repository), path: ro.Spec.Git.Path,
+		approval: gitApproval(a.Revision, a.Attempt, a.Step), live: []string{ro.Status.StableRevision, ro.Status.CanaryRevision},
+	})
+	if !ok || res.approved {
+		return res.err
 	}
-	a.Branch = p.Branch
-	// Approval branches of earlier gates (earlier steps, revisions or
-	// attempts) that were never merged can no longer approve anything:
-	// remove them.
-	keep := func(b string) bool { return b == p.Branch }
-	_, err = gitsync.CleanupApprovalBranches(ctx, rel.git.clone, ro.Namespace, ro.Name, keep)
-	return err
+	a.Branch = res.branch
+	return res.err
 }
 
 func shortCommit(h string) string {

@@ -14,10 +14,11 @@ import (
 )
 
 // TestProposeApprovalPrunesToTheLiveRevisions: the approval branch the
-// reconciler pushes at a gate removes from spec.approvals the entries of
-// revisions that are neither status.stableRevision nor
+// repository's proposer pushes for a gate removes from spec.approvals the
+// entries of revisions that are neither status.stableRevision nor
 // status.canaryRevision, and the Rollout's approval branches of earlier
-// releases are deleted.
+// releases are deleted. The reconcile records the branch once it is
+// pushed, and its Rollout is woken then.
 func TestProposeApprovalPrunesToTheLiveRevisions(t *testing.T) {
 	const path = "apps/web/rollout.yaml"
 	manifest := "apiVersion: rollgate.dev/v1alpha1\nkind: Rollout\nmetadata:\n  name: web\n  namespace: demo\nspec:\n" +
@@ -42,11 +43,26 @@ func TestProposeApprovalPrunesToTheLiveRevisions(t *testing.T) {
 		Status: v1alpha1.RolloutStatus{StableRevision: "stable1", CanaryRevision: "canary1",
 			AwaitingApproval: &v1alpha1.ApprovalRequest{Revision: "canary1", Step: 2, Since: metav1.Now()}},
 	}
-	sc := &scope{ro: ro, git: &repoHandle{clone: clone},
-		repository: &v1alpha1.Repository{Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main"}}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := (&RolloutReconciler{}).proposeApproval(ctx, sc); err != nil {
+	pushed := newNotifier(priorityNormal)
+	p := newProposer(clone, pushed)
+	go p.start(ctx)
+	sc := &scope{ro: ro, git: &repoHandle{clone: clone, proposer: p},
+		repository: &v1alpha1.Repository{Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main"}}}
+	r := &RolloutReconciler{}
+	if err := r.proposeApproval(ctx, sc); err != nil || ro.Status.AwaitingApproval.Branch != "" {
+		t.Fatalf("the reconcile that asked for the branch: %v, branch %q; want it asked for, not recorded", err, ro.Status.AwaitingApproval.Branch)
+	}
+	select {
+	case <-pushed.wake:
+	case <-ctx.Done():
+		t.Fatal("the Rollout was never woken with its approval branch")
+	}
+	if got := pushed.take(); len(got) != 1 {
+		t.Fatalf("woken %v; want the Rollout", got)
+	}
+	if err := r.proposeApproval(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
 	branch := ro.Status.AwaitingApproval.Branch

@@ -20,75 +20,146 @@ import (
 // whose reconciles would queue in front of the one that was approved.
 // The woken Rollouts go to the front of the work queue (priorityWoken).
 // The comparison is with the head last compared, not the head before the
-// fetch: other reads fetch the tracked branch too (proposing an approval
-// branch), and a merge they bring must still wake its Rollout.
+// fetch: other reads fetch the tracked branch too (writing a revert), and
+// a merge they bring must still wake its Rollout. Approval branches are
+// pushed from a clone of their own (see proposer): nothing a merged
+// approval goes through waits behind their pushes.
+
+// gateView is what the gates on one branch read: the head of the branch
+// last compared for wakes, and the manifests of the Rollouts gated on it
+// at that head, read by the compare. A woken gate reads its approval from
+// here without taking the clone, which a fetch holds for its whole
+// exchange with the Git server: in a wave of merges with the push
+// webhook the Repository controller fetches almost without pause.
+type gateView struct {
+	snap  *gitsync.Snapshot
+	files map[string][]byte
+}
 
 // wakeIfMoved wakes the Rollouts gated on branch whose manifest changed
 // between the head of branch last looked at here (e.seen) and its local
-// head now, whoever moved it: a fetch of the pool, or a read that fetched
-// on its own (proposing an approval branch reads the tracked branch, and
-// the merges it brings would otherwise never be compared). Caller must
-// not hold e.mu.
+// head now, and makes that head the one gates read (gateManifest).
+// Whoever moves the local head calls it: a fetch of the pool, a revert
+// written to the tracked branch. Caller must not hold e.mu.
 func (g *repoPool) wakeIfMoved(ctx context.Context, e *repoHandle, branch string) {
+	e.comparing.Lock()
+	defer e.comparing.Unlock()
 	head, err := e.clone.Head(branch)
 	if err != nil {
+		// The branch is gone: gates read (and fail to read) the clone.
+		e.mu.Lock()
+		delete(e.seen, branch)
+		e.mu.Unlock()
 		return
 	}
 	e.mu.Lock()
-	prev, known := e.seen[branch]
+	prev := e.seen[branch]
 	e.mu.Unlock()
-	if known && prev.Commit == head {
+	if prev != nil && prev.snap.Commit == head {
 		return
 	}
-	cur, err := e.clone.LocalSnapshot(branch)
+	snap, err := e.clone.LocalSnapshot(branch)
 	if err != nil {
 		return
 	}
+	cur := &gateView{snap: snap, files: map[string][]byte{}}
+	keys := g.wakeGated(ctx, e, branch, prev, cur)
 	e.mu.Lock()
 	if e.seen == nil {
-		e.seen = map[string]*gitsync.Snapshot{}
+		e.seen = map[string]*gateView{}
 	}
 	e.seen[branch] = cur
 	e.mu.Unlock()
-	if !known {
-		prev = nil // nothing to compare with: wake every gate
-	}
-	g.wakeGated(ctx, e, branch, prev, cur)
+	g.moved.notify(keys...)
 }
 
-// wakeGated notifies g.moved of the Rollouts of e waiting at a gate, on
-// branch, whose manifest differs between old (nil when unknown) and cur.
-// Caller must not hold e.mu.
+// wakeGated returns the Rollouts of e waiting at a gate, on branch, whose
+// manifest differs between old (nil when unknown: every one) and cur,
+// keeping in cur the manifests it read. Caller must not hold e.mu.
 //
 // Under an approval policy (spec.approvals: signedBy, mergeOnly) the
 // verdict on a gate depends on the head commit itself, not only on the
 // manifest: a merge signed, or signed again by an approver, after it
 // landed changes no file. There every gated Rollout on branch is woken on
 // every new head; otherwise it would wait for its next resync.
-func (g *repoPool) wakeGated(ctx context.Context, e *repoHandle, branch string, old, cur *gitsync.Snapshot) {
+func (g *repoPool) wakeGated(ctx context.Context, e *repoHandle, branch string, old, cur *gateView) []types.NamespacedName {
 	byCommit := e.verifier != nil
 	var keys []types.NamespacedName
 	for _, ro := range g.gatedRollouts(ctx, e.obj) {
 		if orDefault(ro.Spec.Git.Branch, e.branch) != branch {
 			continue
 		}
-		if old != nil && !byCommit && sameFile(old, cur, ro.Spec.Git.Path) {
+		data, err := cur.snap.ReadFile(ro.Spec.Git.Path)
+		if err == nil {
+			cur.files[ro.Spec.Git.Path] = data
+		}
+		if old != nil && !byCommit && err == nil && old.holds(e, ro.Spec.Git.Path, data) {
 			continue
 		}
 		keys = append(keys, client.ObjectKeyFromObject(ro))
 	}
-	g.moved.notify(keys...)
+	return keys
 }
 
-// sameFile reports whether path reads the same in a and b (false when
-// either read fails: better one reconcile too many).
-func sameFile(a, b *gitsync.Snapshot, path string) bool {
-	x, err := a.ReadFile(path)
-	if err != nil {
-		return false
+// holds reports whether path reads data in v (false when the read fails:
+// better one reconcile too many).
+func (v *gateView) holds(e *repoHandle, path string, data []byte) bool {
+	e.mu.Lock()
+	was, ok := v.files[path]
+	e.mu.Unlock()
+	if !ok {
+		var err error
+		if was, err = v.snap.ReadFile(path); err != nil {
+			return false
+		}
 	}
-	y, err := b.ReadFile(path)
-	return err == nil && bytes.Equal(x, y)
+	return bytes.Equal(was, data)
+}
+
+// gateManifest returns the manifest at path on branch as the gates read
+// it: at the head last compared for wakes (see gateView), and that head.
+// A manifest the compare did not read (its Rollout reached its gate
+// since) is read once from the clone; before any compare, the clone's
+// local head is read.
+func (e *repoHandle) gateManifest(branch, path string) (*gitsync.Snapshot, []byte, error) {
+	e.mu.Lock()
+	v := e.seen[branch]
+	var data []byte
+	ok := false
+	if v != nil {
+		data, ok = v.files[path]
+	}
+	e.mu.Unlock()
+	if ok {
+		return v.snap, data, nil
+	}
+	if v == nil {
+		snap, err := e.clone.LocalSnapshot(branch)
+		if err != nil {
+			return nil, nil, err
+		}
+		data, err := snap.ReadFile(path)
+		return snap, data, err
+	}
+	data, err := v.snap.ReadFile(path)
+	if err != nil {
+		return v.snap, nil, err
+	}
+	e.mu.Lock()
+	v.files[path] = data
+	e.mu.Unlock()
+	return v.snap, data, nil
+}
+
+// head returns the commit of branch the gates read (gateManifest).
+func (e *repoHandle) head(branch string) (string, error) {
+	e.mu.Lock()
+	v := e.seen[branch]
+	e.mu.Unlock()
+	if v != nil {
+		return v.snap.Commit, nil
+	}
+	return e.clone.Head(branch)
 }
 
 // gatedRollouts returns the Rollouts of Repository repo that wait at a

@@ -33,6 +33,9 @@ type repoPool struct {
 	// client; nil wakes none).
 	moved    *notifier
 	rollouts client.Reader
+	// proposed gets the Rollouts whose approval branch was pushed, or
+	// failed to be (see proposer).
+	proposed *notifier
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -48,11 +51,17 @@ type repoPool struct {
 
 // repoHandle is one open repository.
 type repoHandle struct {
-	key    string
-	obj    types.NamespacedName // the Repository object
-	spec   v1alpha1.RepositorySpec
-	clone  *gitsync.Repository // the local clone
-	writer *gitsync.Writer
+	key  string
+	obj  types.NamespacedName // the Repository object
+	spec v1alpha1.RepositorySpec
+	// clone is the local clone the tracked branch is fetched into and
+	// gates read their approvals from. The status writer and the
+	// proposer push from writes, a clone of their own, so a fetch never
+	// waits behind their pushes.
+	clone    *gitsync.Repository
+	writes   *gitsync.Repository
+	writer   *gitsync.Writer
+	proposer *proposer
 	// verifier judges approvals under spec.approvals (nil counts them
 	// all), in history, a clone that fetches the tracked branch with its
 	// history.
@@ -68,10 +77,13 @@ type repoHandle struct {
 	// fleet caches the status files of every cluster for spec.fleet.
 	fleet fleetCache
 
+	// comparing orders the compares of wakeIfMoved.
+	comparing sync.Mutex
+
 	mu sync.Mutex
-	// seen is the head of each branch last compared for wakes
-	// (wakeIfMoved).
-	seen map[string]*gitsync.Snapshot
+	// seen is, per branch, the head last compared for wakes and what the
+	// gates read at it (wakeIfMoved, gateManifest).
+	seen map[string]*gateView
 	// polled is when each branch was last fetched, or tried to be.
 	polled map[string]time.Time
 	stale  bool
@@ -83,6 +95,7 @@ func newRepoPool(reader client.Reader, defaults Options) *repoPool {
 		reader: reader, defaults: defaults,
 		entries: map[types.NamespacedName]*repoHandle{}, retired: map[types.NamespacedName]*repoHandle{},
 		written: newNotifier(priorityPoll), changed: newNotifier(0), moved: newNotifier(priorityWoken),
+		proposed: newNotifier(priorityNormal),
 	}
 }
 
@@ -247,8 +260,9 @@ const (
 )
 
 // open builds the repository of the Repository object obj and starts its
-// status writer; with signing (the data of the signingKeyRef Secret) every
-// commit is signed; approvers are the keys of spec.approvals.signedBy.
+// status writer and its proposer; with signing (the data of the
+// signingKeyRef Secret) every commit is signed; approvers are the keys of
+// spec.approvals.signedBy.
 // Called with g.mu held.
 func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing, approvers map[string][]byte, key string) (*repoHandle, error) {
 	var creds *gitsync.Credentials
@@ -280,6 +294,10 @@ func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 	if err != nil {
 		return nil, err
 	}
+	writes, err := gitsync.Open(gitOpts)
+	if err != nil {
+		return nil, err
+	}
 	var history *gitsync.Repository
 	if verifier != nil {
 		// A copy of its own, with history, for the tracked branch only: the
@@ -290,27 +308,26 @@ func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 		}
 	}
 	opts := g.writerOptions(spec)
-	e := &repoHandle{key: key, obj: obj, spec: spec, clone: repo, verifier: verifier, history: history,
+	e := &repoHandle{key: key, obj: obj, spec: spec, clone: repo, writes: writes, verifier: verifier, history: history,
 		branch: orDefault(spec.Branch, "main"), statusBranch: opts.Branch, window: opts.Window}
 	opts.OnFlush = func(res gitsync.FlushResult, err error) { g.flushed(e, res, err) }
-	w, err := gitsync.NewWriter(repo, opts)
+	w, err := gitsync.NewWriter(writes, opts)
 	if err != nil {
 		return nil, err
 	}
 	e.writer = w
+	e.proposer = newProposer(writes, g.proposed)
 	parent := g.ctx
 	if parent == nil {
 		parent = context.Background()
 	}
 	ctx, cancel := context.WithCancel(parent)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = w.Start(ctx)
-	}()
+	var done sync.WaitGroup
+	done.Go(func() { _ = w.Start(ctx) })
+	done.Go(func() { e.proposer.start(ctx) })
 	e.stop = func() {
 		cancel()
-		<-done
+		done.Wait()
 	}
 	return e, nil
 }

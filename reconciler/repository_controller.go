@@ -40,8 +40,22 @@ type RepositoryReconciler struct {
 	git *repoPool
 }
 
+// recheckFloor is the shortest wait before the next check of a
+// Repository whose fetch took longer than its interval.
+const recheckFloor = 50 * time.Millisecond
+
 // Reconcile brings one Repository's status up to date.
 func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+	// The next check (checkIfDue) is due an interval after this one's
+	// start, not after its end: a fetch and a status write take a second
+	// and more on a loaded machine, and gates polled every 5 s waited 6-7 s.
+	now := r.git.defaults.now()
+	checked := false
+	defer func() {
+		if checked && result.RequeueAfter > 0 {
+			result.RequeueAfter = max(result.RequeueAfter-r.git.defaults.now().Sub(now), recheckFloor)
+		}
+	}()
 	repo := &v1alpha1.Repository{}
 	// Read as the Rollout controller reads it (uncached), so both open the
 	// repository with the same spec.
@@ -60,7 +74,8 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		if err != nil {
 			return reconcile.Result{}, nil
 		}
-		if next, gated := r.git.checkIfDue(ctx, e, r.git.defaults.now()); gated {
+		if next, gated := r.git.checkIfDue(ctx, e, now); gated {
+			checked = true
 			return reconcile.Result{RequeueAfter: next}, nil
 		}
 		return reconcile.Result{}, nil
@@ -84,7 +99,8 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		}
 		return reconcile.Result{RequeueAfter: repositoryCheck}, nil
 	}
-	next, _ := r.git.checkIfDue(ctx, e, r.git.defaults.now())
+	next, _ := r.git.checkIfDue(ctx, e, now)
+	checked = true
 	markRepository(repo, e)
 	return reconcile.Result{RequeueAfter: next}, nil
 }

@@ -2,14 +2,19 @@ package reconciler
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/test/gitserver"
 )
 
 // TestMarkRepository maps what the last fetch and flush said into the
@@ -124,5 +129,41 @@ func TestGitHealthReportsChangesOnly(t *testing.T) {
 	}
 	if h.head != "bbb" || !h.headAt.Equal(t0.Add(time.Minute)) || h.statusCommit != "sss" || h.fetchErr != nil || h.flushErr != nil {
 		t.Errorf("health = %+v", h)
+	}
+}
+
+// TestTheNextCheckIsDueAnIntervalAfterThisOne: the Repository controller
+// looks again an interval after a check started, not after it ended: a
+// fetch and a status write take a second and more on a loaded machine,
+// and gates polled every 5 s waited 6-7 s for a merge.
+func TestTheNextCheckIsDueAnIntervalAfterThisOne(t *testing.T) {
+	ctx, _, c, _ := startAPIServer(t)
+	srv := gitserver.Start(t, gitserver.Options{})
+	url, err := srv.CreateRepo("app", map[string]string{"README.md": "hello\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "recheck"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
+		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main"}}
+	mustCreate(t, c, repo)
+	// The check starts at t0 and, fetch and status write done, ends 2 s later.
+	t0 := time.Now()
+	var calls atomic.Int32
+	clock := func() time.Time {
+		if calls.Add(1) == 1 {
+			return t0
+		}
+		return t0.Add(2 * time.Second)
+	}
+	g := newRepoPool(c, Options{GitInsecureHTTP: true, Now: clock})
+	r := &RepositoryReconciler{Client: c, git: g}
+	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(repo)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := repositoryCheck - 2*time.Second; res.RequeueAfter != want {
+		t.Fatalf("a check that took 2 s looks again in %v, want %v (repositoryCheck after it started)", res.RequeueAfter, want)
 	}
 }

@@ -52,6 +52,9 @@ func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *scope) error {
 	if err != nil {
 		return fmt.Errorf("writing the revert of revision %s to Git: %w", ro.Status.CanaryRevision, err)
 	}
+	// Writing it fetched the tracked branch, and moved it with
+	// revertPolicy Commit: wake the gates of what it brought.
+	r.repos.wakeIfMoved(ctx, rel.git, trackedBranch(ro, rel.repository))
 	if ro.Status.Git == nil {
 		ro.Status.Git = &v1alpha1.GitStatus{}
 	}

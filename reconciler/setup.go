@@ -148,8 +148,9 @@ func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options) err
 		Watches(&appsv1.DaemonSet{}, workloadEvents).
 		Watches(&appsv1.ReplicaSet{}, r.eventsOf(r.rolloutsOfReplicaSet)).
 		Watches(&corev1.Pod{}, r.eventsOf(r.rolloutsOfPod)).
-		WatchesRawSource(r.repos.moved.source()).   // a fetch brought a merged approval
-		WatchesRawSource(r.repos.written.source()). // progress reached Git: GitSynced
+		WatchesRawSource(r.repos.moved.source()).    // a fetch brought a merged approval
+		WatchesRawSource(r.repos.written.source()).  // progress reached Git: GitSynced
+		WatchesRawSource(r.repos.proposed.source()). // a gate's approval branch was pushed
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrent, 1)}).
 		Build(r)
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -99,21 +99,28 @@ func forgetOnLeave(ctx context.Context, c cache.Cache, g *repoPool) error {
 	return err
 }
 
-// forgetRollout drops the Rollout from the writer of every open
-// repository (see gitsync.Writer.Forget).
+// forgetRollout drops the Rollout from the writer (see
+// gitsync.Writer.Forget) and the proposer of every open repository.
 func (g *repoPool) forgetRollout(namespace, name string) {
 	g.owned.Lock()
 	defer g.owned.Unlock()
 	g.mu.Lock()
 	writers := make([]*gitsync.Writer, 0, len(g.entries))
+	proposers := make([]*proposer, 0, len(g.entries))
 	for _, e := range g.entries {
 		if e.writer != nil {
 			writers = append(writers, e.writer)
+		}
+		if e.proposer != nil {
+			proposers = append(proposers, e.proposer)
 		}
 	}
 	g.mu.Unlock()
 	for _, w := range writers {
 		w.Forget(namespace, name)
+	}
+	for _, p := range proposers {
+		p.forget(types.NamespacedName{Namespace: namespace, Name: name})
 	}
 }
 
