@@ -370,7 +370,39 @@ const (
 // RevertBranch returns the branch proposing the revert of a failed
 // revision: rollgate/revert/<namespace>/<name>/<revision>.
 func RevertBranch(namespace, name, revision string) string {
-	return "rollgate/revert/" + namespace + "/" + name + "/" + revision
+	return RevertBranchesOf(namespace, name) + revision
+}
+
+// RevertBranchesOf is the prefix of every revert branch of Rollout
+// namespace/name.
+func RevertBranchesOf(namespace, name string) string {
+	return "rollgate/revert/" + namespace + "/" + name + "/"
+}
+
+// CleanupRevertBranches deletes the revert branches of Rollout
+// namespace/name for which keep returns false (all of them for a nil
+// keep), and returns their names. A revert branch is obsolete once a
+// later revision failed (its own revert replaces it) or a new release
+// reached a gate (Git moved on from the failed revision, by the revert or
+// by a fix): so a Rollout has at most one revert branch, and none once its
+// next release waits at a gate. Deleting a branch closes the forge's pull
+// request from it.
+func CleanupRevertBranches(ctx context.Context, repo *Repository, namespace, name string, keep func(branch string) bool) ([]string, error) {
+	branches, err := repo.Branches(ctx, RevertBranchesOf(namespace, name))
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for b := range branches {
+		if keep == nil || !keep(b) {
+			stale = append(stale, b)
+		}
+	}
+	sort.Strings(stale)
+	if err := repo.DeleteBranches(ctx, stale...); err != nil {
+		return nil, err
+	}
+	return stale, nil
 }
 
 // RevertOptions configure Revert.
@@ -412,9 +444,18 @@ func Revert(ctx context.Context, repo *Repository, opts RevertOptions, req Rever
 	if opts.Policy == "" || opts.Policy == RevertPropose {
 		out.Branch = RevertBranch(req.Namespace, req.Name, req.Revision)
 		upd = UpdateRequest{Branch: out.Branch, From: opts.TrackedBranch}
-		if existing, err := repo.Branches(ctx, out.Branch); err == nil && existing[out.Branch] != "" {
+		existing, err := repo.Branches(ctx, RevertBranchesOf(req.Namespace, req.Name))
+		if err != nil {
+			return out, fmt.Errorf("reverting %s/%s: %w", req.Namespace, req.Name, err)
+		}
+		if existing[out.Branch] != "" {
 			out.Commit = existing[out.Branch]
 			return out, nil
+		}
+		// The reverts of earlier failed revisions are obsolete: this
+		// one replaces them.
+		if _, err := CleanupRevertBranches(ctx, repo, req.Namespace, req.Name, nil); err != nil {
+			return out, fmt.Errorf("reverting %s/%s: deleting obsolete revert branches: %w", req.Namespace, req.Name, err)
 		}
 	}
 	var result RevertResult

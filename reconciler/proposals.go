@@ -161,7 +161,8 @@ func (q *proposer) next() (types.NamespacedName, proposal, bool) {
 // pushApprovalBranch pushes the approval branch of proposal p of Rollout
 // key, its commit pruning spec.approvals to the live revisions, and
 // removes the Rollout's approval branches of earlier gates, which can no
-// longer approve anything.
+// longer approve anything, and its revert branches, obsolete once a new
+// release waits at a gate.
 func pushApprovalBranch(ctx context.Context, clone *gitsync.Repository, key types.NamespacedName, p proposal) proposed {
 	res := proposed{proposal: p}
 	out, err := gitsync.ProposeApproval(ctx, clone, p.tracked, p.path, key.Namespace, key.Name, p.approval, "rollgate", p.live...)
@@ -171,6 +172,10 @@ func pushApprovalBranch(ctx context.Context, clone *gitsync.Repository, key type
 	}
 	res.branch = out.Branch
 	keep := func(b string) bool { return b == out.Branch }
-	_, res.err = gitsync.CleanupApprovalBranches(ctx, clone, key.Namespace, key.Name, keep)
+	if _, res.err = gitsync.CleanupApprovalBranches(ctx, clone, key.Namespace, key.Name, keep); res.err != nil {
+		return res
+	}
+	// A release at a gate means Git moved on from any failed revision.
+	_, res.err = gitsync.CleanupRevertBranches(ctx, clone, key.Namespace, key.Name, nil)
 	return res
 }
