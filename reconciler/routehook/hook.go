@@ -54,10 +54,12 @@ type Options struct {
 // the kinds customNetworkRefs name are only known at run time, and their
 // CRDs may be installed after the controller starts), narrowed by the
 // object selector rollgate.dev/traffic-held, so the API server calls it
-// only for objects a release holds. Failure policy Fail: while no
-// controller replica answers, updates of held objects are refused, so a
-// re-apply cannot move traffic mid-release (docs/traffic.md says how to
-// get out); objects without the label are never affected.
+// only for objects a release holds, and by match conditions (see
+// conditions) to the updates that change what rollgate holds. Failure
+// policy Fail: while no controller replica answers, those updates of held
+// objects are refused, so a re-apply cannot move traffic mid-release
+// (docs/webhook-outages.md says how to get out); objects without the
+// label are never affected.
 func Hook(opts Options) webhook.HookHandler {
 	if opts.Scripts == nil {
 		opts.Scripts = luascripts.NewLibrary()
@@ -80,8 +82,9 @@ func Hook(opts Options) webhook.HookHandler {
 			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 				Key: traffic.LabelHeld, Operator: metav1.LabelSelectorOpExists,
 			}}},
-			FailurePolicy:  admissionregistrationv1.Fail,
-			TimeoutSeconds: 5,
+			MatchConditions: conditions(),
+			FailurePolicy:   admissionregistrationv1.Fail,
+			TimeoutSeconds:  5,
 		},
 		Handler: &Handler{opts: opts},
 	}

@@ -91,7 +91,8 @@ func RolloutHook(d admission.Decoder, rollouts client.Reader) webhook.HookHandle
 					Resources: []string{"rollouts"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 				},
 			}},
-			FailurePolicy: admissionregistrationv1.Ignore,
+			MatchConditions: specConditions(),
+			FailurePolicy:   admissionregistrationv1.Ignore,
 		},
 		Handler: &rolloutValidator{decoder: d, rollouts: rollouts},
 	}

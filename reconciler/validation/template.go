@@ -46,7 +46,8 @@ func TemplateHook(d admission.Decoder) webhook.HookHandler {
 					Resources: []string{"analysistemplates"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 				},
 			}},
-			FailurePolicy: admissionregistrationv1.Fail,
+			MatchConditions: specConditions(),
+			FailurePolicy:   admissionregistrationv1.Fail,
 		},
 		Handler: &templateValidator{decoder: d},
 	}
