@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,6 +14,7 @@ import (
 	"github.com/rollgate/rollgate/api/admission"
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/luascripts"
 )
 
 // exitInvalid: `plan` found an object the API server would refuse.
@@ -33,6 +33,7 @@ type planFlags struct {
 	baseFile  string
 	namespace string
 	nodes     int32
+	strict    bool
 }
 
 func newPlanCommand() *cobra.Command {
@@ -40,9 +41,13 @@ func newPlanCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "plan [file or folder ...] [-]",
 		Short: "Validate Rollouts from files and say what each step of their release will do (no cluster)",
-		Long: `Read manifests from files, folders (every .yaml/.yml below them) or standard
-input ("-", e.g. the output of kustomize build or helm template), and for
-each rollgate object:
+		Long: `Read manifests from files, folders or standard input ("-", e.g. the output
+of helm template), as the GitOps tool will apply them: a folder holding a
+kustomization.yaml (or a file in such a folder) is rendered with kustomize's
+own library, local files only (a remote base is refused, by name); other
+folders are read file by file (.yaml/.yml below them), each folder below
+holding a kustomization rendered. Helm charts are not rendered: pipe helm
+template's output. For each rollgate object:
 
   - validate it exactly as the API server does at admission: the CRD's
     OpenAPI schema with its defaults, and its CEL rules, evaluated by
@@ -51,7 +56,10 @@ each rollgate object:
   - for each Rollout, print what every step of a release does for the
     replicas the workload declares in the same files: pods of the new and
     the old revision, the traffic on each router and its matches, pauses,
-    gates with the approval branch rollgate will push, and analysis.
+    gates with the approval branch rollgate will push, and analysis;
+  - warn (on stderr) about what the API server accepts but will not work
+    as written: a Rollout declared twice, an ingress classType with no
+    built-in script, a workloadRef naming nothing in the files read.
 
 With --base <ref> inside a Git working copy, the same paths are read at that
 commit too, to say which Rollouts the change releases (the workload's pod
@@ -59,10 +67,13 @@ template changed) and which it does not, and to check updates as updates
 (spec.workloadRef is immutable). For rendered manifests, --base-file names
 the base rendered the same way.
 
-Exit codes: 0 when every object is valid, 6 when one is not (the field and
-the fix are named), 1 when the files cannot be read.`,
+Objects read from a file are named file:line; rendered ones by the folder.
+
+Exit codes: 0 when every object is valid (warnings included), 6 when one is
+not (the field and the fix are named) or, with --strict, when there is a
+warning, 1 when the files cannot be read or rendered.`,
 		Example: `  rollgate plan apps/
-  kustomize build apps/echoserver | rollgate plan -
+  rollgate plan --strict apps/echoserver/overlays/prod
   helm template web charts/web | rollgate plan -n web -o markdown -
   rollgate plan --base origin/main -o markdown apps/
   helm template web charts/web | rollgate plan --base-file base.yaml -`,
@@ -77,7 +88,7 @@ the fix are named), 1 when the files cannot be read.`,
 			if f.baseFile == "-" {
 				return usageError{errors.New("--base-file names a file: standard input is for the manifests to plan")}
 			}
-			return runPlan(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), f, args)
+			return runPlan(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, args)
 		},
 	}
 	c.Flags().StringVarP(&f.output, "output", "o", "table", "Output format: table, markdown or json")
@@ -85,6 +96,7 @@ the fix are named), 1 when the files cannot be read.`,
 	c.Flags().StringVar(&f.baseFile, "base-file", "", "Manifests to compare with, rendered from the base (helm template or kustomize build of the base commit)")
 	c.Flags().StringVarP(&f.namespace, "namespace", "n", "default", "Namespace of objects that name none (as helm template prints them)")
 	c.Flags().Int32Var(&f.nodes, "nodes", 0, "Nodes a DaemonSet runs on, to count its pods (default: show percentages)")
+	c.Flags().BoolVar(&f.strict, "strict", false, "Fail (exit 6) on warnings too: a duplicate Rollout, an unknown ingress classType, a workloadRef naming nothing")
 	return c
 }
 
@@ -96,20 +108,24 @@ func checkPlanOutput(o string) error {
 	return fmt.Errorf("unknown output format %q: use table, markdown or json", o)
 }
 
-// runPlan reads, validates, plans and prints.
-func runPlan(ctx context.Context, stdin io.Reader, w io.Writer, f *planFlags, args []string) error {
-	head, err := readManifests(stdin, args, f.namespace)
+// runPlan reads, validates, plans and prints; warnings go to stderr.
+func runPlan(ctx context.Context, stdin io.Reader, w, stderr io.Writer, f *planFlags, args []string) error {
+	sources, err := planSources(args)
+	if err != nil {
+		return err
+	}
+	head, err := readManifests(stdin, sources, f.namespace)
 	if err != nil {
 		return err
 	}
 	var base *manifestSet
 	switch {
 	case f.base != "":
-		if base, err = readBase(head, args, f.base, f.namespace); err != nil {
+		if base, err = readBase(head, args, sources, f.base, f.namespace); err != nil {
 			return err
 		}
 	case f.baseFile != "":
-		if base, err = readManifests(nil, []string{f.baseFile}, f.namespace); err != nil {
+		if base, err = readManifests(nil, []planSource{{path: f.baseFile}}, f.namespace); err != nil {
 			return err
 		}
 	}
@@ -121,15 +137,22 @@ func runPlan(ctx context.Context, stdin io.Reader, w io.Writer, f *planFlags, ar
 	if err := printPlan(w, report, f.output); err != nil {
 		return err
 	}
+	for _, wa := range report.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", wa.text())
+	}
 	if n := len(report.Invalid); n > 0 {
 		return invalidSpec{fmt.Errorf("%d object(s) would be refused by the API server: %s", n, report.Invalid[0].summary())}
+	}
+	if n := len(report.Warnings); n > 0 && f.strict {
+		return invalidSpec{fmt.Errorf("--strict: %d warning(s): %s", n, report.Warnings[0].text())}
 	}
 	return nil
 }
 
 // readBase reads the files of head at ref, in the working copy holding the
-// first path argument. Standard input has no base.
-func readBase(head *manifestSet, args []string, ref, namespace string) (*manifestSet, error) {
+// first path argument, and renders its kustomizations as they were at ref.
+// Standard input has no base.
+func readBase(head *manifestSet, args []string, sources []planSource, ref, namespace string) (*manifestSet, error) {
 	for _, a := range args {
 		if a == "-" {
 			return nil, usageError{errors.New("--base reads the same files at another commit: it needs files or folders, not standard input")}
@@ -152,16 +175,17 @@ func readBase(head *manifestSet, args []string, ref, namespace string) (*manifes
 		if err != nil {
 			return nil, err
 		}
-		if err := base.add(ref+":"+path, data, namespace); err != nil {
+		if err := base.addFile(ref+":"+path, data, namespace); err != nil {
 			return nil, err
 		}
 	}
-	return base, nil
+	return base, renderBase(base, co, tree, sources, ref, namespace)
 }
 
 // buildPlan validates every rollgate object of head and plans its Rollouts.
 func buildPlan(ctx context.Context, v *admission.Validator, head, base *manifestSet, f *planFlags) planReport {
-	report := planReport{Base: f.base + f.baseFile}
+	report := planReport{Base: f.base + f.baseFile, Warnings: duplicateRollouts(head)}
+	lib := luascripts.NewLibrary()
 	for _, m := range head.objects {
 		if !v.Handles(m.obj.GroupVersionKind()) {
 			continue
@@ -189,6 +213,7 @@ func buildPlan(ctx context.Context, v *admission.Validator, head, base *manifest
 			continue
 		}
 		report.Rollouts = append(report.Rollouts, planRollout(ro, m.source, head, base, f.nodes))
+		report.Warnings = append(report.Warnings, rolloutWarnings(ro, m.source, head, lib)...)
 	}
 	return report
 }
@@ -196,37 +221,4 @@ func buildPlan(ctx context.Context, v *admission.Validator, head, base *manifest
 // summary is the first error of an invalid object, for the exit message.
 func (o invalidObject) summary() string {
 	return fmt.Sprintf("%s %s/%s (%s): %s", o.Kind, o.Namespace, o.Name, o.Source, strings.Join(o.Errors[:1], ""))
-}
-
-// readManifests reads every argument: "-" is standard input, a folder is
-// read recursively (.yaml and .yml files, hidden folders skipped).
-func readManifests(stdin io.Reader, args []string, namespace string) (*manifestSet, error) {
-	set := &manifestSet{}
-	for _, a := range args {
-		if a == "-" {
-			data, err := io.ReadAll(stdin)
-			if err != nil {
-				return nil, err
-			}
-			if err := set.add("<stdin>", data, namespace); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		files, err := yamlFiles(a)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range files {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return nil, err
-			}
-			set.files = append(set.files, p)
-			if err := set.add(p, data, namespace); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return set, nil
 }

@@ -11,11 +11,12 @@ import (
 )
 
 // TestPlanExamples plans every example: all valid, and the echoserver's
-// steps counted for the 5 replicas its Deployment declares.
+// steps counted for the 5 replicas its Deployment declares. (Most examples
+// are a Rollout alone: their workloadRef warnings go to stderr.)
 func TestPlanExamples(t *testing.T) {
-	out, code := runMain(t, "plan", "-o", "json", "../../examples")
+	out, stderr, code := runPlanSplit(t, "plan", "-o", "json", "../../examples")
 	if code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, out)
+		t.Fatalf("exit %d:\n%s\n%s", code, out, stderr)
 	}
 	var r planReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
@@ -265,5 +266,184 @@ spec:
 	}
 	if s := r.Rollouts[0].Steps; s[0].New != 1 || s[0].Old != 7 || s[1].New != 4 || s[1].Old != 4 || s[2].New != 8 {
 		t.Errorf("steps on 8 nodes = %+v", s)
+	}
+}
+
+// runPlanSplit is runMain with standard output and standard error apart
+// (plan prints its warnings on stderr).
+func runPlanSplit(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ROLLGATE_TEST_RUN_MAIN=1")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatalf("running rollgate %s: %v", strings.Join(args, " "), err)
+		}
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// planJSON runs plan -o json and decodes its report.
+func planJSON(t *testing.T, args ...string) (planReport, string) {
+	t.Helper()
+	out, stderr, code := runPlanSplit(t, append([]string{"plan", "-o", "json"}, args...)...)
+	var r planReport
+	if code != exitOK || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("plan %v: exit %d:\n%s\n%s", args, code, out, stderr)
+	}
+	return r, stderr
+}
+
+// TestPlanRendersKustomizations: the overlay of testdata/plan/kustomize
+// sets the namespace, 10 replicas (a patch) and the image of its base; the
+// plan counts the rendered 10 pods in namespace shop, as Flux or Argo CD
+// would apply them, whether the folder, a file in it or a folder above it
+// is named; the objects are named by the folder rendered.
+func TestPlanRendersKustomizations(t *testing.T) {
+	overlay := filepath.Join("testdata", "plan", "kustomize", "overlays", "prod")
+	for _, arg := range []string{overlay, filepath.Join(overlay, "replicas.yaml"), filepath.Join(overlay, "kustomization.yaml")} {
+		r, _ := planJSON(t, arg)
+		if len(r.Rollouts) != 1 {
+			t.Fatalf("plan %s: %d Rollouts, want 1: %+v", arg, len(r.Rollouts), r.Rollouts)
+		}
+		p := r.Rollouts[0]
+		if p.Namespace != "shop" || p.Replicas != 10 || p.Source != "kustomize build "+overlay {
+			t.Errorf("plan %s: Rollout %s/%s of %d pods from %q, want shop/echoserver of 10 from %q", arg, p.Namespace, p.Name, p.Replicas, p.Source, "kustomize build "+overlay)
+		}
+		want := [][2]int32{{1, 9}, {5, 5}, {10, 0}}
+		for i, s := range p.Steps {
+			if i >= len(want) || s.New != want[i][0] || s.Old != want[i][1] {
+				t.Errorf("plan %s: step %d = %d new / %d old, want %v", arg, i+1, s.New, s.Old, want)
+			}
+		}
+		if b := p.Steps[0].ApprovalBranch; b != "rollgate/approve/shop/echoserver/<revision>-step-1" {
+			t.Errorf("plan %s: approval branch %q, want it in namespace shop", arg, b)
+		}
+	}
+
+	// The folder above holds no kustomization: each folder below that has
+	// one is rendered, the base (5 pods, namespace default) and the overlay.
+	r, stderr := planJSON(t, filepath.Join("testdata", "plan", "kustomize"))
+	got := map[string]int32{}
+	for _, p := range r.Rollouts {
+		got[p.Namespace+"/"+p.Name] = p.Replicas
+	}
+	if len(r.Rollouts) != 2 || got["default/echoserver"] != 5 || got["shop/echoserver"] != 10 || stderr != "" {
+		t.Errorf("plan of the base and the overlay: %v, stderr %q; want default/echoserver 5 pods, shop/echoserver 10, no warning", got, stderr)
+	}
+}
+
+// TestPlanRefusesRemoteBases: a kustomization with a remote resource is
+// not fetched: exit 1 naming the entry and its kustomization file.
+func TestPlanRefusesRemoteBases(t *testing.T) {
+	dir := filepath.Join("testdata", "plan", "remote")
+	out, code := runMain(t, "plan", dir)
+	want := filepath.Join(dir, "kustomization.yaml") + `: resources entry "https://github.com/example/apps//echoserver?ref=v1.0.0" is remote`
+	if code != exitError || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, want %d with %q:\n%s", code, exitError, want, out)
+	}
+	for ref, remote := range map[string]bool{
+		"../base": false, "deployment.yaml": false, "github.com/org/repo//apps?ref=v1": true,
+		"git@gitlab.com:org/repo.git//apps": true, "ssh://git@host/org/repo": true, "git::https://host/repo": true,
+	} {
+		if looksRemote(ref) != remote {
+			t.Errorf("looksRemote(%q) = %v, want %v", ref, !remote, remote)
+		}
+	}
+}
+
+// TestPlanKustomizationAgainstABase: with --base, a kustomization is
+// rendered from the files of the base commit too, so an image bumped in
+// the overlay is a release.
+func TestPlanKustomizationAgainstABase(t *testing.T) {
+	repo := t.TempDir()
+	if err := os.CopyFS(repo, os.DirFS(filepath.Join("testdata", "plan", "kustomize"))); err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@rollgate.invalid", "-c", "commit.gpgsign=false"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q", "-b", "main")
+	git("add", ".")
+	git("commit", "-q", "-m", "first")
+	k := filepath.Join(repo, "overlays", "prod", "kustomization.yaml")
+	data, err := os.ReadFile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, k, strings.Replace(string(data), "newTag: 1.1.0", "newTag: 1.2.0", 1))
+	out, stderr, code := runPlanSplit(t, "plan", "--base", "HEAD", filepath.Join(repo, "overlays", "prod"))
+	want := "releases: the pod template changed (echoserver: registry.example.com/echoserver:1.1.0 -> registry.example.com/echoserver:1.2.0)"
+	if code != exitOK || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, want %q:\n%s\n%s", code, want, out, stderr)
+	}
+}
+
+// TestPlanWarnings: testdata/plan/warnings declares demo/web twice, gives
+// it an ingress classType with no script, and misspells the workloadRef of
+// demo/api; testdata/plan/prefixed renames a workload with a namePrefix.
+// Each is a warning on stderr naming file:line (or the folder rendered),
+// exit 0; with --strict, exit 6.
+func TestPlanWarnings(t *testing.T) {
+	dir := filepath.Join("testdata", "plan", "warnings")
+	web := filepath.Join(dir, "web.yaml") + ":16"
+	r, stderr := planJSON(t, dir)
+	for _, want := range []string{
+		"warning: Rollout demo/web (" + web + "): declared twice, first at " + filepath.Join(dir, "web-copy.yaml") + ":1",
+		"warning: Rollout demo/web (" + web + `): trafficRoutings[0].ingress.classType "traefik" is unknown (built-in: aliyun-alb, higress, mse, nginx)`,
+		"warning: Rollout demo/api (" + filepath.Join(dir, "api.yaml") + ":1): spec.workloadRef names Deployment demo/api-sever (apps/v1), which is in none of the files read; the Deployment objects in demo are: api-server, web",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if len(r.Warnings) != 3 {
+		t.Errorf("the JSON report has %d warnings, want 3: %+v", len(r.Warnings), r.Warnings)
+	}
+
+	// A kustomization's namePrefix renames the workload, not the
+	// Rollout's reference to it.
+	prefixed := filepath.Join("testdata", "plan", "prefixed")
+	_, stderr = planJSON(t, prefixed)
+	if want := "warning: Rollout default/prod-echoserver (kustomize build " + prefixed + "): spec.workloadRef names Deployment default/echoserver (apps/v1), which is in none of the files read; the Deployment objects in default are: prod-echoserver"; !strings.Contains(stderr, want) {
+		t.Errorf("namePrefix: stderr lacks %q:\n%s", want, stderr)
+	}
+
+	out, code := runMain(t, "plan", "--strict", dir)
+	if code != exitInvalid || !strings.Contains(out, "Error: --strict: 3 warning(s)") {
+		t.Errorf("--strict: exit %d, want %d:\n%s", code, exitInvalid, out)
+	}
+	// A set without warnings passes --strict.
+	if out, code := runMain(t, "plan", "--strict", filepath.Join("testdata", "plan", "kustomize")); code != exitOK {
+		t.Errorf("--strict on a set without warnings: exit %d:\n%s", code, out)
+	}
+}
+
+// TestPlanLines: objects are named file:line, the line their document (or
+// List item) starts on, comments and blank lines before it skipped; a YAML
+// error names the line of the file, not of the document.
+func TestPlanLines(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "app.yaml")
+	write(t, file, "# comment\n\n"+deploymentYAML("web", "web:1", 4)+"---\n# the Rollout\n"+rolloutYAML("web", "web")+
+		"---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: rollgate.dev/v1alpha1\n  kind: Rollout\n  metadata: {name: web, namespace: demo}\n"+
+		"  spec:\n    workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n    strategy: {canary: {steps: [{replicas: \"100%\"}]}}\n")
+	_, stderr := planJSON(t, file)
+	// Deployment: lines 3-12, "---" 13, comment 14, Rollout 15-26, "---"
+	// 27, List 28, its item 31.
+	if want := "Rollout demo/web (" + file + ":31): declared twice, first at " + file + ":15"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+
+	write(t, file, deploymentYAML("web", "web:1", 4)+"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a\n")
+	out, code := runMain(t, "plan", file)
+	if want := file + ":12: "; code != exitError || !strings.Contains(out, want) || !strings.Contains(out, "line 14") {
+		t.Errorf("exit %d, want %d naming %q and line 14 of the file:\n%s", code, exitError, want, out)
 	}
 }

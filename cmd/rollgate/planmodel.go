@@ -22,6 +22,9 @@ type planReport struct {
 	Base     string          `json:"base,omitempty"`
 	Rollouts []rolloutPlan   `json:"rollouts"`
 	Invalid  []invalidObject `json:"invalid,omitempty"`
+	// Warnings are what the API server accepts that will not work as
+	// written.
+	Warnings []planWarning `json:"warnings,omitempty"`
 }
 
 // invalidObject is an object the API server would refuse, and why.

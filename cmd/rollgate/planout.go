@@ -80,6 +80,13 @@ func printMarkdown(w io.Writer, r planReport) {
 		}
 		fmt.Fprintln(w)
 	}
+	if len(r.Warnings) > 0 {
+		fmt.Fprintf(w, "**%d warning(s):**\n\n", len(r.Warnings))
+		for _, wa := range r.Warnings {
+			fmt.Fprintf(w, "- `%s %s/%s` (`%s`): %s\n", wa.Kind, wa.Namespace, wa.Name, wa.Source, mdCell(wa.Message))
+		}
+		fmt.Fprintln(w)
+	}
 	if len(r.Rollouts) == 0 {
 		fmt.Fprintln(w, "No Rollout in these files.")
 		return
