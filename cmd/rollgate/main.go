@@ -52,6 +52,7 @@ failed release is reverted in Git.`,
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newDemoMovedCommand())
 	addCLICommands(root)
+	root.AddCommand(newHistoryCommand())
 	root.AddCommand(newLuaCommand())
 	root.AddCommand(newPlanCommand())
 	root.AddCommand(newConvertCommand())
