@@ -34,6 +34,14 @@ type planFlags struct {
 	namespace string
 	nodes     int32
 	strict    bool
+	// helm renders the charts found.
+	releaseName string
+	valueFiles  []string
+}
+
+// helm is how the charts found are rendered.
+func (f *planFlags) helm() helmOptions {
+	return helmOptions{releaseName: f.releaseName, namespace: f.namespace, valueFiles: f.valueFiles}
 }
 
 func newPlanCommand() *cobra.Command {
@@ -44,10 +52,12 @@ func newPlanCommand() *cobra.Command {
 		Long: `Read manifests from files, folders or standard input ("-", e.g. the output
 of helm template), as the GitOps tool will apply them: a folder holding a
 kustomization.yaml (or a file in such a folder) is rendered with kustomize's
-own library, local files only (a remote base is refused, by name); other
-folders are read file by file (.yaml/.yml below them), each folder below
-holding a kustomization rendered. Helm charts are not rendered: pipe helm
-template's output. For each rollgate object:
+own library, local files only (a remote base is refused, by name); a folder
+holding a Chart.yaml (or a file in it) with Helm's own library, as helm
+template does (--values, --release-name, -n; dependencies must be in
+charts/); other folders are read file by file (.yaml/.yml below them), each
+kustomization or chart below rendered. HelmRelease values are not rendered.
+For each rollgate object:
 
   - validate it exactly as the API server does at admission: the CRD's
     OpenAPI schema with its defaults, and its CEL rules, evaluated by
@@ -74,6 +84,7 @@ not (the field and the fix are named) or, with --strict, when there is a
 warning, 1 when the files cannot be read or rendered.`,
 		Example: `  rollgate plan apps/
   rollgate plan --strict apps/echoserver/overlays/prod
+  rollgate plan -n web --release-name web --values prod.yaml charts/web
   helm template web charts/web | rollgate plan -n web -o markdown -
   rollgate plan --base origin/main -o markdown apps/
   helm template web charts/web | rollgate plan --base-file base.yaml -`,
@@ -96,6 +107,8 @@ warning, 1 when the files cannot be read or rendered.`,
 	c.Flags().StringVar(&f.baseFile, "base-file", "", "Manifests to compare with, rendered from the base (helm template or kustomize build of the base commit)")
 	c.Flags().StringVarP(&f.namespace, "namespace", "n", "default", "Namespace of objects that name none (as helm template prints them)")
 	c.Flags().Int32Var(&f.nodes, "nodes", 0, "Nodes a DaemonSet runs on, to count its pods (default: show percentages)")
+	c.Flags().StringVar(&f.releaseName, "release-name", "", "Release name of the Helm charts rendered (default: the chart's name)")
+	c.Flags().StringArrayVar(&f.valueFiles, "values", nil, "Values file for the Helm charts rendered, over the chart's values (as helm template -f; repeatable, the last wins)")
 	c.Flags().BoolVar(&f.strict, "strict", false, "Fail (exit 6) on warnings too: a duplicate Rollout, an unknown ingress classType, a workloadRef naming nothing")
 	return c
 }
@@ -114,18 +127,18 @@ func runPlan(ctx context.Context, stdin io.Reader, w, stderr io.Writer, f *planF
 	if err != nil {
 		return err
 	}
-	head, err := readManifests(stdin, sources, f.namespace)
+	head, err := readManifests(stdin, sources, f.namespace, f.helm())
 	if err != nil {
 		return err
 	}
 	var base *manifestSet
 	switch {
 	case f.base != "":
-		if base, err = readBase(head, args, sources, f.base, f.namespace); err != nil {
+		if base, err = readBase(head, args, sources, f.base, f.namespace, f.helm()); err != nil {
 			return err
 		}
 	case f.baseFile != "":
-		if base, err = readManifests(nil, []planSource{{path: f.baseFile}}, f.namespace); err != nil {
+		if base, err = readManifests(nil, []planSource{{path: f.baseFile}}, f.namespace, f.helm()); err != nil {
 			return err
 		}
 	}
@@ -152,7 +165,7 @@ func runPlan(ctx context.Context, stdin io.Reader, w, stderr io.Writer, f *planF
 // readBase reads the files of head at ref, in the working copy holding the
 // first path argument, and renders its kustomizations as they were at ref.
 // Standard input has no base.
-func readBase(head *manifestSet, args []string, sources []planSource, ref, namespace string) (*manifestSet, error) {
+func readBase(head *manifestSet, args []string, sources []planSource, ref, namespace string, helm helmOptions) (*manifestSet, error) {
 	for _, a := range args {
 		if a == "-" {
 			return nil, usageError{errors.New("--base reads the same files at another commit: it needs files or folders, not standard input")}
@@ -179,7 +192,7 @@ func readBase(head *manifestSet, args []string, sources []planSource, ref, names
 			return nil, err
 		}
 	}
-	return base, renderBase(base, co, tree, sources, ref, namespace)
+	return base, renderBase(base, co, tree, sources, ref, namespace, helm)
 }
 
 // buildPlan validates every rollgate object of head and plans its Rollouts.

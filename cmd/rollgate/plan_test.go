@@ -447,3 +447,53 @@ func TestPlanLines(t *testing.T) {
 		t.Errorf("exit %d, want %d naming %q and line 14 of the file:\n%s", code, exitError, want, out)
 	}
 }
+
+// TestPlanRendersHelmCharts: testdata/plan/chart/web is rendered with
+// Helm's library: release name, namespace and a values file over the
+// chart's values are planned (8 pods of release shop in namespace web);
+// a file of the chart renders the chart; a dependency missing from
+// charts/ is refused, not fetched; with --base, the chart is rendered from
+// the base commit's files too.
+func TestPlanRendersHelmCharts(t *testing.T) {
+	chart := filepath.Join("testdata", "plan", "chart", "web")
+	values := filepath.Join("testdata", "plan", "chart", "prod-values.yaml")
+	r, _ := planJSON(t, "-n", "web", "--release-name", "shop", "--values", values, chart)
+	if len(r.Rollouts) != 1 {
+		t.Fatalf("%d Rollouts, want 1: %+v", len(r.Rollouts), r.Rollouts)
+	}
+	p := r.Rollouts[0]
+	src := "helm template " + chart + ": web/templates/rollout.yaml"
+	if p.Namespace != "web" || p.Name != "shop" || p.Replicas != 8 || p.Source != src || len(p.Steps) != 2 || p.Steps[0].New != 2 {
+		t.Errorf("Rollout %s/%s of %d pods from %q, steps %+v; want web/shop of 8 pods from %q, 2 new pods at step 1", p.Namespace, p.Name, p.Replicas, p.Source, p.Steps, src)
+	}
+	r, _ = planJSON(t, filepath.Join(chart, "templates", "rollout.yaml"))
+	if len(r.Rollouts) != 1 || r.Rollouts[0].Name != "web" || r.Rollouts[0].Replicas != 4 {
+		t.Errorf("plan of a file of the chart: %+v, want the chart rendered with its own values (web, 4 pods)", r.Rollouts)
+	}
+
+	out, code := runMain(t, "plan", filepath.Join("testdata", "plan", "chart", "needs-redis"))
+	if want := `dependency "redis" (oci://registry-1.docker.io/bitnamicharts) is not in its charts/ folder`; code != exitError || !strings.Contains(out, want) {
+		t.Errorf("missing dependency: exit %d, want %d with %q:\n%s", code, exitError, want, out)
+	}
+
+	repo := t.TempDir()
+	if err := os.CopyFS(repo, os.DirFS(chart)); err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@rollgate.invalid", "-c", "commit.gpgsign=false"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q", "-b", "main")
+	git("add", ".")
+	git("commit", "-q", "-m", "first")
+	write(t, filepath.Join(repo, "values.yaml"), "replicas: 4\nimage: registry.example.com/web:1.1.0\n")
+	out, stderr, code := runPlanSplit(t, "plan", "--base", "HEAD", repo)
+	want := "releases: the pod template changed (web: registry.example.com/web:1.0.0 -> registry.example.com/web:1.1.0)"
+	if code != exitOK || !strings.Contains(out, want) {
+		t.Fatalf("--base: exit %d, want %q:\n%s\n%s", code, want, out, stderr)
+	}
+}

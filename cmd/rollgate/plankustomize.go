@@ -150,18 +150,24 @@ func treeFS(tree *object.Tree) (filesys.FileSystem, error) {
 	return fsys, err
 }
 
-// renderBase adds to base each kustomization of sources rendered from the
-// files of tree (the commit ref of the working copy co); a folder with no
-// kustomization file at ref is new there and adds nothing.
-func renderBase(base *manifestSet, co *gitsync.Checkout, tree *object.Tree, sources []planSource, ref, namespace string) error {
+// renderBase adds to base each kustomization and chart of sources rendered
+// from the files of tree (the commit ref of the working copy co); a folder
+// with no kustomization file or chart at ref is new there and adds nothing.
+func renderBase(base *manifestSet, co *gitsync.Checkout, tree *object.Tree, sources []planSource, ref, namespace string, helm helmOptions) error {
 	var fsys filesys.FileSystem
 	for _, s := range sources {
-		if !s.kustomize {
+		if !s.kustomize && !s.chart {
 			continue
 		}
 		rel, err := inCheckout(co, s.path)
 		if err != nil {
 			return err
+		}
+		if s.chart {
+			if err := renderChartAt(base, tree, rel, ref, s.path, namespace, helm); err != nil {
+				return err
+			}
+			continue
 		}
 		if fsys == nil {
 			if fsys, err = treeFS(tree); err != nil {

@@ -17,10 +17,12 @@ import (
 )
 
 // planSource is one thing `rollgate plan` reads: a YAML file read as it
-// is, a folder rendered by kustomize, or standard input ("-").
+// is, a folder rendered by kustomize, a Helm chart rendered by Helm, or
+// standard input ("-").
 type planSource struct {
 	path      string
 	kustomize bool
+	chart     bool
 }
 
 // planSources sorts the arguments into what is read. A folder holding a
@@ -29,16 +31,20 @@ type planSource struct {
 // without a kustomization file: their .yaml and .yml files are read as
 // they are, and each folder below that holds a kustomization file is
 // rendered as a whole (its files are not read again). Hidden folders are
-// skipped. A folder is rendered once however often it is named.
+// skipped. A folder holding a Chart.yaml is rendered by Helm, and so is
+// the chart above a file given. A folder is rendered once however often it
+// is named.
 func planSources(args []string) ([]planSource, error) {
 	var out []planSource
 	rendered := map[string]bool{}
-	render := func(dir string) {
-		if k := filepath.Clean(dir); !rendered[k] {
-			rendered[k] = true
-			out = append(out, planSource{path: k, kustomize: true})
+	add := func(s planSource) {
+		if s.path = filepath.Clean(s.path); !rendered[s.path] {
+			rendered[s.path] = true
+			out = append(out, s)
 		}
 	}
+	render := func(dir string) { add(planSource{path: dir, kustomize: true}) }
+	chart := func(dir string) { add(planSource{path: dir, chart: true}) }
 	for _, a := range args {
 		if a == "-" {
 			out = append(out, planSource{path: a})
@@ -51,6 +57,8 @@ func planSources(args []string) ([]planSource, error) {
 		if !st.IsDir() {
 			if dir := filepath.Dir(a); kustomizationFile(filesys.MakeFsOnDisk(), dir) != "" {
 				render(dir)
+			} else if c := chartAbove(a); c != "" {
+				chart(c)
 			} else {
 				out = append(out, planSource{path: a})
 			}
@@ -64,6 +72,9 @@ func planSources(args []string) ([]planSource, error) {
 				return filepath.SkipDir
 			case d.IsDir() && kustomizationFile(filesys.MakeFsOnDisk(), p) != "":
 				render(p)
+				return filepath.SkipDir
+			case d.IsDir() && isChart(p):
+				chart(p)
 				return filepath.SkipDir
 			case !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")):
 				out = append(out, planSource{path: p})
@@ -80,10 +91,18 @@ func planSources(args []string) ([]planSource, error) {
 // readManifests reads every source; objects without a namespace get
 // namespace. Objects read from a file are named by file:line, rendered
 // ones by the folder rendered.
-func readManifests(stdin io.Reader, sources []planSource, namespace string) (*manifestSet, error) {
+func readManifests(stdin io.Reader, sources []planSource, namespace string, helm helmOptions) (*manifestSet, error) {
 	set := &manifestSet{}
 	for _, s := range sources {
 		switch {
+		case s.chart:
+			files, err := helmTemplateDir(s.path, helm)
+			if err != nil {
+				return nil, err
+			}
+			if err := set.addChart(s.path, files, namespace); err != nil {
+				return nil, err
+			}
 		case s.path == "-":
 			data, err := io.ReadAll(stdin)
 			if err != nil {

@@ -1,0 +1,3 @@
+{{- define "web.labels" -}}
+app.kubernetes.io/name: {{ .Release.Name }}
+{{- end }}
