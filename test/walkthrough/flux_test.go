@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -55,6 +56,11 @@ func TestFluxGettingStarted(t *testing.T) {
 		}
 	}
 	cluster := kwok.Start(t, kwok.Options{Nodes: 2, Scheme: scheme})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("state of the cluster:\n%s", fluxState(cluster.Client))
+		}
+	})
 	git := gitserver.Start(t, gitserver.Options{Username: gitUser, Password: gitToken})
 	gitURL, err := git.CreateRepo("app-repo", map[string]string{"README.md": "# app-repo\n"})
 	if err != nil {
@@ -297,4 +303,55 @@ func indent(s string) string {
 		return "    (no output)"
 	}
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+
+// fluxState is what a failed page needs to be read: the Rollouts' status,
+// the Deployments' images and rollgate's annotation, and where Flux's
+// source and Kustomization stand.
+func fluxState(c client.Client) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	var ros v1alpha1.RolloutList
+	if err := c.List(ctx, &ros); err != nil {
+		fmt.Fprintf(&b, "Rollouts: %v\n", err)
+	}
+	for _, ro := range ros.Items {
+		fmt.Fprintf(&b, "Rollout %s/%s: phase %s step %d/%d %s, stable %s canary %s, awaiting %+v, message %q\n",
+			ro.Namespace, ro.Name, ro.Status.Phase, ro.Status.CurrentStepIndex, ro.Status.StepCount, ro.Status.CurrentStepState,
+			ro.Status.StableRevision, ro.Status.CanaryRevision, ro.Status.AwaitingApproval, ro.Status.Message)
+		for _, cd := range ro.Status.Conditions {
+			fmt.Fprintf(&b, "  %s=%s %s: %s\n", cd.Type, cd.Status, cd.Reason, cd.Message)
+		}
+	}
+	var deps appsv1.DeploymentList
+	if err := c.List(ctx, &deps, client.InNamespace("demo")); err != nil {
+		fmt.Fprintf(&b, "Deployments: %v\n", err)
+	}
+	for _, d := range deps.Items {
+		var images []string
+		for _, ct := range d.Spec.Template.Spec.Containers {
+			images = append(images, ct.Image)
+		}
+		fmt.Fprintf(&b, "Deployment %s: generation %d, images %v, %s=%s\n", d.Name, d.Generation, images,
+			v1alpha1.AnnotationControl, d.Annotations[v1alpha1.AnnotationControl])
+	}
+	for _, gvk := range []schema.GroupVersionKind{
+		{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"},
+		{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"},
+	} {
+		var list unstructured.UnstructuredList
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := c.List(ctx, &list); err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", gvk.Kind, err)
+			continue
+		}
+		for _, u := range list.Items {
+			art, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "revision")
+			applied, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			fmt.Fprintf(&b, "%s %s/%s: artifact %q, last applied %q, conditions %v\n", gvk.Kind, u.GetNamespace(), u.GetName(), art, applied, conds)
+		}
+	}
+	return b.String()
 }
