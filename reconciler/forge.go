@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -88,7 +89,7 @@ func facts4PR(ro *v1alpha1.Rollout) map[string]string {
 		forge.FactReplicas:       fmt.Sprint(s.Replicas),
 		forge.FactStableReplicas: fmt.Sprintf("%d (%d ready)", s.StableReplicas, s.StableReadyReplicas),
 		forge.FactCanaryReplicas: fmt.Sprintf("%d (%d ready)", s.CanaryReplicas, s.CanaryReadyReplicas),
-		forge.FactTraffic:        orDefault(s.Traffic, "0%") + " to the canary",
+		forge.FactTraffic:        cmp.Or(s.Traffic, "0%") + " to the canary",
 	}
 	for _, m := range s.Analysis {
 		if n := len(m.Measurements); n > 0 {

@@ -1,15 +1,38 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/reconciler/gitsource"
 )
+
+// gitRepository is what a Rollout's reconcile asks of the Repository its
+// spec.git names (gitsource.Repo, the one implementation): the approvals
+// its gate reads at a head, a wake-up when a gate waits, the gate's
+// approval branch, a revert, the other clusters' progress, and the status
+// writer its progress goes to. Only package gitsource fetches from Git.
+type gitRepository interface {
+	GateWaits(branch string, now time.Time)
+	Approvals(ctx context.Context, branch, path, namespace, name string, want gitsync.Approval) (gitsource.Approvals, error)
+	Head(branch string) (string, error)
+	Propose(key types.NamespacedName, p gitsource.Proposal) (gitsource.Proposed, bool)
+	Revert(ctx context.Context, opts gitsync.RevertOptions, req gitsync.RevertRequest) (gitsync.RevertOutcome, error)
+	FleetStates(ctx context.Context, now time.Time) (map[string]gitsync.RolloutState, error)
+	Writer() *gitsync.Writer
+	QueueProgress(ctx context.Context, cache client.Reader, st gitsync.RolloutState)
+	StatusBranch() string
+	Window() time.Duration
+	String() string
+}
 
 // actOpenRepository opens (or finds open) the clone and status writer of
 // the Repository spec.git names.
@@ -17,7 +40,7 @@ func (r *RolloutReconciler) actOpenRepository(ctx context.Context, sc *scope) er
 	if sc.ro.Spec.Git == nil {
 		return nil
 	}
-	h, repo, err := r.repos.forRollout(ctx, sc.ro)
+	h, repo, err := r.repos.ForRollout(ctx, sc.ro)
 	sc.repository = repo
 	if err != nil {
 		return err
@@ -29,29 +52,32 @@ func (r *RolloutReconciler) actOpenRepository(ctx context.Context, sc *scope) er
 // observeApprovals reads the approvals on the tracked Git branch, so a
 // merged approval pull request counts even before the GitOps tool has
 // applied the Rollout manifest it changed. It reads what the last fetch
-// brought, as the fetch read it (gateManifest): the Repository controller
-// fetches the branch every interval while a gate waits on it (at once
-// after a push webhook) and wakes the Rollouts whose manifest changed.
+// brought, as the fetch read it (gitsource.Repo.Approvals): the
+// Repository controller fetches the branch every interval while a gate
+// waits on it (at once after a push webhook) and wakes the Rollouts whose
+// manifest changed.
 func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) error {
-	ro, e := sc.ro, sc.git
-	if e == nil || ro.Status.AwaitingApproval == nil {
+	ro, git := sc.ro, sc.git
+	if git == nil || ro.Status.AwaitingApproval == nil {
 		return nil
 	}
 	branch := trackedBranch(ro, sc.repository)
-	r.repos.gateWaits(e, branch, sc.now)
-	snap, manifest, err := e.gateManifest(branch, ro.Spec.Git.Path)
+	git.GateWaits(branch, sc.now)
+	a := ro.Status.AwaitingApproval
+	want := gitApproval(a.Revision, a.Attempt, a.Step)
+	seen, err := git.Approvals(ctx, branch, ro.Spec.Git.Path, ro.Namespace, ro.Name, want)
 	if err != nil {
-		e.markStale()
-		return fmt.Errorf("reading %s from %s of %s: %w", ro.Spec.Git.Path, branch, e.clone, err)
+		return err
 	}
-	found, err := gitsync.ApprovalsIn(manifest, ro.Namespace, ro.Name)
-	if err != nil {
-		return fmt.Errorf("reading approvals from %s of %s: %w", ro.Spec.Git.Path, e.clone, err)
+	// Under an approval policy only the verdict on the gate's approval
+	// counts; it goes to the scope either way, for ApprovalVerified.
+	if v := seen.Verdict; v != nil {
+		sc.approvalVerdict = v
+		if v.Counts() {
+			sc.gitApprovals = append(sc.gitApprovals, v1alpha1.Approval{Revision: a.Revision, Step: a.Step, Attempt: int32(want.Attempt), ApprovedBy: "git " + shortCommit(v.Commit)})
+		}
 	}
-	if e.verifier != nil {
-		return observeVerifiedApproval(ctx, sc, snap)
-	}
-	for _, a := range found {
+	for _, a := range seen.Found {
 		sc.gitApprovals = append(sc.gitApprovals, v1alpha1.Approval{Revision: a.Revision, Step: int32(a.Step), Attempt: int32(a.Attempt), ApprovedBy: "git"})
 	}
 	return nil
@@ -59,7 +85,7 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) err
 
 // actOnGit proposes the approval branch of a gate that waits, writes a
 // failed release's revert, and prepares the Rollout's progress for the
-// status branch (queued once the status is persisted: queueProgress).
+// status branch (queued once the status is persisted: QueueProgress).
 // The progress goes out even when a proposal or the revert failed: other
 // clusters (spec.fleet) and people read it there.
 func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
@@ -81,37 +107,37 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 	if ro.Status.Git == nil {
 		ro.Status.Git = &v1alpha1.GitStatus{}
 	}
-	if c, err := rel.git.head(trackedBranch(ro, rel.repository)); err == nil {
+	if c, err := rel.git.Head(trackedBranch(ro, rel.repository)); err == nil {
 		ro.Status.Git.ObservedCommit = c // before stateOf, which writes it
 	}
 	st := stateOf(ro, rel)
 	rel.gitState = &st // queued by Reconcile once the status is persisted
-	ro.Status.Git.StatusBranch = rel.git.statusBranch
+	ro.Status.Git.StatusBranch = rel.git.StatusBranch()
 	rel.gitQueued = true
 	return errors.Join(errs...)
 }
 
 // proposeApproval records the approval branch of a gate that waits and
 // has none yet, once the repository's proposer has pushed it (see
-// proposer): the reconcile never waits for Git's network. The branch's
-// commit also prunes spec.approvals down to the entries of the stable and
-// canary revisions, so the list never outgrows the CRD's cap, and the
-// approval branches of earlier gates are removed.
+// gitsource.Repo.Propose): the reconcile never waits for Git's network.
+// The branch's commit also prunes spec.approvals down to the entries of
+// the stable and canary revisions, so the list never outgrows the CRD's
+// cap, and the approval branches of earlier gates are removed.
 func (r *RolloutReconciler) proposeApproval(_ context.Context, rel *scope) error {
 	ro := rel.ro
 	a := ro.Status.AwaitingApproval
 	if a == nil || a.Branch != "" {
 		return nil
 	}
-	res, ok := rel.git.proposer.ask(client.ObjectKeyFromObject(ro), proposal{
-		tracked: trackedBranch(ro, rel.repository), path: ro.Spec.Git.Path,
-		approval: gitApproval(a.Revision, a.Attempt, a.Step), live: []string{ro.Status.StableRevision, ro.Status.CanaryRevision},
+	res, ok := rel.git.Propose(client.ObjectKeyFromObject(ro), gitsource.Proposal{
+		Tracked: trackedBranch(ro, rel.repository), Path: ro.Spec.Git.Path,
+		Approval: gitApproval(a.Revision, a.Attempt, a.Step), Live: []string{ro.Status.StableRevision, ro.Status.CanaryRevision},
 	})
-	if !ok || res.approved {
-		return res.err
+	if !ok || res.Approved {
+		return res.Err
 	}
-	a.Branch = res.branch
-	return res.err
+	a.Branch = res.Branch
+	return res.Err
 }
 
 func shortCommit(h string) string {
@@ -125,7 +151,7 @@ func trackedBranch(ro *v1alpha1.Rollout, repo *v1alpha1.Repository) string {
 	if ro.Spec.Git != nil && ro.Spec.Git.Branch != "" {
 		return ro.Spec.Git.Branch
 	}
-	return orDefault(repo.Spec.Branch, "main")
+	return cmp.Or(repo.Spec.Branch, "main")
 }
 
 // stateOf maps a Rollout's status to the file written to Git.
@@ -138,7 +164,7 @@ func stateOf(ro *v1alpha1.Rollout, rel *scope) gitsync.RolloutState {
 		Stable:  gitsync.VersionState{Revision: s.StableRevision, Replicas: s.StableReplicas, ReadyReplicas: s.StableReadyReplicas, TrafficPercent: 100 - s.CanaryWeight},
 		Canary:  gitsync.VersionState{Revision: s.CanaryRevision, Replicas: s.CanaryReplicas, ReadyReplicas: s.CanaryReadyReplicas, TrafficPercent: s.CanaryWeight},
 		Message: s.Message,
-		Git:     gitsync.GitInfo{Repository: rel.git.clone.String(), Branch: trackedBranch(ro, rel.repository), Path: ro.Spec.Git.Path},
+		Git:     gitsync.GitInfo{Repository: rel.git.String(), Branch: trackedBranch(ro, rel.repository), Path: ro.Spec.Git.Path},
 	}
 	// The images of the workload's template identify the version across
 	// clusters (spec.fleet of Rollouts elsewhere compares them).

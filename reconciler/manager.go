@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -179,10 +180,10 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 		Scheme:                  scheme,
 		Cache:                   cacheOptions(opts.Namespace, shard, scope),
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                 metricsserver.Options{BindAddress: orDefault(mo.MetricsAddr, "0")},
-		HealthProbeBindAddress:  orDefault(mo.ProbeAddr, "0"),
+		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(mo.MetricsAddr, "0")},
+		HealthProbeBindAddress:  cmp.Or(mo.ProbeAddr, "0"),
 		LeaderElection:          mo.LeaderElect,
-		LeaderElectionID:        orDefault(mo.LeaderElectionID, leaseName(shard)),
+		LeaderElectionID:        cmp.Or(mo.LeaderElectionID, leaseName(shard)),
 		LeaderElectionNamespace: opts.Namespace,
 		// Step down at once on SIGTERM (the process exits when the manager
 		// returns, after the Git writers' last flush), so that a rolling

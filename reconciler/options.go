@@ -3,6 +3,7 @@ package reconciler
 import (
 	"time"
 
+	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/metrics"
 )
 
@@ -45,6 +46,15 @@ type Options struct {
 	Now func() time.Time
 	// Metrics records rollgate's Prometheus metrics; nil records none.
 	Metrics *metrics.Metrics
+}
+
+// gitOptions are the options of the Git source (package gitsource).
+func (o Options) gitOptions() gitsource.Options {
+	return gitsource.Options{
+		Concurrent: o.Concurrent, PushAddr: o.GitWebhookAddr, DefaultInterval: o.GitDefaultInterval,
+		StatusBranch: o.GitStatusBranch, StatusWindow: o.GitStatusWindow, InsecureHTTP: o.GitInsecureHTTP,
+		Now: o.Now, Metrics: o.Metrics,
+	}
 }
 
 func (o Options) now() time.Time {

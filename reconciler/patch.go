@@ -115,29 +115,3 @@ func (w *statusWrites) forget(key types.NamespacedName) {
 	defer w.mu.Unlock()
 	delete(w.at, key)
 }
-
-// repositoryPatcher writes a Repository's status the same way: one merge
-// patch, only when it changed since the last write.
-type repositoryPatcher struct {
-	c      client.Client
-	before *v1alpha1.Repository
-}
-
-func newRepositoryPatcher(c client.Client, repo *v1alpha1.Repository) *repositoryPatcher {
-	return &repositoryPatcher{c: c, before: repo.DeepCopy()}
-}
-
-// patch writes the status if it changed; observedGeneration records the
-// generation this reconcile acted on.
-func (p *repositoryPatcher) patch(ctx context.Context, repo *v1alpha1.Repository) error {
-	repo.Status.ObservedGeneration = repo.Generation
-	if equality.Semantic.DeepEqual(p.before.Status, repo.Status) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(p.before.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if err := p.c.Status().Patch(ctx, repo, patch, client.FieldOwner("rollgate")); err != nil {
-		return err
-	}
-	p.before = repo.DeepCopy()
-	return nil
-}

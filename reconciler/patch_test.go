@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 )
 
 // TestCountsAloneWaitForCountsEvery: a status that changed only in its pod
@@ -18,9 +19,9 @@ import (
 // written. Against a real API server, so "not written" is a resource
 // version that did not move.
 func TestCountsAloneWaitForCountsEvery(t *testing.T) {
-	ctx, _, c, _ := startAPIServer(t)
+	ctx, _, c, _ := rollouttest.StartAPIServer(t)
 	const ns = "counts"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	createWithStatus(ctx, t, c, ns, map[string]v1alpha1.RolloutStatus{"web": {
 		Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, Message: "step 1/2: waiting for 1 new pods of v2 to be ready",
 		ObservedGeneration: 1, // as a reconcile of the Rollout as created writes it

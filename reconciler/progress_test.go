@@ -21,6 +21,8 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
+	"github.com/rollgate/rollgate/reconciler/gitsource"
+	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/traffic"
 )
@@ -33,9 +35,9 @@ import (
 // gate waits for another reconcile, which in a wave of releases is
 // another turn of the whole work queue.
 func TestConfirmedTrafficReachesTheGateInOneReconcile(t *testing.T) {
-	ctx, cfg, c, scheme := startAPIServer(t)
+	ctx, cfg, c, scheme := rollouttest.StartAPIServer(t)
 	const ns, name = "replan", "web"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	// No pods to wait for: the Deployment has none, so step 1's upgrade
 	// holds at once and the reconcile goes on to the traffic.
 	labels := map[string]string{"app": name}
@@ -50,12 +52,12 @@ func TestConfirmedTrafficReachesTheGateInOneReconcile(t *testing.T) {
 			},
 		},
 	}
-	mustCreate(t, c, d)
-	mustCreate(t, c, &corev1.Service{
+	rollouttest.MustCreate(t, c, d)
+	rollouttest.MustCreate(t, c, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80}}},
 	})
-	mustCreate(t, c, &networkingv1.Ingress{
+	rollouttest.MustCreate(t, c, &networkingv1.Ingress{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{
 			Host: "web.example",
@@ -84,7 +86,7 @@ spec:
 `, name, ns), ro); err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, c, ro)
+	rollouttest.MustCreate(t, c, ro)
 
 	// The controller reads through a cache with its index of Rollouts by
 	// workload, as in the manager.
@@ -101,7 +103,7 @@ spec:
 		t.Fatal(err)
 	}
 	r := &RolloutReconciler{Client: cached, APIReader: c, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(),
-		repos: newRepoPool(c, Options{})}
+		repos: gitsource.NewPool(c, gitsource.Options{})}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	// inCache waits until the cache shows what the API server has.
 	inCache := func(o client.Object) {
@@ -110,7 +112,7 @@ spec:
 		if err := c.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(ctx, t, "the cache up to date", func() bool {
+		rollouttest.WaitFor(ctx, t, "the cache up to date", func() bool {
 			seen := o.DeepCopyObject().(client.Object)
 			return ca.Get(ctx, client.ObjectKeyFromObject(o), seen) == nil && seen.GetResourceVersion() == live.GetResourceVersion()
 		})
@@ -209,9 +211,9 @@ spec:
 // the events; an event of an unchanged object (a resync) stays at
 // controller-runtime's low priority.
 func TestEventsOfReleasesInMotionGoFirst(t *testing.T) {
-	ctx, _, c, _ := startAPIServer(t)
+	ctx, _, c, _ := rollouttest.StartAPIServer(t)
 	const ns = "motion"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	createWithStatus(ctx, t, c, ns, map[string]v1alpha1.RolloutStatus{
 		"healthy":   {Phase: v1alpha1.PhaseHealthy},
 		"upgrading": {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepUpgrade},
@@ -257,10 +259,10 @@ func TestEventsOfReleasesInMotionGoFirst(t *testing.T) {
 // planning and acting from the older status; once the read shows the
 // last write, reconciles go on.
 func TestAReconcileWaitsForTheCacheToShowItsOwnWrite(t *testing.T) {
-	ctx, _, c, _ := startAPIServer(t)
+	ctx, _, c, _ := rollouttest.StartAPIServer(t)
 	const ns, name = "own-writes", "api"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	mustCreate(t, c, gatedRollout(t, ns, name, nil)) // no Deployment: the release stalls, the status says so
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, rollouttest.GatedRollout(t, ns, name, nil)) // no Deployment: the release stalls, the status says so
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	old := &v1alpha1.Rollout{}
 	if err := c.Get(ctx, key, old); err != nil {
@@ -269,7 +271,7 @@ func TestAReconcileWaitsForTheCacheToShowItsOwnWrite(t *testing.T) {
 	// The first reconcile writes (the finalizer, the status).
 	reads := &laggingRollouts{Client: c}
 	r := &RolloutReconciler{Client: reads, APIReader: c, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(),
-		repos: newRepoPool(c, Options{})}
+		repos: gitsource.NewPool(c, gitsource.Options{})}
 	_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
 	written := &v1alpha1.Rollout{}
 	if err := c.Get(ctx, key, written); err != nil {
@@ -325,9 +327,9 @@ func (l *laggingRollouts) Get(ctx context.Context, key client.ObjectKey, obj cli
 // events of releases in motion: someone waits for it. Its own events at
 // normal priority do not lower it.
 func TestASpecChangeGoesBeforeReleasesInMotion(t *testing.T) {
-	ctx, _, c, _ := startAPIServer(t)
+	ctx, _, c, _ := rollouttest.StartAPIServer(t)
 	const ns = "spec-first"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	createWithStatus(ctx, t, c, ns, map[string]v1alpha1.RolloutStatus{
 		"upgrading": {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepUpgrade},
 		"approved":  {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepPaused},
@@ -366,8 +368,8 @@ func TestASpecChangeGoesBeforeReleasesInMotion(t *testing.T) {
 func createWithStatus(ctx context.Context, t *testing.T, c client.Client, ns string, statuses map[string]v1alpha1.RolloutStatus) {
 	t.Helper()
 	for name, st := range statuses {
-		ro := gatedRollout(t, ns, name, nil)
-		mustCreate(t, c, ro)
+		ro := rollouttest.GatedRollout(t, ns, name, nil)
+		rollouttest.MustCreate(t, c, ro)
 		ro.Status = st
 		if err := c.Status().Update(ctx, ro); err != nil {
 			t.Fatal(err)

@@ -39,7 +39,8 @@ func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *scope) error {
 	if rel.repository.Spec.RevertPolicy == "Commit" {
 		policy = gitsync.RevertDirect
 	}
-	out, err := gitsync.Revert(ctx, rel.git.clone, gitsync.RevertOptions{
+	// Writing it wakes the gates of what it fetched (gitsource.Repo.Revert).
+	out, err := rel.git.Revert(ctx, gitsync.RevertOptions{
 		TrackedBranch: trackedBranch(ro, rel.repository),
 		Paths:         []string{path.Dir(ro.Spec.Git.Path)},
 		Policy:        policy,
@@ -52,9 +53,6 @@ func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *scope) error {
 	if err != nil {
 		return fmt.Errorf("writing the revert of revision %s to Git: %w", ro.Status.CanaryRevision, err)
 	}
-	// Writing it fetched the tracked branch, and moved it with
-	// revertPolicy Commit: wake the gates of what it brought.
-	r.repos.wakeIfMoved(ctx, rel.git, trackedBranch(ro, rel.repository))
 	if ro.Status.Git == nil {
 		ro.Status.Git = &v1alpha1.GitStatus{}
 	}

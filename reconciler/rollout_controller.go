@@ -18,6 +18,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
+	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
 	"github.com/rollgate/rollgate/traffic"
@@ -45,8 +46,8 @@ const releaseResync = 30 * time.Second
 // priority queue serves higher ones first; watch events come at 0).
 const (
 	// priorityWoken: a fetch brought a change to the manifest of a
-	// Rollout waiting at a gate (wakeGated), or the Rollout's spec changed
-	// (specChanged): a person is waiting for it.
+	// Rollout waiting at a gate (gitsource.Pool.Woken), or the Rollout's
+	// spec changed (specChanged): a person is waiting for it.
 	priorityWoken = 10
 	// priorityInMotion: watch events of a Rollout whose release is in
 	// motion (inMotion) and its look again after a move, so that in a
@@ -81,7 +82,8 @@ type RolloutReconciler struct {
 	// Scripts caches the compiled Lua scripts, shared by every router.
 	Scripts *luascripts.Library
 
-	repos *repoPool
+	// repos opens the Repository a Rollout's spec.git names.
+	repos *gitsource.Pool
 	// workloadOpts are the workload adapters' options (OwnerIndexed once
 	// Setup has registered workload.OwnerIndex).
 	workloadOpts []workload.Option
@@ -132,8 +134,8 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 			}
 			return
 		}
-		if sc.gitState != nil {
-			r.repos.queueProgress(ctx, r.Client, sc.git, *sc.gitState)
+		if sc.gitState != nil && sc.git != nil {
+			sc.git.QueueProgress(ctx, r.Client, *sc.gitState)
 		}
 	}()
 
@@ -479,7 +481,7 @@ func (r *RolloutReconciler) actLetGo(ctx context.Context, rel *scope) (reconcile
 // deferred status patch.
 func (r *RolloutReconciler) removeFinalizer(rel *scope) {
 	if rel.git != nil {
-		rel.git.writer.Remove(rel.ro.Namespace, rel.ro.Name)
+		rel.git.Writer().Remove(rel.ro.Namespace, rel.ro.Name)
 	}
 	controllerutil.RemoveFinalizer(rel.ro, Finalizer)
 }

@@ -32,9 +32,9 @@ type scope struct {
 	// exist, each with the field that names it.
 	missing []string
 	// repository is the Repository resource spec.git names; git is its
-	// open clone and status writer (nil without spec.git).
+	// open repository (nil without spec.git, or when it cannot be opened).
 	repository *v1alpha1.Repository
-	git        *repoHandle
+	git        gitRepository
 	// gitApprovals are the approvals found on the tracked branch;
 	// gitReadErr says why Git could not be read.
 	gitApprovals []v1alpha1.Approval

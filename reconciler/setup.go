@@ -23,13 +23,10 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/reconciler/fluxevents"
-	"github.com/rollgate/rollgate/reconciler/gitpush"
+	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/traffic"
 )
-
-// repositoryIndex indexes Rollouts by the Repository their spec.git names.
-const repositoryIndex = "spec.git.repository"
 
 // routeIndex indexes Rollouts by the objects their trafficRoutings name:
 // "Service/<name>", "HTTPRoute/<name>", "Ingress/<name>" (the user's
@@ -51,14 +48,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 func setup(mgr ctrl.Manager, opts Options, admission client.Reader, scope watchScope) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &v1alpha1.Rollout{}, repositoryIndex, func(o client.Object) []string {
-		if g := o.(*v1alpha1.Rollout).Spec.Git; g != nil {
-			return []string{g.Repository}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
 	if err := idx.IndexField(ctx, &v1alpha1.Rollout{}, routeIndex, func(o client.Object) []string {
 		var keys []string
 		for _, ref := range o.(*v1alpha1.Rollout).Spec.Strategy.TrafficRoutings() {
@@ -98,12 +87,10 @@ func setup(mgr ctrl.Manager, opts Options, admission client.Reader, scope watchS
 	if err != nil {
 		return fmt.Errorf("event recorder: %w", err)
 	}
-	git := newRepoPool(mgr.GetAPIReader(), opts)
-	git.rollouts = mgr.GetClient()
-	if err := mgr.Add(git); err != nil {
-		return err
-	}
-	if err := forgetOnLeave(ctx, mgr.GetCache(), git); err != nil {
+	// The Git source: the pool of open repositories, the Repository
+	// controller and the push endpoint.
+	git, err := gitsource.Setup(mgr, opts.gitOptions())
+	if err != nil {
 		return err
 	}
 	r := &RolloutReconciler{
@@ -113,16 +100,6 @@ func setup(mgr ctrl.Manager, opts Options, admission client.Reader, scope watchS
 	}
 	if err := setupWebhook(mgr, opts, admission, scope); err != nil {
 		return err
-	}
-	if err := (&RepositoryReconciler{Client: mgr.GetClient(), git: git}).setupWithManager(mgr); err != nil {
-		return err
-	}
-	// A push makes the Repository controller fetch at once; the fetch
-	// wakes the Rollouts whose approval it brought (wakeGated).
-	if opts.GitWebhookAddr != "" && opts.GitWebhookAddr != "0" {
-		if err := mgr.Add(&gitpush.Server{Addr: opts.GitWebhookAddr, Stale: git.markStale}); err != nil {
-			return err
-		}
 	}
 	return r.setupWithManager(mgr, opts)
 }
@@ -148,9 +125,9 @@ func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options) err
 		Watches(&appsv1.DaemonSet{}, workloadEvents).
 		Watches(&appsv1.ReplicaSet{}, r.eventsOf(r.rolloutsOfReplicaSet)).
 		Watches(&corev1.Pod{}, r.eventsOf(r.rolloutsOfPod)).
-		WatchesRawSource(r.repos.moved.source()).    // a fetch brought a merged approval
-		WatchesRawSource(r.repos.written.source()).  // progress reached Git: GitSynced
-		WatchesRawSource(r.repos.proposed.source()). // a gate's approval branch was pushed
+		WatchesRawSource(r.repos.Woken(priorityWoken)).     // a fetch brought a merged approval
+		WatchesRawSource(r.repos.Written(priorityPoll)).    // progress reached Git: GitSynced
+		WatchesRawSource(r.repos.Proposed(priorityNormal)). // a gate's approval branch was pushed
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrent, 1)}).
 		Build(r)
 	if err != nil {

@@ -180,7 +180,7 @@ func markGit(sc *scope) {
 		}
 		return
 	}
-	w := sc.git.writer
+	w := sc.git.Writer()
 	written := ""
 	if sc.gitState != nil {
 		// The state is queued after this status is persisted: written
@@ -199,12 +199,12 @@ func markGit(sc *scope) {
 	case sc.gitWriteErr != nil:
 		setGit(ro, metav1False, v1alpha1.ReasonGitError, sc.gitWriteErr.Error())
 	case written != "":
-		setGit(ro, metav1True, v1alpha1.ReasonGitSynced, "progress written to "+sc.git.statusBranch+" in "+shortCommit(written))
+		setGit(ro, metav1True, v1alpha1.ReasonGitSynced, "progress written to "+sc.git.StatusBranch()+" in "+shortCommit(written))
 	case sc.gitQueued && flushErr != nil:
-		setGit(ro, metav1False, v1alpha1.ReasonGitError, "writing progress to "+sc.git.statusBranch+": "+flushErr.Error())
+		setGit(ro, metav1False, v1alpha1.ReasonGitError, "writing progress to "+sc.git.StatusBranch()+": "+flushErr.Error())
 	case sc.gitQueued || sc.moved:
 		setGit(ro, metav1False, v1alpha1.ReasonGitPending,
-			fmt.Sprintf("progress queued for %s, written within %s", sc.git.statusBranch, sc.git.window))
+			fmt.Sprintf("progress queued for %s, written within %s", sc.git.StatusBranch(), sc.git.Window()))
 	}
 }
 

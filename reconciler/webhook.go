@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -18,7 +19,7 @@ func setupWebhook(mgr ctrl.Manager, opts Options, rollouts client.Reader, scope 
 	if rollouts == nil {
 		rollouts = mgr.GetClient()
 	}
-	reg := webhook.Registration{Name: orDefault(opts.WebhookConfigName, "rollgate"), Namespaces: scope.namespaces()}
+	reg := webhook.Registration{Name: cmp.Or(opts.WebhookConfigName, "rollgate"), Namespaces: scope.namespaces()}
 	if opts.WebhookURL != "" {
 		reg.URL = opts.WebhookURL
 	} else {

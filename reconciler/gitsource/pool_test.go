@@ -1,4 +1,4 @@
-package reconciler
+package gitsource
 
 import (
 	"path/filepath"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/test/gitserver"
 )
 
@@ -24,28 +25,28 @@ import (
 // are written, signed with that key. A key the user replaced is never
 // used again.
 func TestAnUnusableSigningKeyStopsTheWriter(t *testing.T) {
-	ctx, _, c, _ := startAPIServer(t)
+	ctx, _, c, _ := rollouttest.StartAPIServer(t)
 	srv := gitserver.Start(t, gitserver.Options{})
 	url, err := srv.CreateRepo("app", map[string]string{"README.md": "app\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const ns = "signing"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	oldKey, oldPublic := gitserver.OpenPGPKeyPair(t, "old")
 	newKey, newPublic := gitserver.OpenPGPKeyPair(t, "new")
 	for name, key := range map[string][]byte{"old-key": oldKey, "new-key": newKey, "broken-key": []byte("not a key")} {
-		mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{signingKeyKey: key}})
+		rollouttest.MustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{signingKeyKey: key}})
 	}
 	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
 		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main",
 			// Nothing is flushed but by the test.
 			Status: v1alpha1.StatusWriteSpec{Window: &metav1.Duration{Duration: time.Hour}},
 			Commit: v1alpha1.CommitSpec{SigningKeyRef: &v1alpha1.LocalObjectReference{Name: "old-key"}}}}
-	mustCreate(t, c, repo)
-	g := newRepoPool(c, Options{GitInsecureHTTP: true})
+	rollouttest.MustCreate(t, c, repo)
+	g := NewPool(c, Options{InsecureHTTP: true})
 	go func() { _ = g.Start(ctx) }()
-	setKey := func(name string) (*repoHandle, error) {
+	setKey := func(name string) (*Repo, error) {
 		t.Helper()
 		if err := c.Get(ctx, client.ObjectKeyFromObject(repo), repo); err != nil {
 			t.Fatal(err)

@@ -1,7 +1,8 @@
-package reconciler
+package gitsource
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -12,13 +13,14 @@ import (
 )
 
 // A merged approval reaches its Rollout this way: a push webhook marks the
-// Repository stale (gitpush.Server → repoPool.markStale) and its
+// Repository stale (gitpush.Server → Pool.MarkStale) and its
 // controller fetches at once; without a webhook a Rollout waiting at a
 // gate fetches once per interval. Whoever fetches, a fetch that moves a
 // branch wakes exactly the Rollouts waiting at a gate whose manifest
-// changed on it (repoPool.moved): not every Rollout of the Repository,
+// changed on it (Pool.moved): not every Rollout of the Repository,
 // whose reconciles would queue in front of the one that was approved.
-// The woken Rollouts go to the front of the work queue (priorityWoken).
+// The woken Rollouts go to the front of the Rollout controller's work
+// queue (the priority it gives Pool.Woken).
 // The comparison is with the head last compared, not the head before the
 // fetch: other reads fetch the tracked branch too (writing a revert), and
 // a merge they bring must still wake its Rollout. Approval branches are
@@ -41,7 +43,7 @@ type gateView struct {
 // head now, and makes that head the one gates read (gateManifest).
 // Whoever moves the local head calls it: a fetch of the pool, a revert
 // written to the tracked branch. Caller must not hold e.mu.
-func (g *repoPool) wakeIfMoved(ctx context.Context, e *repoHandle, branch string) {
+func (g *Pool) wakeIfMoved(ctx context.Context, e *Repo, branch string) {
 	e.comparing.Lock()
 	defer e.comparing.Unlock()
 	head, err := e.clone.Head(branch)
@@ -82,11 +84,11 @@ func (g *repoPool) wakeIfMoved(ctx context.Context, e *repoHandle, branch string
 // manifest: a merge signed, or signed again by an approver, after it
 // landed changes no file. There every gated Rollout on branch is woken on
 // every new head; otherwise it would wait for its next resync.
-func (g *repoPool) wakeGated(ctx context.Context, e *repoHandle, branch string, old, cur *gateView) []types.NamespacedName {
+func (g *Pool) wakeGated(ctx context.Context, e *Repo, branch string, old, cur *gateView) []types.NamespacedName {
 	byCommit := e.verifier != nil
 	var keys []types.NamespacedName
 	for _, ro := range g.gatedRollouts(ctx, e.obj) {
-		if orDefault(ro.Spec.Git.Branch, e.branch) != branch {
+		if cmp.Or(ro.Spec.Git.Branch, e.branch) != branch {
 			continue
 		}
 		data, err := cur.snap.ReadFile(ro.Spec.Git.Path)
@@ -103,7 +105,7 @@ func (g *repoPool) wakeGated(ctx context.Context, e *repoHandle, branch string, 
 
 // holds reports whether path reads data in v (false when the read fails:
 // better one reconcile too many).
-func (v *gateView) holds(e *repoHandle, path string, data []byte) bool {
+func (v *gateView) holds(e *Repo, path string, data []byte) bool {
 	e.mu.Lock()
 	was, ok := v.files[path]
 	e.mu.Unlock()
@@ -121,7 +123,7 @@ func (v *gateView) holds(e *repoHandle, path string, data []byte) bool {
 // A manifest the compare did not read (its Rollout reached its gate
 // since) is read once from the clone; before any compare, the clone's
 // local head is read.
-func (e *repoHandle) gateManifest(branch, path string) (*gitsync.Snapshot, []byte, error) {
+func (e *Repo) gateManifest(branch, path string) (*gitsync.Snapshot, []byte, error) {
 	e.mu.Lock()
 	v := e.seen[branch]
 	var data []byte
@@ -151,8 +153,8 @@ func (e *repoHandle) gateManifest(branch, path string) (*gitsync.Snapshot, []byt
 	return v.snap, data, nil
 }
 
-// head returns the commit of branch the gates read (gateManifest).
-func (e *repoHandle) head(branch string) (string, error) {
+// Head returns the commit of branch the gates read (gateManifest).
+func (e *Repo) Head(branch string) (string, error) {
 	e.mu.Lock()
 	v := e.seen[branch]
 	e.mu.Unlock()
@@ -165,7 +167,7 @@ func (e *repoHandle) head(branch string) (string, error) {
 // gatedRollouts returns the Rollouts of Repository repo that wait at a
 // gate for an approval merged in Git (none when the pool has no Rollout
 // cache).
-func (g *repoPool) gatedRollouts(ctx context.Context, repo types.NamespacedName) []*v1alpha1.Rollout {
+func (g *Pool) gatedRollouts(ctx context.Context, repo types.NamespacedName) []*v1alpha1.Rollout {
 	if g.rollouts == nil {
 		return nil
 	}

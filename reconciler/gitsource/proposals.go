@@ -1,4 +1,4 @@
-package reconciler
+package gitsource
 
 import (
 	"context"
@@ -18,34 +18,34 @@ import (
 // for each, so that in a wave of approvals the woken Rollouts waited for
 // a worker and the fetch that wakes them waited behind the pushes. The
 // proposer pushes one branch at a time on a clone of its own (the status
-// writer's), the reconcile asks it for the branch of its gate (ask) and
+// writer's), the reconcile asks it for the branch of its gate (Propose) and
 // records it once it is pushed; the Rollout is woken then.
 
-// proposal is the approval branch one gate waits for.
-type proposal struct {
-	// tracked is the branch the approval is merged into; path the
+// Proposal is the approval branch one gate waits for.
+type Proposal struct {
+	// Tracked is the branch the approval is merged into; Path the
 	// Rollout's manifest on it.
-	tracked, path string
-	approval      gitsync.Approval
-	// live are the Rollout's stable and canary revisions: the branch's
+	Tracked, Path string
+	Approval      gitsync.Approval
+	// Live are the Rollout's stable and canary revisions: the branch's
 	// commit prunes spec.approvals to them.
-	live []string
+	Live []string
 }
 
-func (p proposal) equal(q proposal) bool {
-	return p.tracked == q.tracked && p.path == q.path && p.approval == q.approval && slices.Equal(p.live, q.live)
+func (p Proposal) equal(q Proposal) bool {
+	return p.Tracked == q.Tracked && p.Path == q.Path && p.Approval == q.Approval && slices.Equal(p.Live, q.Live)
 }
 
-// proposed is the outcome of a proposal.
-type proposed struct {
-	proposal proposal
-	// branch is the pushed approval branch; approved says the tracked
+// Proposed is the outcome of a proposal.
+type Proposed struct {
+	proposal Proposal
+	// Branch is the pushed approval branch; Approved says the tracked
 	// branch already holds the approval (no branch is needed).
-	branch   string
-	approved bool
-	// err says why the branch, or the removal of the branches of earlier
-	// gates, failed (branch is set when only the removal did).
-	err error
+	Branch   string
+	Approved bool
+	// Err says why the branch, or the removal of the branches of earlier
+	// gates, failed (Branch is set when only the removal did).
+	Err error
 }
 
 // proposer pushes the approval branches of one repository's gates, one
@@ -59,17 +59,17 @@ type proposer struct {
 	// order and waiting are the proposals not yet started; running is
 	// the one under way; results the ended ones not yet taken by ask.
 	order   []types.NamespacedName
-	waiting map[types.NamespacedName]proposal
-	running map[types.NamespacedName]proposal
-	results map[types.NamespacedName]proposed
+	waiting map[types.NamespacedName]Proposal
+	running map[types.NamespacedName]Proposal
+	results map[types.NamespacedName]Proposed
 	wake    chan struct{}
 }
 
 func newProposer(clone *gitsync.Repository, done *notifier) *proposer {
 	return &proposer{
 		clone: clone, done: done,
-		waiting: map[types.NamespacedName]proposal{}, running: map[types.NamespacedName]proposal{},
-		results: map[types.NamespacedName]proposed{}, wake: make(chan struct{}, 1),
+		waiting: map[types.NamespacedName]Proposal{}, running: map[types.NamespacedName]Proposal{},
+		results: map[types.NamespacedName]Proposed{}, wake: make(chan struct{}, 1),
 	}
 }
 
@@ -78,7 +78,7 @@ func newProposer(clone *gitsync.Repository, done *notifier) *proposer {
 // it queues p, once, and reports !ok; the Rollout is notified when it
 // ends. A result for another proposal of key (an earlier gate) is
 // dropped.
-func (q *proposer) ask(key types.NamespacedName, p proposal) (proposed, bool) {
+func (q *proposer) ask(key types.NamespacedName, p Proposal) (Proposed, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if res, ok := q.results[key]; ok {
@@ -88,7 +88,7 @@ func (q *proposer) ask(key types.NamespacedName, p proposal) (proposed, bool) {
 		}
 	}
 	if r, ok := q.running[key]; ok && r.equal(p) {
-		return proposed{}, false
+		return Proposed{}, false
 	}
 	if _, queued := q.waiting[key]; !queued {
 		q.order = append(q.order, key)
@@ -98,7 +98,7 @@ func (q *proposer) ask(key types.NamespacedName, p proposal) (proposed, bool) {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	return proposed{}, false
+	return Proposed{}, false
 }
 
 // forget drops what the proposer holds for a Rollout that is gone.
@@ -119,7 +119,7 @@ func (q *proposer) start(ctx context.Context) {
 			case <-ctx.Done():
 				q.mu.Lock()
 				keys := q.order
-				q.order, q.waiting = nil, map[types.NamespacedName]proposal{}
+				q.order, q.waiting = nil, map[types.NamespacedName]Proposal{}
 				q.mu.Unlock()
 				q.notify(keys...)
 				return
@@ -143,7 +143,7 @@ func (q *proposer) notify(keys ...types.NamespacedName) {
 }
 
 // next takes the oldest waiting proposal and marks it running.
-func (q *proposer) next() (types.NamespacedName, proposal, bool) {
+func (q *proposer) next() (types.NamespacedName, Proposal, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.order) > 0 {
@@ -155,7 +155,7 @@ func (q *proposer) next() (types.NamespacedName, proposal, bool) {
 			return key, p, true
 		}
 	}
-	return types.NamespacedName{}, proposal{}, false
+	return types.NamespacedName{}, Proposal{}, false
 }
 
 // pushApprovalBranch pushes the approval branch of proposal p of Rollout
@@ -163,19 +163,19 @@ func (q *proposer) next() (types.NamespacedName, proposal, bool) {
 // removes the Rollout's approval branches of earlier gates, which can no
 // longer approve anything, and its revert branches, obsolete once a new
 // release waits at a gate.
-func pushApprovalBranch(ctx context.Context, clone *gitsync.Repository, key types.NamespacedName, p proposal) proposed {
-	res := proposed{proposal: p}
-	out, err := gitsync.ProposeApproval(ctx, clone, p.tracked, p.path, key.Namespace, key.Name, p.approval, "rollgate", p.live...)
+func pushApprovalBranch(ctx context.Context, clone *gitsync.Repository, key types.NamespacedName, p Proposal) Proposed {
+	res := Proposed{proposal: p}
+	out, err := gitsync.ProposeApproval(ctx, clone, p.Tracked, p.Path, key.Namespace, key.Name, p.Approval, "rollgate", p.Live...)
 	if err != nil || out.AlreadyApproved {
-		res.approved, res.err = out.AlreadyApproved, err
+		res.Approved, res.Err = out.AlreadyApproved, err
 		return res
 	}
-	res.branch = out.Branch
+	res.Branch = out.Branch
 	keep := func(b string) bool { return b == out.Branch }
-	if _, res.err = gitsync.CleanupApprovalBranches(ctx, clone, key.Namespace, key.Name, keep); res.err != nil {
+	if _, res.Err = gitsync.CleanupApprovalBranches(ctx, clone, key.Namespace, key.Name, keep); res.Err != nil {
 		return res
 	}
 	// A release at a gate means Git moved on from any failed revision.
-	_, res.err = gitsync.CleanupRevertBranches(ctx, clone, key.Namespace, key.Name, nil)
+	_, res.Err = gitsync.CleanupRevertBranches(ctx, clone, key.Namespace, key.Name, nil)
 	return res
 }

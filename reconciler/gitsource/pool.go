@@ -1,6 +1,7 @@
-package reconciler
+package gitsource
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,10 +19,10 @@ import (
 	"github.com/rollgate/rollgate/gitsync"
 )
 
-// repoPool keeps one open gitsync.Repository and status Writer per
+// Pool keeps one open gitsync.Repository and status Writer per
 // Repository object, reopened when the Repository's spec or its Secret
 // changes. It is a manager Runnable: writers live as long as the manager.
-type repoPool struct {
+type Pool struct {
 	reader   client.Reader // uncached: Secrets are read by name, never listed
 	defaults Options
 	// written gets the Rollouts whose latest progress a flush put in Git
@@ -39,18 +40,19 @@ type repoPool struct {
 
 	mu      sync.Mutex
 	ctx     context.Context
-	entries map[types.NamespacedName]*repoHandle
+	entries map[types.NamespacedName]*Repo
 	// retired holds, per Repository, the last open repository taken out
 	// of use because the Repository could not be opened as it now reads
 	// (see retire); the next one that opens adopts its unwritten states.
-	retired map[types.NamespacedName]*repoHandle
+	retired map[types.NamespacedName]*Repo
 	// owned orders a Rollout's progress queued against its writer's
-	// Forget when it leaves this shard (queueProgress).
+	// Forget when it leaves this shard (QueueProgress).
 	owned sync.Mutex
 }
 
-// repoHandle is one open repository.
-type repoHandle struct {
+// Repo is one open repository.
+type Repo struct {
+	pool *Pool
 	key  string
 	obj  types.NamespacedName // the Repository object
 	spec v1alpha1.RepositorySpec
@@ -90,18 +92,19 @@ type repoHandle struct {
 	health gitHealth
 }
 
-func newRepoPool(reader client.Reader, defaults Options) *repoPool {
-	return &repoPool{
+// NewPool returns a pool that reads Repositories and Secrets with reader
+// (uncached). Setup builds the controller's.
+func NewPool(reader client.Reader, defaults Options) *Pool {
+	return &Pool{
 		reader: reader, defaults: defaults,
-		entries: map[types.NamespacedName]*repoHandle{}, retired: map[types.NamespacedName]*repoHandle{},
-		written: newNotifier(priorityPoll), changed: newNotifier(0), moved: newNotifier(priorityWoken),
-		proposed: newNotifier(priorityNormal),
+		entries: map[types.NamespacedName]*Repo{}, retired: map[types.NamespacedName]*Repo{},
+		written: newNotifier(), changed: newNotifier(), moved: newNotifier(), proposed: newNotifier(),
 	}
 }
 
 // Start records the manager's context for the status writers and, when it
 // ends, stops them (each flushes what it holds).
-func (g *repoPool) Start(ctx context.Context) error {
+func (g *Pool) Start(ctx context.Context) error {
 	g.mu.Lock()
 	g.ctx = ctx
 	g.mu.Unlock()
@@ -115,10 +118,10 @@ func (g *repoPool) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection: only the leader writes to Git.
-func (g *repoPool) NeedLeaderElection() bool { return true }
+func (g *Pool) NeedLeaderElection() bool { return true }
 
-// markStale makes the next approvals read fetch at once (push webhook).
-func (g *repoPool) markStale(key types.NamespacedName) {
+// MarkStale makes the next approvals read fetch at once (push webhook).
+func (g *Pool) MarkStale(key types.NamespacedName) {
 	g.mu.Lock()
 	e := g.entries[key]
 	g.mu.Unlock()
@@ -129,8 +132,10 @@ func (g *repoPool) markStale(key types.NamespacedName) {
 	g.changed.notify(key) // the Repository controller fetches at once
 }
 
-// forRollout returns the open repository a Rollout's spec.git names.
-func (g *repoPool) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*repoHandle, *v1alpha1.Repository, error) {
+// ForRollout returns the open repository a Rollout's spec.git names, and
+// that Repository (also when it cannot be opened: it still says which
+// approvals may count).
+func (g *Pool) ForRollout(ctx context.Context, ro *v1alpha1.Rollout) (*Repo, *v1alpha1.Repository, error) {
 	key := types.NamespacedName{Namespace: ro.Namespace, Name: ro.Spec.Git.Repository}
 	var r v1alpha1.Repository
 	if err := g.reader.Get(ctx, key, &r); err != nil {
@@ -148,7 +153,7 @@ func (g *repoPool) forRollout(ctx context.Context, ro *v1alpha1.Rollout) (*repoH
 // r's spec or its Secrets changed. When r cannot be opened as it reads
 // now, the repository opened before is retired: nothing more is written
 // with its credentials or signing key.
-func (g *repoPool) forRepository(ctx context.Context, r *v1alpha1.Repository) (*repoHandle, error) {
+func (g *Pool) forRepository(ctx context.Context, r *v1alpha1.Repository) (*Repo, error) {
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
 	e, err := g.reopen(ctx, key, r)
 	if err != nil {
@@ -164,7 +169,7 @@ func (g *repoPool) forRepository(ctx context.Context, r *v1alpha1.Repository) (*
 // it are woken, to hold it and say why (GitSynced=False) now rather than
 // at their next resync: with the approvers' keys unusable, no approval
 // from Git counts.
-func (g *repoPool) retire(ctx context.Context, key types.NamespacedName) {
+func (g *Pool) retire(ctx context.Context, key types.NamespacedName) {
 	g.mu.Lock()
 	e := g.entries[key]
 	delete(g.entries, key)
@@ -180,7 +185,7 @@ func (g *repoPool) retire(ctx context.Context, key types.NamespacedName) {
 }
 
 // reopen is forRepository without retiring.
-func (g *repoPool) reopen(ctx context.Context, key types.NamespacedName, r *v1alpha1.Repository) (*repoHandle, error) {
+func (g *Pool) reopen(ctx context.Context, key types.NamespacedName, r *v1alpha1.Repository) (*Repo, error) {
 	var data map[string][]byte
 	secretVersion := ""
 	if r.Spec.SecretRef != nil {
@@ -234,7 +239,7 @@ func (g *repoPool) reopen(ctx context.Context, key types.NamespacedName, r *v1al
 }
 
 // close stops the writer of a deleted Repository (after a last flush).
-func (g *repoPool) close(key types.NamespacedName) {
+func (g *Pool) close(key types.NamespacedName) {
 	g.mu.Lock()
 	e := g.entries[key]
 	delete(g.entries, key)
@@ -264,7 +269,7 @@ const (
 // signingKeyRef Secret) every commit is signed; approvers are the keys of
 // spec.approvals.signedBy.
 // Called with g.mu held.
-func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing, approvers map[string][]byte, key string) (*repoHandle, error) {
+func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing, approvers map[string][]byte, key string) (*Repo, error) {
 	var creds *gitsync.Credentials
 	if secret != nil {
 		c, err := gitsync.CredentialsFromSecret(secret)
@@ -286,7 +291,7 @@ func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 		return nil, err
 	}
 	gitOpts := gitsync.Options{
-		URL: spec.URL, Credentials: creds, InsecureHTTP: g.defaults.GitInsecureHTTP,
+		URL: spec.URL, Credentials: creds, InsecureHTTP: g.defaults.InsecureHTTP,
 		Observe: g.defaults.Metrics.GitObserver(obj.Namespace, obj.Name),
 		Signer:  signer,
 	}
@@ -308,8 +313,8 @@ func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 		}
 	}
 	opts := g.writerOptions(spec)
-	e := &repoHandle{key: key, obj: obj, spec: spec, clone: repo, writes: writes, verifier: verifier, history: history,
-		branch: orDefault(spec.Branch, "main"), statusBranch: opts.Branch, window: opts.Window}
+	e := &Repo{pool: g, key: key, obj: obj, spec: spec, clone: repo, writes: writes, verifier: verifier, history: history,
+		branch: cmp.Or(spec.Branch, "main"), statusBranch: opts.Branch, window: opts.Window}
 	opts.OnFlush = func(res gitsync.FlushResult, err error) { g.flushed(e, res, err) }
 	w, err := gitsync.NewWriter(writes, opts)
 	if err != nil {
@@ -334,7 +339,7 @@ func (g *repoPool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, 
 
 // flushed records a status flush of e for its Repository's status and
 // asks for reconciles of the Rollouts whose latest progress it put in Git.
-func (g *repoPool) flushed(e *repoHandle, res gitsync.FlushResult, err error) {
+func (g *Pool) flushed(e *Repo, res gitsync.FlushResult, err error) {
 	e.mu.Lock()
 	changed := e.health.flushed(res.Commit, err)
 	e.mu.Unlock()
@@ -349,10 +354,10 @@ func (g *repoPool) flushed(e *repoHandle, res gitsync.FlushResult, err error) {
 	g.written.notify(keys...)
 }
 
-func (g *repoPool) writerOptions(spec v1alpha1.RepositorySpec) gitsync.WriterOptions {
+func (g *Pool) writerOptions(spec v1alpha1.RepositorySpec) gitsync.WriterOptions {
 	o := gitsync.WriterOptions{
-		Branch:          orDefault(spec.Status.Branch, g.defaults.GitStatusBranch),
-		Window:          g.defaults.GitStatusWindow,
+		Branch:          cmp.Or(spec.Status.Branch, g.defaults.StatusBranch),
+		Window:          g.defaults.StatusWindow,
 		MessageTemplate: spec.Commit.MessageTemplate,
 		Author:          gitsync.Signature{Name: spec.Commit.AuthorName, Email: spec.Commit.AuthorEmail},
 	}
@@ -364,28 +369,28 @@ func (g *repoPool) writerOptions(spec v1alpha1.RepositorySpec) gitsync.WriterOpt
 	// several clusters share it, each under its spec.status.cluster.
 	o.CreateBranch = spec.Status.Path == ""
 	if spec.Status.Path != "" {
-		o.Branch = orDefault(spec.Branch, "main")
+		o.Branch = cmp.Or(spec.Branch, "main")
 	}
 	return o
 }
 
 // interval is how often the tracked branch is fetched.
-func (g *repoPool) interval(e *repoHandle) time.Duration { return g.specInterval(e.spec) }
+func (g *Pool) interval(e *Repo) time.Duration { return g.specInterval(e.spec) }
 
 // specInterval is spec.interval, or the controller's default.
-func (g *repoPool) specInterval(spec v1alpha1.RepositorySpec) time.Duration {
+func (g *Pool) specInterval(spec v1alpha1.RepositorySpec) time.Duration {
 	if spec.Interval != nil && spec.Interval.Duration > 0 {
 		return spec.Interval.Duration
 	}
-	if g.defaults.GitDefaultInterval > 0 {
-		return g.defaults.GitDefaultInterval
+	if g.defaults.DefaultInterval > 0 {
+		return g.defaults.DefaultInterval
 	}
 	return 5 * time.Second
 }
 
 // fetchIfDue fetches branch when it was not fetched (or tried to be) for
 // an interval.
-func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
+func (g *Pool) fetchIfDue(ctx context.Context, e *Repo, branch string, now time.Time) error {
 	e.mu.Lock()
 	due := now.Sub(e.polled[branch]) >= g.interval(e)
 	e.mu.Unlock()
@@ -397,7 +402,7 @@ func (g *repoPool) fetchIfDue(ctx context.Context, e *repoHandle, branch string,
 
 // fetch fetches branch, wakes the Rollouts gated on a manifest it changed
 // and records the outcome for the Repository's status.
-func (g *repoPool) fetch(ctx context.Context, e *repoHandle, branch string, now time.Time) error {
+func (g *Pool) fetch(ctx context.Context, e *Repo, branch string, now time.Time) error {
 	e.mu.Lock()
 	if e.polled == nil {
 		e.polled = map[string]time.Time{}
@@ -432,7 +437,7 @@ const gatePollMargin = 2 * time.Second
 // waits on it. A Rollout at a gate does not poll Git itself: one fetch
 // per interval serves all of them, and it is never queued behind the
 // Rollouts' own work.
-func (g *repoPool) gateWaits(e *repoHandle, branch string, now time.Time) {
+func (g *Pool) gateWaits(e *Repo, branch string, now time.Time) {
 	e.mu.Lock()
 	at, stale := e.polled[branch], e.stale
 	e.mu.Unlock()
@@ -442,15 +447,8 @@ func (g *repoPool) gateWaits(e *repoHandle, branch string, now time.Time) {
 }
 
 // markStale makes the next read fetch at once.
-func (e *repoHandle) markStale() {
+func (e *Repo) markStale() {
 	e.mu.Lock()
 	e.stale = true
 	e.mu.Unlock()
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -1,12 +1,14 @@
-package reconciler
+package gitsource
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -31,13 +33,13 @@ const repositoryCheck = time.Minute
 // the last fetch of the tracked branch and the last write of progress
 // succeeded, and the status names the tracked branch's head and the status
 // branch's last commit. The fetches of the Rollout controller and the
-// status writers report their outcome as they happen (repoPool.changed);
+// status writers report their outcome as they happen (Pool.changed);
 // when nothing has fetched for repositoryCheck, the reconciler fetches
 // itself. The status is written only when it changes.
 type RepositoryReconciler struct {
 	client.Client
 
-	git *repoPool
+	git *Pool
 }
 
 // recheckFloor is the shortest wait before the next check of a
@@ -108,7 +110,7 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 func (r *RepositoryReconciler) setupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Repository{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(r.git.changed.source()).
+		WatchesRawSource(r.git.changed.source(0)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.git.defaults.Concurrent, 1)}).
 		Complete(r)
 }
@@ -119,7 +121,7 @@ func (r *RepositoryReconciler) setupWithManager(mgr ctrl.Manager) error {
 // waits at a gate for an approval merged in Git (the tracked one or
 // another) every interval. It returns when the next check is due and
 // whether a gate waits; the outcome is in e.health.
-func (g *repoPool) checkIfDue(ctx context.Context, e *repoHandle, now time.Time) (time.Duration, bool) {
+func (g *Pool) checkIfDue(ctx context.Context, e *Repo, now time.Time) (time.Duration, bool) {
 	gated := g.gatedBranches(ctx, e)
 	branches := []string{e.branch}
 	for _, b := range gated {
@@ -153,10 +155,10 @@ func (g *repoPool) checkIfDue(ctx context.Context, e *repoHandle, now time.Time)
 
 // gatedBranches returns the branches on which Rollouts of e wait at a
 // gate for an approval merged in Git.
-func (g *repoPool) gatedBranches(ctx context.Context, e *repoHandle) []string {
+func (g *Pool) gatedBranches(ctx context.Context, e *Repo) []string {
 	var out []string
 	for _, ro := range g.gatedRollouts(ctx, e.obj) {
-		if b := orDefault(ro.Spec.Git.Branch, e.branch); !slices.Contains(out, b) {
+		if b := cmp.Or(ro.Spec.Git.Branch, e.branch); !slices.Contains(out, b) {
 			out = append(out, b)
 		}
 	}
@@ -211,7 +213,7 @@ func errText(err error) string {
 
 // markRepository writes what e last saw into repo's status. Errors come
 // from gitsync, which redacts credentials out of them.
-func markRepository(repo *v1alpha1.Repository, e *repoHandle) {
+func markRepository(repo *v1alpha1.Repository, e *Repo) {
 	e.mu.Lock()
 	h := e.health
 	e.mu.Unlock()
@@ -243,4 +245,31 @@ func markRepository(repo *v1alpha1.Repository, e *repoHandle) {
 		msg = "last fetch of " + e.branch + " and last write to " + e.statusBranch + " succeeded"
 	}
 	conditions.MarkTrue(repo, v1alpha1.ReadyCondition, v1alpha1.ReasonGitReachable, "%s", msg)
+}
+
+// repositoryPatcher writes a Repository's status in one merge patch, only
+// when it changed since the last write (as the Rollout controller writes
+// a Rollout's).
+type repositoryPatcher struct {
+	c      client.Client
+	before *v1alpha1.Repository
+}
+
+func newRepositoryPatcher(c client.Client, repo *v1alpha1.Repository) *repositoryPatcher {
+	return &repositoryPatcher{c: c, before: repo.DeepCopy()}
+}
+
+// patch writes the status if it changed; observedGeneration records the
+// generation this reconcile acted on.
+func (p *repositoryPatcher) patch(ctx context.Context, repo *v1alpha1.Repository) error {
+	repo.Status.ObservedGeneration = repo.Generation
+	if equality.Semantic.DeepEqual(p.before.Status, repo.Status) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(p.before.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if err := p.c.Status().Patch(ctx, repo, patch, client.FieldOwner("rollgate")); err != nil {
+		return err
+	}
+	p.before = repo.DeepCopy()
+	return nil
 }

@@ -1,4 +1,4 @@
-package reconciler
+package gitsource
 
 import (
 	"context"
@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/test/gitserver"
 )
@@ -17,8 +16,8 @@ import (
 // repository's proposer pushes for a gate removes from spec.approvals the
 // entries of revisions that are neither status.stableRevision nor
 // status.canaryRevision, and the Rollout's approval branches of earlier
-// releases are deleted. The reconcile records the branch once it is
-// pushed, and its Rollout is woken then.
+// releases are deleted. Propose answers with the branch once it is
+// pushed, and the Rollout is woken then.
 func TestProposeApprovalPrunesToTheLiveRevisions(t *testing.T) {
 	const path = "apps/web/rollout.yaml"
 	manifest := "apiVersion: rollgate.dev/v1alpha1\nkind: Rollout\nmetadata:\n  name: web\n  namespace: demo\nspec:\n" +
@@ -37,22 +36,18 @@ func TestProposeApprovalPrunesToTheLiveRevisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro := &v1alpha1.Rollout{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"},
-		Spec:       v1alpha1.RolloutSpec{Git: &v1alpha1.GitReference{Repository: "app", Path: path}},
-		Status: v1alpha1.RolloutStatus{StableRevision: "stable1", CanaryRevision: "canary1",
-			AwaitingApproval: &v1alpha1.ApprovalRequest{Revision: "canary1", Step: 2, Since: metav1.Now()}},
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pushed := newNotifier(priorityNormal)
+	pushed := newNotifier()
 	p := newProposer(clone, pushed)
 	go p.start(ctx)
-	sc := &scope{ro: ro, git: &repoHandle{clone: clone, proposer: p},
-		repository: &v1alpha1.Repository{Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main"}}}
-	r := &RolloutReconciler{}
-	if err := r.proposeApproval(ctx, sc); err != nil || ro.Status.AwaitingApproval.Branch != "" {
-		t.Fatalf("the reconcile that asked for the branch: %v, branch %q; want it asked for, not recorded", err, ro.Status.AwaitingApproval.Branch)
+	e := &Repo{clone: clone, proposer: p}
+	key := types.NamespacedName{Namespace: "demo", Name: "web"}
+	// What the Rollout's reconcile asks for (proposeApproval).
+	proposal := Proposal{Tracked: "main", Path: path,
+		Approval: gitsync.Approval{Revision: "canary1", Step: 2}, Live: []string{"stable1", "canary1"}}
+	if res, ok := e.Propose(key, proposal); ok {
+		t.Fatalf("the reconcile that asked for the branch: %+v; want it asked for, not pushed yet", res)
 	}
 	select {
 	case <-pushed.wake:
@@ -62,12 +57,13 @@ func TestProposeApprovalPrunesToTheLiveRevisions(t *testing.T) {
 	if got := pushed.take(); len(got) != 1 {
 		t.Fatalf("woken %v; want the Rollout", got)
 	}
-	if err := r.proposeApproval(ctx, sc); err != nil {
-		t.Fatal(err)
+	res, ok := e.Propose(key, proposal)
+	if !ok || res.Err != nil {
+		t.Fatalf("the proposal once pushed: %+v, ended %v", res, ok)
 	}
-	branch := ro.Status.AwaitingApproval.Branch
+	branch := res.Branch
 	if branch != gitsync.ApprovalBranch("demo", "web", gitsync.Approval{Revision: "canary1", Step: 2}) {
-		t.Fatalf("status.awaitingApproval.branch = %q", branch)
+		t.Fatalf("approval branch = %q", branch)
 	}
 	got, err := gitsync.ApprovalsOnBranch(ctx, clone, branch, path, "demo", "web")
 	want := []gitsync.Approval{{Revision: "stable1", Step: 1}, {Revision: "canary1", Step: 1}, {Revision: "canary1", Step: 2}}

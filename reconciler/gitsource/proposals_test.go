@@ -1,4 +1,4 @@
-package reconciler
+package gitsource
 
 import (
 	"fmt"
@@ -18,12 +18,14 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/test/gitserver"
 )
 
 // TestNoGateWaitsForAPush: while the Git server holds a push, nothing a
 // merged approval goes through waits for it. A gate's reconcile asks for
-// its approval branch and goes on (the repository's proposer pushes it);
+// its approval branch (Propose) and goes on (the repository's proposer
+// pushes it);
 // the fetch that brings another Rollout's merged approval, the wake of
 // that Rollout and its reading of the approval do not wait behind the
 // push either. Once the push goes through, the asking Rollout is woken
@@ -34,7 +36,7 @@ import (
 // the workers spent three quarters of their time waiting for that lock
 // and a merge took 3-4 s (p50) to reach step 2.
 func TestNoGateWaitsForAPush(t *testing.T) {
-	ctx, cfg, c, scheme := startAPIServer(t)
+	ctx, cfg, c, scheme := rollouttest.StartAPIServer(t)
 	const ns, asking, approved = "held-push", "asking", "approved"
 	srv := gitserver.Start(t, gitserver.Options{})
 	origin, err := srv.CreateRepo("app", map[string]string{
@@ -45,40 +47,34 @@ func TestNoGateWaitsForAPush(t *testing.T) {
 	}
 	hold := holdPushes(t, origin)
 
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
 		Spec: v1alpha1.RepositorySpec{URL: hold.url, Branch: "main", Interval: &metav1.Duration{Duration: 10 * time.Minute}}}
-	mustCreate(t, c, repo)
-	gated := map[string]*v1alpha1.Rollout{}
+	rollouttest.MustCreate(t, c, repo)
 	for _, name := range []string{asking, approved} {
-		ro := gatedRollout(t, ns, name, &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath(name)})
-		mustCreate(t, c, ro)
+		ro := rollouttest.GatedRollout(t, ns, name, &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath(name)})
+		rollouttest.MustCreate(t, c, ro)
 		waitAtGate(ctx, t, c, ro)
-		gated[name] = ro
 	}
-	// asking's branch is yet to be pushed; its commit keeps the approvals
-	// of its stable and canary revisions.
-	gated[asking].Status.AwaitingApproval.Branch = ""
-	gated[asking].Status.StableRevision, gated[asking].Status.CanaryRevision = "v1", "abc"
-	g := newRepoPool(c, Options{GitInsecureHTTP: true, GitDefaultInterval: time.Hour})
+	g := NewPool(c, Options{InsecureHTTP: true, DefaultInterval: time.Hour})
 	g.rollouts = indexedRolloutCache(ctx, t, cfg, scheme, ns, 2)
 	go func() { _ = g.Start(ctx) }()
 	e := openAndCheck(ctx, t, g, repo)
 	woken(g) // the first fetch wakes every gate
-	r := &RolloutReconciler{repos: g}
-	scopeOf := func(ro *v1alpha1.Rollout) *scope { return &scope{ro: ro, git: e, repository: repo, now: time.Now()} }
+	// What asking's reconcile asks for (proposeApproval): its branch is
+	// yet to be pushed, and its commit keeps the approvals of its stable
+	// and canary revisions.
+	askingKey := types.NamespacedName{Namespace: ns, Name: asking}
+	proposal := Proposal{Tracked: "main", Path: manifestPath(asking),
+		Approval: gitsync.Approval{Revision: "abc", Step: 1}, Live: []string{"v1", "abc"}}
 
 	// asking's gate asks for its branch: the reconcile goes on, and the
 	// push reaches the server, which holds it.
-	ask := scopeOf(gated[asking])
 	returnsWhileHeld(t, "the reconcile asking for its approval branch", func() {
-		if err := r.proposeApproval(ctx, ask); err != nil {
-			t.Errorf("asking for the approval branch: %v", err)
+		if res, ok := e.Propose(askingKey, proposal); ok {
+			t.Errorf("asking for the approval branch: %+v before its push went through", res)
 		}
 	})
-	if b := gated[asking].Status.AwaitingApproval.Branch; b != "" {
-		t.Fatalf("approval branch %q recorded before its push went through", b)
-	}
 	hold.waitHeld(t)
 
 	// approved's approval is merged and the forge calls the webhook: the
@@ -87,33 +83,35 @@ func TestNoGateWaitsForAPush(t *testing.T) {
 		map[string]string{manifestPath(approved): rolloutManifest(ns, approved, "abc")}); err != nil {
 		t.Fatal(err)
 	}
-	g.markStale(e.obj)
+	g.MarkStale(e.obj)
 	returnsWhileHeld(t, "the fetch of the merged approval", func() { g.checkIfDue(ctx, e, time.Now()) })
 	if got, want := woken(g), []string{approved}; !slices.Equal(got, want) {
 		t.Fatalf("the fetch of the merge woke %v, want %v", got, want)
 	}
-	sc := scopeOf(gated[approved])
+	var seen Approvals
 	returnsWhileHeld(t, "the woken Rollout reading its approval", func() {
-		if err := r.observeApprovals(ctx, sc); err != nil {
+		var err error
+		if seen, err = e.Approvals(ctx, "main", manifestPath(approved), ns, approved, gitsync.Approval{Revision: "abc", Step: 1}); err != nil {
 			t.Errorf("reading the approval: %v", err)
 		}
 	})
-	if want := (v1alpha1.Approval{Revision: "abc", Step: 1, ApprovedBy: "git"}); !slices.Contains(sc.gitApprovals, want) {
-		t.Fatalf("approvals read from Git %+v, want %+v", sc.gitApprovals, want)
+	if want := (gitsync.Approval{Revision: "abc", Step: 1}); !slices.Contains(seen.Found, want) {
+		t.Fatalf("approvals read from Git %+v, want %+v", seen.Found, want)
 	}
 
 	// The push goes through: asking is woken and records its branch.
 	hold.release()
-	waitFor(ctx, t, "asking woken once its branch was pushed", func() bool {
-		_, ok := g.proposed.take()[types.NamespacedName{Namespace: ns, Name: asking}]
+	rollouttest.WaitFor(ctx, t, "asking woken once its branch was pushed", func() bool {
+		_, ok := g.proposed.take()[askingKey]
 		return ok
 	})
-	if err := r.proposeApproval(ctx, ask); err != nil {
-		t.Fatal(err)
+	res, ok := e.Propose(askingKey, proposal)
+	if !ok || res.Err != nil {
+		t.Fatalf("the proposal after its push: %+v, ended %v", res, ok)
 	}
 	want := gitsync.ApprovalBranch(ns, asking, gitsync.Approval{Revision: "abc", Step: 1})
-	if b := gated[asking].Status.AwaitingApproval.Branch; b != want {
-		t.Fatalf("approval branch recorded %q, want %q", b, want)
+	if b := res.Branch; b != want {
+		t.Fatalf("approval branch %q, want %q", b, want)
 	}
 	if h, err := srv.Head("app", want); err != nil || h == "" {
 		t.Fatalf("approval branch %s not on the server: %v", want, err)

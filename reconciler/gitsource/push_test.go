@@ -1,4 +1,4 @@
-package reconciler
+package gitsource
 
 import (
 	"context"
@@ -12,18 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/gitpush"
-	"github.com/rollgate/rollgate/test/envtest"
+	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/test/gitserver"
 )
 
@@ -38,7 +35,7 @@ import (
 // is not missed. (A Rollout woken for nothing only costs a reconcile; one
 // not woken waits for the next fetch interval, up to ten minutes here.)
 func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
-	ctx, cfg, c, scheme := startAPIServer(t)
+	ctx, cfg, c, scheme := rollouttest.StartAPIServer(t)
 
 	// The Rollouts, by what they are.
 	const (
@@ -67,14 +64,14 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 	}
 
 	ns := "push-wake"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	interval := &metav1.Duration{Duration: 10 * time.Minute} // only a push makes it fetch
 	app := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
 		Spec: v1alpha1.RepositorySpec{URL: appURL, Branch: "main", Interval: interval}}
 	other := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-repo"},
 		Spec: v1alpha1.RepositorySpec{URL: otherURL, Branch: "main", Interval: interval}}
-	mustCreate(t, c, app)
-	mustCreate(t, c, other)
+	rollouttest.MustCreate(t, c, app)
+	rollouttest.MustCreate(t, c, other)
 	for _, n := range names {
 		git := &v1alpha1.GitReference{Repository: app.Name, Path: manifestPath(n)}
 		switch n {
@@ -83,8 +80,8 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 		case otherRepo:
 			git.Repository = other.Name
 		}
-		ro := gatedRollout(t, ns, n, git)
-		mustCreate(t, c, ro)
+		ro := rollouttest.GatedRollout(t, ns, n, git)
+		rollouttest.MustCreate(t, c, ro)
 		if n != notGated {
 			waitAtGate(ctx, t, c, ro)
 		}
@@ -93,7 +90,7 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 	// The pool lists Rollouts from a cache indexed by Repository, as in
 	// the manager; it reads Repositories from the API server.
 	rollouts := indexedRolloutCache(ctx, t, cfg, scheme, ns, len(names)-1)
-	g := newRepoPool(c, Options{GitInsecureHTTP: true, GitDefaultInterval: time.Hour})
+	g := NewPool(c, Options{InsecureHTTP: true, DefaultInterval: time.Hour})
 	g.rollouts = rollouts
 	go func() { _ = g.Start(ctx) }()
 	hook := startPushServer(ctx, t, g)
@@ -160,7 +157,7 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 // changes no file), so a fetch that moves the branch wakes every gated
 // Rollout of the Repository, its manifest changed or not.
 func TestPushWakesGatesOfASigningPolicyOnEveryHead(t *testing.T) {
-	ctx, cfg, c, scheme := startAPIServer(t)
+	ctx, cfg, c, scheme := rollouttest.StartAPIServer(t)
 	srv := gitserver.Start(t, gitserver.Options{})
 	const gated = "gated"
 	url, err := srv.CreateRepo("app", map[string]string{manifestPath(gated): "# gated v1\n"})
@@ -168,11 +165,11 @@ func TestPushWakesGatesOfASigningPolicyOnEveryHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := "push-policy"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
 		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main", Interval: &metav1.Duration{Duration: 10 * time.Minute},
 			Approvals: &v1alpha1.ApprovalPolicy{MergeOnly: true}}}
-	mustCreate(t, c, repo)
+	rollouttest.MustCreate(t, c, repo)
 	g := poolWithAGate(ctx, t, cfg, c, scheme, repo, gated)
 	go func() { _ = g.Start(ctx) }()
 	hook := startPushServer(ctx, t, g)
@@ -196,7 +193,7 @@ func TestPushWakesGatesOfASigningPolicyOnEveryHead(t *testing.T) {
 // while they wait (a Secret is read, never watched); and once the Secret
 // is fixed, the repository's first fetch wakes them again.
 func TestABrokenApproversSecretWakesTheGates(t *testing.T) {
-	ctx, cfg, c, scheme := startAPIServer(t)
+	ctx, cfg, c, scheme := rollouttest.StartAPIServer(t)
 	srv := gitserver.Start(t, gitserver.Options{})
 	const gated = "gated"
 	url, err := srv.CreateRepo("app", map[string]string{manifestPath(gated): "# gated v1\n"})
@@ -204,15 +201,15 @@ func TestABrokenApproversSecretWakesTheGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := "broken-keys"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "approvers"},
 		Data: map[string][]byte{"approver.asc": approverKey(t)}}
-	mustCreate(t, c, keys)
+	rollouttest.MustCreate(t, c, keys)
 	const interval = 7 * time.Second
 	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
 		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main", Interval: &metav1.Duration{Duration: interval},
 			Approvals: &v1alpha1.ApprovalPolicy{SignedBy: &v1alpha1.LocalObjectReference{Name: keys.Name}}}}
-	mustCreate(t, c, repo)
+	rollouttest.MustCreate(t, c, repo)
 	g := poolWithAGate(ctx, t, cfg, c, scheme, repo, gated)
 	openAndCheck(ctx, t, g, repo)
 	woken(g)
@@ -266,7 +263,7 @@ func approverKey(t *testing.T) []byte {
 // to repositoryCheck. A merge is seen within one interval of a gate
 // waiting for it, and no Rollout has to poll Git for that.
 func TestGatesMakeTheRepositoryPoll(t *testing.T) {
-	ctx, cfg, c, scheme := startAPIServer(t)
+	ctx, cfg, c, scheme := rollouttest.StartAPIServer(t)
 
 	srv := gitserver.Start(t, gitserver.Options{})
 	url, err := srv.CreateRepo("app", map[string]string{manifestPath("web"): "# v1\n"})
@@ -277,17 +274,17 @@ func TestGatesMakeTheRepositoryPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := "gate-poll"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	const interval = 5 * time.Second
 	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
 		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main", Interval: &metav1.Duration{Duration: interval}}}
-	mustCreate(t, c, repo)
-	web := gatedRollout(t, ns, "web", &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath("web")})
-	api := gatedRollout(t, ns, "api", &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath("api"), Branch: "release"})
-	mustCreate(t, c, web)
-	mustCreate(t, c, api)
+	rollouttest.MustCreate(t, c, repo)
+	web := rollouttest.GatedRollout(t, ns, "web", &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath("web")})
+	api := rollouttest.GatedRollout(t, ns, "api", &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath("api"), Branch: "release"})
+	rollouttest.MustCreate(t, c, web)
+	rollouttest.MustCreate(t, c, api)
 	rollouts := indexedRolloutCache(ctx, t, cfg, scheme, ns, 0)
-	g := newRepoPool(c, Options{GitInsecureHTTP: true})
+	g := NewPool(c, Options{InsecureHTTP: true})
 	g.rollouts = rollouts
 	go func() { _ = g.Start(ctx) }()
 	e, err := g.forRepository(ctx, repo)
@@ -388,37 +385,17 @@ func waitGated(ctx context.Context, t *testing.T, ca cache.Cache, ns string, n i
 	}
 }
 
-// startAPIServer starts a real API server with Rollouts and a context
-// that ends with the test.
-func startAPIServer(t *testing.T) (context.Context, *rest.Config, client.Client, *runtime.Scheme) {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return ctx, cfg, c, scheme
-}
-
 func manifestPath(name string) string { return "apps/" + name + "/rollout.yaml" }
-
-func mustCreate(t *testing.T, c client.Client, o client.Object) {
-	t.Helper()
-	if err := c.Create(context.Background(), o); err != nil {
-		t.Fatalf("create %T %s: %v", o, o.GetName(), err)
-	}
-}
 
 // poolWithAGate creates Rollout name of repo waiting at its gate and
 // returns a pool of repositories, with a Rollout cache, for repo's
 // namespace.
-func poolWithAGate(ctx context.Context, t *testing.T, cfg *rest.Config, c client.Client, scheme *runtime.Scheme, repo *v1alpha1.Repository, name string) *repoPool {
+func poolWithAGate(ctx context.Context, t *testing.T, cfg *rest.Config, c client.Client, scheme *runtime.Scheme, repo *v1alpha1.Repository, name string) *Pool {
 	t.Helper()
-	ro := gatedRollout(t, repo.Namespace, name, &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath(name)})
-	mustCreate(t, c, ro)
+	ro := rollouttest.GatedRollout(t, repo.Namespace, name, &v1alpha1.GitReference{Repository: repo.Name, Path: manifestPath(name)})
+	rollouttest.MustCreate(t, c, ro)
 	waitAtGate(ctx, t, c, ro)
-	g := newRepoPool(c, Options{GitInsecureHTTP: true, GitDefaultInterval: time.Hour})
+	g := NewPool(c, Options{InsecureHTTP: true, DefaultInterval: time.Hour})
 	g.rollouts = indexedRolloutCache(ctx, t, cfg, scheme, repo.Namespace, 1)
 	return g
 }
@@ -430,26 +407,6 @@ func waitAtGate(ctx context.Context, t *testing.T, c client.Client, ro *v1alpha1
 	if err := c.Status().Update(ctx, ro); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// gatedRollout is a Rollout of Deployment name with one manual gate.
-func gatedRollout(t *testing.T, ns, name string, git *v1alpha1.GitReference) *v1alpha1.Rollout {
-	t.Helper()
-	ro := &v1alpha1.Rollout{}
-	if err := yaml.Unmarshal(fmt.Appendf(nil, `
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s}
-  strategy:
-    canary:
-      steps:
-      - {replicas: 1, pause: {}}
-      - {replicas: "100%%"}
-`, name, ns), ro); err != nil {
-		t.Fatal(err)
-	}
-	ro.Spec.Git = git
-	return ro
 }
 
 // indexedRolloutCache starts a cache of Rollouts indexed by Repository
@@ -479,7 +436,7 @@ func indexedRolloutCache(ctx context.Context, t *testing.T, cfg *rest.Config, sc
 
 // startPushServer serves the push webhook on a free loopback port, wired
 // to the pool as Setup wires it, and returns its base URL.
-func startPushServer(ctx context.Context, t *testing.T, g *repoPool) string {
+func startPushServer(ctx context.Context, t *testing.T, g *Pool) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -487,7 +444,7 @@ func startPushServer(ctx context.Context, t *testing.T, g *repoPool) string {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s := &gitpush.Server{Addr: addr, Stale: g.markStale}
+	s := &gitpush.Server{Addr: addr, Stale: g.MarkStale}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -516,7 +473,7 @@ func startPushServer(ctx context.Context, t *testing.T, g *repoPool) string {
 
 // openAndCheck opens r in the pool and runs the Repository controller's
 // first check (a fetch of the tracked branch).
-func openAndCheck(ctx context.Context, t *testing.T, g *repoPool, r *v1alpha1.Repository) *repoHandle {
+func openAndCheck(ctx context.Context, t *testing.T, g *Pool, r *v1alpha1.Repository) *Repo {
 	t.Helper()
 	e, err := g.forRepository(ctx, r)
 	if err != nil {
@@ -546,7 +503,7 @@ func push(t *testing.T, base, ns, repo string) {
 // when the webhook asks it for a reconcile: it checks that the push
 // reached it (the changed notifier holds the Repository) and fetches,
 // the interval notwithstanding.
-func fetchAsRepositoryController(ctx context.Context, t *testing.T, g *repoPool, e *repoHandle) {
+func fetchAsRepositoryController(ctx context.Context, t *testing.T, g *Pool, e *Repo) {
 	t.Helper()
 	if _, ok := g.changed.take()[e.obj]; !ok {
 		t.Fatalf("the push did not ask for a reconcile of Repository %s", e.obj)
@@ -558,7 +515,7 @@ func fetchAsRepositoryController(ctx context.Context, t *testing.T, g *repoPool,
 }
 
 // woken takes the names of the Rollouts the pool woke since the last call.
-func woken(g *repoPool) []string {
+func woken(g *Pool) []string {
 	var out []string
 	for k := range g.moved.take() {
 		out = append(out, k.Name)

@@ -1,19 +1,17 @@
-package reconciler
+package gitsource
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/test/gitserver"
 )
 
@@ -25,13 +23,13 @@ import (
 // dropped, so the old shard never writes a stale state over the new
 // shard's file.
 func TestProgressOfARolloutThatLeftTheShardIsNotQueued(t *testing.T) {
-	ctx, cfg, c, scheme := startAPIServer(t)
+	ctx, cfg, c, scheme := rollouttest.StartAPIServer(t)
 
 	const ns, key = "shard-leave", "sharding.fluxcd.io/key"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	ro := gatedRollout(t, ns, "cart", nil)
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	ro := rollouttest.GatedRollout(t, ns, "cart", nil)
 	ro.Labels = map[string]string{key: "shard1"}
-	mustCreate(t, c, ro)
+	rollouttest.MustCreate(t, c, ro)
 
 	// shard1's cache: only Rollouts labelled for shard1.
 	ca, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultLabelSelector: labels.SelectorFromSet(labels.Set{key: "shard1"})})
@@ -48,7 +46,7 @@ func TestProgressOfARolloutThatLeftTheShardIsNotQueued(t *testing.T) {
 	inCache := func() bool {
 		return ca.Get(ctx, client.ObjectKeyFromObject(ro), &v1alpha1.Rollout{}) == nil
 	}
-	waitFor(ctx, t, "cart in shard1's cache", inCache)
+	rollouttest.WaitFor(ctx, t, "cart in shard1's cache", inCache)
 
 	srv := gitserver.Start(t, gitserver.Options{})
 	url, err := srv.CreateRepo("app", map[string]string{"a": "a\n"})
@@ -63,14 +61,14 @@ func TestProgressOfARolloutThatLeftTheShardIsNotQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newRepoPool(c, Options{})
-	e := &repoHandle{writer: w}
+	g := NewPool(c, Options{})
+	e := &Repo{pool: g, writer: w}
 	state := func(phase string) gitsync.RolloutState {
 		return gitsync.RolloutState{Namespace: ns, Name: "cart", Phase: phase}
 	}
 
 	// In the shard: queued.
-	g.queueProgress(ctx, ca, e, state("Paused"))
+	e.QueueProgress(ctx, ca, state("Paused"))
 	res, err := w.Flush(ctx)
 	if err != nil || res.Commit == "" || w.WrittenAs(state("Paused")) != res.Commit {
 		t.Fatalf("progress of a Rollout in the shard: flush %+v, %v; written as %q", res, err, w.WrittenAs(state("Paused")))
@@ -85,23 +83,14 @@ func TestProgressOfARolloutThatLeftTheShardIsNotQueued(t *testing.T) {
 	if err := c.Update(ctx, ro); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, "cart gone from shard1's cache", func() bool { return !inCache() })
+	rollouttest.WaitFor(ctx, t, "cart gone from shard1's cache", func() bool { return !inCache() })
 	g.forgetRollout(ns, "cart")
-	g.queueProgress(ctx, ca, e, state("Progressing"))
+	e.QueueProgress(ctx, ca, state("Progressing"))
 	if res, err := w.Flush(ctx); err != nil || len(res.Changed) > 0 {
 		t.Fatalf("flush after the relabel = %+v, %v; want no state written", res, err)
 	}
 	if s, err := srv.ReadFile("app", gitsync.DefaultStatusBranch, ns+"/cart.yaml"); err != nil || !containsPhase(s, "Paused") {
 		t.Fatalf("cart's file after the relabel (%v):\n%s\nwant the last state shard1 wrote while it owned cart", err, s)
-	}
-}
-
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	}); err != nil {
-		t.Fatalf("%s: %v", what, err)
 	}
 }
 

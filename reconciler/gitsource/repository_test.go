@@ -1,4 +1,4 @@
-package reconciler
+package gitsource
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/test/gitserver"
 )
 
@@ -81,7 +82,7 @@ func TestMarkRepository(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &v1alpha1.Repository{Status: *tc.status.DeepCopy()}
-			e := &repoHandle{clone: repo, branch: "main", statusBranch: "rollgate/status", health: tc.health}
+			e := &Repo{clone: repo, branch: "main", statusBranch: "rollgate/status", health: tc.health}
 			markRepository(r, e)
 			c := conditions.Get(r, v1alpha1.ReadyCondition)
 			if got := [3]string{string(c.Status), c.Reason, c.Message}; got != tc.ready {
@@ -137,17 +138,17 @@ func TestGitHealthReportsChangesOnly(t *testing.T) {
 // fetch and a status write take a second and more on a loaded machine,
 // and gates polled every 5 s waited 6-7 s for a merge.
 func TestTheNextCheckIsDueAnIntervalAfterThisOne(t *testing.T) {
-	ctx, _, c, _ := startAPIServer(t)
+	ctx, _, c, _ := rollouttest.StartAPIServer(t)
 	srv := gitserver.Start(t, gitserver.Options{})
 	url, err := srv.CreateRepo("app", map[string]string{"README.md": "hello\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const ns = "recheck"
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
 		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main"}}
-	mustCreate(t, c, repo)
+	rollouttest.MustCreate(t, c, repo)
 	// The check starts at t0 and, fetch and status write done, ends 2 s later.
 	t0 := time.Now()
 	var calls atomic.Int32
@@ -157,7 +158,7 @@ func TestTheNextCheckIsDueAnIntervalAfterThisOne(t *testing.T) {
 		}
 		return t0.Add(2 * time.Second)
 	}
-	g := newRepoPool(c, Options{GitInsecureHTTP: true, Now: clock})
+	g := NewPool(c, Options{InsecureHTTP: true, Now: clock})
 	r := &RepositoryReconciler{Client: c, git: g}
 	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(repo)})
 	if err != nil {
