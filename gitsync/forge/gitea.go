@@ -2,6 +2,7 @@ package forge
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -38,8 +39,23 @@ type gtPull struct {
 
 // gtRef is the head or base of a Gitea pull request.
 type gtRef struct {
-	Ref    string `json:"ref"`
+	// Ref is the branch, but for a head branch that no longer exists
+	// (deleted once merged or closed) Gitea lists the pull request's own
+	// ref, refs/pull/<n>/head, instead.
+	Ref string `json:"ref"`
+	// Label is the branch name as the pull request recorded it, whether
+	// or not the branch still exists.
+	Label  string `json:"label"`
 	RepoID int64  `json:"repo_id"`
+}
+
+// branch returns the branch r names: Ref, or Label when Ref is a ref of
+// the pull request itself because the branch is gone.
+func (r gtRef) branch() string {
+	if strings.HasPrefix(r.Ref, "refs/") && r.Label != "" {
+		return r.Label
+	}
+	return r.Ref
 }
 
 // gtLabel is a repository label.
@@ -51,7 +67,7 @@ type gtLabel struct {
 func (g *gitea) pull(p gtPull) pull {
 	out := pull{
 		id: strconv.FormatInt(p.Number, 10), url: p.HTMLURL, title: p.Title, body: p.Body,
-		head: p.Head.Ref, base: p.Base.Ref, merged: p.Merged,
+		head: p.Head.branch(), base: p.Base.branch(), merged: p.Merged,
 		own: p.Head.RepoID != 0 && p.Head.RepoID == p.Base.RepoID,
 	}
 	for _, l := range p.Labels {
@@ -92,9 +108,27 @@ func (g *gitea) create(ctx context.Context, pr PullRequest) (pull, error) {
 	}{pr.Head, pr.Base, pr.Title, pr.Body}
 	var out gtPull
 	if _, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/pulls", nil), in, &out); err != nil {
-		return pull{}, err
+		return pull{}, g.missingBranch(ctx, err)
 	}
 	return g.pull(out), nil
+}
+
+// missingBranch turns the 404 Gitea answers when the head or base branch
+// of a new pull request does not exist into ErrRejected, as Client says
+// of a head not pushed yet, once a look at the repository shows that it
+// exists (otherwise the 404 stays ErrNotFound).
+func (g *gitea) missingBranch(ctx context.Context, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.kind != ErrNotFound {
+		return err
+	}
+	if _, rerr := g.api.call(ctx, http.MethodGet, g.api.url(g.repo, nil), nil, nil); rerr != nil {
+		return err
+	}
+	rejected := *e
+	rejected.kind = ErrRejected
+	rejected.Body = "the head or base branch does not exist (yet): " + e.Body
+	return &rejected
 }
 
 // update sets title and body with PATCH /repos/{owner}/{repo}/pulls/{n}.

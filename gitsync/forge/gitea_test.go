@@ -287,3 +287,65 @@ func TestGiteaWithoutIssueScope(t *testing.T) {
 		t.Errorf("ClosePullRequests = %q, %v; want it closed and a 403 on the comment", closed, err)
 	}
 }
+
+// TestGiteaMergedAfterBranchDeleted: once a pull request's head branch is
+// deleted (rollgate removes approval branches it no longer needs, and
+// Gitea's merge button can delete the branch), Gitea lists the pull
+// request with head.ref refs/pull/<n>/head and the branch only in
+// head.label. The merge is still found by its branch. (Seen against
+// Gitea 1.26 in test/gitea.)
+func TestGiteaMergedAfterBranchDeleted(t *testing.T) {
+	const head = "rollgate/approve/demo/echo/r2-step-1"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != gtPulls || r.URL.Query().Get("state") != "closed" {
+			writeJSON(w, http.StatusNotFound, map[string]any{"message": "The target couldn't be found."})
+			return
+		}
+		w.Header().Set("X-Total-Count", "1")
+		writeJSON(w, http.StatusOK, []map[string]any{{
+			"number": 3, "html_url": "https://gitea.example/acme/app/pulls/3", "state": "closed", "merged": true,
+			"head": map[string]any{"ref": "refs/pull/3/head", "label": head, "repo_id": 3},
+			"base": map[string]any{"ref": "main", "label": "main", "repo_id": 3},
+		}})
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, Gitea, srv.URL, "acme/app", testToken)
+
+	merged, url, err := c.MergedPullRequest(context.Background(), head)
+	if err != nil || !merged || url != "https://gitea.example/acme/app/pulls/3" {
+		t.Errorf("MergedPullRequest = %v, %q, %v; want the merged pull request 3", merged, url, err)
+	}
+}
+
+// TestGiteaUnpushedHeadIsRejected: Gitea answers 404 to a pull request
+// whose head branch does not exist. When the repository exists, that is
+// ErrRejected (the head is not pushed yet), as for the other forges; a
+// missing repository stays ErrNotFound. (Seen against Gitea 1.26 in
+// test/gitea.)
+func TestGiteaUnpushedHeadIsRejected(t *testing.T) {
+	for _, repoExists := range []bool{true, false} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.Method == http.MethodGet && r.URL.Path == gtPulls:
+				writeJSON(w, http.StatusOK, []any{})
+			case r.Method == http.MethodGet && r.URL.Path == "/api/v1/repos/acme/app" && repoExists:
+				writeJSON(w, http.StatusOK, map[string]any{"id": 3, "full_name": "acme/app"})
+			default:
+				writeJSON(w, http.StatusNotFound, map[string]any{"message": "The target couldn't be found."})
+			}
+		}))
+		c := newClient(t, Gitea, srv.URL, "acme/app", testToken)
+		url, err := c.EnsurePullRequest(context.Background(), approvePR("Approve step 2", "Body"))
+		srv.Close()
+		want := ErrNotFound
+		if repoExists {
+			want = ErrRejected
+		}
+		if !errors.Is(err, want) || url != "" {
+			t.Errorf("repository exists %v: EnsurePullRequest = %q, %v; want %v", repoExists, url, err, want)
+		}
+		if repoExists && !strings.Contains(err.Error(), "POST "+gtPulls+": 404 Not Found: the head or base branch does not exist (yet)") {
+			t.Errorf("error %q does not say that a branch is missing", err)
+		}
+	}
+}
