@@ -96,7 +96,7 @@ endef
 
 # Tools kept in files of their own (included before `tools` reads
 # TOOLS_EXTRA); each appends its target to TOOLS_EXTRA.
--include $(TOOLS_DIR)/argocd.mk $(TOOLS_DIR)/helmcontroller.mk
+-include $(TOOLS_DIR)/argocd.mk $(TOOLS_DIR)/helmcontroller.mk $(TOOLS_DIR)/gitea.mk
 
 .PHONY: tools-image tools-traefik tools-realnode tools tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-clean .tools-force
 .tools-force:
