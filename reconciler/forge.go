@@ -27,7 +27,11 @@ func (r *RolloutReconciler) forgeClient(ctx context.Context, repo *v1alpha1.Repo
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: f.SecretRef.Name}, &s); err != nil {
 		return nil, fmt.Errorf("getting Secret %s/%s named by Repository %s spec.forge.secretRef: %w", repo.Namespace, f.SecretRef.Name, repo.Name, err)
 	}
-	return forge.New(f.Provider, f.URL, f.Project, string(s.Data["token"]), &http.Client{Timeout: 30 * time.Second})
+	var opts []forge.Option
+	if r.Options.GitInsecureHTTP {
+		opts = append(opts, forge.AllowHTTP())
+	}
+	return forge.New(f.Provider, f.URL, f.Project, string(s.Data["token"]), &http.Client{Timeout: 30 * time.Second}, opts...)
 }
 
 // openApprovalRequest opens the pull request of the gate the Rollout waits

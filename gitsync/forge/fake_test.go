@@ -248,7 +248,7 @@ func checkErr(t *testing.T, err error, token string) {
 // newClient returns a guarded client of provider for srv.
 func newClient(t *testing.T, provider, apiURL, project, token string) Client {
 	t.Helper()
-	c, err := New(provider, apiURL, project, token, nil)
+	c, err := New(provider, apiURL, project, token, nil, AllowHTTP())
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -102,12 +102,23 @@ const defaultTimeout = 30 * time.Second
 // a client with a 30s timeout. The client follows redirects only within
 // the API's host, so the token never leaves it.
 //
+// The token is sent over https only, as Git credentials are: an http://
+// apiURL is refused unless AllowHTTP is given (the controller's
+// --git-allow-insecure-http, for in-cluster forges and tests).
+//
 // Errors wrap ErrInvalidConfig and name the offending field.
-func New(provider, apiURL, project, token string, httpClient *http.Client) (Client, error) {
+func New(provider, apiURL, project, token string, httpClient *http.Client, opts ...Option) (Client, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	provider = strings.ToLower(strings.TrimSpace(provider))
 	base, err := apiBase(provider, strings.TrimSpace(apiURL))
 	if err != nil {
 		return nil, err
+	}
+	if base.Scheme == "http" && !o.allowHTTP {
+		return nil, invalid("url", "refusing to send the forge token over plain http: use https, or allow it with --git-allow-insecure-http (controller)")
 	}
 	project = strings.Trim(strings.TrimSpace(project), "/")
 	if err := checkProject(provider, project); err != nil {
@@ -128,6 +139,18 @@ func New(provider, apiURL, project, token string, httpClient *http.Client) (Clie
 		c.b = newGitea(a, project)
 	}
 	return c, nil
+}
+
+// Option changes how New builds a Client.
+type Option func(*options)
+
+type options struct {
+	allowHTTP bool
+}
+
+// AllowHTTP lets the token go to an http:// API URL.
+func AllowHTTP() Option {
+	return func(o *options) { o.allowHTTP = true }
 }
 
 // invalid returns an ErrInvalidConfig error about field.

@@ -23,7 +23,8 @@ func TestNewValidation(t *testing.T) {
 		{"github default URL", "GitHub", "", "acme/app", testToken, ""},
 		{"gitlab subgroup", "gitlab", "https://gitlab.example", "group/sub/app", testToken, ""},
 		{"gitlab numeric ID", "gitlab", "https://gitlab.example", "42", testToken, ""},
-		{"gitea", "gitea", "http://gitea.example:3000/", "acme/app", " " + testToken + "\n", ""},
+		{"gitea", "gitea", "https://gitea.example:3000/", "acme/app", " " + testToken + "\n", ""},
+		{"token over plain http", "gitea", "http://gitea.example:3000/", "acme/app", testToken, "url"},
 		{"no provider", "", "https://x.example", "acme/app", testToken, "provider"},
 		{"unknown provider", "bitbucket", "https://x.example", "acme/app", testToken, "provider"},
 		{"gitea needs a URL", "gitea", "", "acme/app", testToken, "url"},
@@ -52,6 +53,18 @@ func TestNewValidation(t *testing.T) {
 			}
 			checkErr(t, err, testToken)
 		})
+	}
+}
+
+// TestAllowHTTP: with AllowHTTP (the controller's
+// --git-allow-insecure-http), an http:// API URL is accepted.
+func TestAllowHTTP(t *testing.T) {
+	c, err := New(Gitea, "http://gitea.example:3000/", "acme/app", testToken, nil, AllowHTTP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(c), "forge gitea client for acme/app at http://gitea.example:3000/api/v1"; got != want {
+		t.Errorf("client = %q, want %q", got, want)
 	}
 }
 
