@@ -87,6 +87,23 @@ type RepositorySpec struct {
 	// into a Rollout object in the cluster.
 	// +optional
 	Approvals *ApprovalPolicy `json:"approvals,omitempty"`
+
+	// Webhook says how the push webhook (POST /hook/<namespace>/<name>)
+	// authenticates the forge's calls for this Repository.
+	// +optional
+	Webhook *WebhookSpec `json:"webhook,omitempty"`
+}
+
+// WebhookSpec authenticates the calls of a forge's push webhook.
+type WebhookSpec struct {
+	// SecretRef names a Secret with the webhook's `token`, the secret set
+	// on the forge's webhook. With it, a call counts only when it carries a
+	// valid signature made with the token (GitHub X-Hub-Signature-256,
+	// Gitea X-Gitea-Signature, Forgejo X-Forgejo-Signature) or the token
+	// itself (GitLab X-Gitlab-Token); others are answered 401. Without it,
+	// unsigned calls are accepted, at most one every 100 ms.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }
 
 // ApprovalPolicy restricts which approvals count, by the commit that

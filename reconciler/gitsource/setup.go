@@ -45,7 +45,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Pool, error) {
 	// A push makes the Repository controller fetch at once; the fetch
 	// wakes the Rollouts whose approval it brought (wakeGated).
 	if opts.PushAddr != "" && opts.PushAddr != "0" {
-		if err := mgr.Add(&gitpush.Server{Addr: opts.PushAddr, Stale: g.MarkStale}); err != nil {
+		push := &gitpush.Server{Addr: opts.PushAddr, Repositories: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Stale: g.MarkStale, Interval: gitpush.DefaultInterval}
+		if err := mgr.Add(push); err != nil {
 			return nil, err
 		}
 	}
