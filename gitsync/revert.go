@@ -379,32 +379,6 @@ func RevertBranchesOf(namespace, name string) string {
 	return "rollgate/revert/" + namespace + "/" + name + "/"
 }
 
-// CleanupRevertBranches deletes the revert branches of Rollout
-// namespace/name for which keep returns false (all of them for a nil
-// keep), and returns their names. A revert branch is obsolete once a
-// later revision failed (its own revert replaces it) or a new release
-// reached a gate (Git moved on from the failed revision, by the revert or
-// by a fix): so a Rollout has at most one revert branch, and none once its
-// next release waits at a gate. Deleting a branch closes the forge's pull
-// request from it.
-func CleanupRevertBranches(ctx context.Context, repo *Repository, namespace, name string, keep func(branch string) bool) ([]string, error) {
-	branches, err := repo.Branches(ctx, RevertBranchesOf(namespace, name))
-	if err != nil {
-		return nil, err
-	}
-	var stale []string
-	for b := range branches {
-		if keep == nil || !keep(b) {
-			stale = append(stale, b)
-		}
-	}
-	sort.Strings(stale)
-	if err := repo.DeleteBranches(ctx, stale...); err != nil {
-		return nil, err
-	}
-	return stale, nil
-}
-
 // RevertOptions configure Revert.
 type RevertOptions struct {
 	// TrackedBranch holds the manifests.
@@ -444,18 +418,9 @@ func Revert(ctx context.Context, repo *Repository, opts RevertOptions, req Rever
 	if opts.Policy == "" || opts.Policy == RevertPropose {
 		out.Branch = RevertBranch(req.Namespace, req.Name, req.Revision)
 		upd = UpdateRequest{Branch: out.Branch, From: opts.TrackedBranch}
-		existing, err := repo.Branches(ctx, RevertBranchesOf(req.Namespace, req.Name))
-		if err != nil {
-			return out, fmt.Errorf("reverting %s/%s: %w", req.Namespace, req.Name, err)
-		}
-		if existing[out.Branch] != "" {
+		if existing, err := repo.Branches(ctx, out.Branch); err == nil && existing[out.Branch] != "" {
 			out.Commit = existing[out.Branch]
 			return out, nil
-		}
-		// The reverts of earlier failed revisions are obsolete: this
-		// one replaces them.
-		if _, err := CleanupRevertBranches(ctx, repo, req.Namespace, req.Name, nil); err != nil {
-			return out, fmt.Errorf("reverting %s/%s: deleting obsolete revert branches: %w", req.Namespace, req.Name, err)
 		}
 	}
 	var result RevertResult

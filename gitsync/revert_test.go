@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
 
@@ -118,53 +117,5 @@ func TestRevertPushPolicies(t *testing.T) {
 	req.Images = map[string]string{"nothing": "busybox:1"}
 	if _, err := gitsync.Revert(ctx(t), repo, opts, req); !errors.Is(err, gitsync.ErrManifestNotFound) {
 		t.Fatalf("revert with nothing to find: err = %v", err)
-	}
-}
-
-// TestRevertBranchesAreBounded: the revert of a later failed revision
-// deletes the Rollout's earlier revert branches (and no other Rollout's),
-// and CleanupRevertBranches, run when the next release waits at a gate,
-// deletes the last one.
-func TestRevertBranchesAreBounded(t *testing.T) {
-	before, _ := os.ReadFile("testdata/revert-deployment/before.yaml")
-	_, repo := newRepo(t, map[string]string{"apps/echoserver/deploy.yaml": string(before)})
-	opts := gitsync.RevertOptions{TrackedBranch: "main", Paths: []string{"apps/echoserver"}, By: "test"}
-	revert := func(name, revision string) string {
-		t.Helper()
-		out, err := gitsync.Revert(ctx(t), repo, opts, gitsync.RevertRequest{
-			Namespace: "demo", Name: name, Revision: revision,
-			Workload: gitsync.WorkloadRef{Name: "echoserver"},
-			Images:   map[string]string{"app": "ghcr.io/acme/echoserver:1.4.2"},
-		})
-		if err != nil || !out.Pushed {
-			t.Fatalf("revert of %s/%s = %+v, %v", name, revision, out, err)
-		}
-		return out.Branch
-	}
-	branches := func() []string {
-		t.Helper()
-		all, err := repo.Branches(ctx(t), "rollgate/revert/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for b := range all {
-			out = append(out, b)
-		}
-		sort.Strings(out)
-		return out
-	}
-	other := revert("echoserver-2", "aaaa1111")
-	revert("echoserver", "bbbb2222")
-	last := revert("echoserver", "cccc3333")
-	if got, want := branches(), []string{other, last}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("revert branches after two failed revisions = %v, want %v", got, want)
-	}
-	deleted, err := gitsync.CleanupRevertBranches(ctx(t), repo, "demo", "echoserver", nil)
-	if err != nil || !reflect.DeepEqual(deleted, []string{last}) {
-		t.Fatalf("cleanup at the next gate = %v, %v", deleted, err)
-	}
-	if got, want := branches(), []string{other}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("revert branches after the cleanup = %v, want %v", got, want)
 	}
 }

@@ -161,8 +161,7 @@ func (q *proposer) next() (types.NamespacedName, Proposal, bool) {
 // pushApprovalBranch pushes the approval branch of proposal p of Rollout
 // key, its commit pruning spec.approvals to the live revisions, and
 // removes the Rollout's approval branches of earlier gates, which can no
-// longer approve anything, and its revert branches, obsolete once a new
-// release waits at a gate.
+// longer approve anything.
 func pushApprovalBranch(ctx context.Context, clone *gitsync.Repository, key types.NamespacedName, p Proposal) Proposed {
 	res := Proposed{proposal: p}
 	out, err := gitsync.ProposeApproval(ctx, clone, p.Tracked, p.Path, key.Namespace, key.Name, p.Approval, "rollgate", p.Live...)
@@ -172,10 +171,6 @@ func pushApprovalBranch(ctx context.Context, clone *gitsync.Repository, key type
 	}
 	res.Branch = out.Branch
 	keep := func(b string) bool { return b == out.Branch }
-	if _, res.Err = gitsync.CleanupApprovalBranches(ctx, clone, key.Namespace, key.Name, keep); res.Err != nil {
-		return res
-	}
-	// A release at a gate means Git moved on from any failed revision.
-	_, res.Err = gitsync.CleanupRevertBranches(ctx, clone, key.Namespace, key.Name, nil)
+	_, res.Err = gitsync.CleanupApprovalBranches(ctx, clone, key.Namespace, key.Name, keep)
 	return res
 }

@@ -26,7 +26,6 @@ type soakFigures struct {
 	maxApprovals       int // the largest spec.approvals seen in Git
 	maxApproveBranches int // the most rollgate/approve/... branches after a release
 	revertBranches     int // rollgate/revert/... branches at the end
-	maxRevertBranches  int // the most rollgate/revert/... branches between releases
 	statusFirst        int // status file size after release 1, bytes
 	statusMax          int
 	statusLast         int
@@ -75,12 +74,7 @@ func (s *soak) check(i int) {
 	if len(approve) > soakGates {
 		s.broke("%d approval branches on the Git server, more than the %d gates of a release: %v", len(approve), soakGates, approve)
 	}
-	reverts := s.branches("rollgate/revert/")
-	s.figures.revertBranches = len(reverts)
-	s.figures.maxRevertBranches = max(s.figures.maxRevertBranches, len(reverts))
-	if len(reverts) > 1 {
-		s.broke("%d revert branches on the Git server, more than the one of the last failed release: %v", len(reverts), reverts)
-	}
+	s.figures.revertBranches = len(s.branches("rollgate/revert/"))
 	file, err := s.git.ReadFile("app", "rollgate/status", s.ns+"/echoserver.yaml")
 	if err != nil {
 		s.broke("status file: %v", err)
@@ -99,12 +93,11 @@ func (s *soak) check(i int) {
 func (s *soak) checkApproveBranches(branch string) {
 	s.t.Helper()
 	var got []string
-	var reverts []string
 	if !s.settles(5*time.Second, func() bool {
-		got, reverts = s.branches(gitsync.ApprovalBranchPrefix), s.branches("rollgate/revert/")
-		return slices.Equal(got, []string{branch}) && len(reverts) == 0
+		got = s.branches(gitsync.ApprovalBranchPrefix)
+		return slices.Equal(got, []string{branch})
 	}) {
-		s.broke("at the gate of %s, approval branches on the Git server: %v, want only it; revert branches %v, want none", branch, got, reverts)
+		s.broke("at the gate of %s, approval branches on the Git server: %v, want only it", branch, got)
 	}
 }
 
@@ -211,8 +204,8 @@ func (s *soak) report() {
 	logf("seed %d: releases completed %d of %d (%d aborted at a gate and reverted); controller restarts %d",
 		s.seed, s.completed, s.planned, s.aborted, s.restarts)
 	logf("refusals by the API server %d; invariant breaks %d", len(s.refusals), len(s.breaks))
-	logf("largest spec.approvals in Git %d (bound %d); approval branches after a release at most %d; revert branches at most %d, at the end %d",
-		f.maxApprovals, soakApprovalsBound, f.maxApproveBranches, f.maxRevertBranches, f.revertBranches)
+	logf("largest spec.approvals in Git %d (bound %d); approval branches after a release at most %d; revert branches at the end %d",
+		f.maxApprovals, soakApprovalsBound, f.maxApproveBranches, f.revertBranches)
 	logf("status file on rollgate/status: %d bytes after release 1, %d at most, %d after the last",
 		f.statusFirst, f.statusMax, f.statusLast)
 	if s.completed > 0 {
