@@ -356,13 +356,23 @@ func (a *app) sample() *sampler {
 				return
 			case <-tick.C:
 			}
+			// A sample belongs to the phase it was started in: its two
+			// reads take up to seconds on a busy machine, and a phase that
+			// began meanwhile (the test saw the gate settle in its own
+			// reads) must not be charged with what was read before
+			// (fresh-clone run at 12757e7: the gate's first sample showed
+			// the Application Progressing, read before the test's own
+			// read saw it Suspended).
+			s.mu.Lock()
+			label := s.label
+			s.mu.Unlock()
 			st, err := a.state()
 			if err != nil {
 				continue
 			}
 			s.mu.Lock()
-			if s.label != "" {
-				s.seen[s.label] = append(s.seen[s.label], st)
+			if label != "" {
+				s.seen[label] = append(s.seen[label], st)
 			}
 			capture := st.sync == "OutOfSync" && s.captures < 3
 			if capture {
