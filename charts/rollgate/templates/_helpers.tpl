@@ -73,3 +73,26 @@ namespaceSelector:
     - {key: kubernetes.io/metadata.name, operator: In, values: [{{ .Release.Namespace | quote }}]}
 {{- end -}}
 {{- end -}}
+
+{{- /*
+Checks of values that values.schema.json cannot express; each message names
+the value and the way out. Included once, by deployment.yaml.
+
+The controller container listens on four ports (8081 is the health probes'):
+two values giving the same port would make the second listener fail to bind
+and the pod crash-loop.
+*/ -}}
+{{- define "rollgate.checkValues" -}}
+{{- $ports := list
+      (list "metrics.port" (int .Values.metrics.port))
+      (list "the health probes' port" 8081)
+      (list "webhook.port" (int .Values.webhook.port))
+      (list "git.webhookPort" (int .Values.git.webhookPort)) -}}
+{{- range $i, $a := $ports }}
+{{- range $j, $b := $ports }}
+{{- if and (lt $i $j) (eq (index $a 1) (index $b 1)) }}
+{{- fail (printf "%s (%d) is the same port as %s: the controller cannot listen twice on one port; give %s another port" (index $b 0) (index $b 1) (index $a 0) (index $b 0)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
