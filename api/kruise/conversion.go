@@ -15,6 +15,8 @@ type conversion struct {
 	root     *yaml.RNode
 	c        *Converter
 	findings []Finding
+	// gates counts the steps that wait for a human in the output.
+	gates int
 }
 
 func (cv *conversion) add(field, action, why string) {
@@ -42,12 +44,16 @@ func (cv *conversion) run() error {
 	if spec == nil || spec.Kind != yaml.MappingNode {
 		return fmt.Errorf("spec is missing")
 	}
-	if strings.HasSuffix(version, "/v1alpha1") {
+	v1alpha1 := strings.HasSuffix(version, "/v1alpha1")
+	if v1alpha1 {
 		if err := cv.fromV1alpha1(spec); err != nil {
 			return err
 		}
 	}
 	if err := cv.checkWorkload(spec); err != nil {
+		return err
+	}
+	if err := cv.rollingStyle(spec, v1alpha1); err != nil {
 		return err
 	}
 	cv.steps(spec)
@@ -78,6 +84,8 @@ func (cv *conversion) metadata() {
 			why = "rollgate has no rollback in batches: reverting the workload sends traffic back to stable and returns every pod to the stable revision at once"
 		case k == "rollouts.kruise.io/trafficrouting":
 			why = "rollgate has no TrafficRouting resource: declare the routing in spec.strategy.canary.trafficRoutings"
+		case k == rollingStyleAnnotation:
+			continue // rollingStyle reads it, then removes it
 		case strings.HasPrefix(k, Group+"/"):
 			why = "Kruise's own bookkeeping"
 		case k == "kubectl.kubernetes.io/last-applied-configuration":
@@ -146,42 +154,142 @@ func (cv *conversion) checkWorkload(spec *yaml.Node) error {
 	return nil
 }
 
-// steps reports the gates, keeps Kruise's gates that have no pause field,
-// and drops the pause of a last step that replaces every pod, which Kruise
-// passes without waiting.
+// steps keeps Kruise's gates. In Kruise a step whose pause has no
+// duration waits for a human, and a step without a pause field (or with an
+// empty one) has no duration, so it waits too; the one exception is the
+// last canary step at replicas 100%, which finishes without waiting, its
+// pause included. Blue-green has no exception: its last step waits for the
+// human who confirms the switch. rollgate waits only where a step says
+// pause: {}, so every such gate is written out and reported.
 func (cv *conversion) steps(spec *yaml.Node) {
 	for _, st := range []string{"canary", "blueGreen"} {
 		steps := stepNodes(spec, st)
 		for i, step := range steps {
 			field := fmt.Sprintf("spec.strategy.%s.steps[%d]", st, i)
 			cv.cookies(step, field)
-			// Kruise's last step at 100% finishes without waiting; a step
-			// without replicas runs as many as its traffic says.
-			replicas := scalar(step, "replicas")
-			if replicas == "" {
-				replicas = scalar(step, "traffic")
-			}
-			last100 := i == len(steps)-1 && replicas == "100%"
-			_, pause := mapGet(step, "pause")
-			if pause == nil {
-				if !last100 {
-					// Kruise's pause is not optional in effect: a step
-					// without one has no duration, so it waits for a human.
-					setValue(step, "pause", &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle})
-					cv.add(field+".pause", "added", fmt.Sprintf("step %d has no pause: Kruise waits there for a human (no duration is a manual pause); "+
-						"rollgate waits only where a step says pause: {}, so the gate is written out", i+1))
+			if st == "canary" && i == len(steps)-1 && stepReplicas(step) == "100%" {
+				if removeKey(step, "pause") {
+					cv.add(field+".pause", "removed", "Kruise finishes a last canary step at replicas 100% without waiting, whatever its pause says; rollgate would wait there")
 				}
 				continue
 			}
-			if last100 {
-				removeKey(step, "pause")
-				cv.add(field+".pause", "removed", "Kruise passes the pause of a last step at 100% without waiting; rollgate would wait there")
-				continue
-			}
-			if _, d := mapGet(pause, "duration"); d == nil {
+			k, pause := mapGet(step, "pause")
+			switch {
+			case k == nil:
+				setValue(step, "pause", emptyMap())
+				cv.add(field+".pause", "added", fmt.Sprintf("step %d has no pause: Kruise waits there for a human (no duration is a manual pause); "+
+					"rollgate waits only where a step says pause: {}, so the gate is written out", i+1))
+			case pause.Kind != yaml.MappingNode:
+				setValue(step, "pause", emptyMap())
+				cv.add(field+".pause", "changed", fmt.Sprintf("step %d has an empty pause: Kruise waits there for a human; rollgate would read it as no pause and go on, so it is written as pause: {}", i+1))
+			default:
+				if _, d := mapGet(pause, "duration"); d != nil && d.Tag != nullTag {
+					continue // a timed pause means the same in both
+				}
+				if removeKey(pause, "duration") {
+					cv.add(field+".pause.duration", "removed", "a null duration: Kruise waits for a human, as rollgate does at pause: {}")
+				}
 				cv.add(field+".pause", "note", fmt.Sprintf("step %d is a gate: Kruise resumes it when its status is patched (kubectl-kruise rollout approve); rollgate opens it when spec.approvals approves it, written by merging the approval branch it pushes (with spec.git) or by rollgate approve", i+1))
 			}
+			cv.gates++
 		}
+	}
+}
+
+// nullTag is the tag of a YAML null.
+const nullTag = "!!null"
+
+// stepReplicas is a step's replicas as written; a v1alpha1 step without
+// replicas gets its weight as a percentage in Kruise (fromV1alpha1 renamed
+// it to traffic).
+func stepReplicas(step *yaml.Node) string {
+	if r := scalar(step, "replicas"); r != "" {
+		return r
+	}
+	return scalar(step, "traffic")
+}
+
+// emptyMap is {}.
+func emptyMap() *yaml.Node {
+	return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle}
+}
+
+// rollingStyleAnnotation picks the rolling style of a v1alpha1 Rollout.
+const rollingStyleAnnotation = Group + "/rolling-style"
+
+// rollingStyle keeps Kruise's rolling style: a separate canary Deployment
+// (canary style) or the workload released in place (partition style).
+// Kruise releases only an apps/v1 Deployment in canary style, whatever the
+// Rollout asks; v1alpha1 asks with the rolling-style annotation (none or
+// "canary": canary style, "partition": in place), v1beta1 with
+// enableExtraWorkloadForCanary. rollgate has the v1beta1 field, which it
+// refuses for anything but a Deployment.
+func (cv *conversion) rollingStyle(spec *yaml.Node, v1alpha1 bool) error {
+	_, meta := mapGet(cv.root.YNode(), "metadata")
+	_, ann := mapGet(meta, "annotations")
+	_, style := mapGet(ann, rollingStyleAnnotation)
+	_, wr := mapGet(spec, "workloadRef")
+	kind := scalar(wr, "kind")
+	deployment := scalar(wr, "apiVersion") == "apps/v1" && kind == "Deployment"
+	_, strategy := mapGet(spec, "strategy")
+	_, canary := mapGet(strategy, "canary")
+	const field = "spec.strategy.canary.enableExtraWorkloadForCanary"
+	ankey := "metadata.annotations." + rollingStyleAnnotation
+	if !v1alpha1 {
+		if style != nil {
+			removeAnnotation(meta, rollingStyleAnnotation)
+			cv.add(ankey, "removed", "Kruise v1beta1 does not read it: enableExtraWorkloadForCanary picks the rolling style, in Kruise as in rollgate")
+		}
+		if _, extra := mapGet(canary, "enableExtraWorkloadForCanary"); extra != nil && extra.Value == "true" && !deployment {
+			removeKey(canary, "enableExtraWorkloadForCanary")
+			cv.add(field, "removed", fmt.Sprintf("Kruise ignores it for a %s and releases it in place, as rollgate does; rollgate refuses the field for anything but a Deployment", kind))
+		}
+		return nil
+	}
+	value := ""
+	if style != nil {
+		value = style.Value
+	}
+	switch strings.ToLower(value) {
+	case "", "canary":
+	case "partition":
+		removeAnnotation(meta, rollingStyleAnnotation)
+		why := "in place (partition style), which is rollgate's style when enableExtraWorkloadForCanary is not set"
+		if deployment {
+			why += ": rollgate holds the Deployment and scales its ReplicaSets itself, where Kruise needs its Advanced Deployment controller"
+		}
+		cv.add(ankey, "removed", why)
+		return nil
+	default:
+		return fmt.Errorf("%s: %q is not a rolling style Kruise accepts (canary, partition, or none): Kruise refuses this Rollout, so its style is unknown", ankey, value)
+	}
+	if canary == nil {
+		return nil
+	}
+	said := "not set"
+	if style != nil {
+		said = fmt.Sprintf("%q", value)
+		removeAnnotation(meta, rollingStyleAnnotation)
+	}
+	if !deployment {
+		if style != nil {
+			cv.add(ankey, "removed", fmt.Sprintf("%s: Kruise releases only a Deployment through a separate canary Deployment, so it releases this %s in place, as rollgate does", said, kind))
+		}
+		return nil
+	}
+	setValue(canary, "enableExtraWorkloadForCanary", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+	cv.add(field, "added", fmt.Sprintf("the rolling-style annotation is %s: Kruise v1alpha1 then releases the Deployment through a separate canary Deployment (canary style), "+
+		"which rollgate does with enableExtraWorkloadForCanary: true; without it rollgate would release the Deployment in place", said))
+	return nil
+}
+
+// removeAnnotation removes an annotation, and annotations when it was the
+// last.
+func removeAnnotation(meta *yaml.Node, key string) {
+	_, ann := mapGet(meta, "annotations")
+	removeKey(ann, key)
+	if ann != nil && len(ann.Content) == 0 {
+		removeKey(meta, "annotations")
 	}
 }
 
@@ -253,8 +361,6 @@ func whyRemoved(field string) string {
 		return "rollgate has no TrafficRouting resource: declare the routing in trafficRoutings"
 	case "disableGenerateCanaryService":
 		return "rollgate always routes the canary through the Service <service>-canary it creates"
-	case "rollingStyle":
-		return "rollgate picks the style from enableExtraWorkloadForCanary"
 	}
 	return "rollgate's Rollout has no such field"
 }
@@ -262,10 +368,7 @@ func whyRemoved(field string) string {
 // addGit adds spec.git when a Repository was named, else says why one is
 // worth adding.
 func (cv *conversion) addGit(spec *yaml.Node) {
-	gates := false
-	for _, f := range cv.findings {
-		gates = gates || (f.Action == "note" && strings.Contains(f.Why, "is a gate"))
-	}
+	gates := cv.gates > 0
 	o := cv.c.opts
 	switch {
 	case o.GitRepository != "" && o.GitPath != "":

@@ -26,7 +26,7 @@ type Finding struct {
 	// Field is the path in the Kruise manifest, such as
 	// spec.strategy.canary.trafficRoutingRef.
 	Field string `json:"field"`
-	// Action is "removed", "renamed", "changed" or "note".
+	// Action is "removed", "renamed", "changed", "added" or "note".
 	Action string `json:"action"`
 	// Why says what rollgate does instead.
 	Why string `json:"why"`

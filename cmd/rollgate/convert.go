@@ -33,15 +33,25 @@ func newConvertCommand() *cobra.Command {
 manifest file, or of standard input ("-"), into rollgate Rollouts, and print
 the file to standard output: other documents unchanged, comments and field
 order kept. Standard error gets the report: per Kruise object, every field
-that was renamed, changed or removed, and why (what rollgate does instead).
+that was renamed, changed, added or removed, and why (what rollgate does
+instead).
+
+Kruise's manual gates are kept: a step with no pause, an empty pause or a
+pause without duration waits for a human in Kruise (except a last canary
+step at replicas 100%), so it gets pause: {}. Kruise's rolling style is
+kept: v1alpha1 without the rolling-style annotation (or "canary") releases
+a Deployment through a separate canary Deployment, which becomes
+enableExtraWorkloadForCanary: true; "partition" is in place.
 
 Fields rollgate's Rollout does not have are removed, never passed on. The
 converted Rollouts are then validated and planned as 'rollgate plan' does.
 
 Exit codes: 0 when every Kruise object was converted, 7 when one could not
-be (for example a CloneSet, which rollgate does not release: the report says
-why and the object is left out), 6 when a converted Rollout would be refused
-by the API server, 1 when the file cannot be read.`,
+be (for example a CloneSet, which rollgate does not release, or a rolling
+style Kruise refuses: the report says why and the object is left out) or
+when the file holds nothing to convert (empty, or an Argo Rollout), 6 when
+a converted Rollout would be refused by the API server, 1 when the file
+cannot be read.`,
 		Example: `  rollgate convert apps/checkout/rollout.yaml > rollout.rollgate.yaml
   rollgate convert --git-repository app-repo apps/checkout/rollout.yaml
   kubectl get rollouts.rollouts.kruise.io -n shop checkout -o yaml | rollgate convert -`,
