@@ -53,6 +53,7 @@ failed release is reverted in Git.`,
 	root.AddCommand(newDemoMovedCommand())
 	addCLICommands(root)
 	root.AddCommand(newHistoryCommand())
+	root.AddCommand(newDashboardCommand())
 	root.AddCommand(newLuaCommand())
 	root.AddCommand(newPlanCommand())
 	root.AddCommand(newConvertCommand())
