@@ -181,7 +181,9 @@ func TestDashboardCluster(t *testing.T) {
 		kc := rec.start(t, env.Config)
 		srv := serveDashboardFlags(t, dashboardFlags{cluster: clusterFlags{kubeconfig: kc, namespace: "shop"}, refresh: 5 * time.Second})
 
+		start := time.Now()
 		code, body := fetch(t, srv, "GET", "/")
+		t.Logf("GET / from the cluster: %s", time.Since(start))
 		if code != 200 {
 			t.Fatalf("GET /: %d\n%s", code, body)
 		}
@@ -340,7 +342,12 @@ func TestDashboardGit(t *testing.T) {
 	withToken := strings.Replace(repoURL, "http://", "http://dash-s3cret-token@", 1)
 
 	srv := serveDashboardFlags(t, dashboardFlags{git: gitFlags{repo: withToken}})
+	start := time.Now()
 	code, body := fetch(t, srv, "GET", "/")
+	t.Logf("first GET / from Git: %s", time.Since(start))
+	start = time.Now()
+	fetch(t, srv, "GET", "/")
+	t.Logf("second GET / from Git: %s", time.Since(start))
 	if code != 200 {
 		t.Fatalf("GET /: %d\n%s", code, body)
 	}
