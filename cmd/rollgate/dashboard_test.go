@@ -375,6 +375,59 @@ func TestDashboardGit(t *testing.T) {
 	if code, body = fetch(t, srv, "GET", "/api/rollouts/shop/nothing"); code != 404 {
 		t.Errorf("GET of a Rollout without a status file: %d, want 404\n%s", code, body)
 	}
+
+	// The command itself: it serves on the address it prints, and stops
+	// when its context ends.
+	out := &syncBuffer{}
+	cmd := newRootCommand()
+	cmd.SetOut(out)
+	cmd.SetErr(out)
+	cmd.SetArgs([]string{"dashboard", "--repo", withToken, "--listen", "127.0.0.1:0", "--since", "0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	var addr string
+	for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, rest, ok := strings.Cut(out.String(), "rollgate dashboard: http://"); ok {
+			addr, _, _ = strings.Cut(rest, "/")
+		}
+	}
+	if addr == "" {
+		cancel()
+		t.Fatalf("rollgate dashboard printed no address: %q", out.String())
+	}
+	resp, err := http.Get("http://" + addr + "/api/rollouts/shop/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"weight": 30`) {
+		t.Errorf("GET from the command's server: %d\n%s", resp.StatusCode, b)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("rollgate dashboard after its context ended: %v", err)
+	}
+	mustNotContain(t, "the command's output", out.String(), "dash-s3cret-token")
+}
+
+// syncBuffer is a text buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestDashboardGitDown: with the Git server gone, the page answers 502
