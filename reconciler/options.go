@@ -28,6 +28,9 @@ type Options struct {
 	WebhookPort int
 	// WebhookConfigName is the MutatingWebhookConfiguration to keep current.
 	WebhookConfigName string
+	// WebhookTimeoutSeconds is how long the API server waits for every
+	// hook, 1 to 30; 0 leaves each hook its own.
+	WebhookTimeoutSeconds int32
 	// GitWebhookAddr is the listen address of the push-webhook endpoint;
 	// "" or "0" disables it.
 	GitWebhookAddr string

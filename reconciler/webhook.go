@@ -19,7 +19,10 @@ func setupWebhook(mgr ctrl.Manager, opts Options, rollouts client.Reader, scope 
 	if rollouts == nil {
 		rollouts = mgr.GetClient()
 	}
-	reg := webhook.Registration{Name: cmp.Or(opts.WebhookConfigName, "rollgate"), Namespaces: scope.namespaces()}
+	reg := webhook.Registration{
+		Name: cmp.Or(opts.WebhookConfigName, "rollgate"), Namespaces: scope.namespaces(),
+		TimeoutSeconds: opts.WebhookTimeoutSeconds,
+	}
 	if opts.WebhookURL != "" {
 		reg.URL = opts.WebhookURL
 	} else {

@@ -7,10 +7,12 @@ package rollgate_test
 // test/chart holds the golden files, lint and the cluster stories.
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -385,6 +387,40 @@ func TestPortValues(t *testing.T) {
 	equal(t, "container ports", got, map[string]int32{"metrics": 8090, "healthz": 8081, "webhook": 10250, "git-webhook": 9393})
 }
 
+// TestWebhookTimeout: webhook.timeoutSeconds (default 10) reaches every
+// controller's --webhook-timeout-seconds, main and shard, so the controller
+// keeps the webhook configurations at it, and the configurations the chart
+// creates before the controller first runs.
+func TestWebhookTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		values string
+		want   int32
+	}{{"sharding: {shards: [s1]}", 10}, {"sharding: {shards: [s1]}\nwebhook: {timeoutSeconds: 1}", 1}, {"sharding: {shards: [s1]}\nwebhook: {timeoutSeconds: 30}", 30}} {
+		r := mustRender(t, tc.values)
+		flag := fmt.Sprintf("--webhook-timeout-seconds=%d", tc.want)
+		for _, name := range []string{"rg-rollgate", "rg-rollgate-s1"} {
+			if args := controller(t, r.deployment(name)).Args; !slices.Contains(args, flag) {
+				t.Errorf("%q: Deployment %s args %q lack %s", tc.values, name, args, flag)
+			}
+		}
+		var m admissionregistrationv1.MutatingWebhookConfiguration
+		var v admissionregistrationv1.ValidatingWebhookConfiguration
+		if !r.get("MutatingWebhookConfiguration", "rg-rollgate", &m) || !r.get("ValidatingWebhookConfiguration", "rg-rollgate", &v) {
+			t.Fatalf("%q: no webhook configurations rg-rollgate: %v", tc.values, keys(r.objects))
+		}
+		var got []int32
+		for _, w := range m.Webhooks {
+			got = append(got, *w.TimeoutSeconds)
+		}
+		for _, w := range v.Webhooks {
+			got = append(got, *w.TimeoutSeconds)
+		}
+		if len(got) == 0 || slices.ContainsFunc(got, func(s int32) bool { return s != tc.want }) {
+			t.Errorf("%q: the configurations' timeouts are %v, want %d", tc.values, got, tc.want)
+		}
+	}
+}
+
 // TestBadValuesRefused: a value that cannot work fails the rendering (so
 // `helm install`, `helm template`, Argo CD and Flux) with a message that
 // names it.
@@ -417,7 +453,10 @@ func TestBadValuesRefused(t *testing.T) {
 		{"pull policy unknown", "image: {pullPolicy: Sometimes}", []string{"/image/pullPolicy"}},
 		{"log level unknown", "logLevel: loud", []string{"/logLevel"}},
 		{"network policy misspelt", "networkPolicy: {enabled: true, metricFrom: []}", []string{"/networkPolicy", "'metricFrom' not allowed"}},
-		{"webhook timeout (fixed by the controller)", "webhook: {timeoutSeconds: 5}", []string{"/webhook", "'timeoutSeconds' not allowed"}},
+		{"webhook key misspelt", "webhook: {timeout: 5}", []string{"/webhook", "'timeout' not allowed"}},
+		{"webhook timeout zero", "webhook: {timeoutSeconds: 0}", []string{"/webhook/timeoutSeconds", "minimum"}},
+		{"webhook timeout above the API server's 30", "webhook: {timeoutSeconds: 31}", []string{"/webhook/timeoutSeconds", "maximum"}},
+		{"webhook timeout as a duration", "webhook: {timeoutSeconds: 10s}", []string{"/webhook/timeoutSeconds", "want integer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(t, tc.values)

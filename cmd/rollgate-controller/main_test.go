@@ -73,6 +73,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"controller"}, exitUsage},
 		{[]string{"--log-level", "loud"}, exitUsage},
 		{[]string{"--watch-label-selector", "sharding.fluxcd.io/key in (shard1"}, exitUsage},
+		{[]string{"--webhook-timeout-seconds", "0"}, exitUsage},
+		{[]string{"--webhook-timeout-seconds", "31"}, exitUsage},
+		{[]string{"--webhook-timeout-seconds", "10s"}, exitUsage},
 		{[]string{"--help"}, 0},
 	} {
 		if got := run(c.args); got != c.want {

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -37,7 +38,19 @@ type Registration struct {
 	// namespace only): each hook's namespaceSelector also requires
 	// kubernetes.io/metadata.name to be one of them.
 	Namespaces []string
+	// TimeoutSeconds is how long the API server waits for every hook
+	// before it applies the hook's failure policy, 1 to 30 (the API
+	// server's range); 0 leaves each hook its own (Hook.TimeoutSeconds).
+	// The configurations are kept with it, so a render that writes
+	// another value is put back.
+	TimeoutSeconds int32
 }
+
+// Allowed range of TimeoutSeconds, as the API server validates it.
+const (
+	MinTimeoutSeconds = 1
+	MaxTimeoutSeconds = 30
+)
 
 // ServiceRef names the Service in front of the webhook server.
 type ServiceRef struct {
@@ -70,7 +83,8 @@ type Hook struct {
 	MatchConditions []admissionregistrationv1.MatchCondition
 	// FailurePolicy; default Fail.
 	FailurePolicy admissionregistrationv1.FailurePolicyType
-	// TimeoutSeconds; default 10.
+	// TimeoutSeconds; default 10. Registration.TimeoutSeconds, when set,
+	// replaces it.
 	TimeoutSeconds int32
 }
 
@@ -114,10 +128,7 @@ func (r Registration) configurations(hooks []Hook, bundle []byte) (*admissionreg
 		if policy == "" {
 			policy = admissionregistrationv1.Fail
 		}
-		timeout := h.TimeoutSeconds
-		if timeout == 0 {
-			timeout = 10
-		}
+		timeout := cmp.Or(r.TimeoutSeconds, h.TimeoutSeconds, 10)
 		cc := r.clientConfig(h.Path, bundle)
 		nsSel := r.namespaceSelector(h.NamespaceSelector)
 		none := admissionregistrationv1.SideEffectClassNone

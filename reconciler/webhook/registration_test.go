@@ -2,12 +2,15 @@ package webhook
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -112,5 +115,35 @@ func TestPublishSaysWhatItPutBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}, published{wrote: true, bundle: true})
+	step("timeout changed", mutating(func(m *admissionregistrationv1.MutatingWebhookConfiguration) {
+		m.Webhooks[0].TimeoutSeconds = ptr.To[int32](30)
+	}), published{wrote: true})
 	step("new CA bundle", func() { bundle = []byte("ca2") }, published{wrote: true, bundle: true})
+}
+
+// TestRegistrationTimeout: a registration's timeout replaces every hook's
+// (a hook's own included); without one, a hook keeps its own, else 10 s.
+// Outside the API server's 1 to 30 s the options are refused.
+func TestRegistrationTimeout(t *testing.T) {
+	hooks := []Hook{
+		{Name: "workloads.rollgate.dev", Path: "/w", Mutating: true},
+		{Name: "routes.rollgate.dev", Path: "/r", Mutating: true, TimeoutSeconds: 5},
+		{Name: "rollouts.rollgate.dev", Path: "/v"},
+	}
+	for _, c := range []struct {
+		reg  int32
+		want []int32
+	}{{0, []int32{10, 5, 10}}, {1, []int32{1, 1, 1}}, {30, []int32{30, 30, 30}}} {
+		m, v := Registration{Name: "rollgate", URL: "https://127.0.0.1:9443", TimeoutSeconds: c.reg}.configurations(hooks, []byte("ca"))
+		got := []int32{*m.Webhooks[0].TimeoutSeconds, *m.Webhooks[1].TimeoutSeconds, *v.Webhooks[0].TimeoutSeconds}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("registration timeout %d: hooks' timeouts %v, want %v", c.reg, got, c.want)
+		}
+	}
+	for _, s := range []int32{-1, 31} {
+		o := Options{Registration: Registration{URL: "https://127.0.0.1:9443", TimeoutSeconds: s}, SecretNamespace: "ns"}
+		if err := o.defaults(); err == nil || !strings.Contains(err.Error(), "1 to 30") {
+			t.Errorf("registration timeout %d: defaults() = %v, want an error naming 1 to 30", s, err)
+		}
+	}
 }

@@ -67,6 +67,9 @@ func (o *Options) defaults() error {
 	if (r.Service == nil) == (r.URL == "") {
 		return errors.New("webhook registration: set exactly one of Service and URL")
 	}
+	if t := r.TimeoutSeconds; t != 0 && (t < MinTimeoutSeconds || t > MaxTimeoutSeconds) {
+		return fmt.Errorf("webhook registration: timeout %d s: must be %d to %d", t, MinTimeoutSeconds, MaxTimeoutSeconds)
+	}
 	if r.Service != nil && r.Service.Port == 0 {
 		r.Service.Port = 443
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/rollgate/rollgate/cmd/internal/kubeconfig"
 	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/reconciler/metrics"
+	"github.com/rollgate/rollgate/reconciler/webhook"
 )
 
 // UsageError marks an error caused by a bad flag value.
@@ -46,6 +47,7 @@ type Flags struct {
 	webhookService     string
 	webhookSecret      string
 	webhookURL         string
+	webhookTimeout     int
 	gitWebhookAddr     string
 	gitDefaultInterval time.Duration
 	gitStatusBranch    string
@@ -78,6 +80,7 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.webhookService, "webhook-service", "rollgate-webhook", "Service in --namespace in front of the webhook server (in-cluster registration)")
 	fs.StringVar(&f.webhookSecret, "webhook-secret", "rollgate-webhook-cert", "Secret in --namespace holding the webhook CA and serving certificate, shared by replicas")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "Register the webhook with this URL instead of the Service, e.g. https://127.0.0.1:9443 when the controller runs as a local process next to a (kwok) cluster")
+	fs.IntVar(&f.webhookTimeout, "webhook-timeout-seconds", 10, "Seconds the API server waits for each admission webhook before applying its failure policy (Fail), 1 to 30; the controller keeps its webhook configurations at this value")
 	fs.StringVar(&f.gitWebhookAddr, "git-webhook-bind-address", ":9292", "Address of the endpoint that GitHub, GitLab and Gitea push webhooks call to fetch at once; \"0\" disables it")
 	fs.DurationVar(&f.gitDefaultInterval, "git-default-interval", 5*time.Second, "Interval between fetches of a tracked branch when its Repository sets none")
 	fs.StringVar(&f.gitStatusBranch, "git-status-branch", "rollgate/status", "Status branch when a Repository sets none")
@@ -116,6 +119,9 @@ func Run(f *Flags) error {
 	if _, err := reconciler.ParseWatchSelector(f.watchLabelSelector); err != nil {
 		return UsageError{err}
 	}
+	if err := f.validate(); err != nil {
+		return err
+	}
 	ctrl.SetLogger(zap.New(logOpt))
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
@@ -144,22 +150,33 @@ func Run(f *Flags) error {
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
+// validate refuses flag values the controller cannot use, as a UsageError
+// naming the flag.
+func (f *Flags) validate() error {
+	if t := f.webhookTimeout; t < webhook.MinTimeoutSeconds || t > webhook.MaxTimeoutSeconds {
+		return UsageError{fmt.Errorf("--webhook-timeout-seconds %d: use %d to %d (the API server's range for a webhook's timeoutSeconds)",
+			t, webhook.MinTimeoutSeconds, webhook.MaxTimeoutSeconds)}
+	}
+	return nil
+}
+
 func (f *Flags) options() reconciler.Options {
 	return reconciler.Options{
-		Namespace:          f.namespace,
-		Concurrent:         f.concurrent,
-		LuaConfigMap:       f.luaConfigMap,
-		WebhookService:     f.webhookService,
-		WebhookSecret:      f.webhookSecret,
-		WebhookURL:         f.webhookURL,
-		WebhookHost:        f.webhookHost,
-		WebhookPort:        f.webhookPort,
-		WebhookConfigName:  f.webhookConfig,
-		GitWebhookAddr:     f.gitWebhookAddr,
-		GitDefaultInterval: f.gitDefaultInterval,
-		GitStatusBranch:    f.gitStatusBranch,
-		GitStatusWindow:    f.gitStatusWindow,
-		EventsAddr:         f.eventsAddr,
-		GitInsecureHTTP:    f.gitInsecureHTTP,
+		Namespace:             f.namespace,
+		Concurrent:            f.concurrent,
+		LuaConfigMap:          f.luaConfigMap,
+		WebhookService:        f.webhookService,
+		WebhookSecret:         f.webhookSecret,
+		WebhookURL:            f.webhookURL,
+		WebhookHost:           f.webhookHost,
+		WebhookPort:           f.webhookPort,
+		WebhookConfigName:     f.webhookConfig,
+		WebhookTimeoutSeconds: int32(f.webhookTimeout),
+		GitWebhookAddr:        f.gitWebhookAddr,
+		GitDefaultInterval:    f.gitDefaultInterval,
+		GitStatusBranch:       f.gitStatusBranch,
+		GitStatusWindow:       f.gitStatusWindow,
+		EventsAddr:            f.eventsAddr,
+		GitInsecureHTTP:       f.gitInsecureHTTP,
 	}
 }
