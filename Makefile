@@ -96,7 +96,12 @@ test: tools verify build ## Provision tools, verify, and run every test (unit, e
 	@# beside them. go test runs as many packages at once as cores; more
 	@# (-p 3) was measured 11 min instead of 12-13, but at load 12-15 Flux's
 	@# drift detection races the controller's step writes (docs/helm.md).
-	go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e ./test/realtraffic ./test/demo ./test/walkthrough ./test/argocd ./...
+	@# The whole output is kept in bin/test.log. When a test failed, its
+	@# first lines are printed again at the end: a failure's cause is in
+	@# them, and a long output is often read from its end.
+	@set -o pipefail; go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e ./test/realtraffic ./test/demo ./test/walkthrough ./test/argocd ./... 2>&1 | tee $(BIN)/test.log; \
+	rc=$$?; if [ $$rc -ne 0 ]; then echo "== failed tests, first lines of each (whole output: bin/test.log) =="; \
+		grep -A 12 -e '^--- FAIL' -e '^    --- FAIL' -e '^panic:' $(BIN)/test.log | cut -c1-600; echo "== go test exited $$rc"; fi; exit $$rc
 
 .PHONY: check
 check: tools-demo ## The fast loop for every change: vet, gofmt, generated files, and the unit and envtest packages (not the cluster stories under test/)

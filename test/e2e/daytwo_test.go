@@ -11,11 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/test/kube"
 )
 
 // The day-two stories: a Rollout deleted in every state goes within
@@ -190,19 +192,35 @@ func TestNamespaceDeletedMidRelease(t *testing.T) {
 	if err := w.c.Delete(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
-	w.eventually(90*time.Second, "the namespace gone", func(ctx context.Context) (bool, error) {
+	// What kept the namespace at the last look, reported once if it
+	// stays: the namespace's conditions and each Rollout's deletion,
+	// finalizers and message.
+	var left string
+	err := wait.PollUntilContextTimeout(context.Background(), kube.Poll, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := w.c.Get(ctx, client.ObjectKeyFromObject(ns), ns)
-		if err == nil {
-			var ros v1alpha1.RolloutList
-			if err := w.c.List(ctx, &ros, client.InNamespace(w.ns)); err == nil {
-				for _, ro := range ros.Items {
-					b, _ := json.Marshal(ro.Finalizers)
-					t.Logf("waiting: Rollout %s finalizers %s, phase %s: %s", ro.Name, b, ro.Status.Phase, ro.Status.Message)
-				}
+		if err != nil {
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		}
+		var b strings.Builder
+		for _, c := range ns.Status.Conditions {
+			if c.Status == corev1.ConditionTrue {
+				fmt.Fprintf(&b, "\n  namespace: %s", c.Message)
 			}
 		}
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		var ros v1alpha1.RolloutList
+		if err := w.c.List(ctx, &ros, client.InNamespace(w.ns)); err == nil {
+			for _, ro := range ros.Items {
+				f, _ := json.Marshal(ro.Finalizers)
+				fmt.Fprintf(&b, "\n  Rollout %s: deletionTimestamp %v, finalizers %s, phase %s: %s",
+					ro.Name, ro.DeletionTimestamp, f, ro.Status.Phase, ro.Status.Message)
+			}
+		}
+		left = b.String()
+		return false, nil
 	})
+	if err != nil {
+		t.Fatalf("the namespace is still there %.0f s after its deletion: %v; at the last look:%s", time.Since(start).Seconds(), err, left)
+	}
 	t.Logf("the namespace was gone %.1f s after its deletion", time.Since(start).Seconds())
 }
 

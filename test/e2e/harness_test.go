@@ -26,9 +26,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -90,22 +92,92 @@ func newWorld(t *testing.T) *world {
 	w.ctrlOpts = controllerOptions(ns, "rollgate-"+ns)
 	w.startController()
 	t.Cleanup(func() {
+		// The namespace goes first, while the controller still runs, and
+		// every story ends with a deletion of everything it left, in
+		// whatever state it left it (docs/day-two.md: a deletion always
+		// finishes). A namespace left Terminating behind a stopped
+		// controller's finalizers would also stay for good, and kube-
+		// controller-manager's namespace controller looks at the content
+		// of every Terminating namespace again every few seconds, all
+		// through one client limited to 20 requests/s: with forty of them
+		// left by earlier stories it took minutes to start deleting the
+		// next one (TestNamespaceDeletedMidRelease failed CI that way).
+		w.deleteNamespace()
 		w.stopController()
 		w.log.Report(t, "controller of namespace "+ns)
 		ctx := context.Background()
-		// The webhooks first: a namespace's objects are deleted through
-		// them, and their server is gone.
 		for _, o := range []client.Object{
 			&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: w.ctrlOpts.WebhookConfigName}},
 			&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: w.ctrlOpts.WebhookConfigName}},
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		} {
 			if err := w.c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("cleanup: delete %T %s: %v", o, o.GetName(), err)
 			}
 		}
+		w.releaseNamespace()
 	})
 	return w
+}
+
+// namespaceGoneWithin bounds how long a story's namespace may take to go
+// once deleted with its controller running.
+const namespaceGoneWithin = 60 * time.Second
+
+// deleteNamespace deletes the story's namespace, if its controller still
+// runs, and fails the story unless it is gone within namespaceGoneWithin,
+// naming what kept it.
+func (w *world) deleteNamespace() {
+	if w.stop == nil {
+		return // a story that ended with its controller stopped: releaseNamespace
+	}
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}
+	if err := w.c.Delete(ctx, ns); err != nil {
+		if !apierrors.IsNotFound(err) {
+			w.t.Errorf("cleanup: delete namespace %s: %v", w.ns, err)
+		}
+		return
+	}
+	err := wait.PollUntilContextTimeout(ctx, kube.Poll, namespaceGoneWithin, true, func(ctx context.Context) (bool, error) {
+		err := w.c.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		var why []string
+		for _, c := range ns.Status.Conditions {
+			if c.Status == corev1.ConditionTrue {
+				why = append(why, c.Message)
+			}
+		}
+		w.t.Errorf("cleanup: namespace %s, deleted with its controller running, still there after %s: %s",
+			w.ns, namespaceGoneWithin, strings.Join(why, "; "))
+	}
+}
+
+// releaseNamespace makes sure the story's namespace goes even when its
+// controller is stopped: rollgate's finalizer is taken off what is left,
+// as a user would after an uninstall, and the namespace is deleted.
+func (w *world) releaseNamespace() {
+	ctx := context.Background()
+	var ros v1alpha1.RolloutList
+	if err := w.c.List(ctx, &ros, client.InNamespace(w.ns)); err != nil {
+		w.t.Errorf("cleanup: list Rollouts: %v", err)
+	}
+	for i := range ros.Items {
+		ro := &ros.Items[i]
+		if !controllerutil.ContainsFinalizer(ro, reconciler.Finalizer) {
+			continue
+		}
+		patch := client.MergeFrom(ro.DeepCopy())
+		controllerutil.RemoveFinalizer(ro, reconciler.Finalizer)
+		if err := w.c.Patch(ctx, ro, patch); err != nil && !apierrors.IsNotFound(err) {
+			w.t.Errorf("cleanup: remove the finalizer of Rollout %s: %v", ro.Name, err)
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}
+	if err := w.c.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+		w.t.Errorf("cleanup: delete namespace %s: %v", w.ns, err)
+	}
 }
 
 // newWorldWith is a world on a kwok cluster of its own, with a Git server
