@@ -26,7 +26,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -162,14 +167,6 @@ func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Optio
 	if _, err := c.run(ctx, args...); err != nil {
 		return err
 	}
-	if err := c.revive(ctx); err != nil {
-		return err
-	}
-	if opts.Nodes > 0 {
-		if _, err := c.run(ctx, "scale", "node", "--replicas", strconv.Itoa(opts.Nodes)); err != nil {
-			return err
-		}
-	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
 	if err != nil {
 		return err
@@ -184,11 +181,80 @@ func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Optio
 		return err
 	}
 	c.RESTConfig, c.Client = cfg, cl
+	if err := c.awaitControllers(ctx); err != nil {
+		return err
+	}
+	if opts.Nodes > 0 {
+		if _, err := c.run(ctx, "scale", "node", "--replicas", strconv.Itoa(opts.Nodes)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// revive restarts the cluster's components once when one of them exited
-// while the cluster came up. kube-controller-manager waits 20 s for the API
+// probeDeployment is the Deployment awaitControllers creates to see
+// kube-controller-manager at work.
+const probeDeployment = "kwok-controllers-probe"
+
+// awaitControllers returns once kube-controller-manager has shown it
+// works: its deployment controller observed a Deployment created for the
+// purpose (no replicas; it is deleted again). A component that exits
+// meanwhile is revived (see revive). kwokctl's wait ends when the API
+// server is ready, which on a loaded machine can be before
+// kube-controller-manager's own 20 s wait for the API server's health
+// runs out: a look for dead components at that moment found none, the
+// controller manager exited seconds later, and the cluster served the
+// API but created no pod (TestFleetWaveThroughGit, fresh-clone run at
+// 609eebb).
+func (c *Cluster) awaitControllers(ctx context.Context) error {
+	zero := int32(0)
+	labels := map[string]string{"app": probeDeployment}
+	probe := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: probeDeployment},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &zero,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}},
+			},
+		},
+	}
+	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		err := c.Client.Create(ctx, probe)
+		return err == nil || apierrors.IsAlreadyExists(err), nil
+	}); err != nil {
+		return fmt.Errorf("creating the Deployment %s that shows kube-controller-manager at work: %w", probeDeployment, err)
+	}
+	const revivals = 2
+	revived := 0
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if dead := c.deadComponents(); len(dead) > 0 {
+			if revived == revivals {
+				return false, fmt.Errorf("%s exited again after %d restarts of the cluster", strings.Join(dead, ", "), revived)
+			}
+			revived++
+			return false, c.revive(ctx)
+		}
+		var d appsv1.Deployment
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(probe), &d); err != nil {
+			return false, nil
+		}
+		return d.Status.ObservedGeneration >= d.Generation, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager never observed the Deployment %s (dead components: %v): %w",
+			probeDeployment, c.deadComponents(), err)
+	}
+	background := metav1.DeletePropagationBackground
+	if err := c.Client.Delete(ctx, probe, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the Deployment %s: %w", probeDeployment, err)
+	}
+	return nil
+}
+
+// revive restarts the cluster's components when one of them exited while
+// the cluster came up (awaitControllers calls it). kube-controller-manager waits 20 s for the API
 // server's /healthz and exits when it is not healthy by then, which happens
 // on a loaded machine (seen at load 30 on 2 cores); kwokctl does not restart
 // it, and the cluster then serves the API but never creates a pod. The

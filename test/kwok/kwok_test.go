@@ -111,8 +111,9 @@ func webDeployment(name string, replicas int32) (*appsv1.Deployment, map[string]
 
 // TestReviveRestartsADeadControllerManager: a cluster whose controller
 // manager exited as it came up (as it does when the API server is not
-// healthy within 20 s) is restarted by Revive, and then creates the pods
-// of a Deployment; Revive leaves a healthy cluster alone.
+// healthy within 20 s), also after kwokctl found the cluster ready, is
+// restarted by the wait for its controllers at work, and then creates the
+// pods of a Deployment; Revive leaves a healthy cluster alone.
 func TestReviveRestartsADeadControllerManager(t *testing.T) {
 	c := kwok.Start(t, kwok.Options{Nodes: 1})
 	ctx := context.Background()
@@ -139,11 +140,13 @@ func TestReviveRestartsADeadControllerManager(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("dead components %v after killing kube-controller-manager (pid %d), want it alone", c.DeadComponents(), pid)
 	}
-	if err := c.Revive(ctx); err != nil {
+	// As when it exits after kwokctl found the cluster ready: the wait
+	// for the controllers at work finds it dead and revives the cluster.
+	if err := c.AwaitControllers(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if dead := c.DeadComponents(); len(dead) > 0 {
-		t.Fatalf("dead components after Revive: %v", dead)
+		t.Fatalf("dead components after AwaitControllers: %v", dead)
 	}
 	dep, labels := webDeployment("probe", 2)
 	if err := c.Client.Create(ctx, dep); err != nil {
