@@ -6,11 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -18,15 +13,18 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// manifest is one object read from a file.
+// manifest is one object read from a file or rendered.
 type manifest struct {
-	// source is where it was read: file:document (1-based).
+	// source is where it was read: file:line for a file (addFile), the
+	// folder and template for a rendered chart or kustomization
+	// (addRendered), source:document (1-based) for add.
 	source string
 	obj    *unstructured.Unstructured
 }
 
-// manifestSet is every object read, in order, and the files they came
-// from (for --base).
+// manifestSet is every object read, in order, and the plain files among
+// their sources (not stdin, nor a rendered folder): --base reads those
+// files again at the base commit.
 type manifestSet struct {
 	objects []manifest
 	files   []string
@@ -88,31 +86,4 @@ func (s *manifestSet) find(apiVersion, kind, namespace, name string) *manifest {
 		}
 	}
 	return nil
-}
-
-// yamlFiles is path itself when it is a file, else the .yaml and .yml
-// files below it (hidden folders skipped), sorted.
-func yamlFiles(path string) ([]string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.IsDir() {
-		return []string{path}, nil
-	}
-	var out []string
-	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != path && strings.HasPrefix(d.Name(), ".") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
-			out = append(out, p)
-		}
-		return nil
-	})
-	sort.Strings(out)
-	return out, err
 }

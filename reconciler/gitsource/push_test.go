@@ -434,8 +434,12 @@ func indexedRolloutCache(ctx context.Context, t *testing.T, cfg *rest.Config, sc
 	return ca
 }
 
-// startPushServer serves the push webhook on a free loopback port, wired
-// to the pool as Setup wires it, and returns its base URL.
+// startPushServer serves the push webhook on a free loopback port, calling
+// the pool's MarkStale as Setup wires it, and returns its base URL. Unlike
+// Setup it has no readers and no Interval: every call is accepted as for a
+// Repository without a webhook secret and none is limited, so these tests
+// cover what a push does, not which pushes are refused (package gitpush
+// tests that).
 func startPushServer(ctx context.Context, t *testing.T, g *Pool) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
