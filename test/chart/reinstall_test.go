@@ -73,19 +73,9 @@ func TestUninstallAndInstallMidRelease(t *testing.T) {
 	})
 	leading := time.Now()
 
-	// Then the webhook holds the Deployment against the GitOps tool's
-	// re-apply again, and nothing moved: same step, gate closed, no pod
-	// created or deleted from the gate to now.
-	s.assertHeldAgainstReapply(before)
-	time.Sleep(stillFor) // deliberately: nothing may move without an approval
-	s.assertStill(before, still.stop(), leading)
-
-	// When both gates are approved, the release completes and the
-	// Deployment is handed back as Git declares it.
-	s.approve(1)
-	s.atGate(2, appReplicas/2)
-	s.approve(2)
-	s.assertReleased(webV2, before.canary)
+	// Then it holds the release where it stood, and two approvals
+	// complete it.
+	s.resumedThenReleased(before, still, leading)
 	s.assertNoForbidden(s.ctrl)
 	s.uninstall()
 }

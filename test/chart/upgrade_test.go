@@ -62,28 +62,32 @@ func TestUpgradeMidRelease(t *testing.T) {
 	leading := time.Now()
 	t.Logf("new controller leading %s after the upgrade began", leading.Sub(upgraded).Round(time.Millisecond))
 
-	// Then the webhook, now served by the new controller, still holds the
-	// Deployment when Flux re-applies it.
-	s.assertHeldAgainstReapply(before)
-
-	// And the release does not move: same step, same state, gate closed,
-	// not one pod created or deleted.
-	time.Sleep(stillFor) // deliberately: nothing may move without an approval
-	s.assertStill(before, still.stop(), leading)
-
-	// When step 1 is approved, step 2 runs half the pods and waits.
-	s.approve(1)
-	s.atGate(2, appReplicas/2)
-
-	// When step 2 is approved, the release completes and the Deployment is
-	// handed back as Git declares it.
-	s.approve(2)
-	s.assertReleased(webV2, before.canary)
+	// Then the new controller holds the release where it stood, and two
+	// approvals complete it.
+	s.resumedThenReleased(before, still, leading)
 	s.assertNoForbidden(s.old, s.ctrl)
 
 	// Finally helm uninstall removes the release; the CRDs, and so the
 	// Rollout, stay.
 	s.uninstall()
+}
+
+// resumedThenReleased checks a release resumed by a new controller (one
+// that leads since leading) at the gate of step 1 snapshot before saw:
+// the webhook holds the Deployment against Flux's re-apply; the release
+// does not move (same step, same state, gate closed, no pod created or
+// deleted since before, watched by still); when step 1 is approved, step 2
+// runs half the pods and waits; when step 2 is approved, the release
+// completes and the Deployment is handed back as Git declares it.
+func (s *upgradeStory) resumedThenReleased(before snapshot, still *stillWatch, leading time.Time) {
+	s.t.Helper()
+	s.assertHeldAgainstReapply(before)
+	time.Sleep(stillFor) // deliberately: nothing may move without an approval
+	s.assertStill(before, still.stop(), leading)
+	s.approve(1)
+	s.atGate(2, appReplicas/2)
+	s.approve(2)
+	s.assertReleased(webV2, before.canary)
 }
 
 // installPrevious installs the previous chart release with one replica and
