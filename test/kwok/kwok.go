@@ -220,15 +220,22 @@ func (c *Cluster) awaitControllers(ctx context.Context) error {
 			},
 		},
 	}
+	// A client of its own: the cluster's client has the caller's scheme,
+	// which need not know Deployments.
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		return err
+	}
+	var last error
 	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		err := c.Client.Create(ctx, probe)
-		return err == nil || apierrors.IsAlreadyExists(err), nil
+		last = cl.Create(ctx, probe)
+		return last == nil || apierrors.IsAlreadyExists(last), nil
 	}); err != nil {
-		return fmt.Errorf("creating the Deployment %s that shows kube-controller-manager at work: %w", probeDeployment, err)
+		return fmt.Errorf("creating the Deployment %s that shows kube-controller-manager at work: %w (last error: %v)", probeDeployment, err, last)
 	}
 	const revivals = 2
 	revived := 0
-	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if dead := c.deadComponents(); len(dead) > 0 {
 			if revived == revivals {
 				return false, fmt.Errorf("%s exited again after %d restarts of the cluster", strings.Join(dead, ", "), revived)
@@ -237,7 +244,7 @@ func (c *Cluster) awaitControllers(ctx context.Context) error {
 			return false, c.revive(ctx)
 		}
 		var d appsv1.Deployment
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(probe), &d); err != nil {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(probe), &d); err != nil {
 			return false, nil
 		}
 		return d.Status.ObservedGeneration >= d.Generation, nil
@@ -247,7 +254,7 @@ func (c *Cluster) awaitControllers(ctx context.Context) error {
 			probeDeployment, c.deadComponents(), err)
 	}
 	background := metav1.DeletePropagationBackground
-	if err := c.Client.Delete(ctx, probe, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
+	if err := cl.Delete(ctx, probe, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the Deployment %s: %w", probeDeployment, err)
 	}
 	return nil

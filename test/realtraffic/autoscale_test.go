@@ -121,7 +121,7 @@ func TestAutoscaledReleaseUnderLoad(t *testing.T) {
 	t.Logf("whole story: %d requests, %d failed, by version %v; %d samples of the pods, %d above the step's share, steps %v; %d metric queries",
 		all.total, all.failed, all.byVersion, samples, len(over), steps, metric.queries.Load())
 	if all.failed > 0 {
-		t.Errorf("%d of %d requests failed: %v", all.failed, all.total, topErrors(all.errs))
+		t.Errorf("%d of %d requests failed: %v\nwhen (UTC, to read beside the controller's log):%s", all.failed, all.total, topErrors(all.errs), burstsAt(l.all()))
 	}
 	for _, o := range over {
 		t.Errorf("more new pods than the step allows: %s", o)

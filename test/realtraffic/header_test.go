@@ -81,6 +81,6 @@ func TestHeaderMatchUnderLoad(t *testing.T) {
 	allWith := count(l.all(), true)
 	t.Logf("whole story: %d requests without the header, %d with, failed %d", all.total, allWith.total, all.failed+allWith.failed)
 	if all.failed+allWith.failed > 0 {
-		t.Errorf("%d requests failed: %v%v", all.failed+allWith.failed, topErrors(all.errs), topErrors(allWith.errs))
+		t.Errorf("%d requests failed: %v%v\nwhen (UTC, to read beside the controller's log):%s", all.failed+allWith.failed, topErrors(all.errs), topErrors(allWith.errs), burstsAt(l.all()))
 	}
 }
