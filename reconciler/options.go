@@ -11,6 +11,11 @@ import (
 type Options struct {
 	// Namespace of the controller: Lua ConfigMap, webhook certificate.
 	Namespace string
+	// NoEndpointSlices routes requests to a canary Service without
+	// waiting for its EndpointSlices to list a ready endpoint
+	// (traffic.Options.Endpoints): for an API server without an
+	// EndpointSlice controller (envtest). A cluster always wants the wait.
+	NoEndpointSlices bool
 	// Concurrent is the number of Rollouts reconciled in parallel.
 	Concurrent int
 	// LuaConfigMap names the ConfigMap in Namespace with user Lua scripts.

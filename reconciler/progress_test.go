@@ -102,8 +102,10 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A bare API server has no EndpointSlice controller: no canary
+	// Service would ever list a ready endpoint.
 	r := &RolloutReconciler{Client: cached, APIReader: c, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(),
-		repos: gitsource.NewPool(c, gitsource.Options{})}
+		repos: gitsource.NewPool(c, gitsource.Options{}), Options: Options{NoEndpointSlices: true}}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	// inCache waits until the cache shows what the API server has.
 	inCache := func(o client.Object) {

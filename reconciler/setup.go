@@ -224,6 +224,9 @@ func (r *RolloutReconciler) rolloutsBy(ctx context.Context, ns, index, value str
 // ConfigMap (missing ConfigMap: none).
 func (r *RolloutReconciler) trafficOptions(ctx context.Context) traffic.Options {
 	o := traffic.Options{FieldOwner: "rollgate", Now: r.Options.Now, Scripts: r.Scripts, LuaObserve: r.Options.Metrics.LuaObserver()}
+	if !r.Options.NoEndpointSlices {
+		o.Endpoints = r.APIReader
+	}
 	if r.Options.LuaConfigMap == "" {
 		return o
 	}

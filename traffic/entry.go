@@ -69,6 +69,9 @@ func (e *entry) EnsureRoutes(ctx context.Context, d Desired) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if err := e.canaryServes(ctx, canary, d); err != nil {
+		return false, err
+	}
 	done, err := e.routes.EnsureRoutes(ctx, d)
 	if err != nil || !done {
 		return false, err
@@ -79,6 +82,19 @@ func (e *entry) EnsureRoutes(ctx context.Context, d Desired) (bool, error) {
 	}
 	err = e.settleOnce(ctx, canary, progress{Stage: stageRoutes, Desired: shortHash(d)}, reason)
 	return err == nil, err
+}
+
+// canaryServes holds routes that send requests to the canary Service
+// until its EndpointSlices list a ready endpoint (Options.Endpoints). Once
+// the routes carry d (recorded on the canary Service), it looks no more.
+func (e *entry) canaryServes(ctx context.Context, canary *corev1.Service, d Desired) error {
+	if e.opts.Endpoints == nil || canary == nil || (d.CanaryWeight == 0 && len(d.Matches) == 0) {
+		return nil
+	}
+	if last := e.read(canary); last.Stage == stageRoutes && last.Desired == shortHash(d) {
+		return nil
+	}
+	return e.svc.endpointsReady(ctx, e.opts.Endpoints, canary)
 }
 
 func (e *entry) Restore(ctx context.Context) (bool, error) {

@@ -35,6 +35,15 @@ type Options struct {
 	FieldOwner string
 	// Now reads the clock (grace periods); nil means time.Now.
 	Now func() time.Time
+	// Endpoints, when set, reads the canary Service's EndpointSlices
+	// before routes send it requests: they wait until one of its
+	// endpoints is ready there (see services.endpointsReady). Pods
+	// reported ready reach a Service's EndpointSlices only after the
+	// EndpointSlice controller has run, and a gateway routing to a
+	// Service whose slices list no ready endpoint answers 503. nil means
+	// no such wait, for a cluster without an EndpointSlice controller (a
+	// bare API server in tests).
+	Endpoints client.Reader
 }
 
 func (o Options) revisionLabel() string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -133,6 +134,31 @@ func (s *services) podsLabelled(ctx context.Context, stable *corev1.Service, dec
 // podLabelPoll is how soon to look again for pods to carry the revision
 // label.
 const podLabelPoll = 250 * time.Millisecond
+
+// endpointPoll is how soon to look again for a ready endpoint of the
+// canary Service.
+const endpointPoll = 250 * time.Millisecond
+
+// endpointsReady returns nil once an EndpointSlice of Service svc lists a
+// ready endpoint, and a short wait before: routes that sent requests to a
+// Service whose slices the EndpointSlice controller has not filled yet (at
+// the start of a release, on a loaded control plane) would have the
+// gateway answer them 503, with no server to send them to. An endpoint
+// whose ready condition is unset counts as ready, as the API defines it.
+func (s *services) endpointsReady(ctx context.Context, r client.Reader, svc *corev1.Service) error {
+	var slices discoveryv1.EndpointSliceList
+	if err := r.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+		return fmt.Errorf("list the EndpointSlices of Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	for _, sl := range slices.Items {
+		for _, ep := range sl.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				return nil
+			}
+		}
+	}
+	return &WaitError{After: endpointPoll, Reason: fmt.Sprintf("Service %s/%s has no ready endpoint in its EndpointSlices yet", svc.Namespace, svc.Name)}
+}
 
 // declaredSelector is the stable Service's selector as declared: the saved
 // one while the live selector carries rollgate's revision key, otherwise

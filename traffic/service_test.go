@@ -3,10 +3,12 @@ package traffic_test
 import (
 	"encoding/json"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -233,5 +235,56 @@ func TestServicesNarrowedOnlyOnceThePodsAreLabelled(t *testing.T) {
 	f.ensure(r, desired(10))
 	if sel := f.service("web").Spec.Selector; sel[v1alpha1.LabelRevision] != "v1" {
 		t.Fatalf("stable selector %v once the pod is labelled, want it narrowed to v1", sel)
+	}
+}
+
+// TestRoutesWaitForAReadyCanaryEndpoint: with Options.Endpoints set, routes
+// send nothing to the canary Service until one of its EndpointSlices lists
+// a ready endpoint (a gateway would answer 503 before); an endpoint not
+// ready, or a slice of another Service, does not count. Once the routes
+// carry the step, the slices are not read again for it.
+func TestRoutesWaitForAReadyCanaryEndpoint(t *testing.T) {
+	f := newFixture(t, gatewayRef(3))
+	f.createRoute()
+	f.opts.Endpoints = k8s
+	r := f.router()
+	waits := func(what string) {
+		t.Helper()
+		_, err := r.EnsureRoutes(f.ctx, desired(10))
+		if d, wait := traffic.RetryAfter(err); wait && !strings.Contains(err.Error(), "no ready endpoint") {
+			f.clock.Advance(d) // the Services' grace period comes first
+			_, err = r.EnsureRoutes(f.ctx, desired(10))
+		}
+		if _, wait := traffic.RetryAfter(err); !wait || !strings.Contains(err.Error(), "no ready endpoint") {
+			t.Fatalf("EnsureRoutes %s: %v, want a wait for a ready endpoint", what, err)
+		}
+		if got := w(f.route().Spec.Rules[0]); strings.Contains(got, "web-canary") {
+			t.Fatalf("routes send requests to the canary Service %s: %s", what, got)
+		}
+	}
+	waits("with no EndpointSlice")
+	slice := func(name, service string, ready bool) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		}
+	}
+	must(t, k8s.Create(f.ctx, slice("web-stable", "web", true)))
+	notReady := slice("web-canary-a", "web-canary", false)
+	must(t, k8s.Create(f.ctx, notReady))
+	waits("with the canary's only endpoint not ready")
+	ready := true
+	notReady.Endpoints[0].Conditions.Ready = &ready
+	must(t, k8s.Update(f.ctx, notReady))
+	f.ensure(r, desired(10))
+	if got := w(f.route().Spec.Rules[0]); got != "web=90,web-canary=10" {
+		t.Fatalf("routes once the canary has a ready endpoint: %s, want web=90,web-canary=10", got)
+	}
+	// The step's routes are in place (and settled): a slice that empties
+	// later (a pod replaced) is not read again for them.
+	must(t, k8s.Delete(f.ctx, notReady))
+	if done, err := r.EnsureRoutes(f.ctx, desired(10)); !done || err != nil {
+		t.Fatalf("EnsureRoutes of the step in place: done=%v err=%v, want done", done, err)
 	}
 }
