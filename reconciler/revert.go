@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"path"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
@@ -24,6 +27,7 @@ import (
 // re-apply of the bad version by the GitOps tool moves no pod.
 func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *scope) error {
 	ro := rel.ro
+	cleanupReverts(ctx, rel)
 	if rel.git == nil || ro.Status.Phase != v1alpha1.PhaseFailed || ro.Status.StableRevision == "" ||
 		ro.Status.CanaryRevision == ro.Status.StableRevision {
 		return nil
@@ -65,6 +69,56 @@ func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *scope) error {
 		r.Recorder.Event(ro, corev1.EventTypeNormal, "RevertProposed", msg)
 	}
 	return nil
+}
+
+// revertCleaner deletes the merged revert branches of a Rollout
+// (gitsource.Repo.CleanupReverts).
+type revertCleaner interface {
+	CleanupReverts(log logr.Logger, key types.NamespacedName, tracked, occasion string)
+}
+
+// cleanupReverts asks for the revert branches of the Rollout that the
+// tracked branch already holds to be deleted (gitsync.CleanupRevertBranches),
+// when a release has ended: the Rollout is Healthy and its step state
+// Completed or RolledBack. The ask names the occasion (that state, the
+// stable revision and the tracked head the controller last fetched), so
+// it is served once per ended release, again when the tracked head moves
+// while the Rollout rests, and once after a controller restart.
+//
+// Why then. A revert is merged to undo a failed release, and the release
+// reaches RolledBack only once the workload's template is back at the
+// stable revision, that is once the GitOps tool applied the merged revert
+// from the tracked branch: at that moment the tracked branch holds the
+// revert, before the next release edits the same file again (after which
+// its content no longer matches and the branch would stay). Completed
+// covers a revert merged while the next release was under way.
+//
+// Why it is safe whatever the timing. The withdrawn first try deleted a
+// Rollout's revert branches when a release reached a gate, and an
+// approval push that finished after an abort took the new, unmerged
+// revert with it. Here nothing is deleted for being old or for the state
+// the Rollout is in: a branch goes only when every file its revert commit
+// changed has, on the tracked branch, the content the revert gives it,
+// judged at the branch's head and deleted only if the branch still points
+// there. A revert pushed but not merged changes those files away from
+// what the tracked branch holds (Revert pushes only a change), so it is
+// kept at every occasion, in every cluster of a fleet (the judgement
+// reads only Git). Failures are logged and tried again at the next
+// occasion; they never touch the release.
+func cleanupReverts(ctx context.Context, rel *scope) {
+	ro := rel.ro
+	c, ok := rel.git.(revertCleaner)
+	if !ok || rel.git == nil || ro.Spec.Git == nil || ro.Status.Phase != v1alpha1.PhaseHealthy {
+		return
+	}
+	state := ro.Status.CurrentStepState
+	if state != v1alpha1.StepCompleted && state != v1alpha1.StepRolledBack {
+		return
+	}
+	tracked := trackedBranch(ro, rel.repository)
+	head, _ := rel.git.Head(tracked)
+	c.CleanupReverts(log.FromContext(ctx), client.ObjectKeyFromObject(ro), tracked,
+		string(state)+"/"+ro.Status.StableRevision+"/"+head)
 }
 
 // stableImages returns container name -> image of the stable revision's
