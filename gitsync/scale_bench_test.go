@@ -39,7 +39,11 @@ func writeBack(b *testing.B, rollouts int, window time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: 10 * time.Millisecond})
+	// Every exchange with the server is timed: a retry wins only if its
+	// fetch, build and push take less than the 100 ms between foreign
+	// pushes, so these times explain a miss.
+	ex := &exchanges{by: map[gitsync.Operation][]time.Duration{}}
+	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: 10 * time.Millisecond, Observe: ex.observe})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,6 +115,8 @@ func writeBack(b *testing.B, rollouts int, window time.Duration) {
 		fmt.Printf("P3 write-back, window %v: last flush error: %s\n", window, e)
 	}
 
+	ex.print(fmt.Sprintf("P3 write-back, window %v", window))
+
 	lost := lostStates(b, url, branch, last)
 	kept := keptForeign(b, srv, repo, branch, foreign)
 	commits := 0
@@ -130,6 +136,35 @@ func writeBack(b *testing.B, rollouts int, window time.Duration) {
 	b.ReportMetric(float64(commits), "status-commits")
 	b.ReportMetric(float64(lost), "states-lost")
 	b.ReportMetric(float64(len(foreign)-kept), "foreign-lost")
+}
+
+// exchanges collects the durations of a Repository's exchanges with the
+// remote, by operation.
+type exchanges struct {
+	mu sync.Mutex
+	by map[gitsync.Operation][]time.Duration
+}
+
+func (e *exchanges) observe(op gitsync.Operation, d time.Duration, _ error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.by[op] = append(e.by[op], d)
+}
+
+// print writes one line per operation: count, p50, p90 and max.
+func (e *exchanges) print(prefix string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, op := range []gitsync.Operation{gitsync.OpList, gitsync.OpFetch, gitsync.OpPush} {
+		ds := e.by[op]
+		if len(ds) == 0 {
+			continue
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		at := func(q float64) time.Duration { return ds[int(q*float64(len(ds)-1))] }
+		fmt.Printf("%s: %s exchanges %d, p50 %d ms, p90 %d ms, max %d ms\n", prefix, op, len(ds),
+			at(0.5).Milliseconds(), at(0.9).Milliseconds(), ds[len(ds)-1].Milliseconds())
+	}
 }
 
 // pushForeign commits an unrelated file to branch every 100 ms until ctx
