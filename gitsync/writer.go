@@ -71,6 +71,21 @@ type WriterOptions struct {
 	// flushed (Start's, for periodic flushes), with no lock of the Writer
 	// held, so it may call Written; it must return quickly.
 	OnFlush func(FlushResult, error)
+	// Fence is the leadership this Writer writes under (see Fence); the
+	// zero value fences nothing. With an epoch, Start writes it at once,
+	// also when nothing else is pending, and the Writer stops writing for
+	// good once a flush is refused with ErrFenced.
+	Fence Fence
+	// Exists, when set, makes Start collect the status files of deleted
+	// Rollouts (see Writer.Collect) when it starts and then every
+	// CollectInterval.
+	Exists RolloutExists
+	// CollectInterval is how often Start collects; 0 means
+	// DefaultCollectInterval.
+	CollectInterval time.Duration
+	// OnCollect, when set, gets the outcome of every collection pass of
+	// Start.
+	OnCollect func(CollectResult, error)
 }
 
 // CommitData is the data of the status commit message template.
@@ -125,6 +140,11 @@ type Writer struct {
 	last    flushOutcome
 	// held makes every flush write nothing (see Hold).
 	held bool
+	// fenced is the ErrFenced a flush was refused with: the Writer writes
+	// nothing more.
+	fenced error
+	// claimed is set once the branch is known to hold the Fence's epoch.
+	claimed bool
 	// burst holds a token once Burst Rollouts wait to be written (see
 	// Start).
 	burst chan struct{}
@@ -168,7 +188,13 @@ func NewWriter(repo *Repository, opts WriterOptions) (*Writer, error) {
 	if opts.MessageTemplate == "" {
 		opts.MessageTemplate = DefaultStatusMessageTemplate
 	}
+	if opts.CollectInterval <= 0 {
+		opts.CollectInterval = DefaultCollectInterval
+	}
 	opts.PathPrefix = strings.Trim(opts.PathPrefix, "/")
+	if opts.Fence.Epoch > 0 && (opts.Fence.Lease == "" || strings.Count(opts.Fence.Lease, "/") != 1) {
+		return nil, fmt.Errorf("Fence.Lease %q: want the Lease of Fence.Epoch as <namespace>/<name>", opts.Fence.Lease)
+	}
 	tmpl, err := commitmsg.Parse("status-commit", opts.MessageTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("status commit message template: %w", err)
@@ -378,6 +404,11 @@ func (w *Writer) flush(ctx context.Context) (out FlushResult, wrote bool, err er
 		w.mu.Unlock()
 		return FlushResult{}, false, nil
 	}
+	if w.fenced != nil {
+		w.mu.Unlock()
+		return FlushResult{}, false, w.fenced
+	}
+	claim := w.claiming()
 	gen := w.gen
 	states := make(map[string]RolloutState, len(w.states))
 	seq := make(map[string]uint64, len(w.states))
@@ -391,7 +422,7 @@ func (w *Writer) flush(ctx context.Context) (out FlushResult, wrote bool, err er
 	w.mu.Unlock()
 	sort.Strings(removed)
 
-	wrote = len(states) > 0 || len(removed) > 0
+	wrote = len(states) > 0 || len(removed) > 0 || claim
 	if wrote {
 		if err = w.renderAll(states, seq); err == nil {
 			out, err = w.write(ctx, states, removed)
@@ -400,10 +431,14 @@ func (w *Writer) flush(ctx context.Context) (out FlushResult, wrote bool, err er
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.last = flushOutcome{result: out, at: time.Now(), err: err}
+	if errors.Is(err, ErrFenced) {
+		w.fenced = err
+	}
 	if err != nil {
 		return out, wrote, err
 	}
 	w.flushed = max(w.flushed, gen)
+	w.claimed = true
 	for _, k := range removed {
 		delete(w.removed, k)
 	}
@@ -456,13 +491,15 @@ func (w *Writer) write(ctx context.Context, states map[string]RolloutState, remo
 	// keeps the retry short enough to win the next race.
 	var last struct {
 		status *object.Tree
+		epoch  string
 		change *Change
 	}
 	res, err := w.repo.Update(ctx, UpdateRequest{Branch: w.opts.Branch, CreateOrphan: w.opts.PathPrefix == "" || w.opts.CreateBranch, RetryAtOnce: true},
 		func(base *Snapshot) (*Change, error) {
 			status, serr := base.statusTree(w.opts.PathPrefix)
+			epoch := w.epochHash(base)
 			change := last.change
-			rebuild := change == nil || serr != nil || !sameStatusFiles(last.status, status)
+			rebuild := change == nil || serr != nil || epoch != last.epoch || !sameStatusFiles(last.status, status)
 			if rebuild {
 				var keys []string
 				var err error
@@ -471,7 +508,7 @@ func (w *Writer) write(ctx context.Context, states map[string]RolloutState, remo
 				}
 				changed = keys
 			}
-			last.status, last.change = status, change
+			last.status, last.epoch, last.change = status, epoch, change
 			if serr != nil {
 				last.change = nil
 			}
@@ -492,6 +529,12 @@ func (w *Writer) write(ctx context.Context, states map[string]RolloutState, remo
 // build derives the status commit from the in-memory states on top of
 // base, keeping the files of other writers.
 func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed []string) (*Change, []string, error) {
+	// The fence first: a Writer with a lower epoch than base's reads and
+	// writes nothing else.
+	leaderPath, leader, err := w.fenceCheck(base)
+	if err != nil {
+		return nil, nil, err
+	}
 	// Parse only the files of other writers, for the overview; ours are
 	// rendered from memory. Files that do not parse are left alone; a tree
 	// that cannot be read (a damaged local store) is an error.
@@ -532,7 +575,16 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 		delete(all, k)
 	}
 	if len(files) == 0 {
-		return nil, nil, nil
+		if leader == nil {
+			return nil, nil, nil
+		}
+		// A new leader claims the branch even when every status file is
+		// current.
+		return &Change{Files: map[string][]byte{leaderPath: leader}, Author: w.opts.Author,
+			Message: fmt.Sprintf("rollgate: leader epoch %d of Lease %s\n", w.opts.Fence.Epoch, w.opts.Fence.Lease)}, nil, nil
+	}
+	if leader != nil {
+		files[leaderPath] = leader
 	}
 	overview := make([]RolloutState, 0, len(all))
 	for _, s := range all {
@@ -561,13 +613,32 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 // kept for LastFlush and retried at the next tick, or after raceRetry
 // when the flush lost every attempt to other writers moving the branch.
 // It fits controller-runtime's manager.Runnable.
+//
+// With a Fence epoch, Start flushes at once, writing the epoch even when
+// nothing else is pending, so a former leader is fenced from the first
+// moment; once a flush is refused with ErrFenced, Start stops flushing
+// (no retry, no last flush) and returns when ctx ends. With Exists set,
+// it also collects the status files of deleted Rollouts (Collect) at once
+// and then every CollectInterval.
 func (w *Writer) Start(ctx context.Context) error {
-	t := time.NewTimer(w.opts.Window)
+	var collecting sync.WaitGroup
+	defer collecting.Wait()
+	if w.opts.Exists != nil {
+		collecting.Go(func() { w.collectEvery(ctx) })
+	}
+	first := w.opts.Window
+	if w.opts.Fence.Epoch > 0 {
+		first = 0
+	}
+	t := time.NewTimer(first)
 	defer t.Stop()
-	due := time.Now().Add(w.opts.Window)
+	due := time.Now().Add(first)
 	for {
 		select {
 		case <-ctx.Done():
+			if w.isFenced() {
+				return nil
+			}
 			if w.Pending() {
 				final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 				_, _ = w.Flush(final)
@@ -592,17 +663,41 @@ func (w *Writer) Start(ctx context.Context) error {
 			}
 		case <-t.C:
 			next := w.opts.Window
-			if w.Pending() {
+			if w.Pending() || w.needsClaim() {
 				// A flush that lost every race with other writers tries
 				// again soon, not a whole window later.
-				if _, err := w.Flush(ctx); errors.Is(err, ErrNonFastForward) {
+				_, err := w.Flush(ctx)
+				if errors.Is(err, ErrNonFastForward) {
 					next = min(next, raceRetry)
+				}
+				if errors.Is(err, ErrFenced) {
+					// Another replica leads: nothing more to write.
+					<-ctx.Done()
+					return nil
 				}
 			}
 			t.Reset(next)
 			due = time.Now().Add(next)
 		}
 	}
+}
+
+// claiming reports whether the branch is not yet known to hold the
+// Fence's epoch. Caller holds mu.
+func (w *Writer) claiming() bool { return w.opts.Fence.Epoch > 0 && !w.claimed }
+
+// needsClaim is claiming for Start.
+func (w *Writer) needsClaim() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.claiming()
+}
+
+// isFenced reports whether a flush was refused with ErrFenced.
+func (w *Writer) isFenced() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fenced != nil
 }
 
 // raceRetry is how soon Start flushes again after a flush lost every
