@@ -78,7 +78,8 @@ var soakGatePods = [soakGates + 1]int{0, 1, 3}
 // Rollout is Healthy (Completed, or RolledBack after an abort) on the
 // expected image with 5 of 5 pods ready; the API server refused no applied
 // manifest; spec.approvals in Git holds no more than the gates of the live
-// and stable revisions; obsolete approval branches are gone. It prints the
+// and stable revisions; obsolete approval branches are gone; a merged
+// revert's branch is gone, and none is left at the end. It prints the
 // figures of docs/day-two.md and fails on any invariant break.
 func TestSoakReleasesThroughGit(t *testing.T) {
 	t.Parallel()
@@ -94,6 +95,11 @@ func TestSoakReleasesThroughGit(t *testing.T) {
 		s.check(i)
 		s.sampleMemory(i, n)
 		s.progress(i)
+	}
+	// Every revert was merged, so none is left: revert branches are
+	// bounded by the reverts not merged (docs/day-two.md).
+	if left := s.branches("rollgate/revert/"); len(left) > 0 {
+		t.Errorf("%d revert branches on the Git server at the end, want 0 (all were merged): %v", len(left), left)
 	}
 	if len(s.refusals) > 0 {
 		t.Errorf("the API server refused %d applies of manifests from Git, want 0:\n  %s", len(s.refusals), strings.Join(s.refusals, "\n  "))
@@ -176,6 +182,7 @@ func (s *soak) release(i int, fail bool) {
 		if step == failAt {
 			s.abort(ro)
 			s.released(s.stable, true)
+			s.checkRevertBranches()
 			s.perRelease = append(s.perRelease, time.Since(start))
 			return
 		}
@@ -240,6 +247,23 @@ func (s *soak) abort(ro *v1alpha1.Rollout) {
 	}
 	s.sync("revert merged")
 	s.aborted++
+}
+
+// checkRevertBranches checks, after a release whose revert was merged
+// and applied (RolledBack), that its revert branch leaves the Git server:
+// the controller deletes a revert branch once the tracked branch holds
+// its change, in the background after the release ended, so this waits
+// for it (a bounded wait, not a timing assert). No revert branch of the
+// story is ever left unmerged, so none may remain.
+func (s *soak) checkRevertBranches() {
+	s.t.Helper()
+	var left []string
+	if !s.settles(60*time.Second, func() bool {
+		left = s.branches("rollgate/revert/")
+		return len(left) == 0
+	}) {
+		s.broke("after the merged revert was applied, revert branches on the Git server: %v, want none", left)
+	}
 }
 
 // released waits for the release to end: Healthy and Ready, Completed on
