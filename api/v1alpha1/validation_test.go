@@ -322,6 +322,33 @@ func TestExamplesAccepted(t *testing.T) {
 	}
 }
 
+// TestREADMERolloutAccepted creates the Rollout the README shows: the
+// first thing a reader copies must be valid.
+func TestREADMERolloutAccepted(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "```yaml\n")
+	block, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatal("README.md has no yaml block")
+	}
+	f := filepath.Join(t.TempDir(), "rollout.yaml")
+	if err := os.WriteFile(f, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs := readObjects(t, f)
+	if len(objs) != 1 || objs[0].GetKind() != "Rollout" {
+		t.Fatalf("README.md's first yaml block holds %d objects, want one Rollout", len(objs))
+	}
+	objs[0].SetNamespace("default")
+	objs[0].SetName("readme")
+	if err := k.Create(context.Background(), objs[0]); err != nil {
+		t.Fatalf("README.md's Rollout refused: %v", err)
+	}
+}
+
 func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
 	f, err := os.Open(path)

@@ -142,7 +142,7 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if err := install(ctx, o.Kubeconfig, filepath.Join(o.Bin, "crds")); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"home", "tls", "ssh", "gnupg", "gpg", "redis"} {
+	for _, d := range []string{"home", "tls", "ssh", "gnupg", "gpg", "redis", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(o.Dir, d), 0o700); err != nil {
 			return nil, err
 		}
@@ -181,6 +181,10 @@ func processEnv(o Options) []string {
 		"PATH=" + o.Bin + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"KUBECONFIG=" + o.Kubeconfig,
 		"HOME=" + filepath.Join(o.Dir, "home"),
+		// The controller's diffs and the repo-server's checkouts go to
+		// os.TempDir(): kept in the test's folder, they go with it instead
+		// of piling up as /tmp/argocd-diff* on the machine.
+		"TMPDIR=" + filepath.Join(o.Dir, "tmp"),
 		"ARGOCD_FAKE_IN_CLUSTER=true",
 		"ARGOCD_RECONCILIATION_TIMEOUT=" + o.Resync.String(),
 		"ARGOCD_RECONCILIATION_JITTER=0",
