@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/strategy/analysis"
 )
 
 const (
@@ -366,7 +367,7 @@ func orDefault(s, def string) string {
 }
 
 func phaseWord(ph AnalysisPhase) string {
-	if ph == AnalysisError {
+	if ph == analysis.PhaseError {
 		return "could not measure"
 	}
 	return "failed"

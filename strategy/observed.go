@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/strategy/analysis"
 )
 
 // Observed is what the reconciler saw just before planning: the workload,
@@ -134,26 +135,11 @@ type PodCounts struct {
 	Ready int32
 }
 
-// AnalysisPhase is the state of a running or finished analysis, using the
-// phase names of status.analysis.
-type AnalysisPhase string
-
-// Phases of an analysis.
-const (
-	// AnalysisNone: no analysis runs (or none has reported yet).
-	AnalysisNone AnalysisPhase = ""
-	// AnalysisRunning: measurements are being taken.
-	AnalysisRunning AnalysisPhase = "Running"
-	// AnalysisSuccessful: every metric met its success condition.
-	AnalysisSuccessful AnalysisPhase = "Successful"
-	// AnalysisFailed: a metric met its failure condition or failure limit.
-	AnalysisFailed AnalysisPhase = "Failed"
-	// AnalysisInconclusive: the metrics could not decide; a human must.
-	AnalysisInconclusive AnalysisPhase = "Inconclusive"
-	// AnalysisError: the metrics could not be measured (provider errors
-	// beyond the limit). Treated like Failed.
-	AnalysisError AnalysisPhase = "Error"
-)
+// AnalysisPhase is the state of a running or finished analysis. Package
+// analysis owns the phase values (analysis.PhaseRunning, ...), the names
+// of status.analysis; analysis.PhaseNone means no analysis runs (or none
+// has reported yet). An Error outcome is treated like Failed.
+type AnalysisPhase = analysis.Phase
 
 // AnalysisResult is the outcome of one analysis.
 type AnalysisResult struct {
@@ -167,7 +153,7 @@ type AnalysisResult struct {
 
 // failed reports whether the analysis decided against the release.
 func (a AnalysisResult) failed() bool {
-	return a.Phase == AnalysisFailed || a.Phase == AnalysisError
+	return a.Phase == analysis.PhaseFailed || a.Phase == analysis.PhaseError
 }
 
 // totalReady is the number of ready pods across all revisions.

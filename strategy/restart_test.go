@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/strategy/analysis"
 )
 
 // world is a small cluster that carries out plans the way the reconciler
@@ -60,9 +61,9 @@ func (w *world) observe(s *v1alpha1.RolloutStatus) Observed {
 	obs.TrafficDone = w.ensure(DesiredTraffic(w.spec, s), s)
 	if s.CurrentStepState == v1alpha1.StepMetricsAnalysis {
 		w.analysisLooks++
-		obs.StepAnalysis.Phase = AnalysisRunning
+		obs.StepAnalysis.Phase = analysis.PhaseRunning
 		if w.analysisLooks > 1 {
-			obs.StepAnalysis.Phase = AnalysisSuccessful
+			obs.StepAnalysis.Phase = analysis.PhaseSuccessful
 		}
 	} else {
 		w.analysisLooks = 0
@@ -266,7 +267,7 @@ func TestWaitingIsAFixedPoint(t *testing.T) {
 		}()},
 		"analysis running": {releasing(2, v1alpha1.StepMetricsAnalysis, -time.Minute), func() Observed {
 			o := observed(10, 4)
-			o.StepAnalysis.Phase = AnalysisRunning
+			o.StepAnalysis.Phase = analysis.PhaseRunning
 			return o
 		}()},
 		"failed and rolled back": {failedStatus(v1alpha1.ReasonAborted), observed(10, 0)},

@@ -16,6 +16,9 @@ type Phase string
 
 // Phases of measurements, metrics and analyses.
 const (
+	// PhaseNone: no analysis runs, or none has reported yet (never the
+	// phase of a measurement or a metric).
+	PhaseNone Phase = ""
 	// PhaseRunning: the metric still takes measurements (never a
 	// measurement's phase).
 	PhaseRunning Phase = "Running"
