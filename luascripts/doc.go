@@ -70,7 +70,10 @@
 // a JSON list or object, rollgate.copy(v) deep-copies keeping those marks,
 // rollgate.null is the JSON null of list elements, rollgate.intersect and
 // rollgate.covers reason about two conditions on one string (see
-// StringCond). The conversion rules between Go and Lua values (including
+// StringCond), and withoutKeys, cookieMatch, stepConditions,
+// headerAndCookie, canaryBy, canaryWeight and headerControl serve the
+// canary-annotation Ingress dialects (see dialect.go and the README). The
+// conversion rules between Go and Lua values (including
 // empty tables) are described in convert.go and the README.
 //
 // # The routing guard

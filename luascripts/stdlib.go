@@ -285,7 +285,9 @@ func (sb *sandbox) print(L *lua.LState) int {
 
 // helpers builds the rollgate table: array(t) and object(t) mark a table
 // (or a new one) as a JSON list or object, copy(v) deep-copies a value
-// keeping the marks, null is the JSON null of list elements.
+// keeping the marks, null is the JSON null of list elements, covers and
+// intersect reason about conditions; sb.dialectHelpers adds the
+// canary-annotation helpers.
 func (sb *sandbox) helpers(L *lua.LState) *lua.LTable {
 	t := L.NewTable()
 	mark := func(mt *lua.LTable) lua.LGFunction {
@@ -308,6 +310,7 @@ func (sb *sandbox) helpers(L *lua.LState) *lua.LTable {
 	t.RawSetString("null", sb.marks.null)
 	t.RawSetString("covers", L.NewFunction(luaCovers))
 	t.RawSetString("intersect", L.NewFunction(sb.luaIntersect))
+	sb.dialectHelpers(L, t)
 	return t
 }
 

@@ -21,13 +21,7 @@
 local prefix = "alb.ingress.kubernetes.io/"
 local owned = { "canary", "canary-weight", "canary-by-header", "canary-by-header-value", "canary-by-cookie" }
 
-local out = {}
-for k, v in pairs(obj.annotations or {}) do
-  out[k] = v
-end
-for _, k in ipairs(owned) do
-  out[prefix .. k] = nil
-end
+local out = rollgate.withoutKeys(obj.annotations, prefix, owned)
 out[prefix .. "canary"] = "true"
 
 local order = tonumber((obj.annotations or {})[prefix .. "order"] or "10") or 10
@@ -37,52 +31,28 @@ local function fail(i, msg)
   error(string.format("aliyun-alb: step match %d: %s", i, msg), 0)
 end
 
-local prefixes = { "^(.*;\\s*)?", "^(.*; )?", "^(.*;)?", "(^|;\\s*)", "^", ".*" }
-local suffixes = { "(;.*)?$", "(;|$)", "$", ".*" }
-
-local function strip(s, list, atEnd)
-  for _, p in ipairs(list) do
-    if atEnd and #s > #p and s:sub(-#p) == p then
-      return s:sub(1, #s - #p)
-    elseif not atEnd and s:sub(1, #p) == p then
-      return s:sub(#p + 1)
-    end
-  end
-  return s
-end
-
-local function cookiePair(h)
-  if h.name:lower() ~= "cookie" or h.type ~= "RegularExpression" then
-    return nil
-  end
-  local body = strip(strip(h.value, prefixes, false), suffixes, true)
-  return body:match("^([%w_%-]+)=([%w_%-%.]+)$")
-end
-
 local header, cookie
-for i, m in ipairs(obj.matches or {}) do
-  if m.path ~= nil or #(m.queryParams or {}) > 0 then
-    fail(i, "ALB canary annotations match only headers and cookies")
-  end
-  if #(m.headers or {}) ~= 1 then
-    fail(i, "ALB supports exactly one condition per match")
-  end
-  local h = (m.headers or {})[1]
-  local name, value = cookiePair(h)
-  if name ~= nil then
-    if value ~= "always" then
-      fail(i, "ALB cookie rules match only the value always (use NAME=always)")
+for c in rollgate.stepConditions(obj.matches, {
+  name = "aliyun-alb",
+  path = "ALB canary annotations match only headers and cookies",
+  query = "ALB canary annotations match only headers and cookies",
+  count = "ALB supports exactly one condition per match",
+}) do
+  local h = c.header
+  if c.cookie ~= nil then
+    if c.cookieValue ~= "always" then
+      fail(c.index, "ALB cookie rules match only the value always (use NAME=always)")
     end
     if cookie ~= nil then
-      fail(i, "ALB supports one cookie condition per step")
+      fail(c.index, "ALB supports one cookie condition per step")
     end
-    cookie = name
+    cookie = c.cookie
   elseif h.type ~= "Exact" then
-    fail(i, "ALB matches header values exactly; " .. tostring(h.type) .. " is not supported")
+    fail(c.index, "ALB matches header values exactly; " .. tostring(h.type) .. " is not supported")
   elseif header == nil then
     header = h
   else
-    fail(i, "ALB supports one header condition per step")
+    fail(c.index, "ALB supports one header condition per step")
   end
 end
 
@@ -90,12 +60,6 @@ if header ~= nil then
   out[prefix .. "canary-by-header"] = header.name
   out[prefix .. "canary-by-header-value"] = header.value
 end
-if cookie ~= nil then
-  out[prefix .. "canary-by-cookie"] = cookie
-end
-if tonumber(obj.weight) >= 0 then
-  out[prefix .. "canary-weight"] = obj.weight
-elseif obj.matches == nil then
-  out[prefix .. "canary-weight"] = "0"
-end
+out[prefix .. "canary-by-cookie"] = cookie
+out[prefix .. "canary-weight"] = rollgate.canaryWeight(obj)
 return out

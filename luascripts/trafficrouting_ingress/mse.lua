@@ -25,83 +25,33 @@ local owned = { "canary", "canary-weight", "canary-weight-total", "canary-by-hea
   "canary-by-header-value", "canary-by-header-pattern", "canary-by-cookie",
   "canary-by-cookie-value", "canary-by-query", "canary-by-query-value", "canary-by-query-pattern" }
 
-local out = {}
-for k, v in pairs(obj.annotations or {}) do
-  out[k] = v
-end
-for _, k in ipairs(owned) do
-  out[prefix .. k] = nil
-  out["nginx.ingress.kubernetes.io/" .. k] = nil
-end
+local out = rollgate.withoutKeys(obj.annotations, { prefix, "nginx.ingress.kubernetes.io/" }, owned)
 out[prefix .. "canary"] = "true"
 
-local function fail(i, msg)
-  error(string.format("mse: step match %d: %s", i, msg), 0)
-end
-
-local prefixes = { "^(.*;\\s*)?", "^(.*; )?", "^(.*;)?", "(^|;\\s*)", "^", ".*" }
-local suffixes = { "(;.*)?$", "(;|$)", "$", ".*" }
-
-local function strip(s, list, atEnd)
-  for _, p in ipairs(list) do
-    if atEnd and #s > #p and s:sub(-#p) == p then
-      return s:sub(1, #s - #p)
-    elseif not atEnd and s:sub(1, #p) == p then
-      return s:sub(#p + 1)
-    end
-  end
-  return s
-end
-
-local function cookiePair(h)
-  if h.name:lower() ~= "cookie" or h.type ~= "RegularExpression" then
-    return nil
-  end
-  local body = strip(strip(h.value, prefixes, false), suffixes, true)
-  return body:match("^([%w_%-]+)=([%w_%-%.]+)$")
-end
-
--- setMatch writes canary-by-<kind> and its -value or -pattern key.
-local function setMatch(kind, name, typ, value)
-  out[prefix .. "canary-by-" .. kind] = name
-  if typ == "Exact" then
-    out[prefix .. "canary-by-" .. kind .. "-value"] = value
-  elseif typ == "RegularExpression" then
-    out[prefix .. "canary-by-" .. kind .. "-pattern"] = value
-  else
-    error(string.format("mse cannot match a %s with type %s", kind, tostring(typ)), 0)
-  end
-end
-
+-- Header or query first, then cookie (any value: MSE has cookie values).
 local header, query, cookieName, cookieValue
-for i, m in ipairs(obj.matches or {}) do
-  if m.path ~= nil then
-    fail(i, "path matches cannot be expressed with canary annotations")
-  end
-  if #(m.headers or {}) + #(m.queryParams or {}) ~= 1 then
-    fail(i, "mse supports exactly one condition per match")
-  end
-  local h, q = (m.headers or {})[1], (m.queryParams or {})[1]
-  local name, value
-  if h ~= nil then
-    name, value = cookiePair(h)
-  end
-  if name ~= nil and cookieName == nil then
-    cookieName, cookieValue = name, value
-  elseif h ~= nil and header == nil and query == nil then
-    header = h
-  elseif q ~= nil and query == nil and header == nil then
-    query = q
+for c in rollgate.stepConditions(obj.matches, {
+  name = "mse",
+  path = "path matches cannot be expressed with canary annotations",
+  count = "mse supports exactly one condition per match",
+}) do
+  if c.cookie ~= nil and cookieName == nil then
+    cookieName, cookieValue = c.cookie, c.cookieValue
+  elseif c.header ~= nil and header == nil and query == nil then
+    header = c.header
+  elseif c.query ~= nil and query == nil and header == nil then
+    query = c.query
   else
-    fail(i, "mse supports one header or query parameter condition and one cookie condition per step")
+    error(string.format("mse: step match %d: %s", c.index,
+      "mse supports one header or query parameter condition and one cookie condition per step"), 0)
   end
 end
 
 if header ~= nil then
-  setMatch("header", header.name:lower(), header.type, header.value)
+  rollgate.canaryBy(out, prefix, "header", header.name:lower(), header, "mse")
 end
 if query ~= nil then
-  setMatch("query", query.name, query.type, query.value)
+  rollgate.canaryBy(out, prefix, "query", query.name, query, "mse")
 end
 if cookieName ~= nil then
   out[prefix .. "canary-by-cookie"] = cookieName
@@ -109,23 +59,6 @@ if cookieName ~= nil then
     out[prefix .. "canary-by-cookie-value"] = cookieValue
   end
 end
-if tonumber(obj.weight) >= 0 then
-  out[prefix .. "canary-weight"] = obj.weight
-elseif obj.matches == nil then
-  out[prefix .. "canary-weight"] = "0"
-end
-
-local mod = obj.requestHeaderModifier
-if mod ~= nil then
-  local function lines(list)
-    local parts = {}
-    for _, h in ipairs(list) do
-      table.insert(parts, h.name .. " " .. h.value)
-    end
-    return table.concat(parts, "\n")
-  end
-  if #(mod.set or {}) > 0 then out[prefix .. "request-header-control-update"] = lines(mod.set) end
-  if #(mod.add or {}) > 0 then out[prefix .. "request-header-control-add"] = lines(mod.add) end
-  if #(mod.remove or {}) > 0 then out[prefix .. "request-header-control-remove"] = table.concat(mod.remove, ",") end
-end
+out[prefix .. "canary-weight"] = rollgate.canaryWeight(obj)
+rollgate.headerControl(out, prefix, obj.requestHeaderModifier)
 return out
