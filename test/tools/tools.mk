@@ -91,7 +91,8 @@ endef
 define tools-progress
 	@start=$$(date +%s); ( while sleep 30; do echo "  ... still building $(1) ($$(( $$(date +%s) - start )) s)"; done ) & ticker=$$!; \
 	$(2); rc=$$?; kill $$ticker 2>/dev/null; wait $$ticker 2>/dev/null; \
-	echo "  $(1): $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
+	echo "  $(1): $$(( $$(date +%s) - start )) s (exit $$rc)"; \
+	mkdir -p $(BIN); echo "$$(( $$(date +%s) - start )) s  $(1) (exit $$rc)" >> $(BIN)/.tools-built; exit $$rc
 endef
 
 # Tools kept in files of their own (included before `tools` reads
@@ -102,6 +103,9 @@ endef
 .tools-force:
 
 tools: tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-image tools-traefik tools-realnode $(TOOLS_EXTRA) ## Install or build every test tool into bin/ (cheap when up to date)
+	@# What this run built, longest first (nothing when every tool was up to date).
+	@if [ -s $(BIN)/.tools-built ]; then echo "== tools built by this run, longest first =="; sort -rn $(BIN)/.tools-built; \
+		awk '{ s += $$1 } END { print "  total " s " s of builds (some ran in parallel under make -j)" }' $(BIN)/.tools-built; fi; rm -f $(BIN)/.tools-built
 
 tools-demo: $(addprefix $(TOOLS_K8S_BIN)/,$(TOOLS_DEMO_K8S_COMPONENTS)) tools-etcd tools-kwok $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_DEMO_FLUX_COMPONENTS)) $(TOOLS_FLUX_BIN)/crds ## Build only what make demo runs: kube-apiserver, -controller-manager, -scheduler, etcd, kwok, Flux source- and kustomize-controller
 
