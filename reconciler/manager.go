@@ -4,15 +4,21 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"strings"
+	"time"
 
 	fluxcontroller "github.com/fluxcd/pkg/runtime/controller"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -23,6 +29,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/workload"
 )
 
@@ -111,6 +118,43 @@ func leaseName(shard labels.Selector) string {
 	return fmt.Sprintf("rollgate.dev-%08x", h.Sum32())
 }
 
+// leaderLock builds the leader election lock controller-runtime would
+// build (a Lease, identity "<hostname>_<uuid>", a client timing out
+// within half the renew deadline) and returns it with the Lease it
+// takes. An empty namespace is the Pod's.
+func leaderLock(cfg *rest.Config, namespace, name string) (resourcelock.Interface, *gitsource.Lease, error) {
+	if namespace == "" {
+		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		if err != nil {
+			return nil, nil, fmt.Errorf("leader election needs the controller's namespace (--namespace, or $POD_NAMESPACE): %w", err)
+		}
+		namespace = strings.TrimSpace(string(b))
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, nil, fmt.Errorf("leader election identity: %w", err)
+	}
+	id := host + "_" + string(uuid.NewUUID())
+	lc := rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	lc.Timeout = leaderRenewDeadline / 2
+	core, err := corev1client.NewForConfig(lc)
+	if err != nil {
+		return nil, nil, err
+	}
+	coordination, err := coordinationv1client.NewForConfig(lc)
+	if err != nil {
+		return nil, nil, err
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, name, core, coordination, resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return nil, nil, fmt.Errorf("leader election lock: %w", err)
+	}
+	return lock, &gitsource.Lease{Namespace: namespace, Name: name, Identity: id}, nil
+}
+
+// leaderRenewDeadline is controller-runtime's default renew deadline.
+const leaderRenewDeadline = 10 * time.Second
+
 // NewScheme returns the scheme of the kinds rollgate reads and writes.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
@@ -190,6 +234,17 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 		// update of the controller hands over in seconds instead of waiting
 		// for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
+	}
+	if mo.LeaderElect {
+		// The lock is built here, not by the manager, so that the Git
+		// status writers know this process's identity in the Lease and
+		// can read their fencing epoch from it.
+		lock, lease, err := leaderLock(cfg, co.LeaderElectionNamespace, co.LeaderElectionID)
+		if err != nil {
+			return nil, err
+		}
+		co.LeaderElectionResourceLockInterface = lock
+		opts.lease = lease
 	}
 	if mo.Logger.GetSink() != nil {
 		co.Logger = mo.Logger

@@ -54,6 +54,11 @@ type Options struct {
 	Now func() time.Time
 	// Metrics records rollgate's Prometheus metrics; nil records none.
 	Metrics *metrics.Metrics
+
+	// lease is the leader election Lease NewManager set up (nil without
+	// leader election): the Git status writers' fencing epoch comes from
+	// it.
+	lease *gitsource.Lease
 }
 
 // gitOptions are the options of the Git source (package gitsource).
@@ -61,7 +66,7 @@ func (o Options) gitOptions() gitsource.Options {
 	return gitsource.Options{
 		Concurrent: o.Concurrent, PushAddr: o.GitWebhookAddr, DefaultInterval: o.GitDefaultInterval,
 		StatusBranch: o.GitStatusBranch, StatusWindow: o.GitStatusWindow, InsecureHTTP: o.GitInsecureHTTP,
-		Now: o.Now, Metrics: o.Metrics,
+		Now: o.Now, Metrics: o.Metrics, Lease: o.lease,
 	}
 }
 

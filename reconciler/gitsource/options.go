@@ -27,6 +27,13 @@ type Options struct {
 	Now func() time.Time
 	// Metrics records the Git metrics; nil records none.
 	Metrics *metrics.Metrics
+	// Lease is this process's leader election Lease: the status writers
+	// write under the epoch read from it (gitsync.Fence). Nil without
+	// leader election: epoch 0, no fencing.
+	Lease *Lease
+	// CollectInterval is how often each status writer removes the files
+	// of deleted Rollouts; 0 means gitsync.DefaultCollectInterval.
+	CollectInterval time.Duration
 }
 
 func (o Options) now() time.Time {

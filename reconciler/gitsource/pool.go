@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
@@ -48,6 +49,11 @@ type Pool struct {
 	// owned orders a Rollout's progress queued against its writer's
 	// Forget when it leaves this shard (QueueProgress).
 	owned sync.Mutex
+
+	// fenceMu guards epoch, this process's leadership epoch once read
+	// from the Lease (see fence); 0 until then.
+	fenceMu sync.Mutex
+	epoch   uint64
 }
 
 // Repo is one open repository.
@@ -210,6 +216,12 @@ func (g *Pool) reopen(ctx context.Context, key types.NamespacedName, r *v1alpha1
 	if err != nil {
 		return nil, err
 	}
+	// The status writer writes under this process's leadership epoch; a
+	// process that cannot tell it opens no writer.
+	fence, err := g.fence(ctx)
+	if err != nil {
+		return nil, err
+	}
 	secretVersion += "/" + version
 	entryKey := entryKey(r.Spec, secretVersion)
 	g.mu.Lock()
@@ -217,7 +229,7 @@ func (g *Pool) reopen(ctx context.Context, key types.NamespacedName, r *v1alpha1
 		g.mu.Unlock()
 		return e, nil
 	}
-	e, err := g.open(key, r.Spec, data, signing, approvers, entryKey)
+	e, err := g.open(key, r.Spec, data, signing, approvers, entryKey, fence)
 	if err != nil {
 		g.mu.Unlock()
 		return nil, fmt.Errorf("Repository %s: %w", key, err)
@@ -267,9 +279,10 @@ const (
 // open builds the repository of the Repository object obj and starts its
 // status writer and its proposer; with signing (the data of the
 // signingKeyRef Secret) every commit is signed; approvers are the keys of
-// spec.approvals.signedBy.
+// spec.approvals.signedBy; the writer writes under fence and collects
+// the status files of deleted Rollouts.
 // Called with g.mu held.
-func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing, approvers map[string][]byte, key string) (*Repo, error) {
+func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing, approvers map[string][]byte, key string, fence gitsync.Fence) (*Repo, error) {
 	var creds *gitsync.Credentials
 	if secret != nil {
 		c, err := gitsync.CredentialsFromSecret(secret)
@@ -316,6 +329,9 @@ func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secr
 	e := &Repo{pool: g, key: key, obj: obj, spec: spec, clone: repo, writes: writes, verifier: verifier, history: history,
 		branch: cmp.Or(spec.Branch, "main"), statusBranch: opts.Branch, window: opts.Window}
 	opts.OnFlush = func(res gitsync.FlushResult, err error) { g.flushed(e, res, err) }
+	opts.Fence = fence
+	opts.Exists, opts.CollectInterval = g.rolloutExists, g.defaults.CollectInterval
+	opts.OnCollect = func(res gitsync.CollectResult, err error) { g.collected(e, res, err) }
 	w, err := gitsync.NewWriter(writes, opts)
 	if err != nil {
 		return nil, err
@@ -335,6 +351,24 @@ func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secr
 		done.Wait()
 	}
 	return e, nil
+}
+
+// collected logs a collection pass of e's status writer.
+func (g *Pool) collected(e *Repo, res gitsync.CollectResult, err error) {
+	g.mu.Lock()
+	ctx := g.ctx
+	g.mu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	log := ctrllog.FromContext(ctx).WithValues("repository", e.obj.String(), "branch", e.statusBranch)
+	if err != nil {
+		log.Error(err, "collecting the status files of deleted Rollouts", "checked", res.Checked, "removed", res.Removed, "kept", res.Kept)
+		return
+	}
+	if len(res.Removed) > 0 {
+		log.Info("removed the status files of deleted Rollouts", "removed", res.Removed, "checked", res.Checked)
+	}
 }
 
 // flushed records a status flush of e for its Repository's status and

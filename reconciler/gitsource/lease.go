@@ -1,0 +1,95 @@
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/gitsync"
+)
+
+// Lease names the leader election Lease of this process and the identity
+// it holds it as. The status writers write under the epoch read from it
+// (see gitsync.Fence).
+type Lease struct {
+	// Namespace and Name of the Lease.
+	Namespace, Name string
+	// Identity is this process's spec.holderIdentity in it.
+	Identity string
+}
+
+// String is "<namespace>/<name>".
+func (l Lease) String() string { return l.Namespace + "/" + l.Name }
+
+// ErrNotLeader means the Lease is not held by this process.
+var ErrNotLeader = errors.New("this process does not hold the leader election Lease")
+
+// leaseEpoch reads l with r (uncached: the API server's current Lease)
+// and returns this process's leadership epoch: spec.leaseTransitions + 1.
+// client-go's leader election adds one to leaseTransitions every time
+// another identity takes the Lease, and an identity is one process, so
+// the epoch grows with every new leader; the +1 keeps 0 for "no leader
+// election". It fails with ErrNotLeader when another identity (or none)
+// holds the Lease.
+func leaseEpoch(ctx context.Context, r client.Reader, l Lease) (uint64, error) {
+	var lease coordinationv1.Lease
+	if err := r.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, &lease); err != nil {
+		return 0, fmt.Errorf("reading leader election Lease %s: %w", l, err)
+	}
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder = *lease.Spec.HolderIdentity
+	}
+	if holder != l.Identity {
+		return 0, fmt.Errorf("%w: Lease %s is held by %q, this process is %q", ErrNotLeader, l, holder, l.Identity)
+	}
+	transitions := int32(0)
+	if lease.Spec.LeaseTransitions != nil {
+		transitions = *lease.Spec.LeaseTransitions
+	}
+	if transitions < 0 {
+		return 0, fmt.Errorf("Lease %s: spec.leaseTransitions is %d", l, transitions)
+	}
+	return uint64(transitions) + 1, nil
+}
+
+// fence returns the leadership the status writers write under: the zero
+// Fence without leader election, else the epoch read from the Lease the
+// first time it is asked for (the process leads until it exits).
+func (g *Pool) fence(ctx context.Context) (gitsync.Fence, error) {
+	l := g.defaults.Lease
+	if l == nil {
+		return gitsync.Fence{}, nil
+	}
+	g.fenceMu.Lock()
+	defer g.fenceMu.Unlock()
+	if g.epoch > 0 {
+		return gitsync.Fence{Epoch: g.epoch, Lease: l.String(), Holder: l.Identity}, nil
+	}
+	epoch, err := leaseEpoch(ctx, g.reader, *l)
+	if err != nil {
+		return gitsync.Fence{}, err
+	}
+	g.epoch = epoch
+	return gitsync.Fence{Epoch: epoch, Lease: l.String(), Holder: l.Identity}, nil
+}
+
+// rolloutExists is the gitsync.RolloutExists of the status writers: a
+// live read, so a Rollout of another shard, or one the cache has not seen
+// yet, counts; only NotFound says a Rollout is gone.
+func (g *Pool) rolloutExists(ctx context.Context, namespace, name string) (bool, error) {
+	err := g.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &v1alpha1.Rollout{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, err
+}

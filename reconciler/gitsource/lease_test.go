@@ -1,0 +1,59 @@
+package gitsource
+
+import (
+	"errors"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
+)
+
+// TestTheEpochIsReadFromTheLeaseThisProcessHolds: the status writers'
+// fencing epoch is the Lease's spec.leaseTransitions + 1, read from the
+// API server, and only while this process's identity holds the Lease.
+func TestTheEpochIsReadFromTheLeaseThisProcessHolds(t *testing.T) {
+	ctx, _, c, _ := rollouttest.StartAPIServer(t)
+	const ns = "rollgate-system"
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	lease := func(name, holder string, transitions *int32) Lease {
+		rollouttest.MustCreate(t, c, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15), LeaseTransitions: transitions}})
+		return Lease{Namespace: ns, Name: name, Identity: "pod-a_1234"}
+	}
+
+	mine := lease("rollgate.dev", "pod-a_1234", ptr.To[int32](4))
+	if epoch, err := leaseEpoch(ctx, c, mine); err != nil || epoch != 5 {
+		t.Fatalf("epoch of a Lease held with 4 transitions = %d, %v; want 5", epoch, err)
+	}
+	// The first holder of a new Lease (no transitions yet) still fences.
+	first := lease("first", "pod-a_1234", nil)
+	if epoch, err := leaseEpoch(ctx, c, first); err != nil || epoch != 1 {
+		t.Fatalf("epoch of a new Lease = %d, %v; want 1", epoch, err)
+	}
+
+	theirs := lease("theirs", "pod-b_5678", ptr.To[int32](7))
+	if epoch, err := leaseEpoch(ctx, c, theirs); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("epoch of a Lease held by another identity = %d, %v; want ErrNotLeader", epoch, err)
+	}
+	if _, err := leaseEpoch(ctx, c, Lease{Namespace: ns, Name: "missing", Identity: "pod-a_1234"}); err == nil {
+		t.Fatal("a missing Lease gave an epoch")
+	}
+
+	// The pool reads it once and hands it to every writer it opens.
+	g := NewPool(c, Options{Lease: &mine})
+	f, err := g.fence(ctx)
+	if err != nil || f.Epoch != 5 || f.Lease != ns+"/rollgate.dev" || f.Holder != "pod-a_1234" {
+		t.Fatalf("pool fence = %+v, %v", f, err)
+	}
+	// Without leader election there is no epoch and no fence.
+	if f, err := NewPool(c, Options{}).fence(ctx); err != nil || f.Epoch != 0 {
+		t.Fatalf("fence without a Lease = %+v, %v; want epoch 0", f, err)
+	}
+	if _, err := NewPool(c, Options{Lease: &theirs}).fence(ctx); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("fence of a Lease held by another identity: %v, want ErrNotLeader", err)
+	}
+}
