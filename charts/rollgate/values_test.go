@@ -389,8 +389,10 @@ func TestPortValues(t *testing.T) {
 
 // TestWebhookTimeout: webhook.timeoutSeconds (default 10) reaches every
 // controller's --webhook-timeout-seconds, main and shard, so the controller
-// keeps the webhook configurations at it, and the configurations the chart
-// creates before the controller first runs.
+// keeps the webhook configurations at it. The configurations the chart
+// renders carry no webhooks: their content is the controller's (a field the
+// chart rendered and the controller rewrote would be a difference for
+// Argo CD's self-heal and Flux's drift detection, docs/install.md).
 func TestWebhookTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		values string
@@ -408,15 +410,8 @@ func TestWebhookTimeout(t *testing.T) {
 		if !r.get("MutatingWebhookConfiguration", "rg-rollgate", &m) || !r.get("ValidatingWebhookConfiguration", "rg-rollgate", &v) {
 			t.Fatalf("%q: no webhook configurations rg-rollgate: %v", tc.values, keys(r.objects))
 		}
-		var got []int32
-		for _, w := range m.Webhooks {
-			got = append(got, *w.TimeoutSeconds)
-		}
-		for _, w := range v.Webhooks {
-			got = append(got, *w.TimeoutSeconds)
-		}
-		if len(got) == 0 || slices.ContainsFunc(got, func(s int32) bool { return s != tc.want }) {
-			t.Errorf("%q: the configurations' timeouts are %v, want %d", tc.values, got, tc.want)
+		if len(m.Webhooks) != 0 || len(v.Webhooks) != 0 {
+			t.Errorf("%q: the chart renders %d mutating and %d validating webhooks, want none (the controller writes them)", tc.values, len(m.Webhooks), len(v.Webhooks))
 		}
 	}
 }
