@@ -39,6 +39,9 @@ type env struct {
 	git     *gitserver.Server
 	argo    *argocd.Instance
 	dir     string
+	// stopController stops the in-process controller (nil while stopped:
+	// TestInstallRollgateWithArgoCD runs the chart's instead).
+	stopController func()
 }
 
 // shared is set by TestMain before any test runs.
@@ -110,14 +113,24 @@ func start() (*env, func(), error) {
 			return nil, stop, err
 		}
 	}
-	if _, err := e.kubectl(ctx, "", "create", "namespace", "rollgate-system"); err != nil {
+	if _, err := e.kubectl(ctx, "", "create", "namespace", inProcessNS); err != nil {
 		return nil, stop, err
 	}
-	stopController, err := e.startController(ctx)
+	if e.stopController, err = e.startController(ctx); err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, func() {
+		if e.stopController != nil {
+			e.stopController()
+		}
+	})
+	// The repo-server renders Helm charts with `helm` from its PATH (as in
+	// Argo CD's image): TestInstallRollgateWithArgoCD syncs charts/rollgate.
+	helm, err := repo.LookTool("helm")
 	if err != nil {
 		return nil, stop, err
 	}
-	stops = append(stops, stopController)
+	os.Setenv("PATH", filepath.Dir(helm)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	argoStart := time.Now()
 	if e.argo, err = argocd.Start(ctx, argocd.Options{Kubeconfig: e.cluster.Kubeconfig, Dir: filepath.Join(dir, "argocd")}); err != nil {
 		return nil, stop, err
@@ -147,6 +160,12 @@ func printRSS(rss map[string]int64) {
 	fmt.Printf("RSS Argo CD total: %d MiB\n", total>>20)
 }
 
+// inProcessNS is the namespace, and the name of the webhook configurations,
+// of the in-process controller: rollgate-system and "rollgate" are what
+// TestInstallRollgateWithArgoCD's Application installs, as docs/install.md
+// writes it.
+const inProcessNS = "rollgate-dev"
+
 // startController runs the rollgate controller in-process, as `rollgate
 // controller --webhook-url https://127.0.0.1:<port>` runs next to a
 // development cluster, with its log in a file.
@@ -157,7 +176,7 @@ func (e *env) startController(ctx context.Context) (func(), error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	logFile, err := os.Create(filepath.Join(e.dir, "rollgate.log"))
+	logFile, err := os.OpenFile(filepath.Join(e.dir, "rollgate.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -166,8 +185,11 @@ func (e *env) startController(ctx context.Context) (func(), error) {
 	ctrllog.SetLogger(logger)
 	mgr, err := reconciler.NewManager(e.cluster.RESTConfig, reconciler.ManagerOptions{
 		Logger: logger,
+		// TestInstallRollgateWithArgoCD stops it and starts it again.
+		Restartable: true,
 	}, reconciler.Options{
-		Namespace:          "rollgate-system",
+		Namespace:          inProcessNS,
+		WebhookConfigName:  inProcessNS,
 		Concurrent:         2,
 		LuaConfigMap:       "rollgate-lua",
 		WebhookURL:         fmt.Sprintf("https://127.0.0.1:%d", port),
@@ -192,7 +214,7 @@ func (e *env) startController(ctx context.Context) (func(), error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var v admissionregistrationv1.MutatingWebhookConfiguration
-		err := e.c.Get(ctx, client.ObjectKey{Name: "rollgate"}, &v)
+		err := e.c.Get(ctx, client.ObjectKey{Name: inProcessNS}, &v)
 		if err == nil && len(v.Webhooks) > 0 && len(v.Webhooks[0].ClientConfig.CABundle) > 0 {
 			if conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
 				conn.Close()
