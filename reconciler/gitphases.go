@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,6 +27,9 @@ type gitRepository interface {
 	Head(branch string) (string, error)
 	Propose(key types.NamespacedName, p gitsource.Proposal) (gitsource.Proposed, bool)
 	Revert(ctx context.Context, opts gitsync.RevertOptions, req gitsync.RevertRequest) (gitsync.RevertOutcome, error)
+	// CleanupReverts deletes, in the background, the Rollout's revert
+	// branches whose change the tracked branch holds.
+	CleanupReverts(log logr.Logger, key types.NamespacedName, tracked, occasion string)
 	FleetStates(ctx context.Context, now time.Time) (map[string]gitsync.RolloutState, error)
 	Writer() *gitsync.Writer
 	QueueProgress(ctx context.Context, cache client.Reader, st gitsync.RolloutState)

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"path"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -71,12 +69,6 @@ func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *scope) error {
 	return nil
 }
 
-// revertCleaner deletes the merged revert branches of a Rollout
-// (gitsource.Repo.CleanupReverts).
-type revertCleaner interface {
-	CleanupReverts(log logr.Logger, key types.NamespacedName, tracked, occasion string)
-}
-
 // cleanupReverts asks for the revert branches of the Rollout that the
 // tracked branch already holds to be deleted (gitsync.CleanupRevertBranches),
 // when a release has ended: the Rollout is Healthy and its step state
@@ -107,8 +99,7 @@ type revertCleaner interface {
 // occasion; they never touch the release.
 func cleanupReverts(ctx context.Context, rel *scope) {
 	ro := rel.ro
-	c, ok := rel.git.(revertCleaner)
-	if !ok || rel.git == nil || ro.Spec.Git == nil || ro.Status.Phase != v1alpha1.PhaseHealthy {
+	if rel.git == nil || ro.Spec.Git == nil || ro.Status.Phase != v1alpha1.PhaseHealthy {
 		return
 	}
 	state := ro.Status.CurrentStepState
@@ -117,7 +108,7 @@ func cleanupReverts(ctx context.Context, rel *scope) {
 	}
 	tracked := trackedBranch(ro, rel.repository)
 	head, _ := rel.git.Head(tracked)
-	c.CleanupReverts(log.FromContext(ctx), client.ObjectKeyFromObject(ro), tracked,
+	rel.git.CleanupReverts(log.FromContext(ctx), client.ObjectKeyFromObject(ro), tracked,
 		string(state)+"/"+ro.Status.StableRevision+"/"+head)
 }
 

@@ -84,6 +84,8 @@ type Repo struct {
 
 	// fleet caches the status files of every cluster for spec.fleet.
 	fleet fleetCache
+	// reverts records the cleanups of revert branches per Rollout.
+	reverts revertCleanups
 
 	// comparing orders the compares of wakeIfMoved.
 	comparing sync.Mutex

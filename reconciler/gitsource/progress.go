@@ -12,14 +12,17 @@ import (
 )
 
 // forgetRollout drops the Rollout from the writer (see
-// gitsync.Writer.Forget) and the proposer of every open repository.
+// gitsync.Writer.Forget), the proposer and the revert cleanups of every
+// open repository.
 func (g *Pool) forgetRollout(namespace, name string) {
 	g.owned.Lock()
 	defer g.owned.Unlock()
 	g.mu.Lock()
 	writers := make([]*gitsync.Writer, 0, len(g.entries))
 	proposers := make([]*proposer, 0, len(g.entries))
+	key := types.NamespacedName{Namespace: namespace, Name: name}
 	for _, e := range g.entries {
+		e.reverts.forget(key)
 		if e.writer != nil {
 			writers = append(writers, e.writer)
 		}
@@ -32,7 +35,7 @@ func (g *Pool) forgetRollout(namespace, name string) {
 		w.Forget(namespace, name)
 	}
 	for _, p := range proposers {
-		p.forget(types.NamespacedName{Namespace: namespace, Name: name})
+		p.forget(key)
 	}
 }
 

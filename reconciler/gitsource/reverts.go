@@ -28,12 +28,6 @@ const revertCleanupRetry = time.Minute
 // tracked branch, one of the revert tips, a push).
 const revertCleanupTimeout = 4 * gitsync.DefaultTimeout
 
-// revertCleanupKey names one Rollout's revert branches in one repository.
-type revertCleanupKey struct {
-	repo    string // the repository's URL, without credentials
-	rollout types.NamespacedName
-}
-
 // revertCleanupState is what was done for a Rollout.
 type revertCleanupState struct {
 	done    string // the occasion last served
@@ -41,43 +35,56 @@ type revertCleanupState struct {
 	failed  time.Time // when the last try of an unserved occasion failed
 }
 
-var revertCleanups = struct {
-	sync.Mutex
-	m map[revertCleanupKey]*revertCleanupState
-}{m: map[revertCleanupKey]*revertCleanupState{}}
+// revertCleanups holds a Repo's revertCleanupState per Rollout: one entry
+// per Rollout that ended a release on the repository, dropped when the
+// Rollout is deleted (forget).
+type revertCleanups struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]*revertCleanupState
+}
+
+// forget drops what was done for the Rollout key.
+func (c *revertCleanups) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
+}
 
 // CleanupReverts deletes, in the background, the revert branches of
 // Rollout key whose change tracked holds, once per occasion (a string
 // the caller changes when there is reason to look again). Outcomes and
 // failures go to log.
 func (e *Repo) CleanupReverts(log logr.Logger, key types.NamespacedName, tracked, occasion string) {
-	k := revertCleanupKey{repo: e.String(), rollout: key}
-	revertCleanups.Lock()
-	st := revertCleanups.m[k]
+	c := &e.reverts
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[types.NamespacedName]*revertCleanupState{}
+	}
+	st := c.m[key]
 	if st == nil {
 		st = &revertCleanupState{}
-		revertCleanups.m[k] = st
+		c.m[key] = st
 	}
 	if st.running || st.done == occasion || (!st.failed.IsZero() && time.Since(st.failed) < revertCleanupRetry) {
-		revertCleanups.Unlock()
+		c.mu.Unlock()
 		return
 	}
 	st.running = true
-	revertCleanups.Unlock()
+	c.mu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), revertCleanupTimeout)
 		defer cancel()
 		// The writes clone pushes (approval branches, status): a cleanup
 		// never holds up a fetch of the gates' clone.
 		res, err := gitsync.CleanupRevertBranches(ctx, e.writes, key.Namespace, key.Name, tracked)
-		revertCleanups.Lock()
+		c.mu.Lock()
 		st.running = false
 		if err != nil {
 			st.failed = time.Now()
 		} else {
 			st.done, st.failed = occasion, time.Time{}
 		}
-		revertCleanups.Unlock()
+		c.mu.Unlock()
 		log = log.WithValues("repository", e.String(), "rollout", key.String())
 		if err != nil {
 			log.Error(err, "cleaning up revert branches; tried again at the next occasion")
