@@ -31,12 +31,16 @@ func (l Lease) String() string { return l.Namespace + "/" + l.Name }
 var ErrNotLeader = errors.New("this process does not hold the leader election Lease")
 
 // leaseEpoch reads l with r (uncached: the API server's current Lease)
-// and returns this process's leadership epoch: spec.leaseTransitions + 1.
+// and returns this process's leadership epoch: the Lease's creation time
+// in seconds, times epochsPerLease, plus spec.leaseTransitions + 1.
 // client-go's leader election adds one to leaseTransitions every time
 // another identity takes the Lease, and an identity is one process, so
-// the epoch grows with every new leader; the +1 keeps 0 for "no leader
-// election". It fails with ErrNotLeader when another identity (or none)
-// holds the Lease.
+// the epoch grows with every new leader. A Lease deleted and created
+// again (its namespace deleted and rollgate installed anew) starts
+// leaseTransitions from 0, but it is created later: its epochs are still
+// higher than every epoch of the Lease before it. The +1 keeps 0 for "no
+// leader election". It fails with ErrNotLeader when another identity (or
+// none) holds the Lease.
 func leaseEpoch(ctx context.Context, r client.Reader, l Lease) (uint64, error) {
 	var lease coordinationv1.Lease
 	if err := r.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, &lease); err != nil {
@@ -53,11 +57,16 @@ func leaseEpoch(ctx context.Context, r client.Reader, l Lease) (uint64, error) {
 	if lease.Spec.LeaseTransitions != nil {
 		transitions = *lease.Spec.LeaseTransitions
 	}
-	if transitions < 0 {
-		return 0, fmt.Errorf("Lease %s: spec.leaseTransitions is %d", l, transitions)
+	created := lease.CreationTimestamp.Unix()
+	if transitions < 0 || transitions >= epochsPerLease-1 || created < 0 {
+		return 0, fmt.Errorf("Lease %s: spec.leaseTransitions %d or creation time %s out of range", l, transitions, lease.CreationTimestamp)
 	}
-	return uint64(transitions) + 1, nil
+	return uint64(created)*epochsPerLease + uint64(transitions) + 1, nil
 }
+
+// epochsPerLease bounds the leader changes one Lease can count: a million,
+// against creation times of about 2e9 s, stays far inside a uint64.
+const epochsPerLease = 1_000_000
 
 // fence returns the leadership the status writers write under: the zero
 // Fence without leader election, else the epoch read from the Lease the

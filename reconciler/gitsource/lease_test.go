@@ -3,6 +3,7 @@ package gitsource
 import (
 	"errors"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,26 +14,48 @@ import (
 )
 
 // TestTheEpochIsReadFromTheLeaseThisProcessHolds: the status writers'
-// fencing epoch is the Lease's spec.leaseTransitions + 1, read from the
-// API server, and only while this process's identity holds the Lease.
+// fencing epoch grows with the Lease's spec.leaseTransitions and with its
+// creation time (a Lease created again starts its transitions from 0),
+// read from the API server, and only while this process's identity holds
+// the Lease.
 func TestTheEpochIsReadFromTheLeaseThisProcessHolds(t *testing.T) {
 	ctx, _, c, _ := rollouttest.StartAPIServer(t)
 	const ns = "rollgate-system"
 	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	created := map[string]int64{}
 	lease := func(name, holder string, transitions *int32) Lease {
-		rollouttest.MustCreate(t, c, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15), LeaseTransitions: transitions}})
+		obj := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15), LeaseTransitions: transitions}}
+		rollouttest.MustCreate(t, c, obj)
+		created[name] = obj.CreationTimestamp.Unix()
 		return Lease{Namespace: ns, Name: name, Identity: "pod-a_1234"}
 	}
+	base := func(name string) uint64 { return uint64(created[name]) * epochsPerLease }
 
 	mine := lease("rollgate.dev", "pod-a_1234", ptr.To[int32](4))
-	if epoch, err := leaseEpoch(ctx, c, mine); err != nil || epoch != 5 {
-		t.Fatalf("epoch of a Lease held with 4 transitions = %d, %v; want 5", epoch, err)
+	if epoch, err := leaseEpoch(ctx, c, mine); err != nil || epoch != base("rollgate.dev")+5 {
+		t.Fatalf("epoch of a Lease held with 4 transitions = %d, %v; want its creation second x 1e6 + 5", epoch, err)
 	}
 	// The first holder of a new Lease (no transitions yet) still fences.
 	first := lease("first", "pod-a_1234", nil)
-	if epoch, err := leaseEpoch(ctx, c, first); err != nil || epoch != 1 {
-		t.Fatalf("epoch of a new Lease = %d, %v; want 1", epoch, err)
+	if epoch, err := leaseEpoch(ctx, c, first); err != nil || epoch != base("first")+1 {
+		t.Fatalf("epoch of a new Lease = %d, %v; want its creation second x 1e6 + 1", epoch, err)
+	}
+	// A Lease deleted and created again (a reinstall) starts its
+	// transitions from 0, and its first leader still outranks every
+	// leader of the Lease before it.
+	old := lease("again", "pod-a_1234", ptr.To[int32](41))
+	before, err := leaseEpoch(ctx, c, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "again"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // creation times have second precision
+	again := lease("again", "pod-a_1234", nil)
+	if after, err := leaseEpoch(ctx, c, again); err != nil || after <= before {
+		t.Fatalf("epoch of the re-created Lease = %d, %v; want more than %d, the epoch of the Lease before it at 41 transitions", after, err, before)
 	}
 
 	theirs := lease("theirs", "pod-b_5678", ptr.To[int32](7))
@@ -46,7 +69,7 @@ func TestTheEpochIsReadFromTheLeaseThisProcessHolds(t *testing.T) {
 	// The pool reads it once and hands it to every writer it opens.
 	g := NewPool(c, Options{Lease: &mine})
 	f, err := g.fence(ctx)
-	if err != nil || f.Epoch != 5 || f.Lease != ns+"/rollgate.dev" || f.Holder != "pod-a_1234" {
+	if err != nil || f.Epoch != base("rollgate.dev")+5 || f.Lease != ns+"/rollgate.dev" || f.Holder != "pod-a_1234" {
 		t.Fatalf("pool fence = %+v, %v", f, err)
 	}
 	// Without leader election there is no epoch and no fence.
