@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollgate/rollgate/test/docpage"
 	"github.com/rollgate/rollgate/test/repo"
-	"github.com/rollgate/rollgate/test/walkthrough"
 )
 
 // DocsGitURL is the Git URL the GitOps recipes of docs/install.md are
@@ -24,7 +24,7 @@ func InstallRecipe(t testing.TB, want, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, err := walkthrough.Parse(string(page))
+	blocks, err := docpage.Parse(string(page))
 	if err != nil {
 		t.Fatalf("docs/install.md: %v", err)
 	}

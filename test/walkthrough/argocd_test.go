@@ -17,6 +17,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/argocd"
 	"github.com/rollgate/rollgate/test/chartrun"
+	"github.com/rollgate/rollgate/test/docpage"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
@@ -37,7 +38,7 @@ func TestArgoCDGettingStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, err := Parse(string(page))
+	blocks, err := docpage.Parse(string(page))
 	if err != nil {
 		t.Fatalf("%s: %v", pagePath, err)
 	}

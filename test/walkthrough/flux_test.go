@@ -22,6 +22,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/chartrun"
+	"github.com/rollgate/rollgate/test/docpage"
 	"github.com/rollgate/rollgate/test/flux"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kwok"
@@ -44,7 +45,7 @@ func TestFluxGettingStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, err := Parse(string(page))
+	blocks, err := docpage.Parse(string(page))
 	if err != nil {
 		t.Fatalf("docs/getting-started-flux.md: %v", err)
 	}

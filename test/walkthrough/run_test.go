@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rollgate/rollgate/test/docpage"
 )
 
 // treeBuild lets one page block at a time build in the repository's
@@ -30,7 +32,7 @@ func buildsInTree(script string) bool {
 // "after" block followed by its hook. It fails the test at the first
 // failing block, and when a hook is no longer named by the page. It returns
 // the output of the last block it ran.
-func runPage(ctx context.Context, t *testing.T, s *Session, pagePath string, blocks []Block, env map[string]string, hooks map[string]func() error) (last string) {
+func runPage(ctx context.Context, t *testing.T, s *Session, pagePath string, blocks []docpage.Block, env map[string]string, hooks map[string]func() error) (last string) {
 	t.Helper()
 	used := map[string]bool{}
 	for _, b := range blocks {

@@ -1,3 +1,10 @@
+// Package walkthrough runs a documentation page as a test: every shell block
+// of the page, in order, in one bash session, against a real (kwok) cluster,
+// a Git server and Flux's controllers. A block the test machine cannot run as
+// written (it needs the internet or a container runtime) carries an HTML
+// comment naming what the test does instead (see package docpage for the
+// directives), so the page states its own deviations and nothing is skipped
+// silently.
 package walkthrough
 
 import (

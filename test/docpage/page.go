@@ -1,9 +1,7 @@
-// Package walkthrough runs a documentation page as a test: every shell block
-// of the page, in order, in one bash session, against a real (kwok) cluster,
-// a Git server and Flux's controllers. A block the test machine cannot run as
-// written (it needs the internet or a container runtime) carries an HTML
-// comment naming what the test does instead, so the page states its own
-// deviations and nothing is skipped silently.
+// Package docpage reads the fenced code blocks of a documentation page and
+// the test directives before them, so that tests run what the docs say
+// (test/walkthrough runs whole pages; test/chartrun applies install
+// recipes) instead of keeping copies of it.
 //
 // Directives, on the last non-blank line before a fenced block:
 //
@@ -11,7 +9,7 @@
 //	                              exports its own values for exactly those names
 //	<!-- test: instead <hook> --> the test runs hook <hook> instead of the block
 //	<!-- test: after <hook> -->   the test runs the block, then hook <hook>
-package walkthrough
+package docpage
 
 import (
 	"bufio"
