@@ -247,6 +247,7 @@ func (s *fluxInstall) requestReconcile(gvk schema.GroupVersionKind, ns string) s
 // events and the webhooks saw.
 type fluxSamples struct {
 	n, notReady int
+	notReadyWhy string // the last Ready condition that was not True
 	// releases is the number of Helm release versions at the end.
 	releases int
 	// checks counts the reconciles helm-controller handled (each one
@@ -279,6 +280,7 @@ func (s *fluxInstall) sample(d time.Duration, bundle []byte) *fluxSamples {
 			for _, c := range conds {
 				if m, _ := c.(map[string]any); m["type"] == "Ready" && m["status"] != "True" {
 					out.notReady++
+					out.notReadyWhy = fmt.Sprintf("%v: %v", m["reason"], m["message"])
 				}
 			}
 			if h, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt"); h != "" {
@@ -330,7 +332,7 @@ func (f *fluxSamples) assertNoFight(t *testing.T, phase string, wantReleases int
 		t.Errorf("%s: %d Helm release versions, want %d (one for the commit)", phase, f.releases, wantReleases)
 	}
 	if f.notReady > 0 {
-		t.Errorf("%s: the HelmRelease was not Ready in %d samples", phase, f.notReady)
+		t.Errorf("%s: the HelmRelease was not Ready in %d samples, last: %s", phase, f.notReady, f.notReadyWhy)
 	}
 	if f.badBundle > 0 {
 		t.Errorf("%s: %d samples saw a webhook without the controller's CA bundle", phase, f.badBundle)
