@@ -49,12 +49,27 @@ func TestReleaseThroughArgoCD(t *testing.T) {
 			a.commit("echo 1.1", map[string]string{"app/deployment.yaml": appFiles("echo:1.1", "")["app/deployment.yaml"]})
 			a.eventually(time.Minute, "the gate of step 1", func(st appState) bool { return st.res["Rollout"].health == suspended })
 			// Step 1's last writes may still be on their way into Argo CD's
-			// cache (see transientOutOfSync); from the first comparison
-			// after them on, the gate is sampled strictly.
+			// cache (see transientOutOfSync), and the Application's own
+			// health may lag its resources': once the Application has shown
+			// Synced and Suspended for 2 s in a row, the gate is sampled
+			// strictly (fresh-clone run at a21ebd1, load 24, client-side
+			// apply: the first 3 samples after the first Synced/Suspended
+			// one showed the Application Progressing with every resource
+			// Suspended or Healthy; docs/argocd.md).
 			s.phase("entering the gate")
-			a.eventually(30*time.Second, "Synced and Suspended at the gate", func(st appState) bool {
-				return st.sync == "Synced" && st.health == suspended
+			entered := time.Now()
+			var steady time.Time
+			a.eventually(30*time.Second, "Synced and Suspended for 2 s at the gate", func(st appState) bool {
+				if st.sync != "Synced" || st.health != suspended {
+					steady = time.Time{}
+					return false
+				}
+				if steady.IsZero() {
+					steady = time.Now()
+				}
+				return time.Since(steady) >= 2*time.Second
 			})
+			t.Logf("%s: Synced and Suspended for 2 s, %.1f s after the Rollout reached the gate", a.name, time.Since(entered).Seconds())
 
 			s.phase("gate")
 			gen := a.routeGeneration()
