@@ -111,10 +111,12 @@ func TestReviewCheckHoldsWhileTheForgeCannotAnswer(t *testing.T) {
 		case answer == "502":
 			http.Error(w, "bad gateway", http.StatusBadGateway)
 		case strings.HasSuffix(r.URL.Path, "/pulls"):
+			w.Header().Set("X-Total-Count", "1")
 			_, _ = w.Write([]byte(`[{"number":7,"html_url":"https://git.example/acme/app/pulls/7","merged":true,"state":"closed",
 				"user":{"login":"bob"},"merge_commit_sha":"merge1",
 				"head":{"ref":"` + branch + `","sha":"head1","repo_id":1},"base":{"ref":"main","repo_id":1}}]`))
 		default:
+			w.Header().Set("X-Total-Count", "1")
 			_, _ = w.Write([]byte(`[{"user":{"login":"alice"},"state":"APPROVED","commit_id":"head1"}]`))
 		}
 	}))
