@@ -108,7 +108,7 @@ func (r *RolloutReconciler) checkReviews(ctx context.Context, sc *scope, v *gits
 	}
 	switch {
 	case errors.Is(err, forge.ErrNotFound) && rec.URL == "":
-		out.Err = fmt.Errorf("%w: the forge has no pull request from %s (the approval reached %s without one)", gitsync.ErrReviewsMissing, a.Branch, tracked)
+		out.Err = fmt.Errorf("%w: no pull request from %s found on the forge (did the approval reach %s without one?): %v", gitsync.ErrReviewsMissing, a.Branch, tracked, err)
 	case err != nil:
 		what := "the pull request from " + a.Branch
 		if u := orString(rec.URL, a.PullRequestURL); u != "" {
