@@ -49,6 +49,12 @@ type RolloutState struct {
 	Approvals []Approval `json:"approvals,omitempty"`
 	// AwaitingApproval is set while a manual gate waits.
 	AwaitingApproval *AwaitingApproval `json:"awaitingApproval,omitempty"`
+	// ApprovalRecord, under an approval policy (Repository
+	// spec.approvals), says how the last approval that counted was
+	// verified: the commit that brought it, its signer, and with
+	// spec.approvals.reviews the pull request, its merge commit and its
+	// approving reviewers, as the forge reported them.
+	ApprovalRecord string `json:"approvalRecord,omitempty"`
 	// LastTransitionTime is when Phase or Step last changed.
 	LastTransitionTime time.Time `json:"lastTransitionTime,omitzero"`
 	// Message is a human-readable explanation of the current state.

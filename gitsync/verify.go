@@ -40,6 +40,13 @@ var (
 	// back than MaxDepth commits of first-parent history (or the history
 	// was not fetched).
 	ErrHistoryTooLong = errors.New("the commit that brought the approval was not found in the fetched history")
+	// ErrReviewsMissing: the Repository asks for reviews on the forge
+	// (spec.approvals.reviews) and the approval branch's pull request
+	// does not have them, or was not merged into the tracked branch.
+	ErrReviewsMissing = errors.New("the forge's pull request does not meet spec.approvals.reviews")
+	// ErrReviewsUnread: the forge's reviews could not be read (the forge
+	// is down, rate-limits or refuses the token); the check is retried.
+	ErrReviewsUnread = errors.New("the forge's reviews could not be read")
 )
 
 // DefaultVerifyDepth bounds the first-parent history walked to find the
@@ -75,9 +82,14 @@ type Verdict struct {
 	// Signer names the key that signed Commit (fingerprint and user id),
 	// when the signature verified.
 	Signer string
+	// Reviews, when the Repository asks for reviews on the forge, is what
+	// the forge said of the pull request that brought the approval: its
+	// URL, merge commit and approving reviewers.
+	Reviews string
 	// Err is nil when the approval counts; otherwise it wraps one of
 	// ErrUnsigned, ErrUnknownSigner, ErrBadSignature, ErrSignerExpired,
-	// ErrUnsupportedSignature, ErrNotMerge or ErrHistoryTooLong.
+	// ErrUnsupportedSignature, ErrNotMerge, ErrHistoryTooLong,
+	// ErrReviewsMissing or ErrReviewsUnread.
 	Err error
 }
 
@@ -88,6 +100,10 @@ func (v Verdict) Counts() bool { return v.Err == nil }
 func (v Verdict) String() string {
 	what := fmt.Sprintf("approval of revision %s %s", v.Approval.Revision, v.Approval.what())
 	switch {
+	case v.Err == nil && v.Reviews != "" && v.Signer != "":
+		return fmt.Sprintf("%s brought by commit %s, signed by %s; %s", what, v.Commit, v.Signer, v.Reviews)
+	case v.Err == nil && v.Reviews != "":
+		return fmt.Sprintf("%s brought by commit %s; %s", what, v.Commit, v.Reviews)
 	case v.Err == nil && v.Signer != "":
 		return fmt.Sprintf("%s brought by commit %s, signed by %s", what, v.Commit, v.Signer)
 	case v.Err == nil:

@@ -75,7 +75,7 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) err
 	}
 	// Under an approval policy only the verdict on the gate's approval
 	// counts; it goes to the scope either way, for ApprovalVerified.
-	if v := seen.Verdict; v != nil {
+	if v := r.checkReviews(ctx, sc, seen.Verdict); v != nil {
 		sc.approvalVerdict = v
 		if v.Counts() {
 			sc.gitApprovals = append(sc.gitApprovals, v1alpha1.Approval{Revision: a.Revision, Step: a.Step, Attempt: int32(want.Attempt), ApprovedBy: "git " + shortCommit(v.Commit)})
@@ -186,6 +186,7 @@ func stateOf(ro *v1alpha1.Rollout, rel *scope) gitsync.RolloutState {
 	for _, a := range ro.Spec.Approvals {
 		st.Approvals = append(st.Approvals, gitApproval(a.Revision, a.Attempt, a.Step))
 	}
+	st.ApprovalRecord = approvalRecord(ro)
 	if a := s.AwaitingApproval; a != nil {
 		st.AwaitingApproval = &gitsync.AwaitingApproval{Revision: a.Revision, Step: int(a.Step), Attempt: int(a.Attempt),
 			Branch: a.Branch, PullRequestURL: a.PullRequestURL, Since: a.Since.Time}

@@ -161,6 +161,8 @@ func ruleCases() []ruleCase {
 			[]string{"spec.metrics[0]={name: rate, provider: {prometheus: {address: 'http://p:9090', query: up}}}"}, nil, ""},
 		{"Repository", "spec.status.path", "spec.status.path must be a relative", baseRepository,
 			[]string{"spec.status.path=../up"}, nil, ""},
+		{"Repository", "spec", "spec.approvals.reviews needs spec.forge", baseRepository,
+			[]string{"spec.approvals={reviews: {minApprovals: 1, from: [alice]}}"}, nil, ""},
 		{"Rollout", "spec.approvals[*].attempt", "attempts are numbered from 1", baseCanary, []string{"spec.approvals[0].attempt=0"}, nil, ""},
 		{"Rollout", "spec.approvals[*].step", "steps are numbered from 1", baseCanary, []string{"spec.approvals[0].step=0"}, nil, ""},
 		{"Rollout", "spec.git.path", "spec.git.path must be", baseCanary, []string{"spec.git.path=/abs/rollout.yaml"}, nil, ""},

@@ -34,6 +34,8 @@ type RepositoryList struct {
 }
 
 // RepositorySpec says how to reach a Git repository and how to write to it.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.approvals) || !has(self.approvals.reviews) || has(self.forge)",message="spec.approvals.reviews needs spec.forge: the reviews are read from the forge's API; set spec.forge (provider, url, project, secretRef) or remove spec.approvals.reviews",fieldPath=".approvals.reviews"
 type RepositorySpec struct {
 	// URL of the repository: https://, http:// or ssh:// (or scp-like
 	// git@host:path).
@@ -84,7 +86,8 @@ type RepositorySpec struct {
 
 	// Approvals says which approvals found in Git count. Unset, every
 	// approval on the tracked branch counts, and so do approvals written
-	// into a Rollout object in the cluster.
+	// into a Rollout object in the cluster. spec.approvals.reviews needs
+	// spec.forge.
 	// +optional
 	Approvals *ApprovalPolicy `json:"approvals,omitempty"`
 
@@ -126,11 +129,38 @@ type ApprovalPolicy struct {
 	// commits, squash and rebase merges, and fast-forwards do not count.
 	// +optional
 	MergeOnly bool `json:"mergeOnly,omitempty"`
+	// Reviews counts an approval only when the forge (spec.forge) says
+	// the approval branch's pull request was merged into the tracked
+	// branch with at least MinApprovals approving reviews by users in
+	// From, read from the forge's API when the gate would open.
+	// +optional
+	Reviews *ReviewPolicy `json:"reviews,omitempty"`
+}
+
+// ReviewPolicy asks for approving reviews on the forge before an approval
+// counts. A review counts when it approves, is not dismissed, was made on
+// the commit that was merged (a review of an older commit, pushed over
+// since, does not), and is by a login in From other than the pull
+// request's author; each login counts once.
+type ReviewPolicy struct {
+	// MinApprovals is how many approving reviews, by distinct logins in
+	// From, the merged pull request needs.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	MinApprovals int32 `json:"minApprovals"`
+	// From lists the forge logins whose reviews count (user names, not
+	// teams: team membership is not read). Matched case-insensitively.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=255
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9_.][A-Za-z0-9_.-]*$`
+	// +listType=set
+	From []string `json:"from"`
 }
 
 // Enabled reports whether p restricts approvals.
 func (p *ApprovalPolicy) Enabled() bool {
-	return p != nil && (p.SignedBy != nil || p.MergeOnly)
+	return p != nil && (p.SignedBy != nil || p.MergeOnly || p.Reviews != nil)
 }
 
 // StatusWriteSpec says where progress files go.

@@ -24,6 +24,12 @@ type pull struct {
 	// fork: only those are rollgate's.
 	own    bool
 	merged bool
+	// What PullRequestReviews reports: the number, the author's login,
+	// StateOpen or StateClosed (merged ones are closed too), the head
+	// commit and the merge commit.
+	number            int64
+	author, state     string
+	headSHA, mergeSHA string
 }
 
 // query selects pull requests to list. Backends narrow the listing with
@@ -31,6 +37,8 @@ type pull struct {
 type query struct {
 	// merged lists merged pull requests instead of open ones.
 	merged bool
+	// all lists pull requests in every state (open, closed, merged).
+	all bool
 	// head and base are branch names; "" means any.
 	head, base string
 }
@@ -51,6 +59,7 @@ type backend interface {
 	close(ctx context.Context, p pull) error
 	// comment adds a comment to p.
 	comment(ctx context.Context, p pull, body string) error
+	reviewer
 }
 
 // client implements Client on a backend.

@@ -35,6 +35,16 @@ type fakePR struct {
 	State    string // open, closed or merged
 	Labels   []string
 	Comments []string
+	// Author, HeadSHA, MergeSHA and Reviews serve PullRequestReviews.
+	Author   string
+	HeadSHA  string
+	MergeSHA string
+	Reviews  []fakeReview
+}
+
+// fakeReview is a review in the forge's own spelling of its state.
+type fakeReview struct {
+	Login, State, Commit string
 }
 
 // fakeForge is the state and request log shared by the fake servers.
@@ -183,7 +193,7 @@ func (f *fakeForge) listable(state string) []*fakePR {
 		f.hideOpen--
 	}
 	for _, p := range f.prs {
-		if (p.State == state || state == "closed" && p.State == "merged") && !hide {
+		if (p.State == state || state == "all" || state == "closed" && p.State == "merged") && !hide {
 			out = append(out, p)
 		}
 	}
@@ -218,6 +228,12 @@ func (g guarded) ClosePullRequests(ctx context.Context, prefix string, keep func
 	closed, err := g.c.ClosePullRequests(ctx, prefix, keep)
 	checkErr(g.t, err, g.token)
 	return closed, err
+}
+
+func (g guarded) PullRequestReviews(ctx context.Context, head string) (PullRequestRecord, error) {
+	rec, err := g.c.PullRequestReviews(ctx, head)
+	checkErr(g.t, err, g.token)
+	return rec, err
 }
 
 func (g guarded) MergedPullRequest(ctx context.Context, head string) (bool, string, error) {

@@ -42,6 +42,9 @@ var (
 	// ErrRateLimited means the forge asked to slow down (HTTP 429, or 403
 	// with an exhausted rate limit). Retry later.
 	ErrRateLimited = errors.New("forge rate limit exceeded")
+	// ErrUnavailable means the forge could not be reached or failed
+	// (no response, or HTTP 5xx). Retry later.
+	ErrUnavailable = errors.New("forge unavailable")
 )
 
 // PullRequest is the pull request EnsurePullRequest wants open.
@@ -84,6 +87,13 @@ type Client interface {
 	// lists, normally the newest). Approvals are detected from Git; this
 	// serves messages and events.
 	MergedPullRequest(ctx context.Context, head string) (merged bool, url string, err error)
+	// PullRequestReviews returns the pull request from head (in the project
+	// itself) and its reviews: the merged one (the first the forge lists,
+	// normally the newest), or else the newest one in any state. An error
+	// wrapping ErrNotFound means no pull request comes from head; a *Error
+	// wrapping ErrRateLimited (with RetryAfter) or ErrUnavailable means the
+	// forge could not answer now.
+	PullRequestReviews(ctx context.Context, head string) (PullRequestRecord, error)
 }
 
 // defaultTimeout bounds each API call when New builds the HTTP client.

@@ -30,9 +30,14 @@ type gtPull struct {
 	Title   string `json:"title"`
 	Body    string `json:"body"`
 	Merged  bool   `json:"merged"`
-	Head    gtRef  `json:"head"`
-	Base    gtRef  `json:"base"`
-	Labels  []struct {
+	State   string `json:"state"`
+	User    struct {
+		Login string `json:"login"`
+	} `json:"user"`
+	MergeCommitSHA string `json:"merge_commit_sha"`
+	Head           gtRef  `json:"head"`
+	Base           gtRef  `json:"base"`
+	Labels         []struct {
 		Name string `json:"name"`
 	} `json:"labels"`
 }
@@ -47,6 +52,7 @@ type gtRef struct {
 	// or not the branch still exists.
 	Label  string `json:"label"`
 	RepoID int64  `json:"repo_id"`
+	SHA    string `json:"sha"`
 }
 
 // branch returns the branch r names: Ref, or Label when Ref is a ref of
@@ -68,7 +74,11 @@ func (g *gitea) pull(p gtPull) pull {
 	out := pull{
 		id: strconv.FormatInt(p.Number, 10), url: p.HTMLURL, title: p.Title, body: p.Body,
 		head: p.Head.branch(), base: p.Base.branch(), merged: p.Merged,
-		own: p.Head.RepoID != 0 && p.Head.RepoID == p.Base.RepoID,
+		own:    p.Head.RepoID != 0 && p.Head.RepoID == p.Base.RepoID,
+		number: p.Number, author: p.User.Login, state: p.State, headSHA: p.Head.SHA,
+	}
+	if p.Merged {
+		out.mergeSHA = p.MergeCommitSHA
 	}
 	for _, l := range p.Labels {
 		out.labels = append(out.labels, l.Name)
@@ -92,6 +102,9 @@ func (g *gitea) list(ctx context.Context, q query, visit func(pull) bool) error 
 	v := url.Values{"state": {"open"}, "limit": {strconv.Itoa(giteaPageSize)}, "page": {"1"}}
 	if q.merged {
 		v.Set("state", "closed")
+	}
+	if q.all {
+		v.Set("state", "all")
 	}
 	return each(ctx, g.api, g.api.url(g.repo+"/pulls", v), giteaNext, func(p gtPull) bool {
 		return visit(g.pull(p))
@@ -182,4 +195,38 @@ func (g *gitea) comment(ctx context.Context, p pull, body string) error {
 	}{body}
 	_, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/issues/"+p.id+"/comments", nil), in, nil)
 	return err
+}
+
+// gtReview is the part of a Gitea review rollgate reads.
+type gtReview struct {
+	User struct {
+		Login string `json:"login"`
+	} `json:"user"`
+	State     string `json:"state"`
+	CommitID  string `json:"commit_id"`
+	Stale     bool   `json:"stale"`
+	Dismissed bool   `json:"dismissed"`
+}
+
+// reviews pages through GET /repos/{owner}/{repo}/pulls/{n}/reviews.
+func (g *gitea) reviews(ctx context.Context, p pull) ([]Review, error) {
+	var out []Review
+	v := url.Values{"limit": {strconv.Itoa(giteaPageSize)}, "page": {"1"}}
+	err := each(ctx, g.api, g.api.url(g.repo+"/pulls/"+p.id+"/reviews", v), giteaNext, func(r gtReview) bool {
+		state := ReviewCommented
+		switch r.State {
+		case "APPROVED":
+			state = ReviewApproved
+		case "REQUEST_CHANGES":
+			state = ReviewChangesRequested
+		case "PENDING", "REQUEST_REVIEW":
+			state = ReviewPending
+		}
+		if r.Dismissed {
+			state = ReviewDismissed
+		}
+		out = append(out, Review{Login: r.User.Login, State: state, CommitSHA: r.CommitID, Dismissed: r.Dismissed, Stale: r.Stale})
+		return true
+	})
+	return out, err
 }

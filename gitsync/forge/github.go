@@ -30,9 +30,14 @@ type ghPull struct {
 	Title    string  `json:"title"`
 	Body     string  `json:"body"`
 	MergedAt *string `json:"merged_at"`
-	Head     ghRef   `json:"head"`
-	Base     ghRef   `json:"base"`
-	Labels   []struct {
+	State    string  `json:"state"`
+	User     *struct {
+		Login string `json:"login"`
+	} `json:"user"`
+	MergeCommitSHA string `json:"merge_commit_sha"`
+	Head           ghRef  `json:"head"`
+	Base           ghRef  `json:"base"`
+	Labels         []struct {
 		Name string `json:"name"`
 	} `json:"labels"`
 }
@@ -41,6 +46,7 @@ type ghPull struct {
 // the fork it came from was deleted.
 type ghRef struct {
 	Ref  string `json:"ref"`
+	SHA  string `json:"sha"`
 	Repo *struct {
 		FullName string `json:"full_name"`
 	} `json:"repo"`
@@ -50,7 +56,14 @@ func (g *github) pull(p ghPull) pull {
 	out := pull{
 		id: strconv.FormatInt(p.Number, 10), url: p.HTMLURL, title: p.Title, body: p.Body,
 		head: p.Head.Ref, base: p.Base.Ref, merged: p.MergedAt != nil,
-		own: p.Head.Repo != nil && strings.EqualFold(p.Head.Repo.FullName, g.project),
+		own:    p.Head.Repo != nil && strings.EqualFold(p.Head.Repo.FullName, g.project),
+		number: p.Number, state: p.State, headSHA: p.Head.SHA,
+	}
+	if p.User != nil {
+		out.author = p.User.Login
+	}
+	if out.merged {
+		out.mergeSHA = p.MergeCommitSHA
 	}
 	for _, l := range p.Labels {
 		out.labels = append(out.labels, l.Name)
@@ -64,6 +77,9 @@ func (g *github) list(ctx context.Context, q query, visit func(pull) bool) error
 	v := url.Values{"state": {"open"}, "per_page": {"100"}}
 	if q.merged {
 		v.Set("state", "closed")
+	}
+	if q.all {
+		v.Set("state", "all")
 	}
 	if q.head != "" {
 		v.Set("head", g.owner+":"+q.head)
@@ -128,4 +144,40 @@ func (g *github) comment(ctx context.Context, p pull, body string) error {
 	}{body}
 	_, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/issues/"+p.id+"/comments", nil), in, nil)
 	return err
+}
+
+// ghReview is the part of a GitHub review rollgate reads. User is null
+// for a deleted account.
+type ghReview struct {
+	User *struct {
+		Login string `json:"login"`
+	} `json:"user"`
+	State    string `json:"state"`
+	CommitID string `json:"commit_id"`
+}
+
+// reviews pages through GET /repos/{owner}/{repo}/pulls/{n}/reviews.
+func (g *github) reviews(ctx context.Context, p pull) ([]Review, error) {
+	var out []Review
+	next := func(_ *url.URL, h http.Header, _ int) string { return linkNext(h) }
+	v := url.Values{"per_page": {"100"}}
+	err := each(ctx, g.api, g.api.url(g.repo+"/pulls/"+p.id+"/reviews", v), next, func(r ghReview) bool {
+		if r.User == nil {
+			return true
+		}
+		state := ReviewCommented
+		switch r.State {
+		case "APPROVED":
+			state = ReviewApproved
+		case "CHANGES_REQUESTED":
+			state = ReviewChangesRequested
+		case "DISMISSED":
+			state = ReviewDismissed
+		case "PENDING":
+			state = ReviewPending
+		}
+		out = append(out, Review{Login: r.User.Login, State: state, CommitSHA: r.CommitID, Dismissed: state == ReviewDismissed})
+		return true
+	})
+	return out, err
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // newFakeGitHub serves the part of the GitHub REST API v3 the client uses
@@ -36,6 +38,13 @@ func (f *fakeForge) github(w http.ResponseWriter, r *http.Request) {
 		f.ghList(w, r)
 	case r.Method == http.MethodPost && r.URL.Path == "/repos/acme/app/pulls":
 		f.ghCreate(w, body)
+	case r.Method == http.MethodGet && len(parts) == 6 && parts[1] == "acme" && parts[2] == "app" && parts[3] == "pulls" && parts[5] == "reviews" && f.pr(parts[4]) != nil:
+		var rs []map[string]any
+		for _, rv := range f.pr(parts[4]).Reviews {
+			rs = append(rs, map[string]any{"user": map[string]any{"login": rv.Login}, "state": rv.State, "commit_id": rv.Commit})
+		}
+		items, _, _ := page(f, r, rs)
+		writeJSON(w, http.StatusOK, items)
 	case len(parts) == 5 && parts[1] == "acme" && parts[2] == "app" && f.pr(parts[4]) != nil:
 		f.ghItem(w, r.Method, parts[3], f.pr(parts[4]), body)
 	case len(parts) == 6 && parts[1] == "acme" && parts[2] == "app" && parts[3] == "issues" && f.pr(parts[4]) != nil:
@@ -64,7 +73,8 @@ func (f *fakeForge) ghJSON(p *fakePR) map[string]any {
 	return map[string]any{
 		"number": p.Num, "html_url": "https://github.example/acme/app/pull/" + strconv.Itoa(p.Num),
 		"title": p.Title, "body": p.Body, "state": state, "merged_at": merged, "labels": labels,
-		"head": map[string]any{"ref": p.Head, "repo": map[string]any{"full_name": owner + "/app"}},
+		"user": map[string]any{"login": p.Author}, "merge_commit_sha": p.MergeSHA,
+		"head": map[string]any{"ref": p.Head, "sha": p.HeadSHA, "repo": map[string]any{"full_name": owner + "/app"}},
 		"base": map[string]any{"ref": p.Base, "repo": map[string]any{"full_name": "acme/app"}},
 	}
 }
@@ -296,5 +306,80 @@ func TestGitHubUnauthorized(t *testing.T) {
 	want := `forge github: GET /repos/acme/app/pulls: 401 Unauthorized: {"message":"401 Unauthorized: bad credentials Bearer [redacted]"}`
 	if err.Error() != want {
 		t.Errorf("error = %q\nwant    %q", err, want)
+	}
+}
+
+func TestGitHubPullRequestReviews(t *testing.T) {
+	f, srv := newFakeGitHub(t)
+	head := "rollgate/approve/demo/echo/r2-step-1"
+	f.add(fakePR{Head: head, Base: "main", State: "closed", Author: "bob"})
+	f.add(fakePR{Head: head, Base: "main", State: "merged", Author: "bob", HeadSHA: "h2", MergeSHA: "m2", Reviews: []fakeReview{
+		{"alice", "APPROVED", "h1"}, {"carol", "CHANGES_REQUESTED", "h2"}, {"dave", "DISMISSED", "h2"}, {"erin", "COMMENTED", "h2"}, {"alice", "APPROVED", "h2"},
+	}})
+	c := newClient(t, GitHub, srv.URL, "acme/app", testToken)
+	ctx := context.Background()
+
+	rec, err := c.PullRequestReviews(ctx, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PullRequestRecord{Number: 2, URL: "https://github.example/acme/app/pull/2", Author: "bob", Head: head, Base: "main",
+		State: StateMerged, HeadSHA: "h2", MergeCommit: "m2", Reviews: []Review{
+			{Login: "alice", State: ReviewApproved, CommitSHA: "h1"}, {Login: "carol", State: ReviewChangesRequested, CommitSHA: "h2"},
+			{Login: "dave", State: ReviewDismissed, CommitSHA: "h2", Dismissed: true}, {Login: "erin", State: ReviewCommented, CommitSHA: "h2"},
+			{Login: "alice", State: ReviewApproved, CommitSHA: "h2"},
+		}}
+	if !reflect.DeepEqual(rec, want) {
+		t.Errorf("PullRequestReviews =\n%+v\nwant\n%+v", rec, want)
+	}
+	sameCalls(t, f.takeCalls(), []string{
+		"GET /repos/acme/app/pulls?head=acme%3Arollgate%2Fapprove%2Fdemo%2Fecho%2Fr2-step-1&per_page=100&state=all",
+		"GET /repos/acme/app/pulls/2/reviews?per_page=100",
+	})
+	if _, err := c.PullRequestReviews(ctx, "rollgate/approve/demo/echo/none"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("PullRequestReviews of a head without pull request: %v, want ErrNotFound", err)
+	}
+}
+
+func TestGitHubPullRequestReviewsClosed(t *testing.T) {
+	f, srv := newFakeGitHub(t)
+	head := "rollgate/approve/demo/echo/r2-step-1"
+	f.add(fakePR{Head: head, Base: "main", State: "closed", Author: "bob", HeadSHA: "h1"})
+	c := newClient(t, GitHub, srv.URL, "acme/app", testToken)
+	rec, err := c.PullRequestReviews(context.Background(), head)
+	if err != nil || rec.State != StateClosed || rec.MergeCommit != "" || rec.Number != 1 {
+		t.Errorf("PullRequestReviews = %+v, %v; want the closed pull request 1", rec, err)
+	}
+}
+
+// TestRateLimitRetryAfter: a 429 with Retry-After is ErrRateLimited with
+// the wait, and says it.
+func TestRateLimitRetryAfter(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "120")
+		http.Error(w, `{"message":"slow down"}`, http.StatusTooManyRequests)
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, GitHub, srv.URL, "acme/app", testToken)
+	_, err := c.PullRequestReviews(context.Background(), "rollgate/approve/demo/echo/r2-step-1")
+	var fe *Error
+	if !errors.Is(err, ErrRateLimited) || !errors.As(err, &fe) || fe.RetryAfter != 2*time.Minute || !strings.Contains(err.Error(), "retry after 2m0s") {
+		t.Errorf("error = %v, want ErrRateLimited with RetryAfter 2m", err)
+	}
+}
+
+// TestForgeDown: no answer, or a 5xx, is ErrUnavailable.
+func TestForgeDown(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, Gitea, srv.URL, "acme/app", testToken)
+	if _, err := c.PullRequestReviews(context.Background(), "b"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("502: error = %v, want ErrUnavailable", err)
+	}
+	srv.Close()
+	if _, err := c.PullRequestReviews(context.Background(), "b"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("closed server: error = %v, want ErrUnavailable", err)
 	}
 }

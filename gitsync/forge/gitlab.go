@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/url"
@@ -32,14 +33,31 @@ type glMR struct {
 	SourceProjectID int64    `json:"source_project_id"`
 	TargetProjectID int64    `json:"target_project_id"`
 	Labels          []string `json:"labels"`
+	SHA             string   `json:"sha"`
+	MergeCommitSHA  string   `json:"merge_commit_sha"`
+	SquashCommitSHA string   `json:"squash_commit_sha"`
+	Author          *struct {
+		Username string `json:"username"`
+	} `json:"author"`
 }
 
 func (g *gitlab) pull(m glMR) pull {
-	return pull{
+	out := pull{
 		id: strconv.FormatInt(m.IID, 10), url: m.WebURL, title: m.Title, body: m.Description,
 		head: m.SourceBranch, base: m.TargetBranch, labels: m.Labels, merged: m.State == "merged",
-		own: m.SourceProjectID != 0 && m.SourceProjectID == m.TargetProjectID,
+		own:    m.SourceProjectID != 0 && m.SourceProjectID == m.TargetProjectID,
+		number: m.IID, state: StateOpen, headSHA: m.SHA,
 	}
+	if m.State == "closed" || m.State == "locked" {
+		out.state = StateClosed
+	}
+	if m.Author != nil {
+		out.author = m.Author.Username
+	}
+	if out.merged {
+		out.mergeSHA = cmp.Or(m.MergeCommitSHA, m.SquashCommitSHA)
+	}
+	return out
 }
 
 // list pages through GET /projects/{id}/merge_requests, narrowed with
@@ -48,6 +66,9 @@ func (g *gitlab) list(ctx context.Context, q query, visit func(pull) bool) error
 	v := url.Values{"state": {"opened"}, "per_page": {"100"}}
 	if q.merged {
 		v.Set("state", "merged")
+	}
+	if q.all {
+		v.Set("state", "all")
 	}
 	if q.head != "" {
 		v.Set("source_branch", q.head)
@@ -119,4 +140,26 @@ func (g *gitlab) comment(ctx context.Context, p pull, body string) error {
 	}{body}
 	_, err := g.api.call(ctx, http.MethodPost, g.api.url(g.mrs+"/"+p.id+"/notes", nil), in, nil)
 	return err
+}
+
+// reviews reads GET /projects/{id}/merge_requests/{iid}/approvals: GitLab
+// records who approved, not on which commit (CommitSHA is ""), and drops
+// approvals on a push only when the project's "Remove all approvals when
+// commits are added" setting is on.
+func (g *gitlab) reviews(ctx context.Context, p pull) ([]Review, error) {
+	var out struct {
+		ApprovedBy []struct {
+			User struct {
+				Username string `json:"username"`
+			} `json:"user"`
+		} `json:"approved_by"`
+	}
+	if _, err := g.api.call(ctx, http.MethodGet, g.api.url(g.mrs+"/"+p.id+"/approvals", nil), nil, &out); err != nil {
+		return nil, err
+	}
+	var rs []Review
+	for _, a := range out.ApprovedBy {
+		rs = append(rs, Review{Login: a.User.Username, State: ReviewApproved})
+	}
+	return rs, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,6 +45,12 @@ func (f *fakeForge) gitlab(w http.ResponseWriter, r *http.Request) {
 		f.glCreate(w, body)
 	case len(parts) == 1 && r.Method == http.MethodPut && f.pr(parts[0]) != nil:
 		f.glUpdate(w, f.pr(parts[0]), body)
+	case len(parts) == 2 && parts[1] == "approvals" && r.Method == http.MethodGet && f.pr(parts[0]) != nil:
+		by := []map[string]any{}
+		for _, rv := range f.pr(parts[0]).Reviews {
+			by = append(by, map[string]any{"user": map[string]any{"username": rv.Login}})
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"approved_by": by})
 	case len(parts) == 2 && parts[1] == "notes" && r.Method == http.MethodPost && f.pr(parts[0]) != nil:
 		p := f.pr(parts[0])
 		s, _ := str(body, "body")
@@ -66,6 +73,7 @@ func (f *fakeForge) glJSON(p *fakePR) map[string]any {
 		"iid": p.Num, "web_url": "https://gitlab.example/group/sub/app/-/merge_requests/" + strconv.Itoa(p.Num),
 		"title": p.Title, "description": p.Body, "state": state, "labels": append([]string{}, p.Labels...),
 		"source_branch": p.Head, "target_branch": p.Base, "source_project_id": source, "target_project_id": 7,
+		"author": map[string]any{"username": p.Author}, "sha": p.HeadSHA, "merge_commit_sha": p.MergeSHA,
 	}
 }
 
@@ -77,7 +85,7 @@ func (f *fakeForge) glList(w http.ResponseWriter, r *http.Request) {
 	}
 	var match []map[string]any
 	for _, p := range f.listable(state) {
-		if p.State != state {
+		if p.State != state && state != "all" {
 			continue // "closed" includes "merged" for GitHub only
 		}
 		if s := q.Get("source_branch"); s != "" && s != p.Head {
@@ -247,4 +255,25 @@ func TestGitLabUnauthorized(t *testing.T) {
 	if err.Error() != want {
 		t.Errorf("error = %q\nwant    %q", err, want)
 	}
+}
+
+func TestGitLabPullRequestReviews(t *testing.T) {
+	f, srv := newFakeGitLab(t)
+	head := "rollgate/approve/demo/echo/r2-step-1"
+	f.add(fakePR{Head: head, Base: "main", State: "merged", Author: "bob", HeadSHA: "h2", MergeSHA: "m2",
+		Reviews: []fakeReview{{Login: "alice"}, {Login: "carol"}}})
+	c := newClient(t, GitLab, srv.URL, "group/sub/app", testToken)
+	rec, err := c.PullRequestReviews(context.Background(), head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PullRequestRecord{Number: 1, URL: "https://gitlab.example/group/sub/app/-/merge_requests/1", Author: "bob", Head: head, Base: "main",
+		State: StateMerged, HeadSHA: "h2", MergeCommit: "m2", Reviews: []Review{{Login: "alice", State: ReviewApproved}, {Login: "carol", State: ReviewApproved}}}
+	if !reflect.DeepEqual(rec, want) {
+		t.Errorf("PullRequestReviews =\n%+v\nwant\n%+v", rec, want)
+	}
+	sameCalls(t, f.takeCalls(), []string{
+		"GET " + glMRs + "?per_page=100&source_branch=rollgate%2Fapprove%2Fdemo%2Fecho%2Fr2-step-1&state=all",
+		"GET " + glMRs + "/1/approvals",
+	})
 }

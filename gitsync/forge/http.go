@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -50,6 +51,10 @@ type Error struct {
 	// space collapsed, token redacted), or what went wrong without a
 	// response.
 	Body string
+	// RetryAfter is how long the forge asked to wait (its Retry-After
+	// header, in seconds or as a date), when it answered 429 or 403 with
+	// one; 0 otherwise.
+	RetryAfter time.Duration
 
 	kind error
 }
@@ -63,6 +68,9 @@ func (e *Error) Error() string {
 	}
 	if e.Body != "" {
 		b.WriteString(": " + e.Body)
+	}
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
 	}
 	return b.String()
 }
@@ -196,12 +204,20 @@ func (a *api) call(ctx context.Context, method, rawURL string, in, out any) (htt
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return nil, fail(0, err.Error(), contextError(ctx, err))
+		kind := contextError(ctx, err)
+		if kind == nil {
+			kind = ErrUnavailable
+		}
+		return nil, fail(0, err.Error(), kind)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorRead))
-		return nil, fail(resp.StatusCode, string(data), statusKind(resp))
+		e := fail(resp.StatusCode, string(data), statusKind(resp))
+		if errors.Is(e, ErrRateLimited) {
+			e.(*Error).RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		}
+		return nil, e
 	}
 	if out != nil {
 		if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponse)).Decode(out); err != nil {
@@ -264,7 +280,29 @@ func statusKind(resp *http.Response) error {
 	case http.StatusTooManyRequests:
 		return ErrRateLimited
 	}
+	if resp.StatusCode >= 500 {
+		return ErrUnavailable
+	}
 	return nil
+}
+
+// maxRetryAfter caps the wait a forge may ask for.
+const maxRetryAfter = time.Hour
+
+// retryAfter parses a Retry-After header (delay-seconds or an HTTP date);
+// 0 when it is missing or unreadable.
+func retryAfter(h string, now time.Time) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.Atoi(h); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(h); err == nil {
+		d = t.Sub(now).Round(time.Second)
+	}
+	return max(0, min(d, maxRetryAfter))
 }
 
 // nextPage returns the URL of the page after cur, given the response

@@ -65,6 +65,7 @@ type fixture struct {
 	git   *gitsync.Repository
 	forge forge.Client
 	calls *callLog
+	creds *gitsync.Credentials
 }
 
 // newFixture creates repository name with the manifest on main and the
@@ -102,7 +103,7 @@ func newFixture(t *testing.T, name string) *fixture {
 	if err != nil {
 		t.Fatalf("forge.New: %v", err)
 	}
-	return &fixture{repo: r, git: g, forge: fc, calls: calls}
+	return &fixture{repo: r, git: g, forge: fc, calls: calls, creds: creds}
 }
 
 // propose pushes the approval branch of step of revision for Rollout name,
