@@ -74,9 +74,11 @@ type Instance struct {
 	Bin string
 
 	kubeconfig string
-	procs      []*proc.Process
-	stopped    atomic.Bool
-	lock       *os.File
+	// tmp is the TMPDIR of every Argo CD process and of the CLI.
+	tmp     string
+	procs   []*proc.Process
+	stopped atomic.Bool
+	lock    *os.File
 }
 
 // lockPath serializes Argo CD environments on this machine: the
@@ -151,7 +153,7 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Instance{ServerAddr: loopback(ports[4]), Bin: bin, kubeconfig: o.Kubeconfig, lock: lock}
+	in := &Instance{ServerAddr: loopback(ports[4]), Bin: bin, kubeconfig: o.Kubeconfig, tmp: filepath.Join(o.Dir, "tmp"), lock: lock}
 	env := processEnv(o)
 	for _, p := range processes(o, bin, redis, ports) {
 		penv := append([]string{"ARGOCD_BINARY_NAME=" + p.name}, env...)
@@ -292,12 +294,16 @@ func (in *Instance) RSS() map[string]int64 {
 }
 
 // CLIEnv is the environment that points the argocd CLI at this instance:
-// `argocd app get ...` then needs no --server flag or login.
+// `argocd app get ...` then needs no --server flag or login, and its
+// temporary files stay in the instance's folder.
 func (in *Instance) CLIEnv() []string {
 	return []string{
 		"ARGOCD_SERVER=" + in.ServerAddr,
 		"ARGOCD_OPTS=--plaintext",
 		"ARGOCD_AUTH_TOKEN=disabled-auth",
+		// `argocd app diff` writes its two sides under TMPDIR: in the
+		// instance's folder they go with the test.
+		"TMPDIR=" + in.tmp,
 	}
 }
 
