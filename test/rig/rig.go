@@ -1,0 +1,201 @@
+// Package rig holds what the cluster tests set up the same way: the
+// scheme of their clients, loopback ports for the listeners a controller
+// opens, polling until something holds (saying how long it took), and the
+// YAML of the application they release (Deployment, Service, HTTPRoute and
+// the Rollout over them).
+package rig
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/proc"
+)
+
+// Scheme knows the objects the cluster tests read and write: Kubernetes'
+// own, CRDs, rollgate's and the Gateway API's.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// NewScheme is Scheme for a test, which fails when it cannot be built.
+func NewScheme(t testing.TB) *runtime.Scheme {
+	t.Helper()
+	s, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// FreePort is a free loopback port for a listener a controller opens (see
+// proc.FreePorts: below the ephemeral range, so that no outgoing
+// connection takes it before the listener binds it).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ports, err := proc.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports[0]
+}
+
+// Interval is how often Eventually and Wait look.
+const Interval = 250 * time.Millisecond
+
+// Wait looks at cond at once and then every Interval until it holds, and
+// returns how long that took. It returns an error naming what, limit and
+// cond's last word when limit passes first or ctx ends, and at once when
+// cond returns an error (a process it depends on died, say).
+func Wait(ctx context.Context, limit time.Duration, what string, cond func(ctx context.Context) (ok bool, last string, err error)) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	last := "not looked yet"
+	for {
+		ok, why, err := cond(ctx)
+		if why != "" {
+			last = why
+		}
+		if err != nil {
+			return time.Since(start), fmt.Errorf("%s: %w (last: %s)", what, err, last)
+		}
+		if ok {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("%s: not within %s (%v); last: %s", what, limit, context.Cause(ctx), last)
+		case <-time.After(Interval):
+		}
+	}
+}
+
+// Eventually waits (see Wait) until cond holds, logs how long that took,
+// and fails the test with cond's last word when limit passes first or ctx
+// ends.
+func Eventually(t testing.TB, ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	took, err := Wait(ctx, limit, what, func(context.Context) (bool, string, error) {
+		ok, last := cond()
+		return ok, last, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: after %s", what, took.Round(time.Millisecond))
+}
+
+// App is the YAML of an application in namespace ns (no namespace when
+// empty): Deployment name of replicas pods running image in a container
+// called name, labelled app: name; Service name sending port 80 to 8080;
+// and HTTPRoute name on Gateway "public" sending everything to the Service.
+func App(ns, name, image string, replicas int) string {
+	meta := metadata(ns, name)
+	return fmt.Sprintf(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: %[1]s
+spec:
+  replicas: %[4]d
+  selector: {matchLabels: {app: %[2]s}}
+  template:
+    metadata: {labels: {app: %[2]s}}
+    spec:
+      containers:
+      - name: %[2]s
+        image: %[3]s
+---
+apiVersion: v1
+kind: Service
+metadata: %[1]s
+spec:
+  selector: {app: %[2]s}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: %[1]s
+spec:
+  parentRefs: [{name: public}]
+  rules:
+  - backendRefs: [{name: %[2]s, port: 80}]
+`, meta, name, image, replicas)
+}
+
+// Rollout is a Rollout of Deployment Name (see App) whose traffic goes
+// through the Service and the HTTPRoute of that name, with no grace period
+// after a traffic change.
+type Rollout struct {
+	// Name of the Rollout, its Deployment, Service and HTTPRoute.
+	Name string
+	// Namespace of the Rollout; none when empty.
+	Namespace string
+	// Labels, a YAML flow mapping ({shard: a}); none when empty.
+	Labels string
+	// BlueGreen releases with strategy.blueGreen instead of canary.
+	BlueGreen bool
+	// Steps are the strategy's steps, each a YAML flow mapping:
+	// {traffic: "20%", replicas: 1, pause: {}}.
+	Steps []string
+	// GitPath is spec.git.path in Repository "app-repo"; no spec.git when
+	// empty.
+	GitPath string
+}
+
+// YAML is the Rollout as a document, starting with a newline.
+func (r Rollout) YAML() string {
+	var b strings.Builder
+	meta := metadata(r.Namespace, r.Name)
+	if r.Labels != "" {
+		meta = strings.TrimSuffix(meta, "}") + ", labels: " + r.Labels + "}"
+	}
+	strategy := "canary"
+	if r.BlueGreen {
+		strategy = "blueGreen"
+	}
+	fmt.Fprintf(&b, `
+apiVersion: rollgate.dev/v1alpha1
+kind: Rollout
+metadata: %s
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %s}
+  strategy:
+    %s:
+      steps:
+`, meta, r.Name, strategy)
+	for _, s := range r.Steps {
+		fmt.Fprintf(&b, "      - %s\n", s)
+	}
+	fmt.Fprintf(&b, `      trafficRoutings:
+      - service: %[1]s
+        gracePeriodSeconds: 0
+        gateway: {httpRouteName: %[1]s}
+`, r.Name)
+	if r.GitPath != "" {
+		fmt.Fprintf(&b, "  git: {repository: app-repo, path: %s}\n", r.GitPath)
+	}
+	return b.String()
+}
+
+func metadata(ns, name string) string {
+	if ns == "" {
+		return "{name: " + name + "}"
+	}
+	return "{name: " + name + ", namespace: " + ns + "}"
+}
