@@ -113,7 +113,7 @@ func TestScriptSizeLimit(t *testing.T) {
 func TestBuiltinsCompileAndHaveCases(t *testing.T) {
 	lib := NewLibrary()
 	keys := lib.BuiltinKeys()
-	if len(keys) != 10 {
+	if len(keys) != 11 {
 		t.Errorf("built-in keys: %v", keys)
 	}
 	for _, key := range keys {

@@ -122,7 +122,7 @@ tools-prometheus: $(TOOLS_BIN)/prometheus ## Install Prometheus (Debian) and lin
 tools-flux: $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_FLUX_COMPONENTS)) $(TOOLS_FLUX_BIN)/crds ## Build Flux source-, kustomize- and notification-controller into bin/flux/, with their CRDs in bin/flux/crds/
 
 tools-clean: ## Remove every tool from bin/ (the next `make tools` rebuilds them)
-	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_FLUX_BIN) $(TOOLS_STAMPS) $(TOOLS_BIN)/previous $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus traefik gateway-api-crds mkimage)
+	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_FLUX_BIN) $(TOOLS_STAMPS) $(TOOLS_BIN)/previous $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus traefik gateway-api-crds traefik-crds mkimage)
 
 $(TOOLS_STAMPS)/k8s: .tools-force
 	$(call tools-stamp,$@,k8s.io/kubernetes $(TOOLS_KUBE_VERSION) $(TOOLS_K8S_LDFLAGS))
@@ -190,7 +190,7 @@ $(TOOLS_K8S_BIN)/etcd: $(TOOLS_STAMPS)/etcd
 # module (Traefik's replace lines copied into test/tools/traefik/go.mod).
 TOOLS_TRAEFIK_VERSION := $(shell sed -n 's|^require github.com/traefik/traefik/v3 \(v[^ ]*\)$$|\1|p' $(dir $(lastword $(MAKEFILE_LIST)))traefik/go.mod)
 
-tools-traefik: $(TOOLS_BIN)/traefik $(TOOLS_BIN)/gateway-api-crds ## Build Traefik (Gateway API data plane of the real-traffic tests) into bin/, with its Gateway API CRDs in bin/gateway-api-crds/
+tools-traefik: $(TOOLS_BIN)/traefik $(TOOLS_BIN)/gateway-api-crds $(TOOLS_BIN)/traefik-crds ## Build Traefik (data plane of the real-traffic tests) into bin/, with its Gateway API CRDs in bin/gateway-api-crds/ and its own CRDs in bin/traefik-crds/
 
 # The standard-channel Gateway API CRDs of the version Traefik is built
 # with (v1.4.0), from the module cache.
@@ -200,6 +200,18 @@ $(TOOLS_BIN)/gateway-api-crds: $(TOOLS_STAMPS)/traefik
 	@dir=$$(cd $(TOOLS_DIR)/traefik && go mod download -json sigs.k8s.io/gateway-api | sed -n 's|^\t"Dir": "\(.*\)",$$|\1|p'); \
 		test -d "$$dir/config/crd/standard" || { echo "no CRDs in sigs.k8s.io/gateway-api ($$dir)" >&2; exit 1; }; \
 		install -m 0644 "$$dir"/config/crd/standard/*.yaml $@.tmp/
+	@rm -rf $@ && mv $@.tmp $@ && touch $@
+
+# Traefik's own CRDs (IngressRoute, TraefikService, Middleware, ...) of the
+# version built, from the module cache: the resources its Kubernetes CRD
+# provider reads, which rollgate shifts through Lua scripts.
+$(TOOLS_BIN)/traefik-crds: $(TOOLS_STAMPS)/traefik
+	@echo "copying Traefik's CRDs into $@"
+	@rm -rf $@.tmp && mkdir -p $@.tmp
+	@dir=$$(cd $(TOOLS_DIR)/traefik && go mod download -json github.com/traefik/traefik/v3 | sed -n 's|^\t"Dir": "\(.*\)",$$|\1|p'); \
+		f="$$dir/docs/content/reference/dynamic-configuration/kubernetes-crd-definition-v1.yml"; \
+		test -f "$$f" || { echo "no CRD definitions in github.com/traefik/traefik/v3 ($$f)" >&2; exit 1; }; \
+		install -m 0644 "$$f" $@.tmp/traefik-crds.yaml
 	@rm -rf $@ && mv $@.tmp $@ && touch $@
 
 $(TOOLS_STAMPS)/traefik: .tools-force
