@@ -21,6 +21,7 @@ import (
 //	HTTPProxy.projectcontour.io          routes and tcpproxy
 //	ApisixRoute.apisix.apache.org        http routes
 //	TraefikService.traefik.io            weighted services
+//	IngressRoute.traefik.io              routes: services and rule
 //	TrafficSplit.split.smi-spec.io       backends
 //	Ingress dialects                     canary, canary-weight, canary-by-header,
 //	                                     canary-by-query, canary-by-cookie
@@ -214,6 +215,8 @@ func guardFor(key string) guardReader {
 		return guardApisixRoute
 	case "TraefikService.traefik.io":
 		return guardTraefikService
+	case "IngressRoute.traefik.io":
+		return guardIngressRoute
 	case "TrafficSplit.split.smi-spec.io":
 		return guardTrafficSplit
 	}

@@ -89,6 +89,31 @@ http:
   backends: [{serviceName: app, servicePort: 80, weight: 9000}, {serviceName: app-canary, servicePort: 80, weight: 1000}]`, ""},
 		{"traefik weights", "TraefikService.traefik.io", 10, nil, `
 weighted: {services: [{name: app, port: 80, weight: 50}, {name: app-canary, port: 80, weight: 50}]}`, "TraefikService weighted services sends 50%"},
+		{"ingressroute weights within the step", "IngressRoute.traefik.io", 20, nil, `
+routes:
+- {match: PathPrefix(` + "`/`" + `), services: [{name: app, port: 80, weight: 80}, {name: app-canary, port: 80, weight: 20}]}`, ""},
+		{"ingressroute weights beyond the step", "IngressRoute.traefik.io", 20, nil, `
+routes:
+- {match: PathPrefix(` + "`/`" + `), services: [{name: app, port: 80, weight: 20}, {name: app-canary, port: 80, weight: 80}]}`, "IngressRoute routes[0] sends 80%"},
+		{"ingressroute canary route narrowed by the step header", "IngressRoute.traefik.io", -1, beta, `
+routes:
+- {match: "(Host(` + "`shop`" + `) || Host(` + "`www`" + `)) && Header(` + "`X-Env`, `beta`" + `)", services: [{name: app-canary, port: 80}]}
+- {match: Host(` + "`shop`" + `), services: [{name: app, port: 80}]}`, ""},
+		{"ingressroute canary route with one alternative too wide", "IngressRoute.traefik.io", -1, beta, `
+routes:
+- {match: "Header(` + "`X-Env`, `beta`" + `) || PathPrefix(` + "`/api`" + `)", services: [{name: app-canary, port: 80}]}`, "its match 2 lets through"},
+		{"ingressroute negated step header", "IngressRoute.traefik.io", -1, beta, `
+routes:
+- {match: "!Header(` + "`X-Env`, `beta`" + `)", services: [{name: app-canary, port: 80}]}`, "IngressRoute routes[0] sends 100%"},
+		{"ingressroute regular expression for an exact step header", "IngressRoute.traefik.io", -1, beta, `
+routes:
+- {match: "HeaderRegexp(` + "`X-Env`, `beta.*`" + `)", services: [{name: app-canary, port: 80}]}`, "its match 1 lets through"},
+		{"ingressroute unparsable rule", "IngressRoute.traefik.io", -1, beta, `
+routes:
+- {match: "Header(` + "`X-Env`, `beta`" + `) &&", services: [{name: app-canary, port: 80}]}`, "its match 1 lets through"},
+		{"ingressroute traefikservice entry is not the canary", "IngressRoute.traefik.io", 10, nil, `
+routes:
+- {match: PathPrefix(` + "`/`" + `), services: [{name: app-canary, kind: TraefikService}]}`, ""},
 		{"smi weights", "TrafficSplit.split.smi-spec.io", -1, beta, `
 backends: [{service: app, weight: 0}, {service: app-canary, weight: 100}]`, "TrafficSplit backends sends 100%"},
 		{"unread kind", "Unknown.example.com", -1, beta, `{anything: [1]}`, ""},
