@@ -219,3 +219,23 @@ return obj.data
 		t.Errorf("20%%: destinations %v, want %v", got, want)
 	}
 }
+
+// TestCustomObjectDeletedMidStep: a customNetworkRefs object deleted in
+// the middle of a release holds the step with an error naming the object
+// (nothing is created in its place), and restoring (an abort) does not
+// wait for it: there is nothing to put back.
+func TestCustomObjectDeletedMidStep(t *testing.T) {
+	f := newFixture(t, istioRefs())
+	f.createIstio()
+	f.ensure(f.router(), desired(20))
+	must(t, k8s.Delete(f.ctx, f.getUnstructured("VirtualService")))
+	_, err := f.step(f.router(), desired(40))
+	wantErr(t, err, traffic.ErrRouteNotFound)
+	if msg := err.Error(); !strings.Contains(msg, "VirtualService "+f.ns+"/web") {
+		t.Errorf("error does not name the object: %v", err)
+	}
+	f.restore(f.router())
+	if got := specJSON(t, f.getUnstructured("DestinationRule")); got != `{"host":"web","trafficPolicy":{"tls":{"mode":"ISTIO_MUTUAL"}}}` {
+		t.Errorf("DestinationRule after restore: %s, want it as declared", got)
+	}
+}
