@@ -22,6 +22,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/prom"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The analysis of step 2 asks a real Prometheus for the canary's error
@@ -39,28 +40,11 @@ const (
 
 // analysedRollout has no manual gate: step 1 pauses for a second, step 2
 // waits for its analysis, step 3 completes the release.
-const analysedRollout = `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:
-      - traffic: "20%"
-        replicas: 1
-        pause: {duration: 1}
-      - traffic: "60%"
-        replicas: "60%"
-        analysis: {templates: [error-rate]}
-      - traffic: "100%"
-        replicas: "100%"
-      trafficRoutings:
-      - service: echoserver
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: echoserver}
-`
+var analysedRollout = rig.Rollout{Name: "echoserver", Namespace: "demo", Steps: []string{
+	`{traffic: "20%", replicas: 1, pause: {duration: 1}}`,
+	`{traffic: "60%", replicas: "60%", analysis: {templates: [error-rate]}}`,
+	`{traffic: "100%", replicas: "100%"}`,
+}}.YAML()
 
 // errorRateTemplate is the AnalysisTemplate of step 2, measuring with the
 // Prometheus at promURL.

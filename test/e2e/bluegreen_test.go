@@ -18,6 +18,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/prom"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // blueGreenRollout is a blue-green release of echoserver: step 1 brings up
@@ -26,22 +27,10 @@ import (
 // analyses again and waits at a second gate, so that a release can still
 // be aborted after the switch. The analysis is test/e2e/analysis_test.go's
 // error rate from a real Prometheus, 2 measurements per step.
-const blueGreenRollout = `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    blueGreen:
-      steps:
-      - {replicas: "100%", traffic: "0%", analysis: {templates: [error-rate]}, pause: {}}
-      - {replicas: "100%", traffic: "100%", analysis: {templates: [error-rate]}, pause: {}}
-      trafficRoutings:
-      - service: echoserver
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: echoserver}
-`
+var blueGreenRollout = rig.Rollout{Name: "echoserver", Namespace: "demo", BlueGreen: true, Steps: []string{
+	`{replicas: "100%", traffic: "0%", analysis: {templates: [error-rate]}, pause: {}}`,
+	`{replicas: "100%", traffic: "100%", analysis: {templates: [error-rate]}, pause: {}}`,
+}}.YAML()
 
 // blueGreenPhase is what the story allows while it is in one phase: the
 // shares of traffic the HTTPRoute may send to the new revision and whether

@@ -18,6 +18,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The day-two stories: a Rollout deleted in every state goes within
@@ -170,7 +171,7 @@ apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: app-repo, namespace: demo}
 spec: {url: "http://127.0.0.1:%d/app.git", interval: 1s}
-`, freePort(t)))
+`, rig.FreePort(t)))
 	w.atFirstGate(echoRollout)
 	if err := w.c.Delete(context.Background(), &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "echoserver"}}); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // rolloutLog records every version of a Rollout's status, as a watch
@@ -35,7 +36,7 @@ type rolloutVersion struct {
 // watchRollout starts recording the Rollout ns/name until the test ends.
 func (w *world) watchRollout(ns, name string) *rolloutLog {
 	w.t.Helper()
-	wc, err := client.NewWithWatch(w.cluster.RESTConfig, client.Options{Scheme: newScheme(w.t)})
+	wc, err := client.NewWithWatch(w.cluster.RESTConfig, client.Options{Scheme: rig.NewScheme(w.t)})
 	if err != nil {
 		w.t.Fatal(err)
 	}

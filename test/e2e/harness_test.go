@@ -21,26 +21,22 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
-	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 	"github.com/rollgate/rollgate/test/testlog"
 )
 
@@ -65,16 +61,6 @@ type world struct {
 	// log keeps the controller's log; the test prints it when it failed,
 	// after the failure.
 	log *testlog.Buffer
-}
-
-func newScheme(t testing.TB) *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return s
 }
 
 // newWorld gives the story a namespace of its own on the package's shared
@@ -186,7 +172,7 @@ func (w *world) releaseNamespace() {
 // as a default install does.
 func newWorldWith(t *testing.T, git *gitserver.Server) *world {
 	t.Helper()
-	scheme := newScheme(t)
+	scheme := rig.NewScheme(t)
 	cl := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
 	w := &world{t: t, cluster: cl, c: cl.Client, git: git, ns: "demo", log: &testlog.Buffer{}}
 	installCRDs(t, cl.Client)
@@ -220,7 +206,7 @@ func (s *sharedCluster) get(t *testing.T) *kwok.Cluster {
 	t.Helper()
 	s.once.Do(func() {
 		start := time.Now()
-		s.cluster, s.err = kwok.Create(context.Background(), kwok.Options{Nodes: 3, Scheme: newScheme(t)})
+		s.cluster, s.err = kwok.Create(context.Background(), kwok.Options{Nodes: 3, Scheme: rig.NewScheme(t)})
 		if s.err != nil {
 			return
 		}
@@ -273,16 +259,6 @@ func (w *world) applyYAML(docs string) {
 // what the stories apply and what they commit to Git.
 func (w *world) inNS(docs string) string { return kube.InNamespace(docs, w.ns) }
 
-// freePort is a free loopback port for a listener the controller opens
-// (see proc.FreePorts).
-func freePort(t *testing.T) int {
-	ports, err := proc.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ports[0]
-}
-
 // controllerOptions are the options of a story's controller in namespace
 // ns, registering its webhooks as webhookConfig.
 func controllerOptions(ns, webhookConfig string) reconciler.Options {
@@ -304,7 +280,7 @@ func controllerOptions(ns, webhookConfig string) reconciler.Options {
 // registering its webhook with a loopback URL.
 func (w *world) startController() {
 	w.t.Helper()
-	port := freePort(w.t)
+	port := rig.FreePort(w.t)
 	opts := w.ctrlOpts
 	opts.WebhookURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	mgr, err := reconciler.NewManager(w.cluster.RESTConfig, reconciler.ManagerOptions{

@@ -17,65 +17,20 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
-const echoRollout = `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata:
-  name: echoserver
-  namespace: demo
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:
-      - traffic: "20%"
-        replicas: 1
-        pause: {}            # a manual gate: merge the approval branch
-      - traffic: "40%"
-        replicas: "40%"
-        pause: {duration: 2}
-      - traffic: "100%"
-        replicas: "100%"
-      trafficRoutings:
-      - service: echoserver
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: echoserver}
-  git: {repository: app-repo, path: apps/echoserver/rollout.yaml}
-`
+// echoRollout releases echoserver (echoApp) in three steps, the first a
+// manual gate: merge the approval branch.
+var echoRollout = rig.Rollout{Name: "echoserver", Namespace: "demo", GitPath: "apps/echoserver/rollout.yaml", Steps: []string{
+	`{traffic: "20%", replicas: 1, pause: {}}`,
+	`{traffic: "40%", replicas: "40%", pause: {duration: 2}}`,
+	`{traffic: "100%", replicas: "100%"}`,
+}}.YAML()
 
-func echoApp(image string) string {
-	return fmt.Sprintf(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: echoserver, namespace: demo}
-spec:
-  replicas: 5
-  selector: {matchLabels: {app: echoserver}}
-  template:
-    metadata: {labels: {app: echoserver}}
-    spec:
-      containers:
-      - name: echoserver
-        image: %s
----
-apiVersion: v1
-kind: Service
-metadata: {name: echoserver, namespace: demo}
-spec:
-  selector: {app: echoserver}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: echoserver, namespace: demo}
-spec:
-  parentRefs: [{name: public}]
-  rules:
-  - backendRefs: [{name: echoserver, port: 80}]
-`, image)
-}
+// echoApp is the echoserver app in namespace demo: five pods of image, its
+// Service and its HTTPRoute.
+func echoApp(image string) string { return rig.App("demo", "echoserver", image, 5) }
 
 // TestReleaseWithApprovalMergedInGit is the story rollgate exists for.
 func TestReleaseWithApprovalMergedInGit(t *testing.T) {

@@ -9,29 +9,15 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // gatedRollout has a gate at each of its first two steps.
-const gatedRollout = `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata:
-  name: echoserver
-  namespace: demo
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:
-      - {traffic: "20%", replicas: 1, pause: {}}
-      - {traffic: "40%", replicas: "40%", pause: {}}
-      - {traffic: "100%", replicas: "100%"}
-      trafficRoutings:
-      - service: echoserver
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: echoserver}
-  git: {repository: app-repo, path: apps/echoserver/rollout.yaml}
-`
+var gatedRollout = rig.Rollout{Name: "echoserver", Namespace: "demo", GitPath: "apps/echoserver/rollout.yaml", Steps: []string{
+	`{traffic: "20%", replicas: 1, pause: {}}`,
+	`{traffic: "40%", replicas: "40%", pause: {}}`,
+	`{traffic: "100%", replicas: "100%"}`,
+}}.YAML()
 
 // TestRetryAsksForEveryApprovalAgain: the approvals merged for a failed
 // attempt stay in Git, yet the retried release of the same revision waits

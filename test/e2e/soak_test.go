@@ -15,6 +15,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The soak: a year of releases of one Rollout with two gates, through Git,
@@ -25,31 +26,11 @@ import (
 // soakRollout has two manual gates: one pod and 20% of the traffic, then
 // half the pods and half the traffic, each waiting for its approval
 // branch to be merged.
-const soakRollout = `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata:
-  name: echoserver
-  namespace: demo
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:
-      - traffic: "20%"
-        replicas: 1
-        pause: {}            # gate 1: merge the approval branch
-      - traffic: "50%"
-        replicas: "50%"
-        pause: {}            # gate 2
-      - traffic: "100%"
-        replicas: "100%"
-      trafficRoutings:
-      - service: echoserver
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: echoserver}
-  git: {repository: app-repo, path: apps/echoserver/rollout.yaml}
-`
+var soakRollout = rig.Rollout{Name: "echoserver", Namespace: "demo", GitPath: soakRolloutPath, Steps: []string{
+	`{traffic: "20%", replicas: 1, pause: {}}`,     // gate 1: merge the approval branch
+	`{traffic: "50%", replicas: "50%", pause: {}}`, // gate 2
+	`{traffic: "100%", replicas: "100%"}`,
+}}.YAML()
 
 const (
 	soakRolloutPath    = "apps/echoserver/rollout.yaml"

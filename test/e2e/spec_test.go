@@ -15,30 +15,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // specRollout is a Rollout of echoserver (echoApp) without Git whose first
-// step analyses with the AnalysisTemplate "success-rate".
-const specRollout = `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:
-      - traffic: "20%%"
-        replicas: 1
-        analysis: {templates: [success-rate]%s}
-        pause: {}
-      - traffic: "100%%"
-        replicas: "100%%"
-      trafficRoutings:
-      - service: echoserver
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: echoserver}
-`
+// step analyses with the AnalysisTemplate "success-rate", given args (a
+// flow-map fragment: ", args: [...]").
+func specRollout(args string) string {
+	return rig.Rollout{Name: "echoserver", Namespace: "demo", Steps: []string{
+		`{traffic: "20%", replicas: 1, analysis: {templates: [success-rate]` + args + `}, pause: {}}`,
+		`{traffic: "100%", replicas: "100%"}`,
+	}}.YAML()
+}
 
 // successRate needs an argument "service" that has no default.
 const successRate = `
@@ -88,7 +76,7 @@ func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
 	for _, u := range app[:2] { // the Deployment and the Service; no HTTPRoute yet
 		w.apply(u, fluxManager)
 	}
-	w.applyYAML(fmt.Sprintf(specRollout, ""))
+	w.applyYAML(specRollout(""))
 	w.eventually(30*time.Second, "the missing HTTPRoute and template reported", func(context.Context) (bool, error) {
 		ro := w.rollout(w.ns, "echoserver")
 		ready := condition(ro, v1alpha1.ReadyCondition)
@@ -130,7 +118,7 @@ func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
 	}
 
 	// The argument is given: the release starts.
-	w.applyYAML(fmt.Sprintf(specRollout, ", args: [{name: service, value: echoserver}]"))
+	w.applyYAML(specRollout(", args: [{name: service, value: echoserver}]"))
 	w.eventually(60*time.Second, "the release starts at step 1", func(context.Context) (bool, error) {
 		ro := w.rollout(w.ns, "echoserver")
 		return ro.Status.CurrentStepIndex == 1 && ro.Status.Phase == v1alpha1.PhaseProgressing && w.pods(w.ns, "echoserver")["echo:v2"][1] == 1, nil
@@ -139,7 +127,7 @@ func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
 
 // plainRollout is specRollout named name, without analysis.
 func plainRollout(name string) string {
-	r := strings.Replace(fmt.Sprintf(specRollout, ""), "        analysis: {templates: [success-rate]}\n", "", 1)
+	r := rig.Rollout{Name: "echoserver", Namespace: "demo", Steps: []string{`{traffic: "20%", replicas: 1, pause: {}}`, `{traffic: "100%", replicas: "100%"}`}}.YAML()
 	return strings.Replace(r, "name: echoserver, namespace: demo", "name: "+name+", namespace: demo", 1)
 }
 

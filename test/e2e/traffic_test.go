@@ -27,6 +27,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The traffic stories: one release of five pods in three steps (20% of the
@@ -67,20 +68,7 @@ spec:
 // routedApp is the application as Git declares it: Deployment echoserver
 // (five pods of image), Service echoserver, and the routing objects.
 func routedApp(image, routes string) string {
-	return fmt.Sprintf(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: echoserver, namespace: demo}
-spec:
-  replicas: 5
-  selector: {matchLabels: {app: echoserver}}
-  template:
-    metadata: {labels: {app: echoserver}}
-    spec:
-      containers:
-      - name: echoserver
-        image: %s
----`, image) + stableService + "---" + routes
+	return rig.Deployment("demo", "echoserver", image, 5) + "---" + stableService + "---" + routes
 }
 
 const stableService = `

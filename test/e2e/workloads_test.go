@@ -23,6 +23,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The release of every workload kind, told the same way: given a running
@@ -696,7 +697,7 @@ func (s *kindStory) record(opts recordOptions) *releaseRecorder {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &releaseRecorder{s: s, opts: opts, floor: s.floor(), maxPods: s.k.maxPods, cancel: cancel, minReady: s.k.replicas}
-	wc, err := client.NewWithWatch(s.cluster.RESTConfig, client.Options{Scheme: newScheme(s.t)})
+	wc, err := client.NewWithWatch(s.cluster.RESTConfig, client.Options{Scheme: rig.NewScheme(s.t)})
 	if err != nil {
 		s.t.Fatal(err)
 	}

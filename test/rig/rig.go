@@ -102,40 +102,58 @@ func Eventually(t testing.TB, ctx context.Context, limit time.Duration, what str
 }
 
 // App is the YAML of an application in namespace ns (no namespace when
-// empty): Deployment name of replicas pods running image in a container
-// called name, labelled app: name; Service name sending port 80 to 8080;
-// and HTTPRoute name on Gateway "public" sending everything to the Service.
+// empty): Deployment, Service and HTTPRoute name (see each).
 func App(ns, name, image string, replicas int) string {
-	meta := metadata(ns, name)
+	return Deployment(ns, name, image, replicas) + "---" + Service(ns, name) + "---" + HTTPRoute(ns, name)
+}
+
+// Service is the YAML of Service name in namespace ns (none when empty),
+// sending port 80 to port 8080 of the pods labelled app: name. It starts
+// with a newline.
+func Service(ns, name string) string {
 	return fmt.Sprintf(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: %[1]s
-spec:
-  replicas: %[4]d
-  selector: {matchLabels: {app: %[2]s}}
-  template:
-    metadata: {labels: {app: %[2]s}}
-    spec:
-      containers:
-      - name: %[2]s
-        image: %[3]s
----
 apiVersion: v1
 kind: Service
-metadata: %[1]s
+metadata: %s
 spec:
-  selector: {app: %[2]s}
+  selector: {app: %s}
   ports: [{port: 80, targetPort: 8080}]
----
+`, metadata(ns, name), name)
+}
+
+// HTTPRoute is the YAML of HTTPRoute name in namespace ns (none when
+// empty) on Gateway "public", sending everything to Service name. It starts
+// with a newline.
+func HTTPRoute(ns, name string) string {
+	return fmt.Sprintf(`
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
-metadata: %[1]s
+metadata: %s
 spec:
   parentRefs: [{name: public}]
   rules:
-  - backendRefs: [{name: %[2]s, port: 80}]
-`, meta, name, image, replicas)
+  - backendRefs: [{name: %s, port: 80}]
+`, metadata(ns, name), name)
+}
+
+// Deployment is the YAML of Deployment name in namespace ns (none when
+// empty): replicas pods running image in a container called name, labelled
+// app: name. It starts with a newline.
+func Deployment(ns, name, image string, replicas int) string {
+	return fmt.Sprintf(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: %s
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: %[3]s}}
+  template:
+    metadata: {labels: {app: %[3]s}}
+    spec:
+      containers:
+      - name: %[3]s
+        image: %[4]s
+`, metadata(ns, name), replicas, name, image)
 }
 
 // Rollout is a Rollout of Deployment Name (see App) whose traffic goes
