@@ -14,13 +14,13 @@ const giteaPageSize = 50
 
 // gitea is the backend for the Gitea (and Forgejo) REST API v1.
 type gitea struct {
-	api  *api
-	repo string // escaped "/repos/{owner}/{name}"
+	githubLike[gtPull]
 }
 
 func newGitea(a *api, project string) *gitea {
-	owner, name, _ := strings.Cut(project, "/")
-	return &gitea{api: a, repo: "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(name)}
+	g := &gitea{}
+	g.githubLike = newGitHubLike(a, project, g.pull)
+	return g
 }
 
 // gtPull is the part of a Gitea pull request rollgate reads.
@@ -96,34 +96,20 @@ func giteaNext(cur *url.URL, h http.Header, seen int) string {
 	return withPage(cur, pageNumber(cur)+1)
 }
 
-// list pages through GET /repos/{owner}/{repo}/pulls: open ones, or
-// closed ones for merged queries. client filters by head and base.
+// list pages through the open pull requests, or the closed ones for
+// merged queries. client filters by head and base.
 func (g *gitea) list(ctx context.Context, q query, visit func(pull) bool) error {
-	v := url.Values{"state": {"open"}, "limit": {strconv.Itoa(giteaPageSize)}, "page": {"1"}}
-	if q.merged {
-		v.Set("state", "closed")
-	}
-	if q.all {
-		v.Set("state", "all")
-	}
-	return each(ctx, g.api, g.api.url(g.repo+"/pulls", v), giteaNext, func(p gtPull) bool {
-		return visit(g.pull(p))
-	})
+	v := url.Values{"limit": {strconv.Itoa(giteaPageSize)}, "page": {"1"}}
+	return g.listPulls(ctx, q, v, giteaNext, visit)
 }
 
-// create opens pr with POST /repos/{owner}/{repo}/pulls.
+// create opens pr (see missingBranch for a branch not pushed yet).
 func (g *gitea) create(ctx context.Context, pr PullRequest) (pull, error) {
-	in := struct {
-		Head  string `json:"head"`
-		Base  string `json:"base"`
-		Title string `json:"title"`
-		Body  string `json:"body"`
-	}{pr.Head, pr.Base, pr.Title, pr.Body}
-	var out gtPull
-	if _, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/pulls", nil), in, &out); err != nil {
+	p, err := g.githubLike.create(ctx, pr)
+	if err != nil {
 		return pull{}, g.missingBranch(ctx, err)
 	}
-	return g.pull(out), nil
+	return p, nil
 }
 
 // missingBranch turns the 404 Gitea answers when the head or base branch
@@ -144,23 +130,13 @@ func (g *gitea) missingBranch(ctx context.Context, err error) error {
 	return &rejected
 }
 
-// update sets title and body with PATCH /repos/{owner}/{repo}/pulls/{n}.
-func (g *gitea) update(ctx context.Context, p pull, pr PullRequest) error {
-	in := struct {
-		Title string `json:"title"`
-		Body  string `json:"body"`
-	}{pr.Title, pr.Body}
-	_, err := g.api.call(ctx, http.MethodPatch, g.api.url(g.repo+"/pulls/"+p.id, nil), in, nil)
-	return err
-}
-
 // addLabels resolves label names to the repository's label IDs (names it
 // does not know are skipped: Gitea does not create labels on the fly) and
 // adds them with the issues API.
 func (g *gitea) addLabels(ctx context.Context, p pull, labels []string) error {
 	var ids []int64
 	v := url.Values{"limit": {strconv.Itoa(giteaPageSize)}, "page": {"1"}}
-	err := each(ctx, g.api, g.api.url(g.repo+"/labels", v), giteaNext, func(l gtLabel) bool {
+	err := each(ctx, g.api, g.url("/labels", v), giteaNext, func(l gtLabel) bool {
 		for _, want := range labels {
 			if strings.EqualFold(want, l.Name) {
 				ids = append(ids, l.ID)
@@ -172,29 +148,7 @@ func (g *gitea) addLabels(ctx context.Context, p pull, labels []string) error {
 	if err != nil || len(ids) == 0 {
 		return err
 	}
-	in := struct {
-		Labels []int64 `json:"labels"`
-	}{ids}
-	_, err = g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/issues/"+p.id+"/labels", nil), in, nil)
-	return err
-}
-
-// close sets state=closed with PATCH /repos/{owner}/{repo}/pulls/{n}.
-func (g *gitea) close(ctx context.Context, p pull) error {
-	in := struct {
-		State string `json:"state"`
-	}{"closed"}
-	_, err := g.api.call(ctx, http.MethodPatch, g.api.url(g.repo+"/pulls/"+p.id, nil), in, nil)
-	return err
-}
-
-// comment posts to the pull request's conversation (the issues API).
-func (g *gitea) comment(ctx context.Context, p pull, body string) error {
-	in := struct {
-		Body string `json:"body"`
-	}{body}
-	_, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/issues/"+p.id+"/comments", nil), in, nil)
-	return err
+	return g.addLabelsAs(ctx, p, ids)
 }
 
 // gtReview is the part of a Gitea review rollgate reads.
@@ -212,7 +166,7 @@ type gtReview struct {
 func (g *gitea) reviews(ctx context.Context, p pull) ([]Review, error) {
 	var out []Review
 	v := url.Values{"limit": {strconv.Itoa(giteaPageSize)}, "page": {"1"}}
-	err := each(ctx, g.api, g.api.url(g.repo+"/pulls/"+p.id+"/reviews", v), giteaNext, func(r gtReview) bool {
+	err := each(ctx, g.api, g.url("/pulls/"+p.id+"/reviews", v), giteaNext, func(r gtReview) bool {
 		state := ReviewCommented
 		switch r.State {
 		case "APPROVED":

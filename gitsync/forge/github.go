@@ -11,16 +11,14 @@ import (
 // github is the backend for the GitHub REST API v3 (github.com and GitHub
 // Enterprise Server).
 type github struct {
-	api     *api
+	githubLike[ghPull]
 	project string // owner/name
-	owner   string
-	repo    string // escaped "/repos/{owner}/{name}"
 }
 
 func newGitHub(a *api, project string) *github {
-	owner, name, _ := strings.Cut(project, "/")
-	return &github{api: a, project: project, owner: owner,
-		repo: "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(name)}
+	g := &github{project: project}
+	g.githubLike = newGitHubLike(a, project, g.pull)
+	return g
 }
 
 // ghPull is the part of a GitHub pull request rollgate reads.
@@ -71,79 +69,26 @@ func (g *github) pull(p ghPull) pull {
 	return out
 }
 
-// list pages through GET /repos/{owner}/{repo}/pulls, narrowed with
-// head=owner:branch and base; pages follow the Link header.
+// list pages through the pull requests, narrowed with head=owner:branch
+// and base; pages follow the Link header.
 func (g *github) list(ctx context.Context, q query, visit func(pull) bool) error {
-	v := url.Values{"state": {"open"}, "per_page": {"100"}}
-	if q.merged {
-		v.Set("state", "closed")
-	}
-	if q.all {
-		v.Set("state", "all")
-	}
+	v := url.Values{"per_page": {"100"}}
 	if q.head != "" {
 		v.Set("head", g.owner+":"+q.head)
 	}
 	if q.base != "" {
 		v.Set("base", q.base)
 	}
-	next := func(_ *url.URL, h http.Header, _ int) string { return linkNext(h) }
-	return each(ctx, g.api, g.api.url(g.repo+"/pulls", v), next, func(p ghPull) bool {
-		return visit(g.pull(p))
-	})
+	return g.listPulls(ctx, q, v, githubNext, visit)
 }
 
-// create opens pr with POST /repos/{owner}/{repo}/pulls.
-func (g *github) create(ctx context.Context, pr PullRequest) (pull, error) {
-	in := struct {
-		Title string `json:"title"`
-		Head  string `json:"head"`
-		Base  string `json:"base"`
-		Body  string `json:"body"`
-	}{pr.Title, pr.Head, pr.Base, pr.Body}
-	var out ghPull
-	if _, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/pulls", nil), in, &out); err != nil {
-		return pull{}, err
-	}
-	return g.pull(out), nil
-}
+// githubNext pages with the Link header.
+func githubNext(_ *url.URL, h http.Header, _ int) string { return linkNext(h) }
 
-// update sets title and body with PATCH /repos/{owner}/{repo}/pulls/{n}.
-func (g *github) update(ctx context.Context, p pull, pr PullRequest) error {
-	in := struct {
-		Title string `json:"title"`
-		Body  string `json:"body"`
-	}{pr.Title, pr.Body}
-	_, err := g.api.call(ctx, http.MethodPatch, g.api.url(g.repo+"/pulls/"+p.id, nil), in, nil)
-	return err
-}
-
-// addLabels uses the issues API (a pull request is an issue on GitHub),
-// which creates labels that do not exist yet.
+// addLabels uses the issues API, which creates labels that do not exist
+// yet.
 func (g *github) addLabels(ctx context.Context, p pull, labels []string) error {
-	in := struct {
-		Labels []string `json:"labels"`
-	}{labels}
-	_, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/issues/"+p.id+"/labels", nil), in, nil)
-	return err
-}
-
-// close sets state=closed with PATCH /repos/{owner}/{repo}/pulls/{n}.
-func (g *github) close(ctx context.Context, p pull) error {
-	in := struct {
-		State string `json:"state"`
-	}{"closed"}
-	_, err := g.api.call(ctx, http.MethodPatch, g.api.url(g.repo+"/pulls/"+p.id, nil), in, nil)
-	return err
-}
-
-// comment posts to the pull request's conversation (the issues API).
-func (g *github) comment(ctx context.Context, p pull, body string) error {
-	in := struct {
-		Body string `json:"body"`
-	}{body}
-	_, err := g.api.call(ctx, http.MethodPost, g.api.url(g.repo+"/issues/"+p.id+"/comments", nil), in, nil)
-	return err
+	return g.addLabelsAs(ctx, p, labels)
 }
 
 // ghReview is the part of a GitHub review rollgate reads. User is null
@@ -159,9 +104,8 @@ type ghReview struct {
 // reviews pages through GET /repos/{owner}/{repo}/pulls/{n}/reviews.
 func (g *github) reviews(ctx context.Context, p pull) ([]Review, error) {
 	var out []Review
-	next := func(_ *url.URL, h http.Header, _ int) string { return linkNext(h) }
 	v := url.Values{"per_page": {"100"}}
-	err := each(ctx, g.api, g.api.url(g.repo+"/pulls/"+p.id+"/reviews", v), next, func(r ghReview) bool {
+	err := each(ctx, g.api, g.url("/pulls/"+p.id+"/reviews", v), githubNext, func(r ghReview) bool {
 		if r.User == nil {
 			return true
 		}
