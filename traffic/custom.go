@@ -108,7 +108,7 @@ func (r *CustomRouter) EnsureRoutes(ctx context.Context, d Desired) (bool, error
 		if err != nil {
 			return err
 		}
-		out, err := customScript(ctx, r.opts, r.gvk.Kind, r.gvk.Group, original, d)
+		out, err := routeScript(ctx, r.opts, r.gvk.Kind, r.gvk.Group, original, d)
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.describe(), err)
 		}

@@ -239,3 +239,33 @@ func TestCustomObjectDeletedMidStep(t *testing.T) {
 		t.Errorf("DestinationRule after restore: %s, want it as declared", got)
 	}
 }
+
+// TestCustomBrokenScriptDoesNotHoldARollback: a user script that swaps
+// the weights is refused by the routing guard at a 20% step; at weight 0
+// (the step of a rollback or an abort) it would send everything to the
+// canary, so the declared VirtualService is written instead and the
+// rollback goes on.
+func TestCustomBrokenScriptDoesNotHoldARollback(t *testing.T) {
+	f := newFixture(t, v1alpha1.TrafficRoutingRef{Service: "web", CustomNetworkRefs: []v1alpha1.ObjectRef{
+		{APIVersion: "networking.istio.io/v1", Kind: "VirtualService", Name: "web"},
+	}})
+	f.createIstio()
+	declared := specJSON(t, f.getUnstructured("VirtualService"))
+	f.opts.LuaOverrides = map[string]string{"lua.traffic.routing.VirtualService.networking.istio.io": `
+local spec = obj.data.spec
+for _, rule in ipairs(spec.http) do
+  if rule.route[1].destination.host == obj.stableService then
+    rule.route[1].weight = obj.canaryWeight
+    table.insert(rule.route, {destination = {host = obj.canaryService}, weight = obj.stableWeight})
+  end
+end
+return obj.data
+`}
+	_, err := f.step(f.router(), desired(20))
+	wantErr(t, err, luascripts.ErrMisroute)
+	f.ensure(f.router(), desired(0))
+	if got := specJSON(t, f.getUnstructured("VirtualService")); got != declared {
+		t.Errorf("VirtualService at weight 0 with the broken script: %s, want the declared %s", got, declared)
+	}
+	f.restore(f.router())
+}

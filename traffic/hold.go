@@ -273,7 +273,7 @@ func AdmitCustom(ctx context.Context, opts Options, old, newObj *unstructured.Un
 			return NotHeld, fmt.Errorf("%w: %s: annotation %s: %v", ErrInvalid, describe, v1alpha1.AnnotationOriginal, err)
 		}
 	}
-	out, err := customScript(ctx, opts, gvk.Kind, gvk.Group, saved, d)
+	out, err := routeScript(ctx, opts, gvk.Kind, gvk.Group, saved, d)
 	if err != nil {
 		return NotHeld, fmt.Errorf("%s: %w", describe, err)
 	}
@@ -283,7 +283,7 @@ func AdmitCustom(ctx context.Context, opts Options, old, newObj *unstructured.Un
 		verdict = Reasserted
 		if !equality.Semantic.DeepEqual(jsonForm(incoming.Spec), jsonForm(saved.Spec)) && !mentions(incoming.Spec, d) {
 			verdict, saved = Redeclared, incoming
-			if out, err = customScript(ctx, opts, gvk.Kind, gvk.Group, saved, d); err != nil {
+			if out, err = routeScript(ctx, opts, gvk.Kind, gvk.Group, saved, d); err != nil {
 				return NotHeld, fmt.Errorf("%s: the release of Rollout %s cannot keep its step on this spec: %w", describe, h.Rollout, err)
 			}
 		}

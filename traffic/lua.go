@@ -89,6 +89,20 @@ func customScript(ctx context.Context, o Options, kind, group string, original o
 	return objectState{Spec: out.Spec, Labels: out.Labels, Annotations: out.Annotations}, nil
 }
 
+// routeScript is customScript for a step of a release. At a step that
+// sends nothing to the canary (weight 0 without matches: a rollback, an
+// abort, a 0% step) the declared state is right whatever the script says,
+// so a script that fails or is refused there answers with the declared
+// state: a broken user script cannot keep requests on the canary, nor
+// hold a rollback.
+func routeScript(ctx context.Context, o Options, kind, group string, declared objectState, d Desired) (objectState, error) {
+	out, err := customScript(ctx, o, kind, group, declared, d)
+	if err != nil && d.CanaryWeight == 0 && len(d.Matches) == 0 {
+		return declared, nil
+	}
+	return out, err
+}
+
 // scriptError classifies a luascripts error: a missing script or an
 // invalid input is ErrInvalid (the configuration must change), anything
 // else ErrScript. The luascripts error (with the script name and line) is
