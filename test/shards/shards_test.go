@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The instances of the story: the main one takes every Rollout without
@@ -32,59 +33,19 @@ var apps = map[string]string{"web": "main", "cart": "shard1", "shop": "shard1", 
 // seconds, then everything; its manifest is at apps/<app>/rollout.yaml in
 // Git and its status goes to the shared status branch.
 func rolloutYAML(app, shard string) string {
-	labels := "{}"
+	labels := ""
 	if shard != "" {
 		labels = fmt.Sprintf("{%s: %s}", shardKey, shard)
 	}
-	return fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: %[1]s, namespace: %[2]s, labels: %[3]s}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s}
-  strategy:
-    canary:
-      steps:
-      - {traffic: "20%%", replicas: 1, pause: {}}
-      - {traffic: "40%%", replicas: "40%%", pause: {duration: 2}}
-      - {traffic: "100%%", replicas: "100%%"}
-      trafficRoutings:
-      - {service: %[1]s, gracePeriodSeconds: 0, gateway: {httpRouteName: %[1]s}}
-  git: {repository: app-repo, path: apps/%[1]s/rollout.yaml}
-`, app, ns, labels)
+	return rig.Rollout{Name: app, Namespace: ns, Labels: labels, GitPath: "apps/" + app + "/rollout.yaml", Steps: []string{
+		`{traffic: "20%", replicas: 1, pause: {}}`,
+		`{traffic: "40%", replicas: "40%", pause: {duration: 2}}`,
+		`{traffic: "100%", replicas: "100%"}`,
+	}}.YAML()
 }
 
 // appYAML is app's Deployment (4 pods of image), Service and HTTPRoute.
-func appYAML(app, image string) string {
-	return fmt.Sprintf(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  replicas: 4
-  selector: {matchLabels: {app: %[1]s}}
-  template:
-    metadata: {labels: {app: %[1]s}}
-    spec:
-      containers:
-      - {name: app, image: %[3]s}
----
-apiVersion: v1
-kind: Service
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  selector: {app: %[1]s}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  parentRefs: [{name: public}]
-  rules:
-  - backendRefs: [{name: %[1]s, port: 80}]
-`, app, ns, image)
-}
+func appYAML(app, image string) string { return rig.App(ns, app, image, 4) }
 
 func shardOf(instance string) string {
 	if instance == "main" {

@@ -13,22 +13,18 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
-	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 	"github.com/rollgate/rollgate/test/testlog"
 )
 
@@ -69,21 +65,11 @@ type world struct {
 	log *testlog.Buffer
 }
 
-func newScheme(t *testing.T) *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return s
-}
-
 // newWorld starts the cluster and the Git server, then one instance per
 // selector, all registering the webhooks at one balanced address.
 func newWorld(t *testing.T, selectors map[string]string) *world {
 	t.Helper()
-	scheme := newScheme(t)
+	scheme := rig.NewScheme(t)
 	cl := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
 	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}),
 		instances: map[string]*instance{}, log: &testlog.Buffer{}}
@@ -129,8 +115,8 @@ func newWorld(t *testing.T, selectors map[string]string) *world {
 // port and the webhook registered at the balancer's address.
 func (w *world) start(name, selector string) {
 	w.t.Helper()
-	in := &instance{name: name, selector: selector, writes: &writeLog{}, webhookPort: freePort(w.t),
-		probeAddr: fmt.Sprintf("127.0.0.1:%d", freePort(w.t))}
+	in := &instance{name: name, selector: selector, writes: &writeLog{}, webhookPort: rig.FreePort(w.t),
+		probeAddr: fmt.Sprintf("127.0.0.1:%d", rig.FreePort(w.t))}
 	cfg := rest.CopyConfig(w.cluster.RESTConfig)
 	cfg.WrapTransport = in.writes.wrap
 	logger := zap.New(zap.UseDevMode(true), zap.WriteTo(w.log.Prefixed(name+": ")))
@@ -251,16 +237,6 @@ func (w *world) pods(app string) map[string]int {
 		}
 	}
 	return out
-}
-
-// freePort is a free loopback port for a listener the controller opens
-// (see proc.FreePorts).
-func freePort(t *testing.T) int {
-	ports, err := proc.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ports[0]
 }
 
 // writeLog records the write requests (every method but GET) one
