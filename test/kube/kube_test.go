@@ -3,40 +3,17 @@ package kube
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rollgate/rollgate/test/rig"
 )
 
-// recorder is a testing.TB that keeps the failure Fatalf reports and ends
-// the goroutine, as a test's Fatalf does.
-type recorder struct {
-	testing.TB
-	failed string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.failed = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-// run runs f with a recorder and returns what it failed with ("" if it
+// run runs f as a test body and returns what it failed with ("" if it
 // passed).
-func run(f func(t testing.TB)) string {
-	r := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(r)
-	}()
-	<-done
-	return r.failed
-}
+var run = rig.Failure
 
 func TestHoldsWatchesForTheWholeDuration(t *testing.T) {
 	var looks atomic.Int32

@@ -8,6 +8,7 @@ package rig
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -158,7 +159,7 @@ spec:
 
 // Rollout is a Rollout of Deployment Name (see App) whose traffic goes
 // through the Service and the HTTPRoute of that name, with no grace period
-// after a traffic change.
+// after a traffic change (or that only scales, with WithoutTraffic).
 type Rollout struct {
 	// Name of the Rollout, its Deployment, Service and HTTPRoute.
 	Name string
@@ -171,6 +172,8 @@ type Rollout struct {
 	// Steps are the strategy's steps, each a YAML flow mapping:
 	// {traffic: "20%", replicas: 1, pause: {}}.
 	Steps []string
+	// WithoutTraffic leaves out trafficRoutings: the steps only scale.
+	WithoutTraffic bool
 	// GitPath is spec.git.path in Repository "app-repo"; no spec.git when
 	// empty.
 	GitPath string
@@ -200,11 +203,13 @@ spec:
 	for _, s := range r.Steps {
 		fmt.Fprintf(&b, "      - %s\n", s)
 	}
-	fmt.Fprintf(&b, `      trafficRoutings:
+	if !r.WithoutTraffic {
+		fmt.Fprintf(&b, `      trafficRoutings:
       - service: %[1]s
         gracePeriodSeconds: 0
         gateway: {httpRouteName: %[1]s}
 `, r.Name)
+	}
 	if r.GitPath != "" {
 		fmt.Fprintf(&b, "  git: {repository: app-repo, path: %s}\n", r.GitPath)
 	}
@@ -216,4 +221,38 @@ func metadata(ns, name string) string {
 		return "{name: " + name + "}"
 	}
 	return "{name: " + name + ", namespace: " + ns + "}"
+}
+
+// Failure runs f as a test body against a testing.TB that records the
+// first Fatal, Fatalf, Error or Errorf and, for Fatal and Fatalf, ends f
+// there as a test does. It returns what f failed with, "" when it passed:
+// for the tests of test helpers.
+func Failure(f func(t testing.TB)) string {
+	r := &recorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(r)
+	}()
+	<-done
+	return r.failed
+}
+
+// recorder is the testing.TB of Failure.
+type recorder struct {
+	testing.TB
+	failed string
+}
+
+func (r *recorder) Helper()                   {}
+func (r *recorder) Logf(string, ...any)       {}
+func (r *recorder) Log(...any)                {}
+func (r *recorder) Error(args ...any)         { r.fail(fmt.Sprint(args...)) }
+func (r *recorder) Errorf(f string, a ...any) { r.fail(fmt.Sprintf(f, a...)) }
+func (r *recorder) Fatal(args ...any)         { r.fail(fmt.Sprint(args...)); goruntime.Goexit() }
+func (r *recorder) Fatalf(f string, a ...any) { r.fail(fmt.Sprintf(f, a...)); goruntime.Goexit() }
+func (r *recorder) fail(msg string) {
+	if r.failed == "" {
+		r.failed = msg
+	}
 }

@@ -5,39 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 )
 
-// recorder is a testing.TB that keeps what Fatal reports and ends the
-// goroutine, as a test's Fatal does.
-type recorder struct {
-	testing.TB
-	failed string
-}
-
-func (r *recorder) Helper()                   {}
-func (r *recorder) Logf(string, ...any)       {}
-func (r *recorder) Fatal(args ...any)         { r.failed = fmt.Sprint(args...); runtime.Goexit() }
-func (r *recorder) Fatalf(f string, a ...any) { r.failed = fmt.Sprintf(f, a...); runtime.Goexit() }
-
-func run(f func(t testing.TB)) string {
-	r := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(r)
-	}()
-	<-done
-	return r.failed
-}
-
 func TestEventuallyFailsWithWhatAndTheLastWord(t *testing.T) {
 	looks := 0
-	failed := run(func(tb testing.TB) {
+	failed := Failure(func(tb testing.TB) {
 		Eventually(tb, context.Background(), 3*Interval, "v2 released", func() (bool, string) {
 			looks++
 			return false, fmt.Sprintf("look %d", looks)
@@ -46,7 +22,7 @@ func TestEventuallyFailsWithWhatAndTheLastWord(t *testing.T) {
 	if !strings.Contains(failed, "v2 released: not within") || !strings.Contains(failed, fmt.Sprintf("last: look %d", looks)) {
 		t.Fatalf("failure %q, want it to name what did not happen and the last look (%d)", failed, looks)
 	}
-	if failed := run(func(tb testing.TB) {
+	if failed := Failure(func(tb testing.TB) {
 		Eventually(tb, context.Background(), Interval, "at once", func() (bool, string) { return true, "" })
 	}); failed != "" {
 		t.Fatalf("a condition that holds at once failed: %s", failed)
@@ -68,74 +44,31 @@ func TestWaitStopsAtTheFirstError(t *testing.T) {
 	}
 }
 
-// The builders give the objects the tests used to write out by hand.
+// The builders give the objects the tests used to write out by hand (here
+// as JSON).
 func TestYAMLIsWhatTheTestsWroteByHand(t *testing.T) {
+	steps := []string{`{traffic: "20%", replicas: 1, pause: {}}`, `{traffic: "100%", replicas: "100%"}`}
 	for _, c := range []struct{ name, got, want string }{
-		{"Rollout", Rollout{Name: "echoserver", Namespace: "demo", GitPath: "apps/echoserver/rollout.yaml", Steps: []string{
-			`{traffic: "20%", replicas: 1, pause: {}}`, `{traffic: "100%", replicas: "100%"}`}}.YAML(), `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata:
-  name: echoserver
-  namespace: demo
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:
-      - traffic: "20%"
-        replicas: 1
-        pause: {}
-      - traffic: "100%"
-        replicas: "100%"
-      trafficRoutings:
-      - service: echoserver
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: echoserver}
-  git: {repository: app-repo, path: apps/echoserver/rollout.yaml}
-`},
-		{"blue-green Rollout with labels", Rollout{Name: "web", Labels: "{shard: a}", BlueGreen: true, Steps: []string{`{replicas: "100%", traffic: "0%"}`}}.YAML(), `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: web, labels: {shard: a}}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-  strategy:
-    blueGreen:
-      steps:
-      - {replicas: "100%", traffic: "0%"}
-      trafficRoutings:
-      - {service: web, gracePeriodSeconds: 0, gateway: {httpRouteName: web}}
-`},
-		{"App", App("demo", "echoserver", "echo:1.0", 5), `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: echoserver, namespace: demo}
-spec:
-  replicas: 5
-  selector: {matchLabels: {app: echoserver}}
-  template:
-    metadata: {labels: {app: echoserver}}
-    spec:
-      containers:
-      - name: echoserver
-        image: echo:1.0
----
-apiVersion: v1
-kind: Service
-metadata: {name: echoserver, namespace: demo}
-spec:
-  selector: {app: echoserver}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: echoserver, namespace: demo}
-spec:
-  parentRefs: [{name: public}]
-  rules:
-  - backendRefs: [{name: echoserver, port: 80}]
-`},
+		{"Rollout", Rollout{Name: "echoserver", Namespace: "demo", GitPath: "apps/echoserver/rollout.yaml", Steps: steps}.YAML(),
+			`{"apiVersion": "rollgate.dev/v1alpha1", "kind": "Rollout", "metadata": {"name": "echoserver", "namespace": "demo"},
+			  "spec": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "echoserver"},
+			    "strategy": {"canary": {"steps": [{"traffic": "20%", "replicas": 1, "pause": {}}, {"traffic": "100%", "replicas": "100%"}],
+			      "trafficRoutings": [{"service": "echoserver", "gracePeriodSeconds": 0, "gateway": {"httpRouteName": "echoserver"}}]}},
+			    "git": {"repository": "app-repo", "path": "apps/echoserver/rollout.yaml"}}}`},
+		{"blue-green Rollout with labels, no traffic", Rollout{Name: "web", Labels: "{shard: a}", BlueGreen: true, WithoutTraffic: true, Steps: steps[1:]}.YAML(),
+			`{"apiVersion": "rollgate.dev/v1alpha1", "kind": "Rollout", "metadata": {"name": "web", "labels": {"shard": "a"}},
+			  "spec": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+			    "strategy": {"blueGreen": {"steps": [{"traffic": "100%", "replicas": "100%"}]}}}}`},
+		{"App", App("demo", "echoserver", "echo:1.0", 5),
+			`{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "echoserver", "namespace": "demo"},
+			  "spec": {"replicas": 5, "selector": {"matchLabels": {"app": "echoserver"}},
+			    "template": {"metadata": {"labels": {"app": "echoserver"}}, "spec": {"containers": [{"name": "echoserver", "image": "echo:1.0"}]}}}}
+			---
+			{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echoserver", "namespace": "demo"},
+			  "spec": {"selector": {"app": "echoserver"}, "ports": [{"port": 80, "targetPort": 8080}]}}
+			---
+			{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "echoserver", "namespace": "demo"},
+			  "spec": {"parentRefs": [{"name": "public"}], "rules": [{"backendRefs": [{"name": "echoserver", "port": 80}]}]}}`},
 	} {
 		got, want := decode(t, c.got), decode(t, c.want)
 		if !reflect.DeepEqual(got, want) {
@@ -147,9 +80,9 @@ spec:
 func decode(t *testing.T, docs string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	for _, d := range strings.Split(docs, "\n---\n") {
+	for _, d := range strings.Split(docs, "---") {
 		var m map[string]any
-		if err := yaml.Unmarshal([]byte(d), &m); err != nil {
+		if err := yaml.Unmarshal([]byte(strings.TrimSpace(d)), &m); err != nil {
 			t.Fatalf("%v in\n%s", err, d)
 		}
 		out = append(out, m)
