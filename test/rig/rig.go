@@ -6,6 +6,7 @@
 package rig
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	goruntime "runtime"
@@ -174,9 +175,11 @@ type Rollout struct {
 	Steps []string
 	// WithoutTraffic leaves out trafficRoutings: the steps only scale.
 	WithoutTraffic bool
-	// GitPath is spec.git.path in Repository "app-repo"; no spec.git when
-	// empty.
+	// GitPath is spec.git.path in Repository GitRepository; no spec.git
+	// when empty.
 	GitPath string
+	// GitRepository is spec.git.repository, "app-repo" when empty.
+	GitRepository string
 }
 
 // YAML is the Rollout as a document, starting with a newline.
@@ -211,7 +214,7 @@ spec:
 `, r.Name)
 	}
 	if r.GitPath != "" {
-		fmt.Fprintf(&b, "  git: {repository: app-repo, path: %s}\n", r.GitPath)
+		fmt.Fprintf(&b, "  git: {repository: %s, path: %s}\n", cmp.Or(r.GitRepository, "app-repo"), r.GitPath)
 	}
 	return b.String()
 }
