@@ -174,12 +174,12 @@ func For(c client.Client, ro *v1alpha1.Rollout, clock func() time.Time, opts ...
 		if ro.Spec.Strategy.BlueGreen != nil {
 			return nil, fmt.Errorf("spec.strategy.blueGreen: %w: a StatefulSet is released with spec.strategy.canary steps", ErrUnsupported)
 		}
-		return &statefulSet{base: b}, nil
+		return newStatefulSet(b), nil
 	case "DaemonSet":
 		if ro.Spec.Strategy.BlueGreen != nil {
 			return nil, fmt.Errorf("spec.strategy.blueGreen: %w: a DaemonSet is released with spec.strategy.canary steps", ErrUnsupported)
 		}
-		return &daemonSet{base: b}, nil
+		return newDaemonSet(b), nil
 	}
 	return nil, fmt.Errorf("spec.workloadRef.kind %q: %w: use Deployment, StatefulSet or DaemonSet", ref.Kind, ErrUnsupported)
 }

@@ -315,32 +315,3 @@ func tally(o *Observation, pods []*corev1.Pod, revOf func(*corev1.Pod) string, m
 		}
 	}
 }
-
-// ownedState is what one call reads about a workload that owns its pods
-// itself (a StatefulSet or a DaemonSet): the object, rollgate's control
-// annotations on it, its revision history and its pods.
-type ownedState[T client.Object] struct {
-	obj  T
-	ctrl *Control
-	h    *history
-	pods []*corev1.Pod
-	now  time.Time
-}
-
-// readOwned reads obj (the workload b names) with its control
-// annotations, history and pods; selector returns its pod selector.
-func readOwned[T client.Object](ctx context.Context, b *base, obj T, selector func(T) *metav1.LabelSelector) (*ownedState[T], error) {
-	st := &ownedState[T]{obj: obj, now: b.clock()}
-	if err := b.get(ctx, obj); err != nil {
-		return nil, err
-	}
-	var err error
-	if st.ctrl, err = ParseControl(obj); err != nil {
-		return nil, err
-	}
-	if st.h, err = b.readHistory(ctx, obj, selector(obj)); err != nil {
-		return nil, err
-	}
-	st.pods, err = b.listPods(ctx, selector(obj), map[types.UID]bool{obj.GetUID(): true})
-	return st, err
-}

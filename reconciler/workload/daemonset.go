@@ -14,41 +14,22 @@ import (
 // daemonSet releases a DaemonSet held with OnDelete by deleting old pods;
 // the DaemonSet controller recreates them from the current template.
 type daemonSet struct {
-	base
+	native[*appsv1.DaemonSet]
 }
 
 // dsState is what one call reads about a DaemonSet.
 type dsState = ownedState[*appsv1.DaemonSet]
 
-func (a *daemonSet) Cover(ctx context.Context) error {
-	return a.cover(ctx, &appsv1.DaemonSet{}, true)
-}
-
-func (a *daemonSet) Uncover(ctx context.Context) error {
-	return a.cover(ctx, &appsv1.DaemonSet{}, false)
-}
-
-func (a *daemonSet) LeaveHeld(ctx context.Context) (bool, error) {
-	return a.leaveHeld(ctx, &appsv1.DaemonSet{})
-}
-
-func (a *daemonSet) read(ctx context.Context) (*dsState, error) {
-	return readOwned(ctx, &a.base, &appsv1.DaemonSet{}, func(ds *appsv1.DaemonSet) *metav1.LabelSelector { return ds.Spec.Selector })
-}
-
-func (a *daemonSet) Observe(ctx context.Context) (Observation, error) {
-	st, err := a.read(ctx)
-	if err != nil {
-		return Observation{}, err
-	}
-	o := Observation{Replicas: st.obj.Status.DesiredNumberScheduled}
-	if err := observeControl(&o, st.obj); err != nil {
-		return o, err
-	}
-	tally(&o, st.pods, st.h.revOf, st.obj.Spec.MinReadySeconds, st.now)
-	o.MaxUnavailable = dsBudget(st.obj, st.ctrl, nil)
-	o.Complete = !o.Frozen && daemonSetComplete(st.obj)
-	return o, nil
+// newDaemonSet returns the adapter of the DaemonSet b names.
+func newDaemonSet(b base) *daemonSet {
+	return &daemonSet{native[*appsv1.DaemonSet]{base: b, kind: nativeKind[*appsv1.DaemonSet]{
+		empty:    func() *appsv1.DaemonSet { return &appsv1.DaemonSet{} },
+		selector: func(ds *appsv1.DaemonSet) *metav1.LabelSelector { return ds.Spec.Selector },
+		desired:  func(ds *appsv1.DaemonSet) int32 { return ds.Status.DesiredNumberScheduled },
+		minReady: func(ds *appsv1.DaemonSet) int32 { return ds.Spec.MinReadySeconds },
+		complete: daemonSetComplete,
+		budget:   dsBudget,
+	}}}
 }
 
 // daemonSetComplete reports whether the DaemonSet controller finished
@@ -86,11 +67,11 @@ func (a *daemonSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b); err != nil {
 		return false, err
 	}
-	r := st.obj.Status.DesiredNumberScheduled
+	r := a.kind.desired(st.obj)
 	c := clamp(b.CanaryReplicas, r)
 	var o Observation
 	o.StableRevision, o.CanaryRevision = st.ctrl.StableRevision, st.ctrl.CanaryRevision
-	tally(&o, st.pods, st.h.revOf, st.obj.Spec.MinReadySeconds, st.now)
+	a.tally(&o, st)
 	// Replace old pods, those of an abandoned canary first.
 	var old []*corev1.Pod
 	for _, p := range st.pods {
@@ -122,65 +103,33 @@ func terminating(pods []*corev1.Pod) int {
 	return n
 }
 
-// deleteWithin deletes pods within the availability budget (see
-// base.deleteWithin).
-func (a *daemonSet) deleteWithin(ctx context.Context, st *dsState, pods []*corev1.Pod, maxUnavailable int32) error {
-	return a.base.deleteWithin(ctx, st.pods, pods, st.obj.Status.DesiredNumberScheduled, maxUnavailable, st.obj.Spec.MinReadySeconds, st.now)
-}
-
-func (a *daemonSet) Finalize(ctx context.Context) (bool, error) {
-	st, err := a.read(ctx)
-	if err != nil {
-		return false, err
-	}
-	if st.ctrl != nil {
-		if err := a.labelLastBatch(ctx, st.pods, st.h.revOf, st.ctrl); err != nil {
-			return false, err
-		}
-		return false, a.release(ctx, st)
-	}
-	return daemonSetComplete(st.obj), nil
-}
-
-func (a *daemonSet) release(ctx context.Context, st *dsState) error {
-	if err := Release(st.obj, st.ctrl); err != nil {
-		return err
-	}
-	return a.update(ctx, st.obj)
-}
-
 // Rollback puts the stable template back (the DaemonSet controller can only
 // create pods from the current template, as `kubectl rollout undo` does),
 // still held, then replaces the other pods within the budget and releases
 // the DaemonSet.
 func (a *daemonSet) Rollback(ctx context.Context) (bool, error) {
-	st, err := a.read(ctx)
-	if err != nil {
-		return false, err
-	}
-	if st.ctrl == nil {
-		return daemonSetComplete(st.obj), nil
-	}
-	if Revision(&st.obj.Spec.Template) != st.ctrl.StableRevision {
-		tpl := st.h.templates[st.ctrl.StableRevision]
-		if tpl == nil {
-			return false, fmt.Errorf("DaemonSet %s: no ControllerRevision of stable revision %s", a.key(), st.ctrl.StableRevision)
+	return a.whileHeld(ctx, func(st *dsState) (bool, error) {
+		if Revision(&st.obj.Spec.Template) != st.ctrl.StableRevision {
+			tpl := st.h.templates[st.ctrl.StableRevision]
+			if tpl == nil {
+				return false, fmt.Errorf("DaemonSet %s: no ControllerRevision of stable revision %s", a.key(), st.ctrl.StableRevision)
+			}
+			st.obj.Spec.Template = *tpl.DeepCopy()
+			st.ctrl.Rollback = true
+			if err := enforce(st.obj, st.ctrl); err != nil {
+				return false, err
+			}
+			return false, a.update(ctx, st.obj)
 		}
-		st.obj.Spec.Template = *tpl.DeepCopy()
-		st.ctrl.Rollback = true
-		if err := enforce(st.obj, st.ctrl); err != nil {
-			return false, err
+		var strays []*corev1.Pod
+		for _, p := range st.pods {
+			if p.DeletionTimestamp == nil && st.h.revOf(p) != st.ctrl.StableRevision {
+				strays = append(strays, p)
+			}
 		}
-		return false, a.update(ctx, st.obj)
-	}
-	var strays []*corev1.Pod
-	for _, p := range st.pods {
-		if p.DeletionTimestamp == nil && st.h.revOf(p) != st.ctrl.StableRevision {
-			strays = append(strays, p)
+		if len(strays) > 0 || terminating(st.pods) > 0 {
+			return false, a.deleteWithin(ctx, st, strays, dsBudget(st.obj, st.ctrl, nil))
 		}
-	}
-	if len(strays) > 0 || terminating(st.pods) > 0 {
-		return false, a.deleteWithin(ctx, st, strays, dsBudget(st.obj, st.ctrl, nil))
-	}
-	return false, a.release(ctx, st)
+		return false, a.release(ctx, st)
+	})
 }

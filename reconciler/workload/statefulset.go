@@ -16,41 +16,22 @@ import (
 
 // statefulSet releases a StatefulSet through its native partition.
 type statefulSet struct {
-	base
+	native[*appsv1.StatefulSet]
 }
 
 // stsState is what one call reads about a StatefulSet.
 type stsState = ownedState[*appsv1.StatefulSet]
 
-func (a *statefulSet) Cover(ctx context.Context) error {
-	return a.cover(ctx, &appsv1.StatefulSet{}, true)
-}
-
-func (a *statefulSet) Uncover(ctx context.Context) error {
-	return a.cover(ctx, &appsv1.StatefulSet{}, false)
-}
-
-func (a *statefulSet) LeaveHeld(ctx context.Context) (bool, error) {
-	return a.leaveHeld(ctx, &appsv1.StatefulSet{})
-}
-
-func (a *statefulSet) read(ctx context.Context) (*stsState, error) {
-	return readOwned(ctx, &a.base, &appsv1.StatefulSet{}, func(s *appsv1.StatefulSet) *metav1.LabelSelector { return s.Spec.Selector })
-}
-
-func (a *statefulSet) Observe(ctx context.Context) (Observation, error) {
-	st, err := a.read(ctx)
-	if err != nil {
-		return Observation{}, err
-	}
-	o := Observation{Replicas: ptr.Deref(st.obj.Spec.Replicas, 1)}
-	if err := observeControl(&o, st.obj); err != nil {
-		return o, err
-	}
-	tally(&o, st.pods, st.h.revOf, st.obj.Spec.MinReadySeconds, st.now)
-	o.MaxUnavailable = stsBudget(st.obj, st.ctrl, nil)
-	o.Complete = !o.Frozen && statefulSetComplete(st.obj)
-	return o, nil
+// newStatefulSet returns the adapter of the StatefulSet b names.
+func newStatefulSet(b base) *statefulSet {
+	return &statefulSet{native[*appsv1.StatefulSet]{base: b, kind: nativeKind[*appsv1.StatefulSet]{
+		empty:    func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} },
+		selector: func(s *appsv1.StatefulSet) *metav1.LabelSelector { return s.Spec.Selector },
+		desired:  func(s *appsv1.StatefulSet) int32 { return ptr.Deref(s.Spec.Replicas, 1) },
+		minReady: func(s *appsv1.StatefulSet) int32 { return s.Spec.MinReadySeconds },
+		complete: statefulSetComplete,
+		budget:   stsBudget,
+	}}}
 }
 
 // statefulSetComplete reports whether the StatefulSet controller finished
@@ -88,7 +69,7 @@ func (a *statefulSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b); err != nil {
 		return false, err
 	}
-	r := ptr.Deref(st.obj.Spec.Replicas, 1)
+	r := a.kind.desired(st.obj)
 	c := clamp(b.CanaryReplicas, r)
 	if moved, err := a.hold(ctx, st, r-c); moved || err != nil {
 		return false, err
@@ -102,7 +83,7 @@ func (a *statefulSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	}
 	var o Observation
 	o.StableRevision, o.CanaryRevision = st.ctrl.StableRevision, st.ctrl.CanaryRevision
-	tally(&o, st.pods, st.h.revOf, st.obj.Spec.MinReadySeconds, st.now)
+	a.tally(&o, st)
 	done := len(strays) == 0 && o.Canary.Total == c && o.Canary.Ready == c && o.Stable.Total == r-c && o.Other.Total == 0
 	return done, nil
 }
@@ -141,55 +122,24 @@ func (a *statefulSet) pods(st *stsState, match func(p *corev1.Pod, ord int) bool
 	return out
 }
 
-// deleteWithin deletes pods within the availability budget (see
-// base.deleteWithin).
-func (a *statefulSet) deleteWithin(ctx context.Context, st *stsState, pods []*corev1.Pod, maxUnavailable int32) error {
-	return a.base.deleteWithin(ctx, st.pods, pods, ptr.Deref(st.obj.Spec.Replicas, 1), maxUnavailable, st.obj.Spec.MinReadySeconds, st.now)
-}
-
-func (a *statefulSet) Finalize(ctx context.Context) (bool, error) {
-	st, err := a.read(ctx)
-	if err != nil {
-		return false, err
-	}
-	if st.ctrl != nil {
-		if err := a.labelLastBatch(ctx, st.pods, st.h.revOf, st.ctrl); err != nil {
+// Rollback releases a StatefulSet reverted in Git (its controller rolls
+// the canary pods back with the declared strategy); otherwise it holds
+// every ordinal and replaces the canary pods within the budget.
+func (a *statefulSet) Rollback(ctx context.Context) (bool, error) {
+	return a.whileHeld(ctx, func(st *stsState) (bool, error) {
+		if Revision(&st.obj.Spec.Template) == st.ctrl.StableRevision {
+			return false, a.release(ctx, st)
+		}
+		if moved, err := a.hold(ctx, st, HoldPartition); moved || err != nil {
 			return false, err
 		}
-		return false, a.release(ctx, st)
-	}
-	return statefulSetComplete(st.obj), nil
-}
-
-func (a *statefulSet) release(ctx context.Context, st *stsState) error {
-	if err := Release(st.obj, st.ctrl); err != nil {
-		return err
-	}
-	return a.update(ctx, st.obj)
-}
-
-func (a *statefulSet) Rollback(ctx context.Context) (bool, error) {
-	st, err := a.read(ctx)
-	if err != nil {
-		return false, err
-	}
-	if st.ctrl == nil {
-		return statefulSetComplete(st.obj), nil
-	}
-	if Revision(&st.obj.Spec.Template) == st.ctrl.StableRevision {
-		// Reverted in Git: the native controller rolls the canary pods
-		// back with the declared strategy.
-		return false, a.release(ctx, st)
-	}
-	if moved, err := a.hold(ctx, st, HoldPartition); moved || err != nil {
-		return false, err
-	}
-	strays := a.pods(st, func(p *corev1.Pod, _ int) bool { return st.h.revOf(p) != st.ctrl.StableRevision })
-	if err := a.deleteWithin(ctx, st, strays, stsBudget(st.obj, st.ctrl, nil)); err != nil {
-		return false, err
-	}
-	var o Observation
-	o.StableRevision = st.ctrl.StableRevision
-	tally(&o, st.pods, st.h.revOf, st.obj.Spec.MinReadySeconds, st.now)
-	return len(strays) == 0 && o.Stable.Total == ptr.Deref(st.obj.Spec.Replicas, 1), nil
+		strays := a.pods(st, func(p *corev1.Pod, _ int) bool { return st.h.revOf(p) != st.ctrl.StableRevision })
+		if err := a.deleteWithin(ctx, st, strays, stsBudget(st.obj, st.ctrl, nil)); err != nil {
+			return false, err
+		}
+		var o Observation
+		o.StableRevision = st.ctrl.StableRevision
+		a.tally(&o, st)
+		return len(strays) == 0 && o.Stable.Total == a.kind.desired(st.obj), nil
+	})
 }
