@@ -20,7 +20,7 @@ import (
 // once per test binary, not once per story (the tarballs are the same).
 var storyImages = &imageSet{}
 
-// imageSet builds the sample application's three versions and the
+// imageSet builds the sample application's four versions and the
 // controller's image the first time they are asked for.
 type imageSet struct {
 	once   sync.Once
@@ -34,7 +34,7 @@ func (s *imageSet) get(ctx context.Context) ([]realnode.Image, error) {
 		if s.dir, s.err = os.MkdirTemp("", "rollgate-realtraffic-images-"); s.err != nil {
 			return
 		}
-		for _, v := range []string{"v1", "v2", "v3"} {
+		for _, v := range []string{"v1", "v2", "v3", "v4"} {
 			img, err := realnode.SampleApp(ctx, s.dir, v)
 			if err != nil {
 				s.err = err
@@ -62,7 +62,7 @@ func buildImages() int {
 		return 0
 	}
 	start := time.Now()
-	fmt.Fprintln(os.Stderr, "realtraffic: building the story images (the sample app v1-v3 and the controller)")
+	fmt.Fprintln(os.Stderr, "realtraffic: building the story images (the sample app v1-v4 and the controller)")
 	ctx, cancel := context.WithTimeout(context.Background(), nodeSetupBudget)
 	defer cancel()
 	done := make(chan struct{})

@@ -25,11 +25,13 @@ type load struct {
 	answers []answer
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
+	// header is sent by a quarter of the workers (none when empty).
+	header http.Header
 }
 
 func startLoad(url string, rate int, header http.Header) *load {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{cancel: cancel}
+	l := &load{cancel: cancel, header: header}
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	const workers = 8
 	interval := time.Second * workers / time.Duration(rate)

@@ -100,12 +100,15 @@ func startNode(ctx context.Context) (*realnode.Cluster, string, error) {
 		built.Round(time.Millisecond), up.Round(time.Millisecond), node.Server, node.Dir, time.Since(start).Round(time.Millisecond)), nil
 }
 
-// installRollgate applies the Gateway API CRDs Traefik uses and installs
+// installRollgate applies the Gateway API CRDs Traefik uses and Traefik's
+// own (IngressRoute, TraefikService, ...), and installs
 // rollgate from its chart, then waits until its webhook answers.
 func installRollgate(ctx context.Context, node *realnode.Cluster, helm string) error {
-	crds := filepath.Join(repo.ToolsDir(), "gateway-api-crds")
-	if out, err := node.Kubectl(ctx, "apply", "--server-side", "-f", crds); err != nil {
-		return fmt.Errorf("Gateway API CRDs: %v\n%s", err, out)
+	for _, crds := range []string{"gateway-api-crds", "traefik-crds"} {
+		dir := filepath.Join(repo.ToolsDir(), crds)
+		if out, err := node.Kubectl(ctx, "apply", "--server-side", "-f", dir); err != nil {
+			return fmt.Errorf("%s: %v\n%s", dir, err, out)
+		}
 	}
 	if out, err := runHelm(ctx, node, helm, "install", release, chartDir(), "-n", releaseNS, "--create-namespace",
 		"--set", "image.repository=localhost/rollgate", "--set", "image.tag=test", "--set", "image.pullPolicy=Never",

@@ -145,11 +145,13 @@ kind: Repository
 metadata: {name: app-repo, namespace: demo}
 spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 `, repoURL))
-	// Traefik on loopback, with the Gateway API provider, reading the
-	// story's namespace only.
+	// Traefik on loopback, with the Gateway API provider and its own
+	// CRDs' provider (IngressRoute, TraefikService), reading the story's
+	// namespace only.
 	p, err := proc.Start(dir, "traefik", traefik, []string{
 		fmt.Sprintf("--entryPoints.web.address=127.0.0.1:%d", port),
 		"--providers.kubernetesgateway=true", "--providers.kubernetesgateway.namespaces=" + w.ns,
+		"--providers.kubernetescrd=true", "--providers.kubernetescrd.namespaces=" + w.ns,
 		"--ping=false", "--log.level=INFO", "--global.checkNewVersion=false",
 		"--global.sendAnonymousUsage=false",
 		// Prometheus metrics on their own entry point, for the stories
@@ -283,6 +285,36 @@ func decodeAll(w *world, docs string) []*unstructured.Unstructured {
 // Gateway in two full `make test` runs, at load 30-35 on 2 cores). No
 // controller can know when a proxy dropped an endpoint; the drain covers it.
 func app(image string, port int) string {
+	return workload(image) + fmt.Sprintf(`
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: traefik}
+spec: {controllerName: traefik.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: public, namespace: demo}
+spec:
+  gatewayClassName: traefik
+  listeners:
+  - {name: web, protocol: HTTP, port: %d, allowedRoutes: {namespaces: {from: Same}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: echoserver, namespace: demo}
+spec:
+  parentRefs: [{name: public}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /}}]
+    backendRefs: [{name: echoserver, port: 80}]
+`, port)
+}
+
+// workload is the application without its route: namespace demo,
+// Deployment echoserver (5 pods of the sample app at image) and its
+// Service.
+func workload(image string) string {
 	return fmt.Sprintf(`
 apiVersion: v1
 kind: Namespace
@@ -320,29 +352,7 @@ metadata: {name: echoserver, namespace: demo}
 spec:
   selector: {app: echoserver}
   ports: [{name: http, port: 80, targetPort: 8080}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: traefik}
-spec: {controllerName: traefik.io/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: public, namespace: demo}
-spec:
-  gatewayClassName: traefik
-  listeners:
-  - {name: web, protocol: HTTP, port: %d, allowedRoutes: {namespaces: {from: Same}}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: echoserver, namespace: demo}
-spec:
-  parentRefs: [{name: public}]
-  rules:
-  - matches: [{path: {type: PathPrefix, value: /}}]
-    backendRefs: [{name: echoserver, port: 80}]
-`, image, port)
+`, image)
 }
 
 // rollout is the Rollout of Deployment echoserver with steps, routing
