@@ -62,7 +62,7 @@ func InstallCRDs(ctx context.Context, kubeconfig, bin string) error {
 	}
 	for _, name := range names {
 		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			return established(ctx, c, name), nil
+			return Established(ctx, c, name), nil
 		})
 		if err != nil {
 			return fmt.Errorf("CRD %s not Established: %w", name, err)
@@ -94,7 +94,8 @@ func applyCRDs(ctx context.Context, c client.Client, docs string) ([]string, err
 	}
 }
 
-func established(ctx context.Context, c client.Client, name string) bool {
+// Established reports whether the CRD name exists and is Established.
+func Established(ctx context.Context, c client.Client, name string) bool {
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
 		return false

@@ -44,8 +44,7 @@ type Controllers struct {
 	// StorageAddr is the host:port of source-controller's artifact server.
 	StorageAddr string
 
-	procs   []*proc.Process // in start order
-	stopped atomic.Bool
+	running
 }
 
 // defaultBin returns <repo>/bin/flux.
@@ -54,14 +53,9 @@ func defaultBin() string { return filepath.Join(repo.ToolsDir(), "flux") }
 // Start starts source-controller and kustomize-controller and waits until
 // both listen. On error nothing is left running.
 func Start(ctx context.Context, o Options) (*Controllers, error) {
-	if o.Kubeconfig == "" || o.Dir == "" {
-		return nil, errors.New("flux: Options.Kubeconfig and Options.Dir are required")
-	}
-	if o.Bin == "" {
-		o.Bin = defaultBin()
-	}
-	if o.Namespace == "" {
-		o.Namespace = "flux-system"
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	storage := filepath.Join(o.Dir, "flux-artifacts")
 	if err := os.MkdirAll(storage, 0o755); err != nil {
@@ -129,25 +123,45 @@ func waitListening(ctx context.Context, timeout time.Duration, exited func() err
 	}
 }
 
-// Stop stops the controllers, kustomize-controller first: SIGTERM to each
+// withDefaults checks o and fills in Bin and Namespace.
+func (o Options) withDefaults() (Options, error) {
+	if o.Kubeconfig == "" || o.Dir == "" {
+		return o, errors.New("flux: Options.Kubeconfig and Options.Dir are required")
+	}
+	if o.Bin == "" {
+		o.Bin = defaultBin()
+	}
+	if o.Namespace == "" {
+		o.Namespace = "flux-system"
+	}
+	return o, nil
+}
+
+// running is Flux controller processes started together.
+type running struct {
+	procs   []*proc.Process // in start order
+	stopped atomic.Bool
+}
+
+// Stop stops the controllers, the last started first: SIGTERM to each
 // process group, SIGKILL after 10 s.
-func (c *Controllers) Stop() error {
-	c.stopped.Store(true)
+func (r *running) Stop() error {
+	r.stopped.Store(true)
 	var errs []error
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		errs = append(errs, c.procs[i].Stop(10*time.Second))
+	for i := len(r.procs) - 1; i >= 0; i-- {
+		errs = append(errs, r.procs[i].Stop(10*time.Second))
 	}
 	return errors.Join(errs...)
 }
 
 // Exited returns an error, with the last lines of its log, when a
-// controller died; nil while both run, and after Stop.
-func (c *Controllers) Exited() error {
-	if c.stopped.Load() {
+// controller died; nil while they run, and after Stop.
+func (r *running) Exited() error {
+	if r.stopped.Load() {
 		return nil
 	}
 	var errs []error
-	for _, p := range c.procs {
+	for _, p := range r.procs {
 		errs = append(errs, p.Exited())
 	}
 	return errors.Join(errs...)

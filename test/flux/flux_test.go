@@ -7,29 +7,18 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/proc"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // TestStartAndStop: the CRDs install and are Established, both controllers
 // come up, a controller that dies is reported with its log, and Stop ends
 // the other one.
 func TestStartAndStop(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	cluster := kwok.Start(t, kwok.Options{Scheme: scheme})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := InstallCRDs(ctx, cluster.Kubeconfig, ""); err != nil {
-		t.Fatalf("InstallCRDs: %v", err)
-	}
+	cluster, ctx := clusterWithCRDs(t)
 	for _, name := range []string{"gitrepositories.source.toolkit.fluxcd.io", "kustomizations.kustomize.toolkit.fluxcd.io"} {
-		if !established(ctx, cluster.Client, name) {
+		if !Established(ctx, cluster.Client, name) {
 			t.Fatalf("CRD %s is not Established", name)
 		}
 	}
@@ -77,4 +66,17 @@ func TestStartAndStop(t *testing.T) {
 	if err := c.Exited(); err != nil {
 		t.Fatalf("Exited after Stop: %v", err)
 	}
+}
+
+// clusterWithCRDs starts a kwok cluster with Flux's CRDs installed, and
+// gives the test 2 minutes.
+func clusterWithCRDs(t *testing.T) (*kwok.Cluster, context.Context) {
+	t.Helper()
+	cluster := kwok.Start(t, kwok.Options{Scheme: rig.NewScheme(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	if err := InstallCRDs(ctx, cluster.Kubeconfig, ""); err != nil {
+		t.Fatalf("InstallCRDs: %v", err)
+	}
+	return cluster, ctx
 }

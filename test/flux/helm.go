@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
@@ -23,8 +24,7 @@ func HelmCRDs() string { return filepath.Join(repo.ToolsDir(), "helmcontroller")
 
 // Helm is a running helm-controller.
 type Helm struct {
-	p       *proc.Process
-	stopped atomic.Bool
+	running
 }
 
 // StartHelm starts helm-controller next to the controllers of Start (it
@@ -32,14 +32,9 @@ type Helm struct {
 // listens. It reconciles HelmReleases in every namespace, as in a
 // cluster. On error nothing is left running.
 func StartHelm(ctx context.Context, o Options) (*Helm, error) {
-	if o.Kubeconfig == "" || o.Dir == "" {
-		return nil, errors.New("flux: Options.Kubeconfig and Options.Dir are required")
-	}
-	if o.Bin == "" {
-		o.Bin = defaultBin()
-	}
-	if o.Namespace == "" {
-		o.Namespace = "flux-system"
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	ports, err := proc.FreePorts(2)
 	if err != nil {
@@ -56,25 +51,27 @@ func StartHelm(ctx context.Context, o Options) (*Helm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (make tools-helmcontroller)", err)
 	}
-	h := &Helm{p: p}
+	h := &Helm{running{procs: []*proc.Process{p}}}
 	if err := waitListening(ctx, 60*time.Second, h.Exited, health); err != nil {
 		return nil, errors.Join(err, h.Stop())
 	}
 	return h, nil
 }
 
-// Stop stops helm-controller: SIGTERM to its process group, SIGKILL after
-// 10 s.
-func (h *Helm) Stop() error {
-	h.stopped.Store(true)
-	return h.p.Stop(10 * time.Second)
-}
-
-// Exited returns an error, with the last lines of its log, when
-// helm-controller died; nil while it runs, and after Stop.
-func (h *Helm) Exited() error {
-	if h.stopped.Load() {
-		return nil
+// HelmReleaseState reads what a HelmRelease says of itself: its Ready
+// condition, "<status> (<message>)" ("" when it has none), and its last
+// release, "<chart version> <status>" ("" before the first).
+func HelmReleaseState(u *unstructured.Unstructured) (ready, last string) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Ready" {
+			ready = fmt.Sprintf("%v (%v)", m["status"], m["message"])
+		}
 	}
-	return h.p.Exited()
+	history, _, _ := unstructured.NestedSlice(u.Object, "status", "history")
+	if len(history) > 0 {
+		m, _ := history[0].(map[string]any)
+		last = fmt.Sprintf("%v %v", m["chartVersion"], m["status"])
+	}
+	return ready, last
 }

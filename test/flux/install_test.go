@@ -14,19 +14,16 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/chartrun"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The recipe of docs/install.md: its Git URL, and the names it installs.
@@ -62,12 +59,7 @@ func TestInstallRollgateWithFlux(t *testing.T) {
 		}
 	}
 	begin := time.Now()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := rig.NewScheme(t)
 	cluster := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
 	c := cluster.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -201,19 +193,7 @@ func (s *fluxInstall) waitReleased(timeout time.Duration, head, version string) 
 		if u, err := s.helmRelease(); err != nil {
 			last = err.Error()
 		} else {
-			ready := ""
-			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, _ := c.(map[string]any); m["type"] == "Ready" {
-					ready = fmt.Sprintf("%v (%v)", m["status"], m["message"])
-				}
-			}
-			history, _, _ := unstructured.NestedSlice(u.Object, "status", "history")
-			chart := ""
-			if len(history) > 0 {
-				m, _ := history[0].(map[string]any)
-				chart = fmt.Sprintf("%v %v", m["chartVersion"], m["status"])
-			}
+			ready, chart := HelmReleaseState(u)
 			if strings.HasPrefix(ready, "True") && strings.HasPrefix(chart, version+"+"+head[:12]) && strings.HasSuffix(chart, " deployed") {
 				return
 			}

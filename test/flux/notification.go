@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/rollgate/rollgate/test/proc"
@@ -18,8 +17,7 @@ type Notification struct {
 	// controllers post their events (Flux's --events-addr).
 	EventsURL string
 
-	proc    *proc.Process
-	stopped atomic.Bool
+	running
 }
 
 // StartNotification starts notification-controller (Options.Bin holds
@@ -27,14 +25,9 @@ type Notification struct {
 // its event receiver and health endpoint listen. On error nothing is left
 // running. It is independent of Start: stop each with its own Stop.
 func StartNotification(ctx context.Context, o Options) (*Notification, error) {
-	if o.Kubeconfig == "" || o.Dir == "" {
-		return nil, errors.New("flux: Options.Kubeconfig and Options.Dir are required")
-	}
-	if o.Bin == "" {
-		o.Bin = defaultBin()
-	}
-	if o.Namespace == "" {
-		o.Namespace = "flux-system"
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
@@ -55,25 +48,9 @@ func StartNotification(ctx context.Context, o Options) (*Notification, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Notification{EventsURL: "http://" + addr(0) + "/", proc: p}
+	n := &Notification{EventsURL: "http://" + addr(0) + "/", running: running{procs: []*proc.Process{p}}}
 	if err := waitListening(ctx, 60*time.Second, n.Exited, addr(0), addr(1)); err != nil {
 		return nil, errors.Join(err, n.Stop())
 	}
 	return n, nil
-}
-
-// Stop stops notification-controller: SIGTERM to its process group,
-// SIGKILL after 10 s.
-func (n *Notification) Stop() error {
-	n.stopped.Store(true)
-	return n.proc.Stop(10 * time.Second)
-}
-
-// Exited returns an error, with the last lines of its log, when
-// notification-controller died; nil while it runs, and after Stop.
-func (n *Notification) Exited() error {
-	if n.stopped.Load() {
-		return nil
-	}
-	return n.proc.Exited()
 }

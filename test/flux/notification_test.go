@@ -2,7 +2,6 @@ package flux
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,14 +14,9 @@ import (
 	eventv1beta1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-
-	"github.com/rollgate/rollgate/test/kwok"
 )
 
 // TestNotificationDispatches: notification-controller starts, and an event
@@ -31,18 +25,7 @@ import (
 // keys under the Kustomization's group stripped of it, the internal token
 // removed and keys of other groups dropped. When it dies, Exited names it.
 func TestNotificationDispatches(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cluster := kwok.Start(t, kwok.Options{Scheme: scheme})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := InstallCRDs(ctx, cluster.Kubeconfig, ""); err != nil {
-		t.Fatalf("InstallCRDs: %v", err)
-	}
+	cluster, ctx := clusterWithCRDs(t)
 	c := cluster.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flux-system"}}); err != nil {
 		t.Fatal(err)
@@ -141,10 +124,10 @@ post:
 	}
 
 	// When notification-controller dies, Exited names it with its log.
-	if err := syscall.Kill(n.proc.Pid(), syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(n.procs[0].Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-n.proc.Done()
+	<-n.procs[0].Done()
 	if err := n.Exited(); err == nil || !strings.Contains(err.Error(), NotificationController+" exited unexpectedly") {
 		t.Fatalf("Exited after notification-controller died: %v", err)
 	}
