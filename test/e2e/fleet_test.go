@@ -15,6 +15,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // fleetRollout is the Rollout of cluster (staging or prod): staging's
@@ -24,37 +25,14 @@ func fleetRollout(cluster, extra string) string {
 	if cluster == "prod" {
 		first = "pause: {duration: 1}"
 	}
-	return fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: web, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-  strategy:
-    canary:
-      steps:
-      - replicas: 1
-        %s
-      - replicas: "100%%"
-  git: {repository: fleet, path: clusters/%s/web.yaml}
-%s`, first, cluster, extra)
+	return rig.Rollout{Name: "web", Namespace: "demo", WithoutTraffic: true, GitRepository: "fleet", GitPath: "clusters/" + cluster + "/web.yaml",
+		Steps: []string{"{replicas: 1, " + first + "}", `{replicas: "100%"}`}}.YAML() + extra
 }
 
 // fleetApp is the workload; the pod template differs per cluster (a label),
 // the image is what makes it the same version.
 func fleetApp(cluster, image string) string {
-	return fmt.Sprintf(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: demo}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web, cluster: %s}}
-    spec:
-      containers: [{name: web, image: %s}]
-`, cluster, image)
+	return strings.Replace(rig.Deployment("demo", "web", image, 3), "metadata: {labels: {app: web}}", "metadata: {labels: {app: web, cluster: "+cluster+"}}", 1)
 }
 
 // TestFleetWaveThroughGit: two clusters, two controllers, one Git server

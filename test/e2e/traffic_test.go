@@ -377,9 +377,7 @@ func TestFluxReapplyAtGateIsUndone(t *testing.T) {
 		t.Errorf("the watch saw the stable Service select every pod for %s, want never", d.Round(time.Millisecond))
 	}
 	re.assertKept(route, rulesView)
-	if w := re.of(svc); len(w) > 1 {
-		t.Errorf("the stable Service was written %d times after the re-apply, want at most 1 (the apply, with the step in it):\n%s", len(w), describeVersions(w, selectorView))
-	}
+	re.assertAppliedOnce(svc, "the stable Service", selectorView)
 	s.assertNow(route, rulesView, weightedRules(20))
 	s.assertNow(svc, selectorView, stableSelector)
 }
@@ -408,9 +406,7 @@ func TestFluxReapplyOfVirtualServiceAtGateIsUndone(t *testing.T) {
 	// Then the VirtualService is stored with 20% already in it, and the
 	// DestinationRule keeps its subsets.
 	re.assertKept(vs, specView)
-	if w := re.of(dr); len(w) > 1 {
-		t.Errorf("the DestinationRule was written %d times after the re-apply, want at most 1 (the apply, with the step in it):\n%s", len(w), describeVersions(w, specView))
-	}
+	re.assertAppliedOnce(dr, "the DestinationRule", specView)
 	s.assertNow(vs, specView, virtualService(20))
 	s.assertNow(dr, specView, subsetsDestinationRule)
 }
@@ -575,6 +571,15 @@ func (re *reassertion) assertWritten(k routedKey, v routeView, n int) {
 	re.t.Logf("after the write: %d writes to %s, %d to the Rollout", len(w), k, len(re.of(rolloutKey)))
 	if len(w) != n {
 		re.t.Errorf("%s was written %d times after the write, want %d (the write, the re-assertion):\n%s", k, len(w), n, describeVersions(w, v))
+	}
+}
+
+// assertAppliedOnce checks that object k (what, in messages) was written
+// at most once after the re-apply: the apply, with the step in it.
+func (re *reassertion) assertAppliedOnce(k routedKey, what string, v routeView) {
+	re.t.Helper()
+	if w := re.of(k); len(w) > 1 {
+		re.t.Errorf("%s was written %d times after the re-apply, want at most 1 (the apply, with the step in it):\n%s", what, len(w), describeVersions(w, v))
 	}
 }
 
