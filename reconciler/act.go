@@ -39,7 +39,7 @@ func (r *RolloutReconciler) actOnWorkload(ctx context.Context, sc *scope) error 
 		if sc.workload.Rollback {
 			done, err = sc.adapter.Rollback(ctx)
 		} else if sc.workload.Frozen {
-			done, err = sc.adapter.Finalize(ctx)
+			done, err = sc.adapter.HandBack(ctx)
 		}
 	}
 	sc.workloadDone = done

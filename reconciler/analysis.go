@@ -86,9 +86,9 @@ func strategyField(ro *v1alpha1.Rollout) string {
 // runAnalysis measures analysis a (its templates read from the cluster)
 // and, when set, the in-memory template extra (a step's traffic
 // verification).
-func (r *RolloutReconciler) runAnalysis(ctx context.Context, rel *scope, a *v1alpha1.RolloutAnalysis, step int32, started time.Time, prev []v1alpha1.MetricResult, extra *v1alpha1.AnalysisTemplate) (analysis.Report, error) {
-	ro := rel.ro
-	in := analysis.Input{Args: a.Args, Step: step, StartedAt: started, Previous: prev, Now: rel.now, Facts: facts(ro)}
+func (r *RolloutReconciler) runAnalysis(ctx context.Context, sc *scope, a *v1alpha1.RolloutAnalysis, step int32, started time.Time, prev []v1alpha1.MetricResult, extra *v1alpha1.AnalysisTemplate) (analysis.Report, error) {
+	ro := sc.ro
+	in := analysis.Input{Args: a.Args, Step: step, StartedAt: started, Previous: prev, Now: sc.now, Facts: facts(ro)}
 	for _, name := range a.Templates {
 		var t v1alpha1.AnalysisTemplate
 		if err := r.Get(ctx, types.NamespacedName{Namespace: ro.Namespace, Name: name}, &t); apierrors.IsNotFound(err) {

@@ -37,18 +37,18 @@ func (r *RolloutReconciler) forgeClient(ctx context.Context, repo *v1alpha1.Repo
 // openApprovalRequest opens the pull request of the gate the Rollout waits
 // at, once, with the step's numbers in its body, and closes the approval
 // pull requests of earlier gates that were never merged.
-func (r *RolloutReconciler) openApprovalRequest(ctx context.Context, rel *scope) error {
-	ro := rel.ro
+func (r *RolloutReconciler) openApprovalRequest(ctx context.Context, sc *scope) error {
+	ro := sc.ro
 	a := ro.Status.AwaitingApproval
 	if a == nil || a.Branch == "" || a.PullRequestURL != "" {
 		return nil
 	}
-	fc, err := r.forgeClient(ctx, rel.repository)
+	fc, err := r.forgeClient(ctx, sc.repository)
 	if err != nil || fc == nil {
 		return err
 	}
 	url, err := fc.EnsurePullRequest(ctx, forge.PullRequest{
-		Head: a.Branch, Base: trackedBranch(ro, rel.repository),
+		Head: a.Branch, Base: trackedBranch(ro, sc.repository),
 		Title:  forge.ApprovalTitle(ro.Namespace, ro.Name, a.Revision, int(a.Attempt), int(a.Step), int(ro.Status.StepCount)),
 		Body:   forge.ApprovalBody(ro.Namespace, ro.Name, a.Revision, int(a.Attempt), int(a.Step), int(ro.Status.StepCount), facts4PR(ro)),
 		Labels: []string{"rollgate"},
@@ -63,18 +63,18 @@ func (r *RolloutReconciler) openApprovalRequest(ctx context.Context, rel *scope)
 }
 
 // openRevertRequest opens the pull request of a proposed revert.
-func (r *RolloutReconciler) openRevertRequest(ctx context.Context, rel *scope, reason string) error {
-	ro := rel.ro
+func (r *RolloutReconciler) openRevertRequest(ctx context.Context, sc *scope, reason string) error {
+	ro := sc.ro
 	g := ro.Status.Git
-	if g == nil || g.RevertBranch == "" || g.RevertBranch == trackedBranch(ro, rel.repository) || g.RevertPullRequestURL != "" {
+	if g == nil || g.RevertBranch == "" || g.RevertBranch == trackedBranch(ro, sc.repository) || g.RevertPullRequestURL != "" {
 		return nil
 	}
-	fc, err := r.forgeClient(ctx, rel.repository)
+	fc, err := r.forgeClient(ctx, sc.repository)
 	if err != nil || fc == nil {
 		return err
 	}
 	url, err := fc.EnsurePullRequest(ctx, forge.PullRequest{
-		Head: g.RevertBranch, Base: trackedBranch(ro, rel.repository),
+		Head: g.RevertBranch, Base: trackedBranch(ro, sc.repository),
 		Title:  forge.RevertTitle(ro.Namespace, ro.Name, ro.Status.CanaryRevision),
 		Body:   forge.RevertBody(ro.Namespace, ro.Name, ro.Status.CanaryRevision, reason, facts4PR(ro)),
 		Labels: []string{"rollgate"},

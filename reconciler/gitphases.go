@@ -92,32 +92,32 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) err
 // status branch (queued once the status is persisted: QueueProgress).
 // The progress goes out even when a proposal or the revert failed: other
 // clusters (spec.fleet) and people read it there.
-func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
-	ro := rel.ro
-	if rel.git == nil {
+func (r *RolloutReconciler) actOnGit(ctx context.Context, sc *scope) error {
+	ro := sc.ro
+	if sc.git == nil {
 		return nil
 	}
 	var errs []error
-	if err := r.proposeApproval(ctx, rel); err != nil {
+	if err := r.proposeApproval(ctx, sc); err != nil {
 		errs = append(errs, err)
-	} else if err := r.openApprovalRequest(ctx, rel); err != nil {
+	} else if err := r.openApprovalRequest(ctx, sc); err != nil {
 		errs = append(errs, fmt.Errorf("approval pull request: %w", err))
 	}
-	if err := r.revertInGit(ctx, rel); err != nil {
+	if err := r.revertInGit(ctx, sc); err != nil {
 		errs = append(errs, err)
-	} else if err := r.openRevertRequest(ctx, rel, ro.Status.Message); err != nil {
+	} else if err := r.openRevertRequest(ctx, sc, ro.Status.Message); err != nil {
 		errs = append(errs, fmt.Errorf("revert pull request: %w", err))
 	}
 	if ro.Status.Git == nil {
 		ro.Status.Git = &v1alpha1.GitStatus{}
 	}
-	if c, err := rel.git.Head(trackedBranch(ro, rel.repository)); err == nil {
+	if c, err := sc.git.Head(trackedBranch(ro, sc.repository)); err == nil {
 		ro.Status.Git.ObservedCommit = c // before stateOf, which writes it
 	}
-	st := stateOf(ro, rel)
-	rel.gitState = &st // queued by Reconcile once the status is persisted
-	ro.Status.Git.StatusBranch = rel.git.StatusBranch()
-	rel.gitQueued = true
+	st := stateOf(ro, sc)
+	sc.gitState = &st // queued by Reconcile once the status is persisted
+	ro.Status.Git.StatusBranch = sc.git.StatusBranch()
+	sc.gitQueued = true
 	return errors.Join(errs...)
 }
 
@@ -127,14 +127,14 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, rel *scope) error {
 // The branch's commit also prunes spec.approvals down to the entries of
 // the stable and canary revisions, so the list never outgrows the CRD's
 // cap, and the approval branches of earlier gates are removed.
-func (r *RolloutReconciler) proposeApproval(_ context.Context, rel *scope) error {
-	ro := rel.ro
+func (r *RolloutReconciler) proposeApproval(_ context.Context, sc *scope) error {
+	ro := sc.ro
 	a := ro.Status.AwaitingApproval
 	if a == nil || a.Branch != "" {
 		return nil
 	}
-	res, ok := rel.git.Propose(client.ObjectKeyFromObject(ro), gitsource.Proposal{
-		Tracked: trackedBranch(ro, rel.repository), Path: ro.Spec.Git.Path,
+	res, ok := sc.git.Propose(client.ObjectKeyFromObject(ro), gitsource.Proposal{
+		Tracked: trackedBranch(ro, sc.repository), Path: ro.Spec.Git.Path,
 		Approval: gitApproval(a.Revision, a.Attempt, a.Step), Live: []string{ro.Status.StableRevision, ro.Status.CanaryRevision},
 	})
 	if !ok || res.Approved {
@@ -159,7 +159,7 @@ func trackedBranch(ro *v1alpha1.Rollout, repo *v1alpha1.Repository) string {
 }
 
 // stateOf maps a Rollout's status to the file written to Git.
-func stateOf(ro *v1alpha1.Rollout, rel *scope) gitsync.RolloutState {
+func stateOf(ro *v1alpha1.Rollout, sc *scope) gitsync.RolloutState {
 	s := ro.Status
 	st := gitsync.RolloutState{
 		Namespace: ro.Namespace, Name: ro.Name,
@@ -168,11 +168,11 @@ func stateOf(ro *v1alpha1.Rollout, rel *scope) gitsync.RolloutState {
 		Stable:  gitsync.VersionState{Revision: s.StableRevision, Replicas: s.StableReplicas, ReadyReplicas: s.StableReadyReplicas, TrafficPercent: 100 - s.CanaryWeight},
 		Canary:  gitsync.VersionState{Revision: s.CanaryRevision, Replicas: s.CanaryReplicas, ReadyReplicas: s.CanaryReadyReplicas, TrafficPercent: s.CanaryWeight},
 		Message: s.Message,
-		Git:     gitsync.GitInfo{Repository: rel.git.String(), Branch: trackedBranch(ro, rel.repository), Path: ro.Spec.Git.Path},
+		Git:     gitsync.GitInfo{Repository: sc.git.String(), Branch: trackedBranch(ro, sc.repository), Path: ro.Spec.Git.Path},
 	}
 	// The images of the workload's template identify the version across
 	// clusters (spec.fleet of Rollouts elsewhere compares them).
-	if w := rel.workload; w.Revision != "" {
+	if w := sc.workload; w.Revision != "" {
 		if s.CanaryRevision == w.Revision && s.CanaryRevision != s.StableRevision {
 			st.Canary.Images = w.Images
 		}

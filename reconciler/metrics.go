@@ -21,12 +21,12 @@ func (r *RolloutReconciler) recordMetrics(ro *v1alpha1.Rollout) {
 // recordTransition hands the planner's move from before to the Rollout's
 // new status to the metrics (steps and releases that ended, gates
 // approved).
-func (r *RolloutReconciler) recordTransition(rel *scope, before *v1alpha1.RolloutStatus, obs strategy.Observed) {
-	ro := rel.ro
+func (r *RolloutReconciler) recordTransition(sc *scope, before *v1alpha1.RolloutStatus, obs strategy.Observed) {
+	ro := sc.ro
 	r.Options.Metrics.Transition(metrics.Transition{
 		Namespace: ro.Namespace, Name: ro.Name,
 		Old: before, New: &ro.Status,
 		Spec: ro.Spec.Approvals, Seen: obs.Approvals,
-		Now: rel.now,
+		Now: sc.now,
 	})
 }

@@ -23,10 +23,10 @@ import (
 // revert branch or, with revertPolicy Commit, on the tracked branch. Until
 // Git changes, the workload stays held at the stable revision, so a
 // re-apply of the bad version by the GitOps tool moves no pod.
-func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *scope) error {
-	ro := rel.ro
-	cleanupReverts(ctx, rel)
-	if rel.git == nil || ro.Status.Phase != v1alpha1.PhaseFailed || ro.Status.StableRevision == "" ||
+func (r *RolloutReconciler) revertInGit(ctx context.Context, sc *scope) error {
+	ro := sc.ro
+	cleanupReverts(ctx, sc)
+	if sc.git == nil || ro.Status.Phase != v1alpha1.PhaseFailed || ro.Status.StableRevision == "" ||
 		ro.Status.CanaryRevision == ro.Status.StableRevision {
 		return nil
 	}
@@ -38,12 +38,12 @@ func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *scope) error {
 		return err
 	}
 	policy := gitsync.RevertPropose
-	if rel.repository.Spec.RevertPolicy == "Commit" {
+	if sc.repository.Spec.RevertPolicy == "Commit" {
 		policy = gitsync.RevertDirect
 	}
 	// Writing it wakes the gates of what it fetched (gitsource.Repo.Revert).
-	out, err := rel.git.Revert(ctx, gitsync.RevertOptions{
-		TrackedBranch: trackedBranch(ro, rel.repository),
+	out, err := sc.git.Revert(ctx, gitsync.RevertOptions{
+		TrackedBranch: trackedBranch(ro, sc.repository),
 		Paths:         []string{path.Dir(ro.Spec.Git.Path)},
 		Policy:        policy,
 		By:            "rollgate",
@@ -97,18 +97,18 @@ func (r *RolloutReconciler) revertInGit(ctx context.Context, rel *scope) error {
 // kept at every occasion, in every cluster of a fleet (the judgement
 // reads only Git). Failures are logged and tried again at the next
 // occasion; they never touch the release.
-func cleanupReverts(ctx context.Context, rel *scope) {
-	ro := rel.ro
-	if rel.git == nil || ro.Spec.Git == nil || ro.Status.Phase != v1alpha1.PhaseHealthy {
+func cleanupReverts(ctx context.Context, sc *scope) {
+	ro := sc.ro
+	if sc.git == nil || ro.Spec.Git == nil || ro.Status.Phase != v1alpha1.PhaseHealthy {
 		return
 	}
 	state := ro.Status.CurrentStepState
 	if state != v1alpha1.StepCompleted && state != v1alpha1.StepRolledBack {
 		return
 	}
-	tracked := trackedBranch(ro, rel.repository)
-	head, _ := rel.git.Head(tracked)
-	rel.git.CleanupReverts(log.FromContext(ctx), client.ObjectKeyFromObject(ro), tracked,
+	tracked := trackedBranch(ro, sc.repository)
+	head, _ := sc.git.Head(tracked)
+	sc.git.CleanupReverts(log.FromContext(ctx), client.ObjectKeyFromObject(ro), tracked,
 		string(state)+"/"+ro.Status.StableRevision+"/"+head)
 }
 

@@ -464,14 +464,14 @@ func (r *RolloutReconciler) stallOrRetry(sc *scope, err error) (reconcile.Result
 // (disabled Rollout) once the workload is back with its own controller,
 // or marked to stay held (WorkloadLeaveHeld: the label stays, so the
 // webhook keeps holding it).
-func (r *RolloutReconciler) actLetGo(ctx context.Context, rel *scope) (reconcile.Result, error) {
-	if rel.plan.Workload != strategy.WorkloadLeaveHeld {
-		if err := rel.adapter.Uncover(ctx); err != nil && !apierrors.IsNotFound(err) {
+func (r *RolloutReconciler) actLetGo(ctx context.Context, sc *scope) (reconcile.Result, error) {
+	if sc.plan.Workload != strategy.WorkloadLeaveHeld {
+		if err := sc.adapter.Uncover(ctx); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
 		}
 	}
-	if deleting(rel.ro) {
-		r.removeFinalizer(rel)
+	if deleting(sc.ro) {
+		r.removeFinalizer(sc)
 	}
 	return reconcile.Result{}, nil
 }
@@ -479,11 +479,11 @@ func (r *RolloutReconciler) actLetGo(ctx context.Context, rel *scope) (reconcile
 // removeFinalizer lets a deleted Rollout go: its status file leaves the
 // status branch with the next flush, and the finalizer goes with the
 // deferred status patch.
-func (r *RolloutReconciler) removeFinalizer(rel *scope) {
-	if rel.git != nil {
-		rel.git.Writer().Remove(rel.ro.Namespace, rel.ro.Name)
+func (r *RolloutReconciler) removeFinalizer(sc *scope) {
+	if sc.git != nil {
+		sc.git.Writer().Remove(sc.ro.Namespace, sc.ro.Name)
 	}
-	controllerutil.RemoveFinalizer(rel.ro, Finalizer)
+	controllerutil.RemoveFinalizer(sc.ro, Finalizer)
 }
 
 // deleting reports whether ro has a deletion timestamp.
@@ -523,17 +523,17 @@ func (r *RolloutReconciler) actLetGoWithoutWorkload(ctx context.Context, sc *sco
 // moved, and the workload or the routers are still moving, or only the
 // resync is due) waits behind every other ready reconcile; a timer or a
 // release that moved does not.
-func (r *RolloutReconciler) requeueResult(rel *scope) reconcile.Result {
-	d := r.requeue(rel)
+func (r *RolloutReconciler) requeueResult(sc *scope) reconcile.Result {
+	d := r.requeue(sc)
 	if d == 0 {
 		return reconcile.Result{}
 	}
 	prio := priorityNormal
-	waiting := (!rel.workloadDone && d == workloadPoll) || (!rel.traffic.done && rel.traffic.wait == 0)
+	waiting := (!sc.workloadDone && d == workloadPoll) || (!sc.traffic.done && sc.traffic.wait == 0)
 	switch {
-	case !rel.moved && (d == releaseResync || waiting):
+	case !sc.moved && (d == releaseResync || waiting):
 		prio = priorityPoll
-	case inMotion(&rel.ro.Status):
+	case inMotion(&sc.ro.Status):
 		prio = priorityInMotion
 	}
 	return reconcile.Result{RequeueAfter: d, Priority: &prio}
@@ -556,26 +556,26 @@ func inMotion(st *v1alpha1.RolloutStatus) bool {
 // again soon: its own status changes trigger no watch event, and the next
 // state may already hold. A workload still moving is looked at again only
 // after workloadPoll: its pods and ReplicaSets are watched.
-func (r *RolloutReconciler) requeue(rel *scope) time.Duration {
-	d := rel.plan.RequeueAfter
-	if w := rel.traffic.wait; w > 0 && (d == 0 || w < d) {
+func (r *RolloutReconciler) requeue(sc *scope) time.Duration {
+	d := sc.plan.RequeueAfter
+	if w := sc.traffic.wait; w > 0 && (d == 0 || w < d) {
 		d = w
 	}
 	// A move is looked at again soon; a workload the adapter has not
 	// finished moving, later, even if a watch event is missed.
-	if rel.moved && (d == 0 || d > movedRequeue) {
+	if sc.moved && (d == 0 || d > movedRequeue) {
 		d = movedRequeue
 	}
-	if rel.plan.Workload != strategy.WorkloadKeep && !rel.workloadDone && (d == 0 || d > workloadPoll) {
+	if sc.plan.Workload != strategy.WorkloadKeep && !sc.workloadDone && (d == 0 || d > workloadPoll) {
 		d = workloadPoll
 	}
 	// During a release, look again now and then even without events, so a
 	// route or Service re-applied by the GitOps tool is re-asserted.
-	if ph := rel.ro.Status.Phase; (ph == v1alpha1.PhaseProgressing || ph == v1alpha1.PhasePaused) && (d == 0 || d > releaseResync) {
+	if ph := sc.ro.Status.Phase; (ph == v1alpha1.PhaseProgressing || ph == v1alpha1.PhasePaused) && (d == 0 || d > releaseResync) {
 		d = releaseResync
 	}
-	if at := rel.analysis.nextAt; !at.IsZero() {
-		if a := max(at.Sub(rel.now), time.Second); d == 0 || a < d {
+	if at := sc.analysis.nextAt; !at.IsZero() {
+		if a := max(at.Sub(sc.now), time.Second); d == 0 || a < d {
 			d = a
 		}
 	}

@@ -56,7 +56,7 @@ type Observation struct {
 	// Frozen is true while a release holds the workload: the control
 	// annotation is present (Control is its content), or the canary
 	// style's canary Deployment is still to be removed (Control nil;
-	// Finalize or Rollback removes it).
+	// HandBack or Rollback removes it).
 	Frozen  bool
 	Control *Control
 	// HeldWithoutRollout is true when the release holding the workload is
@@ -125,13 +125,14 @@ type Adapter interface {
 	// canary style keeps every stable pod). ErrNotHeld without a release.
 	// When Observation.Rollback is set, call Rollback instead.
 	EnsureBatch(ctx context.Context, b Batch) (done bool, err error)
-	// Finalize completes a release: the canary pods no EnsureBatch has
+	// HandBack completes a release by handing the workload back to its own
+	// controller (not a Kubernetes finalizer): the canary pods no EnsureBatch has
 	// labelled get the batch id of the Rollout's current step (the last
 	// batch's pods may become available before a reconcile sees them), the
 	// declared settings are restored, the annotation removed and the
 	// native controller finishes the rollout; done when it has (and any
 	// canary Deployment is gone).
-	Finalize(ctx context.Context) (done bool, err error)
+	HandBack(ctx context.Context) (done bool, err error)
 	// Rollback returns every pod to the stable revision and removes the
 	// canary pods, ReplicaSet or Deployment. When the workload's template
 	// is the stable revision (reverted in Git) it then releases the

@@ -178,7 +178,7 @@ func (b *base) labelRevisions(ctx context.Context, pods []*corev1.Pod, revOf fun
 }
 
 // labelLastBatch labels the canary pods that no EnsureBatch labelled, as
-// Finalize starts: the pods of the last batch can become available before
+// HandBack starts: the pods of the last batch can become available before
 // a reconcile sees them, and the release then completes without another
 // EnsureBatch. They get the batch id of the Rollout's current step, which
 // the reconciler records before it acts: the step that created them.

@@ -38,7 +38,7 @@ func waitDaemonSetComplete(t *testing.T, ds *appsv1.DaemonSet) {
 }
 
 // Given a DaemonSet on 3 nodes, batches of 1 and 2 new pods replace old pods
-// one at a time (OnDelete), and Finalize restores RollingUpdate so the
+// one at a time (OnDelete), and HandBack restores RollingUpdate so the
 // DaemonSet controller updates the last one.
 func TestDaemonSetBatches(t *testing.T) {
 	ns := namespace(t)
@@ -61,9 +61,9 @@ func TestDaemonSetBatches(t *testing.T) {
 	if got := batchLabels(t, ns, "agent", o.CanaryRevision, rolloutID); got["1"] != 1 || got["2"] != 1 {
 		t.Fatalf("canary pods by batch = %v, want 1 of batch 1 and 1 of batch 2", got)
 	}
-	drive(t, "finalize", a, 1, a.Finalize)
+	drive(t, "finalize", a, 1, a.HandBack)
 	if o = observe(t, a); o.Frozen || !o.Complete {
-		t.Fatalf("after Finalize: %+v", o)
+		t.Fatalf("after HandBack: %+v", o)
 	}
 	wantPods(t, "new revision", o.Stable, 3, 3)
 	get(t, ds)

@@ -135,7 +135,7 @@ func (a *deployment) Observe(ctx context.Context) (Observation, error) {
 	}
 	tally(&o, s.pods, s.revOf, s.d.Spec.MinReadySeconds, s.now)
 	_, o.MaxUnavailable = deploymentBudget(s.d, s.ctrl, nil)
-	// The canary style's release ends when Finalize has removed the
+	// The canary style's release ends when HandBack has removed the
 	// canary Deployment, after the Deployment itself rolled out: until
 	// then the release still holds the workload, so that the reconciler
 	// keeps finalizing (and the planner does not call it Healthy).
@@ -335,7 +335,7 @@ func withLabel(m map[string]string, k, v string) map[string]string {
 	return out
 }
 
-func (a *deployment) Finalize(ctx context.Context) (bool, error) {
+func (a *deployment) HandBack(ctx context.Context) (bool, error) {
 	s, err := a.read(ctx)
 	if err != nil {
 		return false, err

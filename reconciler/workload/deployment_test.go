@@ -100,10 +100,10 @@ func TestDeploymentPartitionStyle(t *testing.T) {
 	wantPods(t, "stable after the self-heal", o.Stable, 5, 5)
 	ours := "web-" + o.CanaryRevision
 
-	drive(t, "finalize", a, 2, a.Finalize)
+	drive(t, "finalize", a, 2, a.HandBack)
 	o = observe(t, a)
 	if o.Frozen || !o.Complete {
-		t.Fatalf("after Finalize: %+v, want released and complete", o)
+		t.Fatalf("after HandBack: %+v, want released and complete", o)
 	}
 	wantPods(t, "new revision", o.Stable, 10, 10)
 	get(t, d)
@@ -166,7 +166,7 @@ func TestDeploymentRollback(t *testing.T) {
 
 // Given enableExtraWorkloadForCanary, the Deployment keeps its old pods and
 // a canary Deployment owned by the Rollout runs the new ones, with the
-// Rollout's patchPodTemplateMetadata; Finalize lets the Deployment roll
+// Rollout's patchPodTemplateMetadata; HandBack lets the Deployment roll
 // out and then removes the canary Deployment.
 func TestDeploymentCanaryStyle(t *testing.T) {
 	ctx := context.Background()
@@ -201,18 +201,18 @@ func TestDeploymentCanaryStyle(t *testing.T) {
 	}
 
 	// The first call releases the Deployment; until the canary Deployment
-	// is gone the release still holds it, so the reconciler calls Finalize
-	// again (it calls Finalize only while the workload is held).
-	if done, err := a.Finalize(ctx); err != nil || done {
-		t.Fatalf("first Finalize = %v, %v; want the Deployment released, not done", done, err)
+	// is gone the release still holds it, so the reconciler calls HandBack
+	// again (it calls HandBack only while the workload is held).
+	if done, err := a.HandBack(ctx); err != nil || done {
+		t.Fatalf("first HandBack = %v, %v; want the Deployment released, not done", done, err)
 	}
 	if o = observe(t, a); !o.Frozen || o.Control != nil || o.Complete {
 		t.Fatalf("released with the canary Deployment left: want held without control, got %+v", o)
 	}
-	drive(t, "finalize", a, 0, a.Finalize)
+	drive(t, "finalize", a, 0, a.HandBack)
 	o = observe(t, a)
 	if o.Frozen || !o.Complete {
-		t.Fatalf("after Finalize: %+v", o)
+		t.Fatalf("after HandBack: %+v", o)
 	}
 	wantPods(t, "new revision", o.Stable, 4, 4)
 	if err := suite.c.Get(ctx, key(ns, canary.Name), canary); !apierrors.IsNotFound(err) {
@@ -229,8 +229,8 @@ func TestDeploymentCanaryStyle(t *testing.T) {
 }
 
 // Given a release whose last batch's pods became available before any
-// EnsureBatch saw them (the reconciler then goes straight to Finalize),
-// Finalize labels them with the rollout id and the batch id of the
+// EnsureBatch saw them (the reconciler then goes straight to HandBack),
+// HandBack labels them with the rollout id and the batch id of the
 // Rollout's current step; the earlier batch keeps its own.
 func TestFinalizeLabelsTheLastBatch(t *testing.T) {
 	ns := namespace(t)
@@ -252,12 +252,12 @@ func TestFinalizeLabelsTheLastBatch(t *testing.T) {
 		}
 	}
 	if unlabelled != 2 {
-		t.Fatalf("before Finalize: %d canary pods without a rollout id, want the 2 of batch 2", unlabelled)
+		t.Fatalf("before HandBack: %d canary pods without a rollout id, want the 2 of batch 2", unlabelled)
 	}
 
 	// The reconciler records the last step before it finalizes.
 	ro.Status.CanaryRevision, ro.Status.CurrentStepIndex = o.CanaryRevision, 2
-	drive(t, "finalize", a, 1, a.Finalize)
+	drive(t, "finalize", a, 1, a.HandBack)
 	if got := batchLabels(t, ns, "last", o.CanaryRevision, rolloutID); got["1"] != 2 || got["2"] != 2 {
 		t.Fatalf("canary pods by batch = %v, want 2 of batch 1 and 2 of batch 2", got)
 	}

@@ -18,7 +18,7 @@
 //     controller neither rolls out nor scales proportionally, so the
 //     adapter creates the new ReplicaSet itself (owned by the Deployment,
 //     its template the Deployment's plus pod-template-hash) and scales it
-//     up and the old ones down, surge first. Finalize restores the
+//     up and the old ones down, surge first. HandBack restores the
 //     declared strategy and unpauses; the native controller finds the
 //     ReplicaSet by template and finishes the rollout with it.
 //   - Deployment, canary style (enableExtraWorkloadForCanary, and

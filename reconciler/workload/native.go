@@ -119,7 +119,7 @@ func (a *native[T]) whileHeld(ctx context.Context, act func(st *ownedState[T]) (
 	return act(st)
 }
 
-func (a *native[T]) Finalize(ctx context.Context) (bool, error) {
+func (a *native[T]) HandBack(ctx context.Context) (bool, error) {
 	return a.whileHeld(ctx, func(st *ownedState[T]) (bool, error) {
 		if err := a.labelLastBatch(ctx, st.pods, st.h.revOf, st.ctrl); err != nil {
 			return false, err

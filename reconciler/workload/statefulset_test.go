@@ -56,7 +56,7 @@ func canaryOrdinals(t *testing.T, ns, app, rev string) map[string]bool {
 }
 
 // Given a StatefulSet of 4 pods, batches of 1 and 3 new pods move the native
-// partition (the highest ordinals update first), and Finalize restores the
+// partition (the highest ordinals update first), and HandBack restores the
 // declared partition so the StatefulSet controller finishes.
 func TestStatefulSetPartition(t *testing.T) {
 	ns := namespace(t)
@@ -87,10 +87,10 @@ func TestStatefulSetPartition(t *testing.T) {
 		t.Fatalf("canary pods by batch = %v, want 1 of batch 1 and 2 of batch 2", got)
 	}
 
-	drive(t, "finalize", a, 1, a.Finalize)
+	drive(t, "finalize", a, 1, a.HandBack)
 	o = observe(t, a)
 	if o.Frozen || !o.Complete {
-		t.Fatalf("after Finalize: %+v", o)
+		t.Fatalf("after HandBack: %+v", o)
 	}
 	wantPods(t, "new revision", o.Stable, 4, 4)
 	get(t, s)

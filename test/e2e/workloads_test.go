@@ -543,7 +543,7 @@ func (s *kindStory) assertBatch(pods podCensus, step int, canary string) {
 	}
 	s.t.Logf("step %d ended: %v", step, pods)
 	if step == len(targets) {
-		return // the last batch's pods may be labelled by Finalize, just after this write
+		return // the last batch's pods may be labelled by HandBack, just after this write
 	}
 	want := map[string]int{"1": 1}
 	for i := 1; i < step; i++ {
