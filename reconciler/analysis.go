@@ -13,7 +13,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/analysis"
 	"github.com/rollgate/rollgate/strategy"
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 	"github.com/rollgate/rollgate/traffic"
 )
 
@@ -35,7 +35,7 @@ func (r *RolloutReconciler) observeAnalysis(ctx context.Context, sc *scope) erro
 	if bg := ro.Spec.Strategy.BackgroundAnalysis(); bg != nil && st.ReleaseStartedAt != nil {
 		rep, err := r.runAnalysis(ctx, sc, bg, 0, st.ReleaseStartedAt.Time, since(prev, st.ReleaseStartedAt.Time), nil)
 		if err == nil {
-			merged, err = plan.MergeResults(merged, 0, rep.Results)
+			merged, err = verdict.MergeResults(merged, 0, rep.Results)
 		}
 		if err != nil {
 			return invalidAnalysis(seen, strategyField(ro)+".analysis", err)
@@ -51,7 +51,7 @@ func (r *RolloutReconciler) observeAnalysis(ctx context.Context, sc *scope) erro
 			}
 			rep, err := r.runAnalysis(ctx, sc, a, st.CurrentStepIndex, st.StepStartedAt.Time, since(prev, st.StepStartedAt.Time), verify)
 			if err == nil {
-				merged, err = plan.MergeResults(merged, st.CurrentStepIndex, rep.Results)
+				merged, err = verdict.MergeResults(merged, st.CurrentStepIndex, rep.Results)
 			}
 			if err != nil {
 				return invalidAnalysis(seen, fmt.Sprintf("%s.steps[%d].analysis", strategyField(ro), st.CurrentStepIndex-1), err)
@@ -68,7 +68,7 @@ func (r *RolloutReconciler) observeAnalysis(ctx context.Context, sc *scope) erro
 // invalidAnalysis keeps a template problem (a missing template, a bad
 // condition) for the planner; any other error is returned.
 func invalidAnalysis(seen *analysisSeen, field string, err error) error {
-	if errors.Is(err, analysis.ErrInvalidTemplate) || errors.Is(err, plan.ErrTooManyResults) {
+	if errors.Is(err, analysis.ErrInvalidTemplate) || errors.Is(err, verdict.ErrTooManyResults) {
 		seen.invalid = &strategy.SpecError{Field: field, Detail: err.Error()}
 		return nil
 	}
@@ -115,8 +115,8 @@ func (r *RolloutReconciler) runAnalysis(ctx context.Context, sc *scope, a *v1alp
 	return rep, err
 }
 
-func facts(ro *v1alpha1.Rollout) plan.Facts {
-	f := plan.Facts{Namespace: ro.Namespace, Name: ro.Name, CanaryRevision: ro.Status.CanaryRevision, StableRevision: ro.Status.StableRevision}
+func facts(ro *v1alpha1.Rollout) verdict.Facts {
+	f := verdict.Facts{Namespace: ro.Namespace, Name: ro.Name, CanaryRevision: ro.Status.CanaryRevision, StableRevision: ro.Status.StableRevision}
 	if rs := ro.Spec.Strategy.TrafficRoutings(); len(rs) > 0 {
 		f.StableService, f.CanaryService = rs[0].Service, traffic.CanaryServiceName(rs[0].Service)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/strategy"
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // observeDependencies checks, before anything moves, that every object and
@@ -101,7 +101,7 @@ func (r *RolloutReconciler) observeDependencies(ctx context.Context, sc *scope) 
 			case !ok:
 				missing = append(missing, fmt.Sprintf("AnalysisTemplate %s/%s named by %s.templates[%d] does not exist", ro.Namespace, name, field, k))
 			case sc.analysis.invalid == nil:
-				if _, err := plan.ResolveArgs(t.Spec.Args, a.Args); err != nil {
+				if _, err := verdict.ResolveArgs(t.Spec.Args, a.Args); err != nil {
 					sc.analysis.invalid = &strategy.SpecError{Field: field + ".args",
 						Detail: fmt.Sprintf("AnalysisTemplate %s: %v", name, err)}
 				}

@@ -7,7 +7,7 @@ import (
 	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 	"github.com/rollgate/rollgate/traffic"
 )
 
@@ -90,7 +90,7 @@ type analysisSeen struct {
 	results []v1alpha1.MetricResult
 	// step is the outcome of the current step's analysis, if it runs;
 	// background that of the release's background analysis.
-	step       *plan.Outcome
+	step       *verdict.Outcome
 	background strategy.AnalysisResult
 	// nextAt is when the next measurement is due.
 	nextAt time.Time

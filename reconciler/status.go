@@ -9,7 +9,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/strategy"
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 const (
@@ -128,11 +128,11 @@ func markAnalysis(ro *v1alpha1.Rollout, a analysisSeen) {
 		return
 	}
 	switch o.Phase {
-	case plan.PhaseSuccessful:
+	case verdict.PhaseSuccessful:
 		conditions.MarkTrue(ro, v1alpha1.AnalysisCondition, string(o.Phase), "%s", o.Message)
-	case plan.PhaseFailed, plan.PhaseError:
+	case verdict.PhaseFailed, verdict.PhaseError:
 		conditions.MarkFalse(ro, v1alpha1.AnalysisCondition, v1alpha1.ReasonAnalysisFailed, "%s", o.Message)
-	case plan.PhaseInconclusive:
+	case verdict.PhaseInconclusive:
 		conditions.MarkFalse(ro, v1alpha1.AnalysisCondition, v1alpha1.ReasonAnalysisInconclusive, "%s", o.Message)
 	default:
 		conditions.MarkUnknown(ro, v1alpha1.AnalysisCondition, string(o.Phase), "%s", o.Message)

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 const (
@@ -367,7 +367,7 @@ func orDefault(s, def string) string {
 }
 
 func phaseWord(ph AnalysisPhase) string {
-	if ph == analysis.PhaseError {
+	if ph == verdict.PhaseError {
 		return "could not measure"
 	}
 	return "failed"

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 const (
@@ -211,7 +211,7 @@ func TestFailedReleaseDoesNotAdvance(t *testing.T) {
 	spec.Promote = &v1alpha1.RevisionRequest{Revision: "v2"}
 	obs := observed(10, 0)
 	obs.Approvals = []v1alpha1.Approval{approval("v2", 1), approval("v2", 2), approval("v2", 3)}
-	obs.StepAnalysis = AnalysisResult{Phase: analysis.PhaseSuccessful}
+	obs.StepAnalysis = AnalysisResult{Phase: verdict.PhaseSuccessful}
 	st := failedStatus(v1alpha1.ReasonAnalysisFailed)
 	p := decide(t, spec, st, obs, at(time.Hour))
 	if whereOf(&p.Status) != whereOf(st) || p.Workload != WorkloadRollback {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // runSteps moves the current step through its states for as long as their
@@ -160,10 +160,10 @@ func (p *planner) analyse() bool {
 		res = p.obs.StepAnalysis
 	}
 	switch res.Phase {
-	case analysis.PhaseSuccessful:
+	case verdict.PhaseSuccessful:
 		p.enter(v1alpha1.StepPaused)
 		return true
-	case analysis.PhaseInconclusive:
+	case verdict.PhaseInconclusive:
 		return p.gate(approvalInconclusive, "analysis: "+res.Message, v1alpha1.StepPaused)
 	}
 	p.reason = v1alpha1.ReasonProgressing
@@ -189,7 +189,7 @@ func (p *planner) pause() bool {
 	switch bg := p.obs.BackgroundAnalysis; {
 	case s.Gate:
 		return p.gate(approvalManual, "", v1alpha1.StepReady)
-	case bg.Phase == analysis.PhaseInconclusive:
+	case bg.Phase == verdict.PhaseInconclusive:
 		return p.gate(approvalInconclusive, "background analysis: "+bg.Message, v1alpha1.StepReady)
 	}
 	p.enter(v1alpha1.StepReady)

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 func TestUpgradeWaitsForReadyPodsAndTheAvailabilityFloor(t *testing.T) {
@@ -128,15 +128,15 @@ func TestStepAnalysis(t *testing.T) {
 		reason   string
 		approved bool
 	}{
-		{"running", AnalysisResult{Phase: analysis.PhaseRunning}, where{v1alpha1.PhaseProgressing, 2, v1alpha1.StepMetricsAnalysis}, v1alpha1.ReasonProgressing, false},
-		{"successful", AnalysisResult{Phase: analysis.PhaseSuccessful}, where{v1alpha1.PhaseProgressing, 2, v1alpha1.StepPaused}, v1alpha1.ReasonPausing, false},
-		{"failed", AnalysisResult{Phase: analysis.PhaseFailed, Message: `success-rate = 0.91: failed "result[0] >= 0.99"`},
+		{"running", AnalysisResult{Phase: verdict.PhaseRunning}, where{v1alpha1.PhaseProgressing, 2, v1alpha1.StepMetricsAnalysis}, v1alpha1.ReasonProgressing, false},
+		{"successful", AnalysisResult{Phase: verdict.PhaseSuccessful}, where{v1alpha1.PhaseProgressing, 2, v1alpha1.StepPaused}, v1alpha1.ReasonPausing, false},
+		{"failed", AnalysisResult{Phase: verdict.PhaseFailed, Message: `success-rate = 0.91: failed "result[0] >= 0.99"`},
 			where{v1alpha1.PhaseFailed, 2, v1alpha1.StepRollingBack}, v1alpha1.ReasonAnalysisFailed, false},
-		{"error", AnalysisResult{Phase: analysis.PhaseError, Message: "prometheus: connection refused"},
+		{"error", AnalysisResult{Phase: verdict.PhaseError, Message: "prometheus: connection refused"},
 			where{v1alpha1.PhaseFailed, 2, v1alpha1.StepRollingBack}, v1alpha1.ReasonAnalysisFailed, false},
-		{"inconclusive", AnalysisResult{Phase: analysis.PhaseInconclusive, Message: "success-rate = NaN"},
+		{"inconclusive", AnalysisResult{Phase: verdict.PhaseInconclusive, Message: "success-rate = NaN"},
 			where{v1alpha1.PhaseProgressing, 2, v1alpha1.StepMetricsAnalysis}, v1alpha1.ReasonAnalysisInconclusive, false},
-		{"inconclusive and approved", AnalysisResult{Phase: analysis.PhaseInconclusive},
+		{"inconclusive and approved", AnalysisResult{Phase: verdict.PhaseInconclusive},
 			where{v1alpha1.PhaseProgressing, 2, v1alpha1.StepPaused}, v1alpha1.ReasonPausing, true},
 	}
 	for _, tt := range tests {
@@ -162,7 +162,7 @@ func TestStepAnalysis(t *testing.T) {
 
 func TestInconclusiveAnalysisIsAGate(t *testing.T) {
 	obs := observed(10, 4)
-	obs.StepAnalysis = AnalysisResult{Phase: analysis.PhaseInconclusive, Message: "success-rate = NaN"}
+	obs.StepAnalysis = AnalysisResult{Phase: verdict.PhaseInconclusive, Message: "success-rate = NaN"}
 	p := decide(t, echoSpec(), releasing(2, v1alpha1.StepMetricsAnalysis, 0), obs, t0)
 	got := p.Status.AwaitingApproval
 	if got == nil || got.Reason != "Inconclusive" || got.Revision != "v2" || got.Step != 2 {
@@ -178,13 +178,13 @@ func TestAnalysisResultOfAnotherStateIsIgnored(t *testing.T) {
 	// result must be an old one (the reconciler has not started this
 	// step's analysis yet).
 	obs := observed(10, 4)
-	obs.StepAnalysis = AnalysisResult{Phase: analysis.PhaseSuccessful}
+	obs.StepAnalysis = AnalysisResult{Phase: verdict.PhaseSuccessful}
 	p := decide(t, echoSpec(), releasing(2, v1alpha1.StepTrafficRouting, 0), obs, at(time.Second))
 	if w := whereOf(&p.Status); w.State != v1alpha1.StepMetricsAnalysis {
 		t.Errorf("at %+v, want to wait in StepMetricsAnalysis", w)
 	}
 	// A failure reported outside StepMetricsAnalysis is not this step's.
-	obs.StepAnalysis = AnalysisResult{Phase: analysis.PhaseFailed}
+	obs.StepAnalysis = AnalysisResult{Phase: verdict.PhaseFailed}
 	p = decide(t, echoSpec(), releasing(1, v1alpha1.StepPaused, 0), obs, t0)
 	if p.Status.Phase == v1alpha1.PhaseFailed {
 		t.Errorf("a step analysis result failed the release outside StepMetricsAnalysis")
@@ -193,17 +193,17 @@ func TestAnalysisResultOfAnotherStateIsIgnored(t *testing.T) {
 
 func TestBackgroundAnalysis(t *testing.T) {
 	obs := observed(10, 1)
-	obs.BackgroundAnalysis = AnalysisResult{Phase: analysis.PhaseFailed, Message: "error-rate = 0.2"}
+	obs.BackgroundAnalysis = AnalysisResult{Phase: verdict.PhaseFailed, Message: "error-rate = 0.2"}
 	p := decide(t, echoSpec(), releasing(1, v1alpha1.StepPaused, -time.Hour), obs, t0)
 	if p.Status.Phase != v1alpha1.PhaseFailed || p.Conditions.Stalled.Reason != v1alpha1.ReasonAnalysisFailed {
-		t.Errorf("phase %s reason %s, want Failed/analysis.PhaseFailed", p.Status.Phase, p.Conditions.Stalled.Reason)
+		t.Errorf("phase %s reason %s, want Failed/verdict.PhaseFailed", p.Status.Phase, p.Conditions.Stalled.Reason)
 	}
 	if !strings.Contains(p.Status.Message, "error-rate = 0.2") {
 		t.Errorf("message %q does not name the metric", p.Status.Message)
 	}
 
 	obs = observed(10, 4)
-	obs.BackgroundAnalysis = AnalysisResult{Phase: analysis.PhaseInconclusive, Message: "error-rate = NaN"}
+	obs.BackgroundAnalysis = AnalysisResult{Phase: verdict.PhaseInconclusive, Message: "error-rate = NaN"}
 	p = decide(t, echoSpec(), releasing(2, v1alpha1.StepPaused, -11*time.Minute), obs, t0)
 	if a := p.Status.AwaitingApproval; a == nil || a.Reason != "Inconclusive" || a.Step != 2 {
 		t.Fatalf("awaitingApproval = %+v, want an Inconclusive gate at step 2", a)

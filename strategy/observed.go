@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // Observed is what the reconciler saw just before planning: the workload,
@@ -136,10 +136,10 @@ type PodCounts struct {
 }
 
 // AnalysisPhase is the state of a running or finished analysis. Package
-// analysis owns the phase values (analysis.PhaseRunning, ...), the names
-// of status.analysis; analysis.PhaseNone means no analysis runs (or none
+// analysis owns the phase values (verdict.PhaseRunning, ...), the names
+// of status.analysis; verdict.PhaseNone means no analysis runs (or none
 // has reported yet). An Error outcome is treated like Failed.
-type AnalysisPhase = analysis.Phase
+type AnalysisPhase = verdict.Phase
 
 // AnalysisResult is the outcome of one analysis.
 type AnalysisResult struct {
@@ -153,7 +153,7 @@ type AnalysisResult struct {
 
 // failed reports whether the analysis decided against the release.
 func (a AnalysisResult) failed() bool {
-	return a.Phase == analysis.PhaseFailed || a.Phase == analysis.PhaseError
+	return a.Phase == verdict.PhaseFailed || a.Phase == verdict.PhaseError
 }
 
 // totalReady is the number of ready pods across all revisions.

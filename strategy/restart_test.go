@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // world is a small cluster that carries out plans the way the reconciler
@@ -61,9 +61,9 @@ func (w *world) observe(s *v1alpha1.RolloutStatus) Observed {
 	obs.TrafficDone = w.ensure(DesiredTraffic(w.spec, s), s)
 	if s.CurrentStepState == v1alpha1.StepMetricsAnalysis {
 		w.analysisLooks++
-		obs.StepAnalysis.Phase = analysis.PhaseRunning
+		obs.StepAnalysis.Phase = verdict.PhaseRunning
 		if w.analysisLooks > 1 {
-			obs.StepAnalysis.Phase = analysis.PhaseSuccessful
+			obs.StepAnalysis.Phase = verdict.PhaseSuccessful
 		}
 	} else {
 		w.analysisLooks = 0
@@ -267,7 +267,7 @@ func TestWaitingIsAFixedPoint(t *testing.T) {
 		}()},
 		"analysis running": {releasing(2, v1alpha1.StepMetricsAnalysis, -time.Minute), func() Observed {
 			o := observed(10, 4)
-			o.StepAnalysis.Phase = analysis.PhaseRunning
+			o.StepAnalysis.Phase = verdict.PhaseRunning
 			return o
 		}()},
 		"failed and rolled back": {failedStatus(v1alpha1.ReasonAborted), observed(10, 0)},

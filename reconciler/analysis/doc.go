@@ -1,6 +1,6 @@
 // Package analysis takes metric measurements for a Rollout: it talks to
 // Prometheus and to JSON web endpoints, expands query placeholders, and
-// runs the measurement state machine of strategy/analysis over the
+// runs the measurement state machine of strategy/verdict over the
 // metrics of a Rollout's AnalysisTemplates.
 //
 // The reconciler calls Runner.Run once per reconcile while an analysis is

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // measure takes the due measurements, at most r.Parallel at a time, and
@@ -33,7 +33,7 @@ func (r *Runner) measure(ctx context.Context, due []*job, now time.Time) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			v, err := measureOne(ctx, provider, j, secrets, now)
-			m := plan.Judge(j.conds, v, err, now)
+			m := verdict.Judge(j.conds, v, err, now)
 			j.meas = &m
 		}()
 	}

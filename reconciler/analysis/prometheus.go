@@ -10,7 +10,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // maxPrometheusBody caps a Prometheus response (a large matrix).
@@ -25,7 +25,7 @@ type PrometheusProvider struct{}
 // one-element list, an instant vector to one number per series, a matrix to
 // one list of numbers per series. Series are ordered by their labels so
 // result[i] is stable across measurements. An empty vector or matrix comes
-// back as an empty Value, which strategy/analysis judges an Error.
+// back as an empty Value, which strategy/verdict judges an Error.
 func (p *PrometheusProvider) Measure(ctx context.Context, q Query) (Value, error) {
 	pm := q.Prometheus
 	if pm == nil {
@@ -65,7 +65,7 @@ func (p *PrometheusProvider) Measure(ctx context.Context, q Query) (Value, error
 func fromModel(v model.Value) (Value, error) {
 	switch r := v.(type) {
 	case *model.Scalar:
-		return plan.List([]float64{float64(r.Value)}), nil
+		return verdict.List([]float64{float64(r.Value)}), nil
 	case model.Vector:
 		sort.Slice(r, func(i, j int) bool { return r[i].Metric.Before(r[j].Metric) })
 		out := make([]float64, 0, len(r))
@@ -75,7 +75,7 @@ func fromModel(v model.Value) (Value, error) {
 			}
 			out = append(out, float64(s.Value))
 		}
-		return plan.List(out), nil
+		return verdict.List(out), nil
 	case model.Matrix:
 		sort.Slice(r, func(i, j int) bool { return r[i].Metric.Before(r[j].Metric) })
 		out := make([][]float64, 0, len(r))
@@ -89,9 +89,9 @@ func fromModel(v model.Value) (Value, error) {
 			}
 			out = append(out, vals)
 		}
-		return plan.Matrix(out), nil
+		return verdict.Matrix(out), nil
 	case nil:
-		return plan.List(nil), nil
+		return verdict.List(nil), nil
 	default:
 		return Value{}, fmt.Errorf("query returned a %s, not a number", v.Type())
 	}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 	"github.com/rollgate/rollgate/test/prom"
 )
 
@@ -120,7 +120,7 @@ func analyse(t *testing.T, tmpl v1alpha1.AnalysisTemplate, between func(rep Repo
 func TestPrometheusHealthyMetricSucceeds(t *testing.T) {
 	_, srv := startPrometheus(t)
 	rep := analyse(t, errorRateTemplate(srv.URL, 3, 4), nil)
-	if rep.Outcome.Phase != plan.PhaseSuccessful || rep.Results[0].Successful != 3 {
+	if rep.Outcome.Phase != verdict.PhaseSuccessful || rep.Results[0].Successful != 3 {
 		t.Fatalf("outcome %+v, result %+v; want 3 successful measurements", rep.Outcome, rep.Results[0])
 	}
 	if v := rep.Results[0].Measurements[2].Value; v != "0" {
@@ -136,7 +136,7 @@ func TestPrometheusRisingErrorRateFails(t *testing.T) {
 		}
 	})
 	res := rep.Results[0]
-	if rep.Outcome.Phase != plan.PhaseFailed || res.Successful < 2 || res.Failed != 1 {
+	if rep.Outcome.Phase != verdict.PhaseFailed || res.Successful < 2 || res.Failed != 1 {
 		t.Fatalf("outcome %+v, result %+v; want Failed after 2 good measurements", rep.Outcome, res)
 	}
 	if !strings.HasPrefix(rep.Outcome.Message, `metric "error-rate" value 0.`) ||
@@ -156,7 +156,7 @@ func TestPrometheusDownFailsSafe(t *testing.T) {
 		}
 	})
 	res := rep.Results[0]
-	if rep.Outcome.Phase != plan.PhaseError || res.Successful != 2 || res.Errors != 3 || res.ConsecutiveErrors != 3 {
+	if rep.Outcome.Phase != verdict.PhaseError || res.Successful != 2 || res.Errors != 3 || res.ConsecutiveErrors != 3 {
 		t.Fatalf("outcome %+v, result %+v; want Error after 2 good and 3 failed measurements", rep.Outcome, res)
 	}
 	if !strings.Contains(rep.Outcome.Message, "connection refused") || !strings.Contains(rep.Outcome.Message, "3 consecutive errors, consecutiveErrorLimit 2") {
@@ -170,14 +170,14 @@ func TestPrometheusResultShapes(t *testing.T) {
 	for _, tc := range []struct {
 		name, query string
 		rng         *v1alpha1.PrometheusRange
-		kind        plan.Kind
+		kind        verdict.Kind
 		cond        string // must hold for the value
 	}{
-		{"scalar", "scalar(vector(0.5))", nil, plan.KindList, "result == [0.5]"},
-		{"vector sorted by labels", `build_info`, nil, plan.KindList, "result == [1.0, 2.0]"},
-		{"empty vector", `nonexistent_metric`, nil, plan.KindList, "size(result) == 0"},
+		{"scalar", "scalar(vector(0.5))", nil, verdict.KindList, "result == [0.5]"},
+		{"vector sorted by labels", `build_info`, nil, verdict.KindList, "result == [1.0, 2.0]"},
+		{"empty vector", `nonexistent_metric`, nil, verdict.KindList, "size(result) == 0"},
 		{"matrix", `build_info`, &v1alpha1.PrometheusRange{Duration: metav1.Duration{Duration: 2 * time.Second},
-			Step: metav1.Duration{Duration: time.Second}}, plan.KindMatrix,
+			Step: metav1.Duration{Duration: time.Second}}, verdict.KindMatrix,
 			"size(result) == 2 && size(result[1]) >= 2 && result[0].all(v, v == 1.0) && result[1].all(v, v == 2.0)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,7 +186,7 @@ func TestPrometheusResultShapes(t *testing.T) {
 			if err != nil || v.Kind() != tc.kind {
 				t.Fatalf("Measure(%s) = %v (kind %v), %v; want kind %v", tc.query, v, v.Kind(), err, tc.kind)
 			}
-			c, err := plan.Compile(tc.cond)
+			c, err := verdict.Compile(tc.cond)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,11 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // Value is a measured value in the shape of the CEL `result` variable.
-type Value = plan.Value
+type Value = verdict.Value
 
 // DefaultTimeout bounds one query when the metric sets no timeout.
 const DefaultTimeout = 30 * time.Second

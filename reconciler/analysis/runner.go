@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // ErrInvalidTemplate wraps every template problem Run finds before
@@ -27,7 +27,7 @@ type Input struct {
 	// Args are the Rollout's args for the templates.
 	Args []v1alpha1.AnalysisArg
 	// Facts fill the {{rollout.*}} placeholders.
-	Facts plan.Facts
+	Facts verdict.Facts
 	// Step is the 1-based step of a step analysis, 0 for background.
 	Step int32
 	// StartedAt is when the analysis began (initialDelay counts from here).
@@ -42,10 +42,10 @@ type Input struct {
 // Report is what one Run found.
 type Report struct {
 	// Results are this analysis' metric results, in template and metric
-	// order; put them in status.analysis with plan.MergeResults.
+	// order; put them in status.analysis with verdict.MergeResults.
 	Results []v1alpha1.MetricResult
 	// Outcome is the aggregated verdict.
-	Outcome plan.Outcome
+	Outcome verdict.Outcome
 	// NextAt is when a measurement is next due; zero once the outcome is
 	// terminal.
 	NextAt time.Time
@@ -66,7 +66,7 @@ type Runner struct {
 // job is one metric of the analysis.
 type job struct {
 	metric *v1alpha1.Metric
-	conds  plan.Conditions
+	conds  verdict.Conditions
 	query  Query
 	secret string
 	prev   v1alpha1.MetricResult
@@ -85,7 +85,7 @@ func (r *Runner) Run(ctx context.Context, in Input) (Report, error) {
 	}
 	var due []*job
 	for _, j := range jobs {
-		if plan.Due(j.metric, j.prev, in.StartedAt, in.Now) {
+		if verdict.Due(j.metric, j.prev, in.StartedAt, in.Now) {
 			due = append(due, j)
 		}
 	}
@@ -96,17 +96,17 @@ func (r *Runner) Run(ctx context.Context, in Input) (Report, error) {
 		return Report{}, err
 	}
 	rep := Report{Measured: len(due)}
-	entries := make([]plan.Entry, 0, len(jobs))
+	entries := make([]verdict.Entry, 0, len(jobs))
 	for _, j := range jobs {
-		res, _ := plan.Advance(j.metric, j.prev, j.meas)
+		res, _ := verdict.Advance(j.metric, j.prev, j.meas)
 		rep.Results = append(rep.Results, res)
-		entries = append(entries, plan.Entry{Metric: j.metric, Result: res})
-		next := plan.NextMeasurementAt(j.metric, res, in.StartedAt)
+		entries = append(entries, verdict.Entry{Metric: j.metric, Result: res})
+		next := verdict.NextMeasurementAt(j.metric, res, in.StartedAt)
 		if !next.IsZero() && (rep.NextAt.IsZero() || next.Before(rep.NextAt)) {
 			rep.NextAt = next
 		}
 	}
-	rep.Outcome = plan.Aggregate(entries)
+	rep.Outcome = verdict.Aggregate(entries)
 	if rep.Outcome.Phase.Terminal() {
 		rep.NextAt = time.Time{}
 	}
@@ -119,7 +119,7 @@ func prepare(in Input) ([]*job, error) {
 	var errs []error
 	for ti := range in.Templates {
 		t := &in.Templates[ti]
-		args, err := plan.ResolveArgs(t.Spec.Args, in.Args)
+		args, err := verdict.ResolveArgs(t.Spec.Args, in.Args)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("template %q: %w", t.Name, err))
 			continue
@@ -135,8 +135,8 @@ func prepare(in Input) ([]*job, error) {
 			jobs = append(jobs, j)
 		}
 	}
-	if len(jobs) > plan.MaxResults {
-		errs = append(errs, fmt.Errorf("the analysis has %d metrics; status holds at most %d", len(jobs), plan.MaxResults))
+	if len(jobs) > verdict.MaxResults {
+		errs = append(errs, fmt.Errorf("the analysis has %d metrics; status holds at most %d", len(jobs), verdict.MaxResults))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidTemplate, err)
@@ -144,8 +144,8 @@ func prepare(in Input) ([]*job, error) {
 	return jobs, nil
 }
 
-func newJob(m *v1alpha1.Metric, args map[string]string, facts plan.Facts) (*job, error) {
-	conds, err := plan.CompileMetric(m)
+func newJob(m *v1alpha1.Metric, args map[string]string, facts verdict.Facts) (*job, error) {
+	conds, err := verdict.CompileMetric(m)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func newJob(m *v1alpha1.Metric, args map[string]string, facts plan.Facts) (*job,
 	switch p := m.Provider; {
 	case p.Prometheus != nil:
 		pm := p.Prometheus.DeepCopy()
-		if pm.Query, err = plan.Expand(pm.Query, args, facts); err != nil {
+		if pm.Query, err = verdict.Expand(pm.Query, args, facts); err != nil {
 			return nil, fmt.Errorf("query: %w", err)
 		}
 		j.query.Prometheus = pm
@@ -162,7 +162,7 @@ func newJob(m *v1alpha1.Metric, args map[string]string, facts plan.Facts) (*job,
 		}
 	case p.Web != nil:
 		w := p.Web.DeepCopy()
-		if w.URL, err = plan.Expand(w.URL, args, facts); err != nil {
+		if w.URL, err = verdict.Expand(w.URL, args, facts); err != nil {
 			return nil, fmt.Errorf("url: %w", err)
 		}
 		j.query.Web = w

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -47,11 +47,11 @@ func promMetric(name, cond string) v1alpha1.Metric {
 
 func input(tmpls ...v1alpha1.AnalysisTemplate) Input {
 	return Input{Templates: tmpls, Args: []v1alpha1.AnalysisArg{{Name: "service", Value: "echo"}},
-		Facts: plan.Facts{Namespace: "demo", Name: "echo", CanaryRevision: "abc"}, Step: 2, StartedAt: t0, Now: t0}
+		Facts: verdict.Facts{Namespace: "demo", Name: "echo", CanaryRevision: "abc"}, Step: 2, StartedAt: t0, Now: t0}
 }
 
 func TestRunExpandsAndSchedules(t *testing.T) {
-	fp := &fakeProvider{answer: func(Query) (Value, error) { return plan.List([]float64{0.01}), nil }}
+	fp := &fakeProvider{answer: func(Query) (Value, error) { return verdict.List([]float64{0.01}), nil }}
 	r := &Runner{Provider: fp}
 	in := input(template("success-rate", promMetric("error-rate", "result[0] < 0.05")))
 
@@ -65,7 +65,7 @@ func TestRunExpandsAndSchedules(t *testing.T) {
 	if !fp.queries[0].Time.Equal(t0) {
 		t.Fatalf("query time = %v, want now", fp.queries[0].Time)
 	}
-	if rep.Measured != 1 || rep.Outcome.Phase != plan.PhaseRunning || !rep.NextAt.Equal(t0.Add(time.Minute)) {
+	if rep.Measured != 1 || rep.Outcome.Phase != verdict.PhaseRunning || !rep.NextAt.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("first run: measured %d, outcome %+v, next %v", rep.Measured, rep.Outcome, rep.NextAt)
 	}
 	res := rep.Results[0]
@@ -84,13 +84,13 @@ func TestRunExpandsAndSchedules(t *testing.T) {
 		in.Previous, in.Now = rep.Results, t0.Add(time.Duration(i)*time.Minute)
 		rep, _ = r.Run(context.Background(), in)
 	}
-	if rep.Outcome.Phase != plan.PhaseSuccessful || !rep.NextAt.IsZero() {
+	if rep.Outcome.Phase != verdict.PhaseSuccessful || !rep.NextAt.IsZero() {
 		t.Fatalf("after count: outcome %+v, next %v", rep.Outcome, rep.NextAt)
 	}
 }
 
 func TestRunIgnoresOtherSteps(t *testing.T) {
-	fp := &fakeProvider{answer: func(Query) (Value, error) { return plan.List([]float64{0.01}), nil }}
+	fp := &fakeProvider{answer: func(Query) (Value, error) { return verdict.List([]float64{0.01}), nil }}
 	in := input(template("t", promMetric("m", "result[0] < 0.05")))
 	in.Previous = []v1alpha1.MetricResult{{Template: "t", Metric: "m", Step: 1, Phase: "Failed", Failed: 1}}
 	rep, err := (&Runner{Provider: fp}).Run(context.Background(), in)
@@ -129,7 +129,7 @@ func TestRunSecrets(t *testing.T) {
 		if string(q.Secret["token"]) != "tok" {
 			return Value{}, errors.New("no token")
 		}
-		return plan.List([]float64{0.01}), nil
+		return verdict.List([]float64{0.01}), nil
 	}}
 	a, b := promMetric("a", "result[0] < 0.05"), promMetric("b", "result[0] < 0.05")
 	a.Provider.Prometheus.SecretRef = &v1alpha1.LocalObjectReference{Name: "prom-auth"}
@@ -154,20 +154,20 @@ func TestRunSecrets(t *testing.T) {
 }
 
 func TestRunFailureMessage(t *testing.T) {
-	fp := &fakeProvider{answer: func(Query) (Value, error) { return plan.List([]float64{0.12}), nil }}
+	fp := &fakeProvider{answer: func(Query) (Value, error) { return verdict.List([]float64{0.12}), nil }}
 	rep, err := (&Runner{Provider: fp}).Run(context.Background(), input(template("success-rate", promMetric("error-rate", "result[0] < 0.05"))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := `metric "error-rate" value 0.12 failed condition "result[0] < 0.05"`
-	if rep.Outcome.Phase != plan.PhaseFailed || !strings.HasPrefix(rep.Outcome.Message, want) || !rep.NextAt.IsZero() {
+	if rep.Outcome.Phase != verdict.PhaseFailed || !strings.HasPrefix(rep.Outcome.Message, want) || !rep.NextAt.IsZero() {
 		t.Fatalf("outcome %+v next %v; want Failed starting with %s", rep.Outcome, rep.NextAt, want)
 	}
 }
 
 func TestRunTooManyMetrics(t *testing.T) {
 	var ms []v1alpha1.Metric
-	for i := 0; i <= plan.MaxResults; i++ {
+	for i := 0; i <= verdict.MaxResults; i++ {
 		ms = append(ms, promMetric(string(rune('a'+i)), "true"))
 	}
 	_, err := (&Runner{Provider: &fakeProvider{}}).Run(context.Background(), input(template("t", ms...)))

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // maxWebBody caps a web provider's response.
@@ -29,7 +29,7 @@ func (p *WebProvider) Measure(ctx context.Context, q Query) (Value, error) {
 	if w == nil {
 		return Value{}, ErrNoProvider
 	}
-	jp, err := plan.ParseJSONPath(w.JSONPath)
+	jp, err := verdict.ParseJSONPath(w.JSONPath)
 	if err != nil {
 		return Value{}, fmt.Errorf("jsonPath: %w", err)
 	}
@@ -68,9 +68,9 @@ func (p *WebProvider) Measure(ctx context.Context, q Query) (Value, error) {
 		}
 	}
 	if len(results) == 1 && len(results[0]) == 1 && len(nums) == 1 && !isList(results[0][0].Interface()) {
-		return plan.Scalar(nums[0]), nil
+		return verdict.Scalar(nums[0]), nil
 	}
-	return plan.List(nums), nil
+	return verdict.List(nums), nil
 }
 
 func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {

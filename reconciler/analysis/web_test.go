@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 const testToken = "s3cr3t-t0ken-value"
@@ -73,7 +73,7 @@ func TestWebProvider(t *testing.T) {
 func TestWebProviderScalarIsScalar(t *testing.T) {
 	srv := jsonServer(t, `{"rate":0.5}`)
 	v, err := (&WebProvider{}).Measure(context.Background(), webQuery(srv.URL, "{.rate}"))
-	if err != nil || v.Kind() != plan.KindScalar {
+	if err != nil || v.Kind() != verdict.KindScalar {
 		t.Fatalf("Measure = %v (kind %v), %v; want a scalar so that `result > 0.4` works", v, v.Kind(), err)
 	}
 }

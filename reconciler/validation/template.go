@@ -10,7 +10,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/webhook"
-	plan "github.com/rollgate/rollgate/strategy/analysis"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // templatePath is where AnalysisTemplates are validated.
@@ -27,7 +27,7 @@ func (v *templateValidator) Handle(_ context.Context, req admission.Request) adm
 	if err := v.decoder.Decode(req, &t); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	if errs := plan.ValidateTemplate(&t); len(errs) > 0 {
+	if errs := verdict.ValidateTemplate(&t); len(errs) > 0 {
 		return admission.Denied(errs.ToAggregate().Error())
 	}
 	return admission.Allowed("")

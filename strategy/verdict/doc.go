@@ -1,4 +1,4 @@
-// Package analysis is the pure part of metric analysis: it compiles the CEL
+// Package verdict is the pure part of metric analysis (the verdicts): it compiles the CEL
 // success and failure conditions of an AnalysisTemplate, judges one measured
 // value, advances each metric's recorded history (status.analysis) by one
 // measurement, says when the next measurement is due, and folds all metrics
@@ -22,4 +22,4 @@
 //     once Inconclusive > inconclusiveLimit, and Successful once it has
 //     count decided (non-error) measurements. Otherwise it is Running.
 //   - A dry-run metric is recorded but never fails or blocks the outcome.
-package analysis
+package verdict
