@@ -19,7 +19,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -30,6 +29,7 @@ import (
 	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // upgradeStory is one kwok cluster, the chart release on it and the
@@ -101,24 +101,23 @@ func (s *upgradeStory) startController(binary string) *chartrun.Controller {
 	return c
 }
 
-// until polls cond every 250 ms until it holds, failing with cond's last
-// explanation after timeout, or at once when the controller died.
+// until waits until cond holds (see rig.Wait), failing with cond's last
+// word after timeout, or at once when the controller died.
 func (s *upgradeStory) until(timeout time.Duration, what string, cond func() (bool, string)) {
 	s.t.Helper()
-	why := "not checked yet"
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	took, err := rig.Wait(context.Background(), timeout, what, func(context.Context) (bool, string, error) {
 		if s.ctrl != nil {
 			if err := s.ctrl.Exited(); err != nil {
-				return false, err
+				return false, "", err
 			}
 		}
-		var ok bool
-		ok, why = cond()
-		return ok, nil
+		ok, why := cond()
+		return ok, why, nil
 	})
 	if err != nil {
-		s.t.Fatalf("%s: not within %s (%v); last seen: %s", what, timeout, err, why)
+		s.t.Fatal(err)
 	}
+	s.t.Logf("%s: after %s", what, took.Round(time.Millisecond))
 }
 
 // apply server-side applies every document of docs as Flux does.

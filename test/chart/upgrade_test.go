@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/chartrun"
 	"github.com/rollgate/rollgate/test/repo"
 )
 
@@ -265,41 +266,14 @@ spec:
   selector: {app: web}
   ports: [{port: 80, targetPort: 8080}]
 ---`
-	rolloutYAML = `
----
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: web, namespace: shop}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-  strategy:
-    canary:
-      steps:
-      - replicas: 1
-        pause: {}
-      - replicas: "50%"
-        pause: {}
-      - replicas: "100%"
-`
 )
 
+// rolloutYAML is the application's Rollout, behind a document separator.
+var rolloutYAML = "\n---" + chartrun.WebRollout(appNS)
+
+// deploymentYAML is the application's Deployment at image.
 func deploymentYAML(image string) string {
-	return fmt.Sprintf(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: %d
-  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      tolerations: [{operator: Exists}]
-      containers:
-      - name: web
-        image: %s
-`, appReplicas, image)
+	return "\n" + chartrun.WebDeployment(appNS, image, appReplicas)
 }
 
 // previousController returns the controller binary of the previous release,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // ReleasePods is how many pods the Deployment of a Release runs.
@@ -39,23 +40,7 @@ type Release struct {
 // until it is Healthy, then applies web:2 and waits for step 1's gate.
 func (r *Release) GivenAtGate() {
 	r.T.Helper()
-	r.apply(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\n", r.Namespace) + r.deploymentYAML("web:1") + `---
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata:
-  name: web
-  namespace: ` + r.Namespace + `
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-  strategy:
-    canary:
-      steps:
-      - replicas: 1
-        pause: {}
-      - replicas: "50%"
-        pause: {}
-      - replicas: "100%"
-`)
+	r.apply(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\n", r.Namespace) + r.deploymentYAML("web:1") + "---" + WebRollout(r.Namespace))
 	r.Until(90*time.Second, "web:1 on every pod and the Rollout Healthy", func() (bool, string) {
 		ro, d := r.Rollout(), r.Deployment()
 		n := r.ready("web:1")
@@ -112,21 +97,11 @@ func (r *Release) ApproveAndComplete() {
 	})
 }
 
-// Until polls cond every 200 ms and fails the test with its last word
-// after timeout.
+// Until waits until cond holds (see rig.Eventually) and fails the test
+// with its last word after timeout.
 func (r *Release) Until(timeout time.Duration, what string, cond func() (bool, string)) {
 	r.T.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.T.Fatalf("%s: not within %s; last: %s", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	rig.Eventually(r.T, context.Background(), timeout, what, cond)
 }
 
 // Rollout reads the Rollout.
@@ -206,6 +181,24 @@ func (r *Release) apply(yaml string) {
 }
 
 func (r *Release) deploymentYAML(image string) string {
+	return WebDeployment(r.Namespace, image, ReleasePods)
+}
+
+// WebRollout is the Rollout of Deployment web in namespace ns: one pod
+// behind a manual gate, half the pods behind another, then every pod; no
+// traffic routing.
+func WebRollout(ns string) string {
+	return rig.Rollout{Name: "web", Namespace: ns, WithoutTraffic: true, Steps: []string{
+		"{replicas: 1, pause: {}}",
+		`{replicas: "50%", pause: {}}`,
+		`{replicas: "100%"}`,
+	}}.YAML()
+}
+
+// WebDeployment is Deployment web in namespace ns as Git declares it:
+// replicas pods of image, labelled app: web, that tolerate every taint,
+// replaced one more at a time and none less.
+func WebDeployment(ns, image string, replicas int) string {
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: %s}
@@ -220,7 +213,7 @@ spec:
       containers:
       - name: web
         image: %s
-`, r.Namespace, ReleasePods, image)
+`, ns, replicas, image)
 }
 
 // WaitWebhooks waits until both webhook configurations named name carry
@@ -228,21 +221,18 @@ spec:
 // returns that bundle.
 func WaitWebhooks(t testing.TB, c client.Client, name string, ctrl *Controller, want []byte) []byte {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		ca, urls, last := Webhooks(c, name)
+	var ca []byte
+	rig.Eventually(t, context.Background(), 90*time.Second, fmt.Sprintf("the webhooks %s registered at %s with one CA bundle", name, ctrl.WebhookURL()), func() (bool, string) {
+		var urls []string
+		var last string
+		ca, urls, last = Webhooks(c, name)
 		ok := ca != nil && (want == nil || bytes.Equal(ca, want))
 		for _, u := range urls {
 			ok = ok && strings.HasPrefix(u, ctrl.WebhookURL()+"/")
 		}
-		if ok {
-			return ca
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the webhooks %s were not registered at %s with one CA bundle: %s", name, ctrl.WebhookURL(), last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ok, last
+	})
+	return ca
 }
 
 // Webhooks reads both webhook configurations named name: the CA bundle
