@@ -36,12 +36,18 @@ const (
 // deploymentYAML is the workload with its Service and HTTPRoute; the image
 // is what a developer changes to release.
 func deploymentYAML(image string) string {
+	return workloadYAML("5", image) + serviceAndRouteYAML
+}
+
+// workloadYAML is the Deployment alone, its replicas and image as given:
+// values, or a chart's template expressions.
+func workloadYAML(replicas, image string) string {
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: echoserver
 spec:
-  replicas: 5
+  replicas: %s
   selector:
     matchLabels: {app: echoserver}
   template:
@@ -53,7 +59,12 @@ spec:
         image: %s
         ports:
         - containerPort: 8080
----
+`, replicas, image)
+}
+
+// serviceAndRouteYAML is the Service and the HTTPRoute of the workload, in
+// the Deployment's file.
+const serviceAndRouteYAML = `---
 apiVersion: v1
 kind: Service
 metadata:
@@ -75,13 +86,26 @@ spec:
   - backendRefs:
     - name: echoserver
       port: 80
-`, image)
-}
+`
 
 // rolloutYAML releases the Deployment in three steps; the first is a manual
 // gate, approved by merging the approval branch into main.
 const rolloutYAML = `# Merging an approval branch adds an entry to spec.approvals below.
-apiVersion: rollgate.dev/v1alpha1
+` + rolloutHead + `      - traffic: "20%"
+        replicas: 1
+        pause: {}            # a manual gate: merge the approval branch
+      - traffic: "60%"
+        replicas: "60%"
+        pause: {duration: 5}
+      - traffic: "100%"
+        replicas: "100%"
+` + rolloutTail
+
+// rolloutHead and rolloutTail are what the demo's Rollouts share: the
+// workload, and traffic through its Service and HTTPRoute with the manifest
+// in Git at apps/echoserver/rollout.yaml.
+const (
+	rolloutHead = `apiVersion: rollgate.dev/v1alpha1
 kind: Rollout
 metadata:
   name: echoserver
@@ -93,15 +117,8 @@ spec:
   strategy:
     canary:
       steps:
-      - traffic: "20%"
-        replicas: 1
-        pause: {}            # a manual gate: merge the approval branch
-      - traffic: "60%"
-        replicas: "60%"
-        pause: {duration: 5}
-      - traffic: "100%"
-        replicas: "100%"
-      trafficRoutings:
+`
+	rolloutTail = `      trafficRoutings:
       - service: echoserver
         gracePeriodSeconds: 0
         gateway: {httpRouteName: echoserver}
@@ -109,6 +126,7 @@ spec:
     repository: app-repo
     path: apps/echoserver/rollout.yaml
 `
+)
 
 // repositoryYAML is the rollgate Repository the Rollout writes progress to
 // and reads approvals from: the same repository Flux applies.
@@ -151,18 +169,7 @@ func appFiles(url string) map[string]string {
 // fluxObjects are the GitRepository and Kustomization a platform team
 // creates so that Flux applies the application folder.
 func fluxObjects(url string) string {
-	return fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata:
-  name: app
-  namespace: flux-system
-spec:
-  interval: 5s
-  timeout: 30s
-  url: %s
-  ref:
-    branch: main
----
+	return gitRepositoryYAML(url) + `---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata:
@@ -177,5 +184,22 @@ spec:
   sourceRef:
     kind: GitRepository
     name: app
+`
+}
+
+// gitRepositoryYAML is the GitRepository "app" of url, branch main, in
+// flux-system, that the platform team creates for Flux.
+func gitRepositoryYAML(url string) string {
+	return fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: app
+  namespace: flux-system
+spec:
+  interval: 5s
+  timeout: 30s
+  url: %s
+  ref:
+    branch: main
 `, url)
 }

@@ -165,26 +165,11 @@ spec:
 // notification-controller, rollgate forwarding its events to it, and the
 // demo application at version 1; then creates the Provider and the Alert.
 func givenAppWithFluxAlert(t *testing.T) *alertStory {
-	bin := buildRollgate(t)
 	s := &alertStory{t: t, webhook: newWebhook(t)}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	t.Cleanup(cancel)
-	s.ctx = ctx
+	s.world, s.ctx = newTestWorld(t, nil, 6*time.Minute)
+	ctx := s.ctx
 	var err error
-	if s.world, err = newWorld(Options{Out: logWriter{t}, Rollgate: bin}); err != nil {
-		t.Fatal(err)
-	}
 	s.withNotification = true
-	t.Cleanup(func() {
-		if err := s.close(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("state of the world:%s", s.failureReport())
-		}
-	})
 	s.must(s.setup(ctx))
 	_, err = s.applyYAML(ctx, alertYAML(s.webhook.URL+"/"))
 	s.must(err)

@@ -69,25 +69,10 @@ func TestKustomizationHealthCheckAtGate(t *testing.T) {
 // givenDemoWithHealthCheck starts the demo's platform, lets Flux apply
 // version 1, then gives the Kustomization a health check on the Rollout.
 func givenDemoWithHealthCheck(t *testing.T) *helmStory {
-	bin := buildRollgate(t)
 	s := &helmStory{t: t}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	t.Cleanup(cancel)
-	s.ctx = ctx
+	s.world, s.ctx = newTestWorld(t, nil, 6*time.Minute)
+	ctx := s.ctx
 	var err error
-	if s.world, err = newWorld(Options{Out: logWriter{t}, Rollgate: bin}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.close(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("state of the world:%s", s.failureReport())
-		}
-	})
 	s.must(s.setup(ctx))
 	objs := fluxObjects(s.repoURL)
 	kustomization := objs[strings.Index(objs, "---\n")+4:]

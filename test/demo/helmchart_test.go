@@ -43,46 +43,7 @@ func chartFiles() map[string]string {
 }
 
 // chartAppYAML is the workload, its Service and its HTTPRoute.
-const chartAppYAML = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: echoserver
-spec:
-  replicas: {{ .Values.replicaCount }}
-  selector:
-    matchLabels: {app: echoserver}
-  template:
-    metadata:
-      labels: {app: echoserver}
-    spec:
-      containers:
-      - name: echoserver
-        image: "{{ .Values.image.repository }}:{{ .Values.image.tag }}"
-        ports:
-        - containerPort: 8080
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: echoserver
-spec:
-  selector: {app: echoserver}
-  ports:
-  - port: 80
-    targetPort: 8080
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata:
-  name: echoserver
-spec:
-  parentRefs:
-  - name: public
-  rules:
-  - backendRefs:
-    - name: echoserver
-      port: 80
-`
+var chartAppYAML = workloadYAML("{{ .Values.replicaCount }}", `"{{ .Values.image.repository }}:{{ .Values.image.tag }}"`) + serviceAndRouteYAML
 
 // chartRolloutYAML is the snippet of docs/helm.md: spec.git.path names the
 // values file, and spec.approvals is rendered from the marked list.
@@ -111,18 +72,7 @@ spec:
 // HelmRelease: Flux's defaults, with remediation retries and drift
 // detection switched on and a short timeout, and nothing from rollgate.
 func helmReleaseYAML(url string) string {
-	return fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata:
-  name: app
-  namespace: flux-system
-spec:
-  interval: 5s
-  timeout: 30s
-  url: %s
-  ref:
-    branch: main
----
+	return gitRepositoryYAML(url) + fmt.Sprintf(`---
 apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
 metadata:
@@ -143,5 +93,5 @@ spec:
     remediation: {retries: 3, remediateLastFailure: true}
   driftDetection:
     mode: enabled
-`, url, helmTimeout, chartPath)
+`, helmTimeout, chartPath)
 }

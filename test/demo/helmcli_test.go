@@ -43,26 +43,11 @@ func TestHelmUpgradeFromCI(t *testing.T) {
 // version 1 of the chart from a checkout of Git with `helm upgrade
 // --install --wait`.
 func givenChartInstalledByHelm(t *testing.T) *helmStory {
-	bin := buildRollgate(t)
 	s := &helmStory{t: t}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	t.Cleanup(cancel)
-	s.ctx = ctx
+	s.world, s.ctx = newTestWorld(t, nil, 6*time.Minute)
+	ctx := s.ctx
 	var err error
-	if s.world, err = newWorld(Options{Out: logWriter{t}, Rollgate: bin}); err != nil {
-		t.Fatal(err)
-	}
 	s.overlay = chartFiles()
-	t.Cleanup(func() {
-		if err := s.close(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("state of the world:%s", s.failureReport())
-		}
-	})
 	s.must(s.startCluster(ctx))
 	s.must(s.startGit())
 	s.must(s.startRollgate(ctx))

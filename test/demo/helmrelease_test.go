@@ -347,19 +347,7 @@ func (s *helmStory) helmReleaseAt(ctx context.Context, commit string) (bool, str
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: App}, u); err != nil {
 		return false, "", client.IgnoreNotFound(err)
 	}
-	ready := ""
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, _ := c.(map[string]any); m["type"] == "Ready" {
-			ready = fmt.Sprintf("%v (%v)", m["status"], m["message"])
-		}
-	}
-	history, _, _ := unstructured.NestedSlice(u.Object, "status", "history")
-	chart := ""
-	if len(history) > 0 {
-		m, _ := history[0].(map[string]any)
-		chart = fmt.Sprintf("%v %v", m["chartVersion"], m["status"])
-	}
+	ready, chart := flux.HelmReleaseState(u)
 	ok := strings.HasPrefix(ready, "True") && strings.Contains(chart, commit[:12]) && strings.HasSuffix(chart, " deployed")
 	return ok, fmt.Sprintf("HelmRelease Ready=%s, last release %s", ready, chart), nil
 }

@@ -50,31 +50,12 @@ func annotated(manifest string) string {
 // analysedRolloutYAML releases one pod first and lets the analysis decide
 // it; there is no gate, so a failure rolls back without anyone acting.
 const analysedRolloutYAML = `# Step 1 is judged by the error-rate analysis; a failure rolls back at once.
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata:
-  name: echoserver
-spec:
-  workloadRef:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: echoserver
-  strategy:
-    canary:
-      steps:
-      - traffic: "20%"
+` + rolloutHead + `      - traffic: "20%"
         replicas: 1
         analysis: {templates: [error-rate]}
       - traffic: "100%"
         replicas: "100%"
-      trafficRoutings:
-      - service: echoserver
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: echoserver}
-  git:
-    repository: app-repo
-    path: apps/echoserver/rollout.yaml
-`
+` + rolloutTail
 
 // errorRateTemplate measures the error share every second from the
 // Prometheus at promURL. count is high so that, without errors, the

@@ -89,30 +89,15 @@ func (s *rollbackStory) must(err error) {
 // scraping it, and the demo's platform with the analysed application in
 // Git; Flux applies version 1 and the Rollout is Ready.
 func givenAnalysedAppWithFlux(t *testing.T) *rollbackStory {
-	bin := buildRollgate(t)
 	s := &rollbackStory{t: t, src: prom.StartErrorSource(t), out: &bytes.Buffer{}}
 	pr := prom.Start(t, prom.Options{Targets: []string{s.src.Addr}, ScrapeInterval: time.Second})
 	var err error
 	if s.rate, err = newErrorRate(pr.URL); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	t.Cleanup(cancel)
-	s.ctx = ctx
-	if s.world, err = newWorld(Options{Out: io.MultiWriter(s.out, logWriter{t}), Rollgate: bin}); err != nil {
-		t.Fatal(err)
-	}
+	s.world, s.ctx = newTestWorld(t, io.MultiWriter(s.out, logWriter{t}), 8*time.Minute)
+	ctx := s.ctx
 	s.overlay = rollbackFiles(pr.URL)
-	t.Cleanup(func() {
-		if err := s.close(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("state of the world:%s", s.failureReport())
-		}
-	})
 	s.must(s.setup(ctx))
 	s.v1 = s.last.ro.Status.StableRevision
 	s.must(s.waitFor(ctx, 45*time.Second, "Prometheus to answer the analysis query", func(ctx context.Context) (bool, error) {

@@ -14,23 +14,19 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/flux"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // fieldManager is the field manager of what the demo applies as the
@@ -89,20 +85,10 @@ func findTools(rollgate string) (tools, error) {
 	return t, errors.Join(errs...)
 }
 
-func newScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
-		if err := add(s); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
 // startCluster creates the kwok cluster and installs the CRDs: rollgate's,
 // the Gateway API HTTPRoute and Flux's.
 func (w *world) startCluster(ctx context.Context) error {
-	scheme, err := newScheme()
+	scheme, err := rig.Scheme()
 	if err != nil {
 		return err
 	}
@@ -158,25 +144,12 @@ func (w *world) applyFiles(ctx context.Context, path string) error {
 	}
 	for _, name := range crds {
 		if err := w.waitFor(ctx, 30*time.Second, "CRD "+name+" established", func(ctx context.Context) (bool, error) {
-			return crdEstablished(ctx, w.c, name), nil
+			return flux.Established(ctx, w.c, name), nil
 		}); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func crdEstablished(ctx context.Context, c client.Client, name string) bool {
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-		return false
-	}
-	for _, cond := range crd.Status.Conditions {
-		if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // applyYAML server-side applies every document of docs as the platform
