@@ -11,37 +11,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/rollgate/rollgate/api/admission"
+	"github.com/rollgate/rollgate/test/envtest"
 )
 
 // apiServer is a client of a real kube-apiserver with the chart's CRDs.
 var apiServer client.Client
 
 func TestMain(m *testing.M) {
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{"../../charts/rollgate/crds"},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: "../../bin/k8s",
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting kube-apiserver and etcd (run 'make tools' first): %v\n", err)
-		os.Exit(1)
-	}
-	code := 1
-	if apiServer, err = client.New(cfg, client.Options{}); err == nil {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
-		if err = apiServer.Create(context.Background(), ns); err == nil {
-			code = m.Run()
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(envtest.RunAgainstEachAPIServer(m, func(c client.Client) error {
+		apiServer = c
+		return c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}})
+	}))
 }
 
 // TestAgreesWithTheAPIServer sends every input of TestEveryCELRuleIsExercised,

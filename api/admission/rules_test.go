@@ -185,8 +185,8 @@ func ruleCases() []ruleCase {
 			cs = append(cs, ruleCase{"Rollout", path, msg, st.base, edits, nil, ""})
 		}
 		add(p+".failureThreshold", "failureThreshold must be", p+".failureThreshold=101%")
-		add(p+".steps[*].pause.duration", "pause.duration must be", p+".steps[0].pause.duration=soon")
-		add(p+".steps[*].replicas", "replicas must be a number", p+".steps[0].replicas=0")
+		add(p+".steps[*].pause", "pause.duration must be", p+".steps[0].pause.duration=-5")
+		add(p+".steps[*]", "replicas must be a number", p+".steps[0].replicas=0")
 		add(p+".steps[*].traffic", "traffic must be a percentage", p+".steps[0].traffic='5'")
 		add(p+".steps[*]", "each step needs replicas", p+".steps[0]={pause: {}}")
 		add(p+".trafficRoutings[*].gracePeriodSeconds", "must be 0 or more", p+".trafficRoutings[0].gracePeriodSeconds=-1")

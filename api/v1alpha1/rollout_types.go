@@ -287,6 +287,7 @@ type BlueGreenStrategy struct {
 // what to check and whether to wait.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.replicas) || has(self.traffic)",message="each step needs replicas (a number or a percentage of the workload's replicas) or traffic (then replicas follow the traffic percentage)"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || (type(self.replicas) == int ? self.replicas >= 1 : self.replicas in ['1%','2%','3%','4%','5%','6%','7%','8%','9%','10%','11%','12%','13%','14%','15%','16%','17%','18%','19%','20%','21%','22%','23%','24%','25%','26%','27%','28%','29%','30%','31%','32%','33%','34%','35%','36%','37%','38%','39%','40%','41%','42%','43%','44%','45%','46%','47%','48%','49%','50%','51%','52%','53%','54%','55%','56%','57%','58%','59%','60%','61%','62%','63%','64%','65%','66%','67%','68%','69%','70%','71%','72%','73%','74%','75%','76%','77%','78%','79%','80%','81%','82%','83%','84%','85%','86%','87%','88%','89%','90%','91%','92%','93%','94%','95%','96%','97%','98%','99%','100%'])",message="replicas must be a number of pods (>= 1) or a percentage from \"1%\" to \"100%\"",fieldPath=".replicas"
 type CanaryStep struct {
 	TrafficRoutingStrategy `json:",inline"`
 
@@ -294,9 +295,14 @@ type CanaryStep struct {
 	// or a percentage of the workload's replicas (rounded up). It must not
 	// decrease from one step to the next. Unset means the step's traffic
 	// percentage.
+	//
+	// Checked by a rule of the step, which lists the percentages rather
+	// than matching a regular expression: Kubernetes 1.30 estimates any CEL
+	// rule on an int-or-string field inside the steps list, and a regular
+	// expression on one from the step, over its cost budget and refuses
+	// the CRD.
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=8
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="replicas must be a number of pods (>= 1) or a percentage from \"1%\" to \"100%\""
 	// +optional
 	Replicas *intstr.IntOrString `json:"replicas,omitempty"`
 
@@ -334,13 +340,18 @@ type TrafficRoutingStrategy struct {
 }
 
 // RolloutPause makes a step wait.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.duration) || type(self.duration) != int || self.duration >= 0",message="pause.duration must be a number of seconds (>= 0) or a duration such as \"90s\" or \"10m\"",fieldPath=".duration"
 type RolloutPause struct {
 	// Duration of the pause: seconds as an integer (as in Kruise Rollout) or
 	// a duration string such as "90s" or "10m". Unset means wait for
 	// approval.
+	//
+	// A duration is checked by the schema's pattern and a number by a rule
+	// of the pause, for Kubernetes 1.30 (see CanaryStep.replicas).
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$')",message="pause.duration must be a number of seconds (>= 0) or a duration such as \"90s\" or \"10m\""
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ms|s|m|h))+$`
 	// +optional
 	Duration *intstr.IntOrString `json:"duration,omitempty"`
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -35,6 +36,7 @@ type options struct {
 	extraCRDs []string
 	scheme    *runtime.Scheme
 	modify    []func(*crenvtest.Environment)
+	apiServer string
 }
 
 // WithCRDDir replaces DefaultCRDDir. A relative dir is taken from the
@@ -54,6 +56,37 @@ func WithExtraCRDDirs(dirs ...string) Option {
 // (built-in kinds only). Register rollgate's API types in it to use them.
 func WithScheme(s *runtime.Scheme) Option {
 	return func(o *options) { o.scheme = s }
+}
+
+// WithAPIServer runs the kube-apiserver binary at path instead of
+// bin/k8s/kube-apiserver (one of APIServers).
+func WithAPIServer(path string) Option {
+	return func(o *options) { o.apiServer = path }
+}
+
+// APIServer is a kube-apiserver binary the API tests run against.
+type APIServer struct {
+	// Name says which: "current" (bin/k8s) or "oldest promised"
+	// (bin/k8s-oldest, docs/install.md).
+	Name string
+	// Path is the binary.
+	Path string
+}
+
+// APIServers returns the kube-apiservers the API tests run their CRD
+// schemas, CEL rules and matchConditions against: the current one and the
+// oldest Kubernetes minor rollgate promises (`make tools` builds both). A
+// missing binary is an error, never a skip.
+func APIServers() ([]APIServer, error) {
+	current, err := repo.LookTool("kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	oldest := filepath.Join(repo.ToolsDir(), "k8s-oldest", "kube-apiserver")
+	if _, err := os.Stat(oldest); err != nil {
+		return nil, fmt.Errorf("the oldest promised kube-apiserver: %w (run 'make tools-k8s-oldest')", err)
+	}
+	return []APIServer{{Name: "current", Path: current}, {Name: "oldest promised", Path: oldest}}, nil
 }
 
 // WithEnvironment adjusts the controller-runtime Environment before it starts
@@ -119,9 +152,11 @@ func New(opts ...Option) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	apiServer, err := repo.LookTool("kube-apiserver")
-	if err != nil {
-		return nil, err
+	apiServer := o.apiServer
+	if apiServer == "" {
+		if apiServer, err = repo.LookTool("kube-apiserver"); err != nil {
+			return nil, err
+		}
 	}
 	etcd, err := repo.LookTool("etcd")
 	if err != nil {
@@ -197,4 +232,49 @@ func hasYAML(dir string) bool {
 		}
 	}
 	return false
+}
+
+// RunAgainstEachAPIServer runs a package's tests once against each of
+// APIServers, with rollgate's CRDs installed: it starts the server, hands
+// its client to setup, runs m and stops it. It returns the exit code for
+// os.Exit: the first failing run's, or 1 when a server cannot start. Each
+// run is announced on stderr with the server's version, so a failure says
+// which Kubernetes it met.
+func RunAgainstEachAPIServer(m *testing.M, setup func(client.Client) error) int {
+	servers, err := APIServers()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := 0
+	for _, s := range servers {
+		env, err := New(WithAPIServer(s.Path), WithCRDDir(DefaultCRDDir))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "the %s kube-apiserver (%s): %v\n", s.Name, s.Path, err)
+			return 1
+		}
+		version := "unknown version"
+		if dc, err := discovery.NewDiscoveryClientForConfig(env.Config); err == nil {
+			if v, err := dc.ServerVersion(); err == nil {
+				version = v.GitVersion
+			}
+		}
+		fmt.Fprintf(os.Stderr, "== against the %s kube-apiserver, %s\n", s.Name, version)
+		rc := 1
+		if err = setup(env.Client); err == nil {
+			rc = m.Run()
+		} else {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		if rc != 0 {
+			fmt.Fprintf(os.Stderr, "== failed against the %s kube-apiserver, %s\n", s.Name, version)
+			if code == 0 {
+				code = rc
+			}
+		}
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	return code
 }

@@ -97,7 +97,7 @@ endef
 
 # Tools kept in files of their own (included before `tools` reads
 # TOOLS_EXTRA); each appends its target to TOOLS_EXTRA.
--include $(TOOLS_DIR)/argocd.mk $(TOOLS_DIR)/helmcontroller.mk $(TOOLS_DIR)/gitea.mk
+-include $(TOOLS_DIR)/argocd.mk $(TOOLS_DIR)/helmcontroller.mk $(TOOLS_DIR)/gitea.mk $(TOOLS_DIR)/k8soldest.mk
 
 .PHONY: tools-image tools-traefik tools-realnode tools tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-flux tools-previous tools-clean .tools-force
 .tools-force:
@@ -122,7 +122,7 @@ tools-prometheus: $(TOOLS_BIN)/prometheus ## Install Prometheus (Debian) and lin
 tools-flux: $(addprefix $(TOOLS_FLUX_BIN)/,$(TOOLS_FLUX_COMPONENTS)) $(TOOLS_FLUX_BIN)/crds ## Build Flux source-, kustomize- and notification-controller into bin/flux/, with their CRDs in bin/flux/crds/
 
 tools-clean: ## Remove every tool from bin/ (the next `make tools` rebuilds them)
-	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_FLUX_BIN) $(TOOLS_STAMPS) $(TOOLS_BIN)/previous $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus traefik gateway-api-crds traefik-crds mkimage)
+	rm -rf $(TOOLS_K8S_BIN) $(TOOLS_FLUX_BIN) $(TOOLS_STAMPS) $(TOOLS_BIN)/previous $(addprefix $(TOOLS_BIN)/,kwok kwokctl helm prometheus traefik gateway-api-crds traefik-crds mkimage k8s-oldest)
 
 $(TOOLS_STAMPS)/k8s: .tools-force
 	$(call tools-stamp,$@,k8s.io/kubernetes $(TOOLS_KUBE_VERSION) $(TOOLS_K8S_LDFLAGS))
