@@ -10,17 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/argocd"
 	"github.com/rollgate/rollgate/test/chartrun"
-	"github.com/rollgate/rollgate/test/docpage"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // TestArgoCDGettingStarted runs docs/getting-started-argocd.md from a
@@ -34,27 +29,9 @@ import (
 func TestArgoCDGettingStarted(t *testing.T) {
 	t.Parallel()
 	const pagePath = "docs/getting-started-argocd.md"
-	page, err := os.ReadFile(filepath.Join(repo.Root(), pagePath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := docpage.Parse(string(page))
-	if err != nil {
-		t.Fatalf("%s: %v", pagePath, err)
-	}
-
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cluster := kwok.Start(t, kwok.Options{Nodes: 2, Scheme: scheme})
-	git := gitserver.Start(t, gitserver.Options{Username: gitUser, Password: gitToken})
-	gitURL, err := git.CreateRepo("app-repo", map[string]string{"README.md": "# app-repo\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	blocks := pageBlocks(t, pagePath)
+	cluster := kwok.Start(t, kwok.Options{Nodes: 2, Scheme: rig.NewScheme(t)})
+	git, gitURL := readersGit(t)
 	home := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
@@ -71,7 +48,7 @@ func TestArgoCDGettingStarted(t *testing.T) {
 		_ = argo.Stop()
 	})
 
-	hooks, controller := argocdPageHooks(ctx, t, cluster.Kubeconfig)
+	hooks, controller := pageHooks(ctx, t, cluster.Kubeconfig)
 	env := map[string]string{
 		"GIT_URL":        gitURL,
 		"GIT_USER":       gitUser,
@@ -103,11 +80,11 @@ func TestArgoCDGettingStarted(t *testing.T) {
 	checkArgoCDPageEnd(ctx, t, cluster, git, argo)
 }
 
-// argocdPageHooks are what the test does instead of, or after, the page's
-// marked blocks: the Gateway API CRDs from the repository, and the chart's
-// controller run as a local process. The second result points at the
-// controller once the hook has started it.
-func argocdPageHooks(ctx context.Context, t *testing.T, kubeconfig string) (map[string]func() error, **chartrun.Controller) {
+// pageHooks are what the getting-started tests do instead of, or after,
+// a page's marked blocks: the Gateway API CRDs from the repository, and the
+// chart's controller run as a local process. The second result points at
+// the controller once the hook has started it.
+func pageHooks(ctx context.Context, t *testing.T, kubeconfig string) (map[string]func() error, **chartrun.Controller) {
 	var controller *chartrun.Controller
 	hooks := map[string]func() error{
 		"gateway-api-crds": func() error {
@@ -147,17 +124,7 @@ func argocdPageHooks(ctx context.Context, t *testing.T, kubeconfig string) (map[
 // 1.2.0, the Rollout Healthy, the Application Synced to the head of main.
 func checkArgoCDPageEnd(ctx context.Context, t *testing.T, cluster *kwok.Cluster, git *gitserver.Server, argo *argocd.Instance) {
 	t.Helper()
-	var ro v1alpha1.Rollout
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &ro); err != nil {
-		t.Fatal(err)
-	}
-	if ro.Status.Phase != v1alpha1.PhaseHealthy {
-		t.Errorf("Rollout phase %q, want Healthy (%s)", ro.Status.Phase, ro.Status.Message)
-	}
-	images := podImages(ctx, t, cluster.Client)
-	if want := []string{"registry.example.com/echoserver:1.2.0 x4"}; strings.Join(images, ",") != strings.Join(want, ",") {
-		t.Errorf("pods by image: %v, want %v", images, want)
-	}
+	ro := checkReleased(ctx, t, cluster.Client, "registry.example.com/echoserver:1.2.0")
 	head, err := git.Head("app-repo", "main")
 	if err != nil {
 		t.Fatal(err)

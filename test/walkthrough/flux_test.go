@@ -14,19 +14,17 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/test/chartrun"
 	"github.com/rollgate/rollgate/test/docpage"
 	"github.com/rollgate/rollgate/test/flux"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The Git server's only account; the page's GIT_USER and GIT_TOKEN.
@@ -41,86 +39,37 @@ const (
 // Healthy, Flux at the head of main, and Git's status file saying Healthy.
 func TestFluxGettingStarted(t *testing.T) {
 	t.Parallel()
-	page, err := os.ReadFile(filepath.Join(repo.Root(), "docs", "getting-started-flux.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := docpage.Parse(string(page))
-	if err != nil {
-		t.Fatalf("docs/getting-started-flux.md: %v", err)
-	}
-
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cluster := kwok.Start(t, kwok.Options{Nodes: 2, Scheme: scheme})
+	blocks := pageBlocks(t, "docs/getting-started-flux.md")
+	cluster := kwok.Start(t, kwok.Options{Nodes: 2, Scheme: rig.NewScheme(t)})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("state of the cluster:\n%s", fluxState(cluster.Client))
 		}
 	})
-	git := gitserver.Start(t, gitserver.Options{Username: gitUser, Password: gitToken})
-	gitURL, err := git.CreateRepo("app-repo", map[string]string{"README.md": "# app-repo\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	git, gitURL := readersGit(t)
 	home := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 
-	var controller *chartrun.Controller
-	hooks := map[string]func() error{
-		"flux-install": func() error {
-			if err := flux.InstallCRDs(ctx, cluster.Kubeconfig, ""); err != nil {
-				return err
+	hooks, controller := pageHooks(ctx, t, cluster.Kubeconfig)
+	hooks["flux-install"] = func() error {
+		if err := flux.InstallCRDs(ctx, cluster.Kubeconfig, ""); err != nil {
+			return err
+		}
+		if err := createNamespace(ctx, cluster.Client, "flux-system"); err != nil {
+			return err
+		}
+		ctrls, err := flux.Start(ctx, flux.Options{Kubeconfig: cluster.Kubeconfig, Dir: t.TempDir()})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("Flux: %v", ctrls.Exited())
 			}
-			if err := createNamespace(ctx, cluster.Client, "flux-system"); err != nil {
-				return err
-			}
-			ctrls, err := flux.Start(ctx, flux.Options{Kubeconfig: cluster.Kubeconfig, Dir: t.TempDir()})
-			if err != nil {
-				return err
-			}
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("Flux: %v", ctrls.Exited())
-				}
-				_ = ctrls.Stop()
-			})
-			return nil
-		},
-		"gateway-api-crds": func() error {
-			crd := filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml")
-			out, err := exec.CommandContext(ctx, tool(t, "kubectl"), "--kubeconfig", cluster.Kubeconfig,
-				"apply", "--server-side", "-f", crd).CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("kubectl apply %s: %v\n%s", crd, err, out)
-			}
-			return nil
-		},
-		"controller": func() error {
-			c, err := chartrun.Start(ctx, chartrun.Options{
-				Kubeconfig: cluster.Kubeconfig,
-				Namespace:  "rollgate-system",
-				Deployment: "rollgate",
-				ExtraArgs:  []string{"--git-allow-insecure-http"},
-				LogPath:    filepath.Join(t.TempDir(), "rollgate-controller.log"),
-			})
-			if err != nil {
-				return err
-			}
-			controller = c
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rollgate controller log (last lines):\n%s", c.LogTail(60))
-				}
-				_ = c.Stop()
-			})
-			return nil
-		},
+			_ = ctrls.Stop()
+		})
+		return nil
 	}
 	env := map[string]string{
 		"GIT_URL":        gitURL,
@@ -137,7 +86,7 @@ func TestFluxGettingStarted(t *testing.T) {
 	defer s.Close()
 
 	last := runPage(ctx, t, s, "docs/getting-started-flux.md", blocks, env, hooks)
-	if controller == nil {
+	if *controller == nil {
 		t.Fatal("the controller never started")
 	}
 
@@ -145,17 +94,7 @@ func TestFluxGettingStarted(t *testing.T) {
 	if !strings.Contains(last, "echoserver") || !strings.Contains(last, "Healthy") {
 		t.Errorf("`rollgate status --repo` did not report echoserver Healthy:\n%s", last)
 	}
-	var ro v1alpha1.Rollout
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &ro); err != nil {
-		t.Fatal(err)
-	}
-	if ro.Status.Phase != v1alpha1.PhaseHealthy {
-		t.Errorf("Rollout phase %q, want Healthy (%s)", ro.Status.Phase, ro.Status.Message)
-	}
-	images := podImages(ctx, t, cluster.Client)
-	if want := []string{"registry.example.com/echoserver:1.1.0 x4"}; strings.Join(images, ",") != strings.Join(want, ",") {
-		t.Errorf("pods by image: %v, want %v", images, want)
-	}
+	checkReleased(ctx, t, cluster.Client, "registry.example.com/echoserver:1.1.0")
 	head, err := git.Head("app-repo", "main")
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +107,52 @@ func TestFluxGettingStarted(t *testing.T) {
 		t.Errorf("the merged approval is not in rollout.yaml on main:\n%s", approvals)
 	}
 	waitFluxAt(ctx, t, cluster.Client, head)
+}
+
+// pageBlocks are the blocks of the page at pagePath in the repository.
+func pageBlocks(t *testing.T, pagePath string) []docpage.Block {
+	t.Helper()
+	page, err := os.ReadFile(filepath.Join(repo.Root(), pagePath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := docpage.Parse(string(page))
+	if err != nil {
+		t.Fatalf("%s: %v", pagePath, err)
+	}
+	return blocks
+}
+
+// readersGit is the reader's Git server, with their credentials, holding
+// repository app-repo with a README; it returns the server and the
+// repository's URL.
+func readersGit(t *testing.T) (*gitserver.Server, string) {
+	t.Helper()
+	git := gitserver.Start(t, gitserver.Options{Username: gitUser, Password: gitToken})
+	gitURL, err := git.CreateRepo("app-repo", map[string]string{"README.md": "# app-repo\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return git, gitURL
+}
+
+// checkReleased checks the end of a getting-started page: Rollout
+// demo/echoserver Healthy and its 4 pods all on image. It returns the
+// Rollout.
+func checkReleased(ctx context.Context, t *testing.T, c client.Client, image string) *v1alpha1.Rollout {
+	t.Helper()
+	var ro v1alpha1.Rollout
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "echoserver"}, &ro); err != nil {
+		t.Fatal(err)
+	}
+	if ro.Status.Phase != v1alpha1.PhaseHealthy {
+		t.Errorf("Rollout phase %q, want Healthy (%s)", ro.Status.Phase, ro.Status.Message)
+	}
+	images := podImages(ctx, t, c)
+	if want := []string{image + " x4"}; strings.Join(images, ",") != strings.Join(want, ",") {
+		t.Errorf("pods by image: %v, want %v", images, want)
+	}
+	return &ro
 }
 
 // sessionEnv is the environment of the page's shell: the test machine's PATH
