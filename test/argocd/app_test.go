@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 var applicationGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
@@ -35,63 +36,14 @@ type app struct {
 // them: Deployment, Service, HTTPRoute and the Rollout, in the folder app/.
 func appFiles(image, rolloutExtra string) map[string]string {
 	return map[string]string{
-		"app/deployment.yaml": fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: echoserver
-spec:
-  replicas: 4
-  selector:
-    matchLabels: {app: echoserver}
-  template:
-    metadata:
-      labels: {app: echoserver}
-    spec:
-      containers:
-      - name: echoserver
-        image: %s
-        ports:
-        - containerPort: 8080
-`, image),
-		"app/service.yaml": `apiVersion: v1
-kind: Service
-metadata:
-  name: echoserver
-spec:
-  selector: {app: echoserver}
-  ports:
-  - port: 80
-    targetPort: 8080
-`,
-		"app/httproute.yaml": `apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata:
-  name: echoserver
-spec:
-  parentRefs:
-  - name: public
-  rules:
-  - backendRefs:
-    - name: echoserver
-      port: 80
-`,
-		"app/rollout.yaml": `apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata:
-  name: echoserver
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:
-      - {traffic: "5%", replicas: 1, pause: {}}
-      - {traffic: "50%", replicas: "50%", pause: {duration: 6s}` + rolloutExtra + `}
-      - {traffic: "100%", replicas: "100%"}
-      trafficRoutings:
-      - service: echoserver
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: echoserver}
-`,
+		"app/deployment.yaml": rig.Deployment("", "echoserver", image, 4),
+		"app/service.yaml":    rig.Service("", "echoserver"),
+		"app/httproute.yaml":  rig.HTTPRoute("", "echoserver"),
+		"app/rollout.yaml": rig.Rollout{Name: "echoserver", Steps: []string{
+			`{traffic: "5%", replicas: 1, pause: {}}`,
+			`{traffic: "50%", replicas: "50%", pause: {duration: 6s}` + rolloutExtra + `}`,
+			`{traffic: "100%", replicas: "100%"}`,
+		}}.YAML(),
 	}
 }
 

@@ -14,20 +14,16 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/test/argocd"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // env is what every test of the package shares: one kwok cluster, one Git
@@ -90,11 +86,9 @@ func start() (*env, func(), error) {
 			_ = os.RemoveAll(dir)
 		}
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
-		if err := add(scheme); err != nil {
-			return nil, stop, err
-		}
+	scheme, err := rig.Scheme()
+	if err != nil {
+		return nil, stop, err
 	}
 	if e.cluster, err = kwok.Create(ctx, kwok.Options{Nodes: 3, Scheme: scheme}); err != nil {
 		return nil, stop, err
