@@ -194,16 +194,8 @@ ports: [{name: http, port: 80, protocol: TCP, targetPort: 8080}]`); !reflect.Dee
 // after it split the stable backendRef.
 func TestGatewayAPIHeaderMatch(t *testing.T) {
 	t.Parallel()
-	steps := `
-      steps:
-      - matches: [{headers: [{name: x-canary, value: "yes"}]}]
-        replicas: 1
-        pause: {duration: 1}
-      - traffic: "60%"
-        replicas: "60%"
-        pause: {duration: 1}
-      - traffic: "100%"
-        replicas: "100%"`
+	// threeSteps, step 1 matching a header instead of 20% of the traffic.
+	steps := strings.Replace(threeSteps, `- traffic: "20%"`, `- matches: [{headers: [{name: x-canary, value: "yes"}]}]`, 1)
 	s := givenRoutedApp(t, routedRollout(steps, noGrace+gatewayRouting), httpRoute, httpRouteGVK)
 	want := serviceStates()
 	want[routedKey{"HTTPRoute", "echoserver"}] = routePhases{declaredRules, declaredRules, headerRule + declaredRules, weightedRules(60), weightedRules(100), weightedRules(100), declaredRules}
