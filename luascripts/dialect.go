@@ -23,6 +23,7 @@ func (sb *sandbox) dialectHelpers(L *lua.LState, t *lua.LTable) {
 	t.RawSetString("canaryBy", L.NewFunction(luaCanaryBy))
 	t.RawSetString("canaryWeight", L.NewFunction(luaCanaryWeight))
 	t.RawSetString("headerControl", L.NewFunction(sb.luaHeaderControl))
+	t.RawSetString("splitWeighted", L.NewFunction(sb.luaSplitWeighted))
 }
 
 // fail raises msg as error(msg, 0) does: no position is added.

@@ -142,6 +142,14 @@ func TestDialectHelpersBadInput(t *testing.T) {
 			`rollgate.canaryWeight: obj.weight must be a number or a numeric string such as "5" or "-1", not five`},
 		{"headerControl", `rollgate.headerControl({}, "p/", {set = {"a"}})`,
 			"rollgate.headerControl: modifier.set[1] must be a table {name, value}, not string"},
+		{"splitWeighted weight", `rollgate.splitWeighted({}, "a", "b", 101)`,
+			"rollgate.splitWeighted: argument 4 (weight) must be a number from 0 to 100, not 101"},
+		{"splitWeighted entry", `rollgate.splitWeighted({"a"}, "a", "b", 5)`,
+			"rollgate.splitWeighted: services[1] must be a table, not string"},
+		{"splitWeighted entry weight", `rollgate.splitWeighted({{name = "a", weight = "x"}}, "a", "b", 5)`,
+			"rollgate.splitWeighted: services[1].weight must be a number, not string"},
+		{"splitWeighted services", `rollgate.splitWeighted(nil, "a", "b", 5)`,
+			"rollgate.splitWeighted: argument 1 (services) must be a table, not nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -35,26 +35,6 @@ if stable == canary and (obj.canaryWeight > 0 or obj.matches ~= nil) then
   error("an IngressRoute needs a canary Service different from the stable one", 0)
 end
 
-local function split(services, w)
-  local alone = #services == 1
-  local out = rollgate.array()
-  for _, s in ipairs(services) do
-    if isStable(s) then
-      local total = alone and 1 or (s.weight or 1)
-      local st, c = rollgate.copy(s), rollgate.copy(s)
-      c.name = canary
-      st.weight, c.weight = total * (100 - w), total * w
-      table.insert(out, st)
-      table.insert(out, c)
-    else
-      local o = rollgate.copy(s)
-      o.weight = (s.weight or 1) * 100
-      table.insert(out, o)
-    end
-  end
-  return out
-end
-
 -- quote puts a value between backticks, as Traefik's rules write them.
 local function quote(v, what)
   if string.find(v, "`", 1, true) then
@@ -148,7 +128,7 @@ elseif w > 0 and routes ~= nil then
       mine = mine or isStable(s)
     end
     if mine then
-      r.services = split(r.services, w)
+      r.services = rollgate.splitWeighted(r.services, stable, canary, w)
     end
   end
 end

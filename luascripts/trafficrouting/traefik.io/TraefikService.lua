@@ -20,33 +20,12 @@ if obj.canaryWeight == -1 and obj.matches ~= nil then
     .. "query parameters or paths (match requests in an IngressRoute instead)", 0)
 end
 
-local function isStable(s)
-  return s.name == stable and (s.kind == nil or s.kind == "Service")
-end
-
 local w = obj.canaryWeight
 local weighted = spec.weighted
 if w > 0 and weighted ~= nil and weighted.services ~= nil then
   if stable == canary then
     error("a TraefikService needs a canary Service different from the stable one", 0)
   end
-  local services = weighted.services
-  local alone = #services == 1
-  local out = rollgate.array()
-  for _, s in ipairs(services) do
-    if isStable(s) then
-      local total = alone and 1 or (s.weight or 1)
-      local st, c = rollgate.copy(s), rollgate.copy(s)
-      c.name = canary
-      st.weight, c.weight = total * (100 - w), total * w
-      table.insert(out, st)
-      table.insert(out, c)
-    else
-      local o = rollgate.copy(s)
-      o.weight = (s.weight or 1) * 100
-      table.insert(out, o)
-    end
-  end
-  weighted.services = out
+  weighted.services = rollgate.splitWeighted(weighted.services, stable, canary, w)
 end
 return { spec = spec }
