@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // approvalGates is the number of gates each mode of
@@ -44,7 +45,7 @@ func BenchmarkApprovalLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	port := freePort(b)
+	port := rig.FreePort(b)
 	f := startFleetWith(b, approvalGates, fleetOptions{gitURL: url, interval: 10 * time.Minute, gitWebhookPort: port})
 	for range b.N {
 		f.releaseToGate("app:2.0")

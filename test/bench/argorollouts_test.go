@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/test/proc"
-	"github.com/rollgate/rollgate/test/repo"
 )
 
 // argoNamespace is the namespace Argo Rollouts reads its notification
@@ -100,13 +98,7 @@ func (argoContender) releaseReplicas() int { return 0 }
 
 // argoDir is bin/argorollouts/crds, where tools-argorollouts copies the
 // CRDs of the module.
-func argoDir(f *fleet) string {
-	dir := filepath.Join(repo.Root(), "bin", "argorollouts", "crds")
-	if _, err := os.Stat(dir); err != nil {
-		f.b.Fatalf("%v: run 'make tools-bench' (Argo Rollouts for the side-by-side benchmark)", err)
-	}
-	return dir
-}
+func argoDir(f *fleet) string { return f.contenderDir("argorollouts", "Argo Rollouts") }
 
 func (argoContender) install(f *fleet) {
 	f.applyFiles(argoDir(f))
@@ -119,14 +111,7 @@ func (argoContender) install(f *fleet) {
 func (argoContender) start(f *fleet, dir string) *controllerProcess {
 	f.b.Helper()
 	argoDir(f)
-	bin, err := repo.LookTool(filepath.Join("argorollouts", "rollouts-controller"))
-	if err != nil {
-		f.b.Fatalf("%v: run 'make tools-bench' (Argo Rollouts for the side-by-side benchmark)", err)
-	}
-	ports, err := proc.FreePorts(2)
-	if err != nil {
-		f.b.Fatal(err)
-	}
+	bin, ports := f.toolAndPorts(filepath.Join("argorollouts", "rollouts-controller"), "Argo Rollouts", 2)
 	metrics, healthz := ports[0], ports[1]
 	p, err := proc.Start(dir, "argo-rollouts", bin, []string{
 		"--kubeconfig", f.cluster.Kubeconfig, "--leader-elect=false",

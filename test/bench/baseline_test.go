@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // BenchmarkClusterAlone is the floor under P2 of docs/benchmarks.md: the
@@ -41,7 +42,7 @@ func benchmarkClusterAlone(b *testing.B, n int) {
 	// The watch client logs through controller-runtime's logger, which
 	// warns with a stack trace when none was set.
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	scheme := newScheme(b)
+	scheme := rig.NewScheme(b)
 	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n/80+1), Scheme: scheme, ClientQPS: scaleClientQPS})
 	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: 1}}
 	f.ensureNamespace(ns)

@@ -22,16 +22,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 const (
@@ -91,16 +90,6 @@ type fleetOptions struct {
 	clientQPS int
 }
 
-func newScheme(b *testing.B) *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
-		if err := add(s); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return s
-}
-
 // startFleet brings up the cluster and the controller, then n released
 // workloads, and waits until every Rollout is Healthy.
 func startFleet(b *testing.B, n int) *fleet {
@@ -112,7 +101,7 @@ func startFleet(b *testing.B, n int) *fleet {
 func startFleetWith(b *testing.B, n int, opts fleetOptions) *fleet {
 	b.Helper()
 	start := time.Now()
-	scheme := newScheme(b)
+	scheme := rig.NewScheme(b)
 	// kwok's fake nodes take 110 pods each.
 	if opts.replicas == 0 {
 		opts.replicas = defaultReplicas
@@ -204,38 +193,40 @@ const listPage = 500
 // eachRollout calls fn for every Rollout of the fleet, listing page by
 // page.
 func (f *fleet) eachRollout(ctx context.Context, fn func(ro *v1alpha1.Rollout)) error {
-	cont := ""
-	for {
-		var list v1alpha1.RolloutList
-		if err := f.c.List(ctx, &list, client.InNamespace(f.listNamespace()), client.Limit(listPage), client.Continue(cont)); err != nil {
-			return err
-		}
+	return f.eachPage(ctx, func() client.ObjectList { return &v1alpha1.RolloutList{} }, func(l client.ObjectList) {
+		list := l.(*v1alpha1.RolloutList)
 		for i := range list.Items {
 			if f.inFleet(&list.Items[i]) {
 				fn(&list.Items[i])
 			}
 		}
-		if cont = list.Continue; cont == "" {
-			return nil
-		}
-	}
+	})
 }
 
 // eachDeployment calls fn for every Deployment of the fleet, listing page
 // by page.
 func (f *fleet) eachDeployment(ctx context.Context, fn func(d *appsv1.Deployment)) error {
-	cont := ""
-	for {
-		var list appsv1.DeploymentList
-		if err := f.c.List(ctx, &list, client.InNamespace(f.listNamespace()), client.Limit(listPage), client.Continue(cont)); err != nil {
-			return err
-		}
+	return f.eachPage(ctx, func() client.ObjectList { return &appsv1.DeploymentList{} }, func(l client.ObjectList) {
+		list := l.(*appsv1.DeploymentList)
 		for i := range list.Items {
 			if f.inFleet(&list.Items[i]) {
 				fn(&list.Items[i])
 			}
 		}
-		if cont = list.Continue; cont == "" {
+	})
+}
+
+// eachPage lists the fleet's namespace listPage objects at a time, each
+// page into a list newList makes, and gives every page to fn.
+func (f *fleet) eachPage(ctx context.Context, newList func() client.ObjectList, fn func(client.ObjectList)) error {
+	cont := ""
+	for {
+		list := newList()
+		if err := f.c.List(ctx, list, client.InNamespace(f.listNamespace()), client.Limit(listPage), client.Continue(cont)); err != nil {
+			return err
+		}
+		fn(list)
+		if cont = list.GetContinue(); cont == "" {
 			return nil
 		}
 	}
@@ -246,41 +237,12 @@ func (f *fleet) eachDeployment(ctx context.Context, fn func(d *appsv1.Deployment
 // it): kwok's API server keeps the default Service range 10.0.0.0/24, whose
 // 254 addresses do not hold 200 Services and their 200 canary Services.
 func appYAML(name, image string, replicas int) string {
-	return deploymentYAML(name, image, replicas) + fmt.Sprintf(`
----
-apiVersion: v1
-kind: Service
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  clusterIP: None
-  selector: {app: %[1]s}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  parentRefs: [{name: public}]
-  rules:
-  - backendRefs: [{name: %[1]s, port: 80}]
-`, name, ns)
+	return strings.Replace(rig.App(ns, name, image, replicas), "kind: Service\nmetadata: {name: "+name+", namespace: "+ns+"}\nspec:\n", "kind: Service\nmetadata: {name: "+name+", namespace: "+ns+"}\nspec:\n  clusterIP: None\n", 1)
 }
 
 // deploymentYAML is the Deployment of a workload running image.
 func deploymentYAML(name, image string, replicas int) string {
-	return fmt.Sprintf(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: %[1]s, namespace: %[3]s}
-spec:
-  replicas: %[4]d
-  selector: {matchLabels: {app: %[1]s}}
-  template:
-    metadata: {labels: {app: %[1]s}}
-    spec:
-      containers:
-      - {name: app, image: %[2]s}
-`, name, image, ns, replicas)
+	return rig.Deployment(ns, name, image, replicas)
 }
 
 // repositoryYAML is the Repository "app-repo" of url, fetched every
@@ -307,24 +269,11 @@ func (f *fleet) rolloutYAML(name string) string {
 // of traffic behind a manual gate, batch 2 half the pods and 50% behind
 // another.
 func rolloutYAML(name string) string {
-	return fmt.Sprintf(`
----
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s}
-  strategy:
-    canary:
-      steps:
-      - {traffic: "20%%", replicas: 1, pause: {}}
-      - {traffic: "50%%", replicas: "50%%", pause: {}}
-      - {traffic: "100%%", replicas: "100%%"}
-      trafficRoutings:
-      - service: %[1]s
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: %[1]s}
-`, name, ns)
+	return "\n---" + rig.Rollout{Name: name, Namespace: ns, Steps: []string{
+		`{traffic: "20%", replicas: 1, pause: {}}`,
+		`{traffic: "50%", replicas: "50%", pause: {}}`,
+		`{traffic: "100%", replicas: "100%"}`,
+	}}.YAML()
 }
 
 // parallel runs fn for every workload name on applyWorkers goroutines.
@@ -507,7 +456,7 @@ func concurrentFromEnv(b *testing.B) int {
 // its logs discarded.
 func (f *fleet) startController() {
 	f.b.Helper()
-	port := freePort(f.b)
+	port := rig.FreePort(f.b)
 	cfg := *f.cluster.RESTConfig
 	cfg.QPS, cfg.Burst = -1, 0
 	f.apiCalls = &requestCounter{count: map[string]float64{}}
@@ -554,13 +503,4 @@ func (f *fleet) stopController() {
 		f.stop()
 		f.stop = nil
 	}
-}
-
-func freePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -206,23 +206,7 @@ func decimals(v float64) int {
 }
 
 // rssMiB is the resident set size of this process.
-func rssMiB(b *testing.B) float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				b.Fatalf("VmRSS %q: %v", rest, err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmRSS in /proc/self/status")
-	return 0
-}
+func rssMiB(b *testing.B) float64 { return procRSSMiB(b, os.Getpid()) }
 
 // histogram is a cumulative histogram: count of observations at or below
 // each upper bound.

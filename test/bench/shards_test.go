@@ -19,6 +19,7 @@ import (
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 	"github.com/rollgate/rollgate/test/shards"
 )
 
@@ -70,7 +71,7 @@ func BenchmarkShards(b *testing.B) {
 func benchmarkShards(b *testing.B, bin string, n int, instances map[string]string) {
 	b.Helper()
 	setup := time.Now()
-	scheme := newScheme(b)
+	scheme := rig.NewScheme(b)
 	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n/80+1), Scheme: scheme})
 	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: 1}}
 	f.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))

@@ -21,6 +21,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // rollgateContender is rollgate's controller as `make image` (and `make
@@ -68,22 +69,7 @@ func (rollgateContender) rolloutGVK() schema.GroupVersionKind {
 // rolloutYAML: step 1 one pod and 20% behind a manual gate, step 2 every
 // pod and all traffic, then the release finishes.
 func (rollgateContender) rolloutYAML(name string) string {
-	return fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s}
-  strategy:
-    canary:
-      steps:
-      - {traffic: "20%%", replicas: 1, pause: {}}
-      - {traffic: "100%%", replicas: "100%%"}
-      trafficRoutings:
-      - service: %[1]s
-        gracePeriodSeconds: 0
-        gateway: {httpRouteName: %[1]s}
-`, name, ns)
+	return rig.Rollout{Name: name, Namespace: ns, Steps: []string{`{traffic: "20%", replicas: 1, pause: {}}`, `{traffic: "100%", replicas: "100%"}`}}.YAML()
 }
 
 func (rollgateContender) ready(ro, d *unstructured.Unstructured) bool {
@@ -141,13 +127,7 @@ func (kruiseContender) name() string { return "kruise-rollout" }
 
 // kruiseDir is bin/kruiserollout/crds, where tools-kruiserollout copies
 // the CRDs, webhook configurations and CRD patches of the module.
-func kruiseDir(f *fleet) string {
-	dir := filepath.Join(repo.Root(), "bin", "kruiserollout", "crds")
-	if _, err := os.Stat(dir); err != nil {
-		f.b.Fatalf("%v: run 'make tools-bench' (OpenKruise Rollout for the side-by-side benchmark)", err)
-	}
-	return dir
-}
+func kruiseDir(f *fleet) string { return f.contenderDir("kruiserollout", "OpenKruise Rollout") }
 
 // install applies Kruise's CRDs with the conversion webhook its
 // kustomization patches in (config/crd/patches), its namespace, and its two
@@ -222,14 +202,7 @@ func (kruiseContender) install(f *fleet) {
 func (kruiseContender) start(f *fleet, dir string) *controllerProcess {
 	f.b.Helper()
 	kruiseDir(f)
-	bin, err := repo.LookTool(filepath.Join("kruiserollout", "kruise-rollout"))
-	if err != nil {
-		f.b.Fatalf("%v: run 'make tools-bench' (OpenKruise Rollout for the side-by-side benchmark)", err)
-	}
-	ports, err := proc.FreePorts(3)
-	if err != nil {
-		f.b.Fatal(err)
-	}
+	bin, ports := f.toolAndPorts(filepath.Join("kruiserollout", "kruise-rollout"), "OpenKruise Rollout", 3)
 	metrics, probe, webhook := ports[0], ports[1], ports[2]
 	p, err := proc.Start(dir, "kruise-rollout", bin, []string{
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
@@ -382,4 +355,35 @@ func decodeFile(f *fleet, path string) []*unstructured.Unstructured {
 			out = append(out, u)
 		}
 	}
+}
+
+// contenderDir is bin/<tools>/crds, where make tools-bench copies the CRDs
+// of contender what.
+func (f *fleet) contenderDir(tools, what string) string {
+	dir := filepath.Join(repo.Root(), "bin", tools, "crds")
+	if _, err := os.Stat(dir); err != nil {
+		f.b.Fatalf("%v: %s", err, buildHint(what))
+	}
+	return dir
+}
+
+// buildHint says how to build contender what.
+func buildHint(what string) string {
+	return fmt.Sprintf("run 'make tools-bench' (%s for the side-by-side benchmark)", what)
+}
+
+// toolAndPorts finds a contender's binary, tool under bin/ (what names it
+// in the message saying how to build it), and n free loopback ports for
+// it.
+func (f *fleet) toolAndPorts(tool, what string, n int) (string, []int) {
+	f.b.Helper()
+	bin, err := repo.LookTool(tool)
+	if err != nil {
+		f.b.Fatalf("%v: %s", err, buildHint(what))
+	}
+	ports, err := proc.FreePorts(n)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return bin, ports
 }

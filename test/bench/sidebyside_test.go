@@ -23,6 +23,7 @@ import (
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 const (
@@ -186,7 +187,7 @@ func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
 	// The benchmark's clients log through controller-runtime, which warns
 	// with a stack trace when no logger was ever set.
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	scheme := newScheme(b)
+	scheme := rig.NewScheme(b)
 	kopts := kwok.Options{Nodes: max(3, n*sbsReplicas/80+1), Scheme: scheme}
 	switch audit := os.Getenv(sideBySideAuditEnv); audit {
 	case "":
