@@ -3,10 +3,13 @@ package realtraffic
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -318,4 +321,135 @@ func TestIngressRouteThroughLua(t *testing.T) {
 	if all.failed+allWith.failed > 0 {
 		t.Errorf("%d requests failed: %v%v\nwhen (UTC, to read beside the controller's log):%s", all.failed+allWith.failed, topErrors(all.errs), topErrors(allWith.errs), burstsAt(l.all()))
 	}
+}
+
+// stickyTraefikServiceApp is traefikServiceApp with a sticky cookie on the
+// weighted TraefikService, as Git declares it: the Lua script splits the
+// services and keeps the rest of the object, cookie included.
+func stickyTraefikServiceApp(image string, port int) string {
+	return strings.Replace(traefikServiceApp(image, port), "  weighted:\n    services:",
+		"  weighted:\n    sticky: {cookie: {name: rollgate-sticky}}\n    services:", 1)
+}
+
+// stickyClients sends n fresh clients (each with its own cookie jar) to
+// url: every client's first request in turn, so that the weighted round
+// robin hands out first answers in its exact proportions, then each
+// client's other perClient-1 requests, 8 clients at a time. It returns the
+// share of clients whose first answer came from version, the number of
+// clients that were answered by more than one version, the failed
+// requests, and the clients with the version each got first.
+func stickyClients(t *testing.T, url, version string, n, perClient int) (share float64, switched, failed int, clients []*http.Client, first []string) {
+	t.Helper()
+	clients = make([]*http.Client, n)
+	first = make([]string, n)
+	for i := range clients {
+		jar, err := cookiejar.New(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[i] = &http.Client{Jar: jar, Timeout: 5 * time.Second}
+		body, err := getWith(clients[i], url)
+		if err != nil {
+			failed++
+			continue
+		}
+		first[i], _, _ = strings.Cut(body, " ")
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				bad, errs := false, 0
+				for range perClient - 1 {
+					body, err := getWith(clients[i], url)
+					if err != nil {
+						errs++
+						continue
+					}
+					v, _, _ := strings.Cut(body, " ")
+					bad = bad || v != first[i]
+				}
+				mu.Lock()
+				failed += errs
+				if bad {
+					switched++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	on := 0
+	for i := range clients {
+		if first[i] == version {
+			on++
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return 100 * float64(on) / float64(n), switched, failed, clients, first
+}
+
+func getWith(c *http.Client, url string) (string, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s", resp.Status)
+	}
+	return strings.TrimSpace(string(body)), nil
+}
+
+// TestStickyCanaryThroughTraefikService: a TraefikService declared in Git
+// with a sticky cookie keeps it through the release (the built-in script
+// splits the services and keeps the rest): at the 20% gate, of 1,000 new
+// clients sending 20 requests each, 20% get the canary first (±3 points)
+// and not one is answered by both versions; after the approval, at 60%,
+// 500 more new clients the same; and the clients of the gate stay on the
+// version they had. No request fails.
+func TestStickyCanaryThroughTraefikService(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	w := newWorldOf(t, ctx, worldOptions{rollout: luaRollout(steps, "TraefikService", "echoserver-wrr"), app: stickyTraefikServiceApp})
+	check := func(step string, declared float64, n int) ([]*http.Client, []string) {
+		t.Helper()
+		share, switched, failed, clients, first := stickyClients(t, w.url, "v2", n, 20)
+		t.Logf("%-28s %5d clients x 20 requests: %.1f%% of the clients on v2 (declared %.0f%%), %d answered by both versions, %d failed requests",
+			step, n, share, declared, switched, failed)
+		if share < declared-tolerance || share > declared+tolerance {
+			t.Errorf("%s: %.1f%% of the clients on v2, declared %.0f%% (±%.0f)", step, share, declared, tolerance)
+		}
+		if switched > 0 || failed > 0 {
+			t.Errorf("%s: %d clients answered by both versions, %d failed requests; want none", step, switched, failed)
+		}
+		return clients, first
+	}
+	stable := w.rollout(ctx).Status.StableRevision
+	w.applyYAML(ctx, stickyTraefikServiceApp("localhost/verserver:v2", w.port()))
+	ro := w.waitStep(ctx, 1, 20)
+	t.Logf("step 1: TraefikService %s", w.weightedServices(ctx, "echoserver-wrr"))
+	gateClients, gateFirst := check("step 1 (gate), declared 20%", 20, 1000)
+	w.approveInGit(ctx)
+	w.waitStep(ctx, 2, 60)
+	check("step 2, declared 60%", 60, 500)
+	moved := 0
+	for i, c := range gateClients {
+		body, err := getWith(c, w.url)
+		if v, _, _ := strings.Cut(body, " "); err != nil || v != gateFirst[i] {
+			moved++
+		}
+	}
+	t.Logf("step 2: %d of the gate's %d clients answered by another version than at the gate (or failed)", moved, len(gateClients))
+	if moved > 0 {
+		t.Errorf("%d of the gate's clients left the version they had at the gate", moved)
+	}
+	w.waitHealthy(ctx, stable, ro.Status.CanaryRevision)
 }
