@@ -136,7 +136,7 @@ test: tools verify build ## Provision tools, verify, and run every test (unit, e
 		grep -A 12 -e '^--- FAIL' -e '^    --- FAIL' -e '^panic:' $(BIN)/test.log | cut -c1-600; echo "== go test exited $$rc"; fi; exit $$rc
 
 .PHONY: check
-check: tools-demo ## The fast loop for every change: vet, gofmt, generated files, and the unit and envtest packages (not the cluster stories under test/)
+check: tools-demo tools-k8s-oldest ## The fast loop for every change: vet, gofmt, generated files, and the unit and envtest packages (not the cluster stories under test/)
 	@$(MAKE) --no-print-directory verify
 	go test -count=1 $$(go list ./... | grep -v '/test/')
 
