@@ -832,7 +832,39 @@ func (r *releaseRecorder) stop() []statusAt {
 	for _, p := range r.problems {
 		r.s.t.Error(p)
 	}
+	if len(r.problems) > 0 {
+		r.s.t.Logf("events of the workload and its pods, to see who deleted what:\n%s", workloadEvents(r.s.c, r.s.ns))
+	}
 	return r.writes
+}
+
+// workloadEvents lists the events of ns about pods and workloads, oldest
+// first: which controller created or deleted which pod, and when.
+func workloadEvents(c client.Client, ns string) string {
+	var list corev1.EventList
+	if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	items := list.Items
+	at := func(e corev1.Event) time.Time {
+		switch {
+		case !e.EventTime.IsZero():
+			return e.EventTime.Time
+		case !e.LastTimestamp.IsZero():
+			return e.LastTimestamp.Time
+		}
+		return e.CreationTimestamp.Time
+	}
+	sort.SliceStable(items, func(i, j int) bool { return at(items[i]).Before(at(items[j])) })
+	var b strings.Builder
+	for _, e := range items {
+		switch e.InvolvedObject.Kind {
+		case "Pod", "StatefulSet", "DaemonSet", "Deployment", "ReplicaSet":
+			fmt.Fprintf(&b, "  %s %s/%s %s (%s%s): %s\n", at(e).UTC().Format("15:04:05.000"), e.InvolvedObject.Kind, e.InvolvedObject.Name,
+				e.Reason, e.Source.Component, e.ReportingController, e.Message)
+		}
+	}
+	return b.String()
 }
 
 // first returns the first move whose status matches.
