@@ -38,7 +38,7 @@ func (r *RolloutReconciler) actOnWorkload(ctx context.Context, sc *scope) error 
 	case strategy.WorkloadRelease:
 		if sc.workload.Rollback {
 			done, err = sc.adapter.Rollback(ctx)
-		} else if sc.workload.Frozen {
+		} else if sc.workload.Held {
 			done, err = sc.adapter.HandBack(ctx)
 		}
 	}

@@ -383,7 +383,7 @@ func observed(sc *scope) strategy.Observed {
 	obs := strategy.Observed{
 		Replicas:           o.Replicas,
 		UpdateRevision:     o.Revision,
-		Frozen:             o.Frozen,
+		Held:               o.Held,
 		HeldWithoutRollout: o.HeldWithoutRollout,
 		ApprovalsNeedProof: sc.repository != nil && sc.repository.Spec.Approvals.Enabled(),
 		MaxUnavailable:     o.MaxUnavailable,
@@ -395,7 +395,7 @@ func observed(sc *scope) strategy.Observed {
 		Invalid:            sc.analysis.invalid,
 		Fleet:              sc.fleet,
 	}
-	if o.Frozen {
+	if o.Held {
 		obs.StableRevision = o.StableRevision
 	}
 	add := func(rev string, p workload.Pods) {

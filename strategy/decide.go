@@ -341,7 +341,7 @@ func (p *planner) graceLeft() time.Duration {
 // declared revision on every pod, with enough of them ready.
 func (p *planner) workloadSettled() bool {
 	up := p.obs.Pods[p.obs.UpdateRevision]
-	return !p.obs.Frozen && p.obs.othersTotal(p.obs.UpdateRevision) == 0 && p.obs.Leaving == 0 &&
+	return !p.obs.Held && p.obs.othersTotal(p.obs.UpdateRevision) == 0 && p.obs.Leaving == 0 &&
 		up.Ready >= p.obs.Replicas-p.maxUnavailable
 }
 

@@ -125,7 +125,7 @@ func (p *planner) releaseControl() {
 		return
 	}
 	p.plan.Workload = WorkloadRelease
-	if p.obs.Frozen {
+	if p.obs.Held {
 		p.next.Message = what + ": releasing the workload to its declared template"
 		return
 	}
@@ -142,7 +142,7 @@ func (p *planner) releaseControl() {
 // which its own controller would roll to every pod at once.
 func (p *planner) leavesHeld() bool {
 	holds := (p.obs.Deleting && p.spec.OnDelete != v1alpha1.OnDeleteHandBack) || p.obs.ApprovalsNeedProof
-	return holds && p.obs.Frozen && p.canary != p.stable
+	return holds && p.obs.Held && p.canary != p.stable
 }
 
 // leaveHeld marks the workload to stay held as it stands once the Rollout
@@ -224,7 +224,7 @@ func (p *planner) finishRollback() {
 // release started) is released. A spec problem found while observing is
 // reported now, not when the next release would need it.
 func (p *planner) idle() error {
-	if p.obs.Invalid != nil && !p.obs.Frozen {
+	if p.obs.Invalid != nil && !p.obs.Held {
 		return p.obs.Invalid
 	}
 	p.next.StableRevision = p.stable
@@ -232,7 +232,7 @@ func (p *planner) idle() error {
 	if p.spec.Strategy.Paused {
 		p.hold(fmt.Sprintf("no release in progress; revision %s runs; spec.strategy.paused holds the next release", p.stable))
 	}
-	if p.obs.Frozen {
+	if p.obs.Held {
 		p.plan.Workload = WorkloadRelease
 	}
 	if p.spec.Strategy.Paused {

@@ -115,7 +115,7 @@ func observed(replicas, canary int32) Observed {
 		Replicas:       replicas,
 		UpdateRevision: "v2",
 		StableRevision: "v1",
-		Frozen:         true,
+		Held:           true,
 		Pods: map[string]PodCounts{
 			"v1": {Total: replicas - canary, Ready: replicas - canary},
 			"v2": {Total: canary, Ready: canary},

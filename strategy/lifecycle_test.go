@@ -36,7 +36,7 @@ func TestFirstObservationIsIdle(t *testing.T) {
 	}
 	// A workload frozen although its template is stable is handed back.
 	obs := atRevision(3, "v1")
-	obs.Frozen = true
+	obs.Held = true
 	if p := decide(t, echoSpec(), idleAt("v1"), obs, t0); p.Workload != WorkloadRelease {
 		t.Errorf("workload = %s, want Release", p.Workload)
 	}
@@ -131,7 +131,7 @@ func TestRollbackByTemplate(t *testing.T) {
 
 func TestRevertInGitEndsAFailedRelease(t *testing.T) {
 	obs := atRevision(10, "v1")
-	obs.Frozen = true
+	obs.Held = true
 	p := decide(t, echoSpec(), failedStatus(v1alpha1.ReasonAborted), obs, t0)
 	if p.Status.Phase != v1alpha1.PhaseProgressing || p.Workload != WorkloadRelease {
 		t.Fatalf("phase %s workload %s, want Progressing and Release", p.Status.Phase, p.Workload)
@@ -364,7 +364,7 @@ func TestDisabledAndDeletedHandControlBack(t *testing.T) {
 		if p.Workload != WorkloadRelease || p.Released {
 			t.Fatalf("deleting=%v: workload %s released %v, want Release under way", deleting, p.Workload, p.Released)
 		}
-		obs.Frozen = false
+		obs.Held = false
 		p = decide(t, spec, persist(p), obs, at(2*time.Second))
 		if !p.Released || p.Status.StableRevision != "v2" {
 			t.Fatalf("deleting=%v: released %v stable %s, want released at the declared v2", deleting, p.Released, p.Status.StableRevision)

@@ -24,9 +24,9 @@ type Observed struct {
 	// workload is not frozen. The status's stableRevision wins when set.
 	StableRevision string
 
-	// Frozen is true while rollgate holds the workload (paused Deployment,
+	// Held is true while rollgate holds the workload (paused Deployment,
 	// partition, OnDelete, or a canary Deployment beside it).
-	Frozen bool
+	Held bool
 
 	// ApprovalsNeedProof is true under the Repository's approval policy
 	// (spec.approvals of the Repository): only approvals proven in Git

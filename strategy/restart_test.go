@@ -51,7 +51,7 @@ func (w *world) ensure(tr Traffic, s *v1alpha1.RolloutStatus) bool {
 }
 
 func (w *world) observe(s *v1alpha1.RolloutStatus) Observed {
-	obs := Observed{Replicas: w.replicas, UpdateRevision: "v2", StableRevision: "v1", Frozen: w.frozen,
+	obs := Observed{Replicas: w.replicas, UpdateRevision: "v2", StableRevision: "v1", Held: w.frozen,
 		Approvals: w.approvals, TrafficChangedAt: w.changedAt}
 	if w.frozen {
 		obs.Pods = map[string]PodCounts{"v1": {w.replicas - w.canary, w.replicas - w.canary}, "v2": {w.canary, w.canary}}

@@ -53,11 +53,11 @@ type Observation struct {
 	// Stable, Canary and Other count the pods of the stable revision, the
 	// canary revision and any other revision (an abandoned canary).
 	Stable, Canary, Other Pods
-	// Frozen is true while a release holds the workload: the control
+	// Held is true while a release holds the workload: the control
 	// annotation is present (Control is its content), or the canary
 	// style's canary Deployment is still to be removed (Control nil;
 	// HandBack or Rollback removes it).
-	Frozen  bool
+	Held    bool
 	Control *Control
 	// HeldWithoutRollout is true when the release holding the workload is
 	// marked to stay once its Rollout is gone (LeaveHeld).

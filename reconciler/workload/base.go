@@ -293,7 +293,7 @@ func observeControl(o *Observation, obj client.Object) error {
 	if ctrl == nil {
 		return nil
 	}
-	o.Frozen, o.Control, o.HeldWithoutRollout = true, ctrl, ctrl.HeldWithoutRollout
+	o.Held, o.Control, o.HeldWithoutRollout = true, ctrl, ctrl.HeldWithoutRollout
 	o.StableRevision, o.CanaryRevision = ctrl.StableRevision, ctrl.CanaryRevision
 	o.Rollback = ctrl.Rollback || o.Revision == ctrl.StableRevision
 	return nil

@@ -62,7 +62,7 @@ func TestDaemonSetBatches(t *testing.T) {
 		t.Fatalf("canary pods by batch = %v, want 1 of batch 1 and 1 of batch 2", got)
 	}
 	drive(t, "finalize", a, 1, a.HandBack)
-	if o = observe(t, a); o.Frozen || !o.Complete {
+	if o = observe(t, a); o.Held || !o.Complete {
 		t.Fatalf("after HandBack: %+v", o)
 	}
 	wantPods(t, "new revision", o.Stable, 3, 3)
@@ -84,7 +84,7 @@ func TestDaemonSetRollback(t *testing.T) {
 		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 2, RolloutID: "logs-" + o.CanaryRevision, BatchID: 1})
 	})
 	drive(t, "rollback", a, 1, a.Rollback)
-	if o = observe(t, a); o.Frozen || !o.Complete {
+	if o = observe(t, a); o.Held || !o.Complete {
 		t.Fatalf("after Rollback: %+v", o)
 	}
 	wantPods(t, "stable", o.Stable, 3, 3)

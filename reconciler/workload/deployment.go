@@ -139,8 +139,8 @@ func (a *deployment) Observe(ctx context.Context) (Observation, error) {
 	// canary Deployment, after the Deployment itself rolled out: until
 	// then the release still holds the workload, so that the reconciler
 	// keeps finalizing (and the planner does not call it Healthy).
-	o.Frozen = o.Frozen || len(s.canaries) > 0
-	o.Complete = !o.Frozen && deploymentComplete(s.d)
+	o.Held = o.Held || len(s.canaries) > 0
+	o.Complete = !o.Held && deploymentComplete(s.d)
 	return o, nil
 }
 

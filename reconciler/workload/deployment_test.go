@@ -57,7 +57,7 @@ func TestDeploymentPartitionStyle(t *testing.T) {
 		t.Fatalf("image bump not held: paused=%v strategy=%s", d.Spec.Paused, d.Spec.Strategy.Type)
 	}
 	o := observe(t, a)
-	if !o.Frozen || o.MaxUnavailable != 2 || o.CanaryRevision != workload.Revision(&d.Spec.Template) {
+	if !o.Held || o.MaxUnavailable != 2 || o.CanaryRevision != workload.Revision(&d.Spec.Template) {
 		t.Fatalf("observation after the bump = %+v", o)
 	}
 	wantPods(t, "stable", o.Stable, 10, 10)
@@ -102,7 +102,7 @@ func TestDeploymentPartitionStyle(t *testing.T) {
 
 	drive(t, "finalize", a, 2, a.HandBack)
 	o = observe(t, a)
-	if o.Frozen || !o.Complete {
+	if o.Held || !o.Complete {
 		t.Fatalf("after HandBack: %+v, want released and complete", o)
 	}
 	wantPods(t, "new revision", o.Stable, 10, 10)
@@ -137,7 +137,7 @@ func TestDeploymentRollback(t *testing.T) {
 
 	drive(t, "rollback while the template is new", a, 1, a.Rollback)
 	o = observe(t, a)
-	if !o.Frozen || o.Rollback {
+	if !o.Held || o.Rollback {
 		t.Fatalf("after Rollback with the new template: %+v, want still held", o)
 	}
 	wantPods(t, "canary", o.Canary, 0, 0)
@@ -152,7 +152,7 @@ func TestDeploymentRollback(t *testing.T) {
 	}
 	drive(t, "rollback after the revert", a, 1, a.Rollback)
 	o = observe(t, a)
-	if o.Frozen || !o.Complete {
+	if o.Held || !o.Complete {
 		t.Fatalf("after the revert and Rollback: %+v, want released and complete", o)
 	}
 	get(t, d)
@@ -206,12 +206,12 @@ func TestDeploymentCanaryStyle(t *testing.T) {
 	if done, err := a.HandBack(ctx); err != nil || done {
 		t.Fatalf("first HandBack = %v, %v; want the Deployment released, not done", done, err)
 	}
-	if o = observe(t, a); !o.Frozen || o.Control != nil || o.Complete {
+	if o = observe(t, a); !o.Held || o.Control != nil || o.Complete {
 		t.Fatalf("released with the canary Deployment left: want held without control, got %+v", o)
 	}
 	drive(t, "finalize", a, 0, a.HandBack)
 	o = observe(t, a)
-	if o.Frozen || !o.Complete {
+	if o.Held || !o.Complete {
 		t.Fatalf("after HandBack: %+v", o)
 	}
 	wantPods(t, "new revision", o.Stable, 4, 4)

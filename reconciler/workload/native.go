@@ -90,7 +90,7 @@ func (a *native[T]) Observe(ctx context.Context) (Observation, error) {
 	}
 	a.tally(&o, st)
 	o.MaxUnavailable = a.kind.budget(st.obj, st.ctrl, nil)
-	o.Complete = !o.Frozen && a.kind.complete(st.obj)
+	o.Complete = !o.Held && a.kind.complete(st.obj)
 	return o, nil
 }
 

@@ -90,7 +90,7 @@ func TestObserveStatefulSetThroughOwnerIndex(t *testing.T) {
 	ro, _ := cover(t, s, nil)
 	setImage(t, s, "queue:v2")
 	o := sameObservation(t, ro)
-	if !o.Frozen || o.CanaryRevision == "" || o.CanaryRevision == o.StableRevision {
+	if !o.Held || o.CanaryRevision == "" || o.CanaryRevision == o.StableRevision {
 		t.Fatalf("held release not observed: %+v", o)
 	}
 	wantPods(t, "stable", o.Stable, 2, 2)

@@ -64,7 +64,7 @@ func TestStatefulSetPartition(t *testing.T) {
 	_, a := cover(t, s, nil)
 	setImage(t, s, "db:v2")
 	o := observe(t, a)
-	if !o.Frozen || o.MaxUnavailable != 1 {
+	if !o.Held || o.MaxUnavailable != 1 {
 		t.Fatalf("after the bump: %+v", o)
 	}
 	rolloutID := "db-" + o.CanaryRevision
@@ -89,7 +89,7 @@ func TestStatefulSetPartition(t *testing.T) {
 
 	drive(t, "finalize", a, 1, a.HandBack)
 	o = observe(t, a)
-	if o.Frozen || !o.Complete {
+	if o.Held || !o.Complete {
 		t.Fatalf("after HandBack: %+v", o)
 	}
 	wantPods(t, "new revision", o.Stable, 4, 4)
@@ -112,7 +112,7 @@ func TestStatefulSetRollback(t *testing.T) {
 	})
 	drive(t, "rollback while the template is new", a, 1, a.Rollback)
 	o = observe(t, a)
-	if !o.Frozen {
+	if !o.Held {
 		t.Fatalf("after Rollback with the new template: %+v, want still held", o)
 	}
 	wantPods(t, "canary", o.Canary, 0, 0)
@@ -120,7 +120,7 @@ func TestStatefulSetRollback(t *testing.T) {
 
 	setImage(t, s, "cache:v1")
 	drive(t, "rollback after the revert", a, 1, a.Rollback)
-	if o = observe(t, a); o.Frozen || !o.Complete {
+	if o = observe(t, a); o.Held || !o.Complete {
 		t.Fatalf("after the revert and Rollback: %+v", o)
 	}
 	wantPods(t, "stable", o.Stable, 3, 3)
