@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +33,21 @@ spec:
   ports: [{port: 80}]
 `
 
+// heldServiceSliceYAML is the EndpointSlice of the held Service as the
+// EndpointSlice controller writes it: with the Service's labels, the held
+// label among them, and none of its annotations.
+const heldServiceSliceYAML = `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-abcde
+  labels: {app: web, kubernetes.io/service-name: web, endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io, ` + traffic.LabelHeld + `: "true"}
+addressType: IPv4
+endpoints:
+- addresses: [10.1.0.1]
+  conditions: {ready: true}
+ports: [{port: 8080, protocol: TCP}]
+`
+
 const templateYAML = `apiVersion: rollgate.dev/v1alpha1
 kind: AnalysisTemplate
 metadata: {name: success-rate}
@@ -49,12 +65,14 @@ spec:
 // answers, a real API server refuses only the updates of a held Service
 // that change what rollgate holds (its selector, rollgate's label and
 // annotations) and the AnalysisTemplate writes that change a spec; ports,
-// other labels and annotations, finalizers, and the metadata of an
-// AnalysisTemplate go through.
+// other labels and annotations, finalizers, the metadata of an
+// AnalysisTemplate, and the held Service's EndpointSlices (which carry its
+// labels) go through.
 func TestOutageOfTheRouteAndValidationWebhooks(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	apply(t, ns, heldServiceYAML)
+	apply(t, ns, heldServiceSliceYAML)
 	apply(t, ns, templateYAML)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -114,6 +132,9 @@ func TestOutageOfTheRouteAndValidationWebhooks(t *testing.T) {
 		{"a finalizer removed from a held Service", &corev1.Service{}, "web", func(o client.Object) { o.SetFinalizers(nil) }},
 		{"a label of an AnalysisTemplate", &v1alpha1.AnalysisTemplate{}, "success-rate", func(o client.Object) { o.SetLabels(map[string]string{"team": "payments"}) }},
 		{"a finalizer of an AnalysisTemplate", &v1alpha1.AnalysisTemplate{}, "success-rate", func(o client.Object) { o.SetFinalizers([]string{"example.com/keep"}) }},
+		{"the endpoints of a held Service's EndpointSlice", &discoveryv1.EndpointSlice{}, "web-abcde", func(o client.Object) {
+			o.(*discoveryv1.EndpointSlice).Endpoints[0].Conditions.Ready = ptr.To(false)
+		}},
 	}
 	for _, c := range passes {
 		if err := write(c.obj, c.name, false, c.change); err != nil {
