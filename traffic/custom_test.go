@@ -269,3 +269,36 @@ return obj.data
 	}
 	f.restore(f.router())
 }
+
+// TestCustomZeroWeightWritesTheDeclaredState: at weight 0 without matches
+// no script runs and the declared object is what the router writes. A
+// Kruise-style script names the canary with weight 0 there, and a gateway
+// such as Traefik drops a whole weighted service while one of its Services
+// has no ready endpoint (the canary's, at the start of a release); at 20%
+// the same script runs.
+func TestCustomZeroWeightWritesTheDeclaredState(t *testing.T) {
+	f := newFixture(t, v1alpha1.TrafficRoutingRef{Service: "web", CustomNetworkRefs: []v1alpha1.ObjectRef{
+		{APIVersion: "networking.istio.io/v1", Kind: "VirtualService", Name: "web"},
+	}})
+	f.createIstio()
+	declared := specJSON(t, f.getUnstructured("VirtualService"))
+	f.opts.LuaOverrides = map[string]string{"lua.traffic.routing.VirtualService.networking.istio.io": `
+local spec = obj.data.spec
+for _, rule in ipairs(spec.http) do
+  if rule.route[1].destination.host == obj.stableService then
+    rule.route[1].weight = obj.stableWeight
+    table.insert(rule.route, {destination = {host = obj.canaryService}, weight = obj.canaryWeight})
+  end
+end
+return obj.data
+`}
+	f.ensure(f.router(), desired(0))
+	if got := specJSON(t, f.getUnstructured("VirtualService")); got != declared {
+		t.Errorf("VirtualService at weight 0: %s, want the declared %s (no canary named)", got, declared)
+	}
+	f.ensure(f.router(), desired(20))
+	if got, want := vsDestinations(t, f.getUnstructured("VirtualService")), []string{"web=80", "web-canary=20", "docs=-"}; !equalStrings(got, want) {
+		t.Errorf("20%%: destinations %v, want %v", got, want)
+	}
+	f.restore(f.router())
+}

@@ -90,17 +90,19 @@ func customScript(ctx context.Context, o Options, kind, group string, original o
 }
 
 // routeScript is customScript for a step of a release. At a step that
-// sends nothing to the canary (weight 0 without matches: a rollback, an
-// abort, a 0% step) the declared state is right whatever the script says,
-// so a script that fails or is refused there answers with the declared
-// state: a broken user script cannot keep requests on the canary, nor
-// hold a rollback.
+// sends nothing to the canary (weight 0 without matches: the start of a
+// release before its pods are ready, a 0% step, a rollback, an abort) the
+// declared state is the answer and no script runs. A script could only
+// make it worse there: one written as Kruise users write them names the
+// canary with weight 0, and Traefik drops a whole TraefikService while one
+// of its Services has no ready endpoint, weight 0 or not (seen on the
+// real node: 559 requests answered 404 in 4 s at the start of a release);
+// a broken script would hold a rollback.
 func routeScript(ctx context.Context, o Options, kind, group string, declared objectState, d Desired) (objectState, error) {
-	out, err := customScript(ctx, o, kind, group, declared, d)
-	if err != nil && d.CanaryWeight == 0 && len(d.Matches) == 0 {
+	if d.CanaryWeight == 0 && len(d.Matches) == 0 {
 		return declared, nil
 	}
-	return out, err
+	return customScript(ctx, o, kind, group, declared, d)
 }
 
 // scriptError classifies a luascripts error: a missing script or an
