@@ -52,10 +52,10 @@ type CustomRouter struct {
 }
 
 // NewCustomRouter is the Factory of the custom resource routers: one
-// CustomRouter per customNetworkRefs entry, composed with Sequence in the
-// listed order (list a DestinationRule before the VirtualService that uses
-// its subsets; Restore runs in reverse). It returns nil for an entry
-// without customNetworkRefs.
+// CustomRouter per customNetworkRefs entry, run in the listed order (list a
+// DestinationRule before the VirtualService that uses its subsets); Restore
+// and a step sending nothing to the canary run in reverse. It returns nil
+// for an entry without customNetworkRefs.
 func NewCustomRouter(t Target) (Router, error) {
 	if len(t.Ref.CustomNetworkRefs) == 0 {
 		return nil, nil
@@ -70,8 +70,29 @@ func NewCustomRouter(t Target) (Router, error) {
 		routers = append(routers, &CustomRouter{c: t.Client, ro: t.Rollout, ref: ref,
 			gvk: gv.WithKind(ref.Kind), stable: t.Ref.Service, opts: t.Options})
 	}
-	return Sequence(routers...), nil
+	return customRoutes(routers), nil
 }
+
+// customRoutes is Sequence, except that a step sending nothing to the
+// canary (weight 0 without matches) goes in reverse order, as Restore
+// does: each object then goes back to its declared state (see
+// routeScript), and a VirtualService must stop using the DestinationRule's
+// subsets before they go.
+type customRoutes []Router
+
+func (c customRoutes) EnsureRoutes(ctx context.Context, d Desired) (bool, error) {
+	if d.CanaryWeight != 0 || len(d.Matches) > 0 {
+		return sequence(c).EnsureRoutes(ctx, d)
+	}
+	for i := len(c) - 1; i >= 0; i-- {
+		if done, err := c[i].EnsureRoutes(ctx, d); err != nil || !done {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func (c customRoutes) Restore(ctx context.Context) (bool, error) { return sequence(c).Restore(ctx) }
 
 // objectState is the part of a resource a script sees and returns.
 type objectState struct {

@@ -3,6 +3,7 @@ package traffic_test
 import (
 	"encoding/json"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -299,6 +300,25 @@ return obj.data
 	f.ensure(f.router(), desired(20))
 	if got, want := vsDestinations(t, f.getUnstructured("VirtualService")), []string{"web=80", "web-canary=20", "docs=-"}; !equalStrings(got, want) {
 		t.Errorf("20%%: destinations %v, want %v", got, want)
+	}
+	f.restore(f.router())
+}
+
+// TestCustomZeroWeightGoesInReverse: from a weighted step back to weight 0
+// (a rollback), the VirtualService goes back to its declared routes before
+// the DestinationRule loses the subsets they use.
+func TestCustomZeroWeightGoesInReverse(t *testing.T) {
+	f := newFixture(t, istioRefs())
+	f.createIstio()
+	f.ensure(f.router(), desired(20))
+	f.ensure(f.router(), desired(0))
+	rv := func(kind string) int {
+		n, err := strconv.Atoi(f.getUnstructured(kind).GetResourceVersion())
+		must(t, err)
+		return n
+	}
+	if vs, dr := rv("VirtualService"), rv("DestinationRule"); vs > dr {
+		t.Errorf("at weight 0 the DestinationRule was written (resourceVersion %d) before the VirtualService (%d)", dr, vs)
 	}
 	f.restore(f.router())
 }

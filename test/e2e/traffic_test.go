@@ -330,7 +330,9 @@ func TestIstioThroughLua(t *testing.T) {
 	s := givenRoutedApp(t, routedRollout(threeSteps, routing), istioRoutes, virtualSvcGVK, destRuleGVK)
 	want := serviceStates()
 	want[routedKey{"VirtualService", "echoserver"}] = routePhases{virtualService(0), virtualService(0), virtualService(20), virtualService(60), virtualService(100), virtualService(100), virtualService(0)}
-	want[routedKey{"DestinationRule", "echoserver"}] = routePhases{declaredDestinationRule, subsetsDestinationRule, subsetsDestinationRule, subsetsDestinationRule, subsetsDestinationRule, promotedDestinationRule, declaredDestinationRule}
+	// At weight 0 (all to stable) the objects are as declared: no script
+	// runs there (traffic.routeScript).
+	want[routedKey{"DestinationRule", "echoserver"}] = routePhases{declaredDestinationRule, declaredDestinationRule, subsetsDestinationRule, subsetsDestinationRule, subsetsDestinationRule, promotedDestinationRule, declaredDestinationRule}
 	s.release(want, map[string]routeView{"VirtualService": specView, "DestinationRule": specView, "Service": selectorView})
 	s.assertAsApplied(virtualSvcGVK, "echoserver")
 	s.assertAsApplied(destRuleGVK, "echoserver")
