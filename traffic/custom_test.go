@@ -247,12 +247,7 @@ func TestCustomObjectDeletedMidStep(t *testing.T) {
 // canary, so the declared VirtualService is written instead and the
 // rollback goes on.
 func TestCustomBrokenScriptDoesNotHoldARollback(t *testing.T) {
-	f := newFixture(t, v1alpha1.TrafficRoutingRef{Service: "web", CustomNetworkRefs: []v1alpha1.ObjectRef{
-		{APIVersion: "networking.istio.io/v1", Kind: "VirtualService", Name: "web"},
-	}})
-	f.createIstio()
-	declared := specJSON(t, f.getUnstructured("VirtualService"))
-	f.opts.LuaOverrides = map[string]string{"lua.traffic.routing.VirtualService.networking.istio.io": `
+	f, declared := vsWithScript(t, `
 local spec = obj.data.spec
 for _, rule in ipairs(spec.http) do
   if rule.route[1].destination.host == obj.stableService then
@@ -261,7 +256,7 @@ for _, rule in ipairs(spec.http) do
   end
 end
 return obj.data
-`}
+`)
 	_, err := f.step(f.router(), desired(20))
 	wantErr(t, err, luascripts.ErrMisroute)
 	f.ensure(f.router(), desired(0))
@@ -278,12 +273,7 @@ return obj.data
 // has no ready endpoint (the canary's, at the start of a release); at 20%
 // the same script runs.
 func TestCustomZeroWeightWritesTheDeclaredState(t *testing.T) {
-	f := newFixture(t, v1alpha1.TrafficRoutingRef{Service: "web", CustomNetworkRefs: []v1alpha1.ObjectRef{
-		{APIVersion: "networking.istio.io/v1", Kind: "VirtualService", Name: "web"},
-	}})
-	f.createIstio()
-	declared := specJSON(t, f.getUnstructured("VirtualService"))
-	f.opts.LuaOverrides = map[string]string{"lua.traffic.routing.VirtualService.networking.istio.io": `
+	f, declared := vsWithScript(t, `
 local spec = obj.data.spec
 for _, rule in ipairs(spec.http) do
   if rule.route[1].destination.host == obj.stableService then
@@ -292,7 +282,7 @@ for _, rule in ipairs(spec.http) do
   end
 end
 return obj.data
-`}
+`)
 	f.ensure(f.router(), desired(0))
 	if got := specJSON(t, f.getUnstructured("VirtualService")); got != declared {
 		t.Errorf("VirtualService at weight 0: %s, want the declared %s (no canary named)", got, declared)
@@ -321,4 +311,17 @@ func TestCustomZeroWeightGoesInReverse(t *testing.T) {
 		t.Errorf("at weight 0 the DestinationRule was written (resourceVersion %d) before the VirtualService (%d)", dr, vs)
 	}
 	f.restore(f.router())
+}
+
+// vsWithScript declares Istio's objects for "web", routes through the
+// VirtualService alone and runs script (a ConfigMap override) for it; it
+// returns the VirtualService's declared spec as JSON.
+func vsWithScript(t *testing.T, script string) (*fixture, string) {
+	f := newFixture(t, v1alpha1.TrafficRoutingRef{Service: "web", CustomNetworkRefs: []v1alpha1.ObjectRef{
+		{APIVersion: "networking.istio.io/v1", Kind: "VirtualService", Name: "web"},
+	}})
+	f.createIstio()
+	declared := specJSON(t, f.getUnstructured("VirtualService"))
+	f.opts.LuaOverrides = map[string]string{"lua.traffic.routing.VirtualService.networking.istio.io": script}
+	return f, declared
 }

@@ -74,24 +74,11 @@ spec:
 `
 }
 
-// luaRollout is the Rollout of Deployment echoserver with steps, routing
-// through the custom resource kind/name (a customNetworkRefs entry).
+// luaRollout is rollout routing through the custom resource kind/name (a
+// customNetworkRefs entry) instead of the HTTPRoute.
 func luaRollout(steps, kind, name string) string {
-	return `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:` + steps + `
-      trafficRoutings:
-      - service: echoserver
-        customNetworkRefs:
-        - {apiVersion: traefik.io/v1alpha1, kind: ` + kind + `, name: ` + name + `}
-  git: {repository: app-repo, path: ` + rolloutPath + `}
-`
+	return strings.Replace(rollout(steps), "        gateway: {httpRouteName: echoserver}\n",
+		"        customNetworkRefs:\n        - {apiVersion: traefik.io/v1alpha1, kind: "+kind+", name: "+name+"}\n", 1)
 }
 
 // window measures perWindow requests (with or without the load's header)
