@@ -184,6 +184,9 @@ func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Optio
 	if err := c.awaitControllers(ctx); err != nil {
 		return err
 	}
+	if err := guardStaleDeletes(ctx, cl); err != nil {
+		return err
+	}
 	if opts.Nodes > 0 {
 		if _, err := c.run(ctx, "scale", "node", "--replicas", strconv.Itoa(opts.Nodes)); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -73,6 +74,32 @@ func TestDeploymentPodsBecomeReady(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Deployment status never reported 3 ready replicas: %v (%+v)", err, dep.Status)
 		}
+
+		// The stale-delete guard (staledelete.go): a forced delete of a
+		// live pod, as kwok's stale job sends to a recreated StatefulSet
+		// pod, is refused; a pod deleted as a controller deletes it is
+		// still removed by kwok (its own forced delete of a terminating
+		// pod goes through).
+		var pods corev1.PodList
+		if err := c.Client.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels(labels)); err != nil {
+			t.Fatal(err)
+		}
+		victim := &pods.Items[0]
+		if err := c.Client.Delete(ctx, victim, client.GracePeriodSeconds(0)); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+			t.Fatalf("forced delete of the live pod %s: %v, want refused by the stale-delete guard", victim.Name, err)
+		}
+		start = time.Now()
+		if err := c.Client.Delete(ctx, victim); err != nil {
+			t.Fatal(err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			err := c.Client.Get(ctx, client.ObjectKeyFromObject(victim), &corev1.Pod{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Fatalf("pod %s deleted gracefully was never removed by kwok: %v", victim.Name, err)
+		}
+		t.Logf("pod %s deleted gracefully and removed by kwok in %v", victim.Name, time.Since(start))
 	})
 
 	// The cluster's cleanup has run: nothing of it is left.
