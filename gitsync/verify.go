@@ -124,22 +124,11 @@ func NewApprovalVerifier(keys map[string][]byte, mergeOnly bool) (*ApprovalVerif
 		return v, nil
 	}
 	v.requireSign = true
-	names := make([]string, 0, len(keys))
-	for k := range keys {
-		names = append(names, k)
+	k, err := NewKeyring(keys)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(names)
-	var ring openpgp.EntityList
-	for _, k := range names {
-		r, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(keys[k]))
-		if err != nil || len(r) == 0 {
-			return nil, fmt.Errorf("%w: key %q is not an ASCII-armored OpenPGP public key", ErrInvalidCredentials, k)
-		}
-		ring = append(ring, r...)
-	}
-	if len(ring) == 0 {
-		return nil, fmt.Errorf("%w: the Secret holds no OpenPGP public key", ErrInvalidCredentials)
-	}
+	ring := k.ring
 	// Commit.Verify reads one armored block: join the keys into one.
 	var b bytes.Buffer
 	w, err := armor.Encode(&b, openpgp.PublicKeyType, nil)

@@ -86,6 +86,10 @@ type WriterOptions struct {
 	// OnCollect, when set, gets the outcome of every collection pass of
 	// Start.
 	OnCollect func(CollectResult, error)
+	// FileSigner, when set, signs every status file: a detached signature
+	// is written beside it (StatusSignatureExt), for the fleet gates of
+	// other clusters to check (VerifyStatusFile).
+	FileSigner Signer
 }
 
 // CommitData is the data of the status commit message template.
@@ -162,6 +166,8 @@ type render struct {
 	seq        uint64
 	data       []byte
 	hash, prev plumbing.Hash
+	// sig is data's detached signature, with a FileSigner.
+	sig []byte
 }
 
 type flushOutcome struct {
@@ -476,7 +482,13 @@ func (w *Writer) renderAll(states map[string]RolloutState, seq map[string]uint64
 		if err != nil {
 			return fmt.Errorf("rendering status of %s: %w", k, err)
 		}
-		w.renders[k] = render{seq: seq[k], data: data, hash: blobHashOf(data), prev: w.renders[k].hash}
+		r := render{seq: seq[k], data: data, hash: blobHashOf(data), prev: w.renders[k].hash}
+		if w.opts.FileSigner != nil {
+			if r.sig, err = w.opts.FileSigner.Sign(bytes.NewReader(data)); err != nil {
+				return fmt.Errorf("signing the status of %s: %w", k, err)
+			}
+		}
+		w.renders[k] = r
 	}
 	return nil
 }
@@ -562,6 +574,13 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 			data.Changed = append(data.Changed, s)
 			keys = append(keys, k)
 		}
+		if r.sig != nil {
+			// Signed with the file; and once when signing was turned on
+			// for a file already current.
+			if _, signed := base.blobHash(p + StatusSignatureExt); files[p] != nil || !signed {
+				files[p+StatusSignatureExt] = r.sig
+			}
+		}
 		all[k] = s
 	}
 	for _, k := range removed {
@@ -569,6 +588,9 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 		p := StatusPath(w.opts.PathPrefix, ns, name)
 		if old, err := base.ReadFile(p); err == nil && isStatusFile(old) {
 			files[p] = nil
+			if _, signed := base.blobHash(p + StatusSignatureExt); signed {
+				files[p+StatusSignatureExt] = nil
+			}
 			data.Removed = append(data.Removed, k)
 			keys = append(keys, k)
 		}

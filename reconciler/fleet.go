@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/strategy"
 )
 
@@ -22,7 +23,7 @@ func (r *RolloutReconciler) observeFleet(ctx context.Context, sc *scope) {
 	if ro.Spec.Fleet == nil || ro.Spec.Disabled || !ro.DeletionTimestamp.IsZero() {
 		return
 	}
-	var states map[string]gitsync.RolloutState
+	var states map[string]gitsource.FleetStatus
 	var err error
 	if sc.git == nil {
 		err = fmt.Errorf("Repository %s/%s is not open: %v", ro.Namespace, ro.Spec.Git.Repository, sc.gitReadErr)
@@ -46,7 +47,7 @@ func (r *RolloutReconciler) observeFleet(ctx context.Context, sc *scope) {
 // judgeUpstream reports whether the upstream release w names, as its
 // cluster wrote it to Git (states, keyed "<cluster>/<namespace>/<name>"),
 // has released images as far as w asks, and why not.
-func judgeUpstream(w v1alpha1.FleetWait, ro *v1alpha1.Rollout, states map[string]gitsync.RolloutState, images []string) (bool, string) {
+func judgeUpstream(w v1alpha1.FleetWait, ro *v1alpha1.Rollout, states map[string]gitsource.FleetStatus, images []string) (bool, string) {
 	ns, name := ro.Namespace, ro.Name
 	if w.Rollout != "" {
 		name = w.Rollout
@@ -55,10 +56,14 @@ func judgeUpstream(w v1alpha1.FleetWait, ro *v1alpha1.Rollout, states map[string
 		}
 	}
 	who := fmt.Sprintf("cluster %s: %s/%s", w.Cluster, ns, name)
-	s, ok := states[w.Cluster+"/"+ns+"/"+name]
+	f, ok := states[w.Cluster+"/"+ns+"/"+name]
 	if !ok {
 		return false, who + " has no status in Git (is its Repository's spec.status.cluster " + w.Cluster + ", on the same status branch?)"
 	}
+	if f.Distrust != "" {
+		return false, who + ": " + f.Distrust
+	}
+	s := f.RolloutState
 	want := strings.Join(images, ",")
 	canary, stable := strings.Join(s.Canary.Images, ","), strings.Join(s.Stable.Images, ",")
 	released := v1alpha1.RolloutPhase(s.Phase) == v1alpha1.PhaseHealthy && stable == want

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/reconciler/gitsource"
 )
 
 // TestJudgeUpstream: a fleet gate opens only for the upstream release of
@@ -55,13 +56,18 @@ func TestJudgeUpstream(t *testing.T) {
 		{"another cluster's file", done, healthy(v2), "prod/demo/web", false, "has no status in Git"},
 		{"another Rollout named", v1alpha1.FleetWait{Cluster: "staging", Rollout: "other/api"}, healthy(v2), "", false, "cluster staging: other/api has no status"},
 		{"the Rollout named", v1alpha1.FleetWait{Cluster: "staging", Rollout: "other/api"}, healthy(v2), "staging/other/api", true, ""},
+		{"completed, but the file is not believed", done, healthy(v2), "", false, "cluster staging: demo/web: its status file staging/demo/web.yaml is not believed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := tc.key
 			if key == "" {
 				key = "staging/demo/web"
 			}
-			open, why := judgeUpstream(tc.wait, ro, map[string]gitsync.RolloutState{key: tc.state}, v2)
+			f := gitsource.FleetStatus{RolloutState: tc.state}
+			if strings.HasSuffix(tc.name, "not believed") {
+				f.Distrust = "its status file staging/demo/web.yaml is not believed: the status file carries no signature"
+			}
+			open, why := judgeUpstream(tc.wait, ro, map[string]gitsource.FleetStatus{key: f}, v2)
 			if open != tc.open || !strings.Contains(why, tc.why) {
 				t.Fatalf("open=%v why=%q, want open=%v with %q", open, why, tc.open, tc.why)
 			}

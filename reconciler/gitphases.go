@@ -30,7 +30,7 @@ type gitRepository interface {
 	// CleanupReverts deletes, in the background, the Rollout's revert
 	// branches whose change the tracked branch holds.
 	CleanupReverts(log logr.Logger, key types.NamespacedName, tracked, occasion string)
-	FleetStates(ctx context.Context, now time.Time) (map[string]gitsync.RolloutState, error)
+	FleetStates(ctx context.Context, now time.Time) (map[string]gitsource.FleetStatus, error)
 	Writer() *gitsync.Writer
 	QueueProgress(ctx context.Context, cache client.Reader, st gitsync.RolloutState)
 	StatusBranch() string

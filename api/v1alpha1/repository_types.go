@@ -95,6 +95,55 @@ type RepositorySpec struct {
 	// authenticates the forge's calls for this Repository.
 	// +optional
 	Webhook *WebhookSpec `json:"webhook,omitempty"`
+
+	// Fleet says whose progress the spec.fleet gates of this Repository's
+	// Rollouts believe. Unset, a gate believes any status file on the
+	// status branch, that is anyone who can push to it.
+	// +optional
+	Fleet *RepositoryFleetSpec `json:"fleet,omitempty"`
+}
+
+// RepositoryFleetSpec lists the clusters whose status files spec.fleet
+// gates believe, and the keys each signs them with.
+type RepositoryFleetSpec struct {
+	// Trust lists the upstream clusters and the OpenPGP public keys their
+	// controllers sign status files with (the signingKeyRef of their
+	// Repository's spec.commit). A gate opens only on a status file with a
+	// valid signature by a key of its own cluster beside it
+	// (<cluster>/<namespace>/<name>.yaml.asc); a gate naming a cluster not
+	// listed here holds and says so.
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=50
+	Trust []FleetTrust `json:"trust"`
+}
+
+// FleetTrust is one upstream cluster and the keys its status files must be
+// signed with.
+type FleetTrust struct {
+	// Cluster is the upstream's spec.status.cluster.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Cluster string `json:"cluster"`
+	// SignedBy names a Secret holding the cluster's ASCII-armored OpenPGP
+	// public keys (every data key is read as a keyring; list two during a
+	// key rotation).
+	SignedBy LocalObjectReference `json:"signedBy"`
+}
+
+// TrustFor returns the entry of cluster, or nil.
+func (f *RepositoryFleetSpec) TrustFor(cluster string) *FleetTrust {
+	if f == nil {
+		return nil
+	}
+	for i := range f.Trust {
+		if f.Trust[i].Cluster == cluster {
+			return &f.Trust[i]
+		}
+	}
+	return nil
 }
 
 // WebhookSpec authenticates the calls of a forge's push webhook.

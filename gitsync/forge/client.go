@@ -60,6 +60,7 @@ type backend interface {
 	// comment adds a comment to p.
 	comment(ctx context.Context, p pull, body string) error
 	reviewer
+	statusSetter
 }
 
 // client implements Client on a backend.

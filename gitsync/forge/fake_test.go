@@ -68,6 +68,8 @@ type fakeForge struct {
 	mu    sync.Mutex
 	prs   []*fakePR
 	calls []string
+	// statuses are the commit statuses posted, by commit.
+	statuses map[string][]map[string]any
 }
 
 func newFakeForge(t *testing.T) *fakeForge {
@@ -234,6 +236,21 @@ func (g guarded) PullRequestReviews(ctx context.Context, head string) (PullReque
 	rec, err := g.c.PullRequestReviews(ctx, head)
 	checkErr(g.t, err, g.token)
 	return rec, err
+}
+
+func (g guarded) ReportStatus(ctx context.Context, head string, st CommitStatus) (string, error) {
+	sha, err := g.c.ReportStatus(ctx, head, st)
+	checkErr(g.t, err, g.token)
+	return sha, err
+}
+
+// postStatus records a commit status posted on sha.
+func (f *fakeForge) postStatus(w http.ResponseWriter, sha string, body map[string]any) {
+	if f.statuses == nil {
+		f.statuses = map[string][]map[string]any{}
+	}
+	f.statuses[sha] = append(f.statuses[sha], body)
+	writeJSON(w, http.StatusCreated, body)
 }
 
 func (g guarded) MergedPullRequest(ctx context.Context, head string) (bool, string, error) {

@@ -94,6 +94,12 @@ type Client interface {
 	// wrapping ErrRateLimited (with RetryAfter) or ErrUnavailable means the
 	// forge could not answer now.
 	PullRequestReviews(ctx context.Context, head string) (PullRequestRecord, error)
+	// ReportStatus sets a commit status on the head commit of the pull
+	// request from head (the merged one, or else the newest in any state)
+	// and returns that commit. A status of the same context replaces the
+	// earlier one. An error wrapping ErrNotFound means no pull request
+	// comes from head.
+	ReportStatus(ctx context.Context, head string, st CommitStatus) (sha string, err error)
 }
 
 // defaultTimeout bounds each API call when New builds the HTTP client.

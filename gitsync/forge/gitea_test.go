@@ -39,6 +39,8 @@ func (f *fakeForge) gitea(w http.ResponseWriter, r *http.Request, noTotal bool) 
 			match = append(match, f.gtJSON(p))
 		}
 		f.gtPage(w, r, match, noTotal)
+	case found && len(parts) == 2 && parts[0] == "statuses" && r.Method == http.MethodPost:
+		f.postStatus(w, parts[1], body)
 	case found && rest == "labels" && r.Method == http.MethodGet:
 		f.gtPage(w, r, giteaLabels, noTotal)
 	case found && rest == "pulls" && r.Method == http.MethodPost:
@@ -73,7 +75,7 @@ func (f *fakeForge) gtJSON(p *fakePR) map[string]any {
 	return map[string]any{
 		"number": p.Num, "html_url": "https://gitea.example/acme/app/pulls/" + strconv.Itoa(p.Num),
 		"title": p.Title, "body": p.Body, "state": state, "merged": p.State == "merged", "labels": labels,
-		"head": map[string]any{"ref": p.Head, "repo_id": head}, "base": map[string]any{"ref": p.Base, "repo_id": 3},
+		"head": map[string]any{"ref": p.Head, "repo_id": head, "sha": p.HeadSHA}, "base": map[string]any{"ref": p.Base, "repo_id": 3},
 	}
 }
 

@@ -45,6 +45,8 @@ func (f *fakeForge) github(w http.ResponseWriter, r *http.Request) {
 		}
 		items, _, _ := page(f, r, rs)
 		writeJSON(w, http.StatusOK, items)
+	case r.Method == http.MethodPost && len(parts) == 5 && parts[1] == "acme" && parts[2] == "app" && parts[3] == "statuses":
+		f.postStatus(w, parts[4], body)
 	case len(parts) == 5 && parts[1] == "acme" && parts[2] == "app" && f.pr(parts[4]) != nil:
 		f.ghItem(w, r.Method, parts[3], f.pr(parts[4]), body)
 	case len(parts) == 6 && parts[1] == "acme" && parts[2] == "app" && parts[3] == "issues" && f.pr(parts[4]) != nil:

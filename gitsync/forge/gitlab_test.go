@@ -36,7 +36,9 @@ func (f *fakeForge) gitlab(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
 	rest, found := strings.CutPrefix(path, glMRs)
 	parts := strings.Split(strings.TrimPrefix(rest, "/"), "/")
-	switch {
+	switch sha, isStatus := strings.CutPrefix(path, strings.TrimSuffix(glMRs, "/merge_requests")+"/statuses/"); {
+	case isStatus && r.Method == http.MethodPost:
+		f.postStatus(w, sha, body)
 	case !found:
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Project Not Found"})
 	case rest == "" && r.Method == http.MethodGet:

@@ -2,6 +2,7 @@ package gitsource
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"sync"
@@ -17,13 +18,13 @@ type fleetCache struct {
 	mu     sync.Mutex
 	at     time.Time
 	head   string
-	states map[string]gitsync.RolloutState
+	states map[string]FleetStatus
 }
 
 // fleetStates returns the status files of every cluster on e's status
 // branch (or under its status path), fetching it at most once per
 // interval for all the Rollouts of the Repository.
-func (g *Pool) fleetStates(ctx context.Context, e *Repo, now time.Time) (map[string]gitsync.RolloutState, error) {
+func (g *Pool) fleetStates(ctx context.Context, e *Repo, now time.Time) (map[string]FleetStatus, error) {
 	c := &e.fleet
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -38,6 +39,9 @@ func (g *Pool) fleetStates(ctx context.Context, e *Repo, now time.Time) (map[str
 		err = g.fetchIfDue(ctx, e, branch, now)
 	} else {
 		err = e.clone.Fetch(ctx, branch)
+	}
+	if errors.Is(err, gitsync.ErrBranchNotFound) {
+		return nil, fmt.Errorf("the status branch %s is not on the remote (deleted?); the gates hold until the clusters' controllers write it again: %w", branch, err)
 	}
 	if err != nil {
 		return nil, err
@@ -56,8 +60,8 @@ func (g *Pool) fleetStates(ctx context.Context, e *Repo, now time.Time) (map[str
 	if states == nil {
 		return nil, fmt.Errorf("reading status files from %s of %s: %w", branch, e.clone, err)
 	}
-	c.at, c.head, c.states = now, snap.Commit, states
-	return states, nil
+	c.at, c.head, c.states = now, snap.Commit, e.judgeTrust(snap, states)
+	return c.states, nil
 }
 
 // statusPrefix is where the Repository's status files go: under

@@ -75,7 +75,10 @@ type Repo struct {
 	// history.
 	verifier *gitsync.ApprovalVerifier
 	history  *gitsync.Repository
-	stop     context.CancelFunc
+	// trust holds, per cluster of spec.fleet.trust, the keys its status
+	// files must be signed with.
+	trust map[string]*gitsync.Keyring
+	stop  context.CancelFunc
 	// branch is the Repository's tracked branch; statusBranch and window
 	// where and how often its writer writes.
 	branch       string
@@ -218,6 +221,11 @@ func (g *Pool) reopen(ctx context.Context, key types.NamespacedName, r *v1alpha1
 	if err != nil {
 		return nil, err
 	}
+	fleetKeys, fleetVersion, err := g.fleetKeys(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	version += "/" + fleetVersion
 	// The status writer writes under this process's leadership epoch; a
 	// process that cannot tell it opens no writer.
 	fence, err := g.fence(ctx)
@@ -231,7 +239,7 @@ func (g *Pool) reopen(ctx context.Context, key types.NamespacedName, r *v1alpha1
 		g.mu.Unlock()
 		return e, nil
 	}
-	e, err := g.open(key, r.Spec, data, signing, approvers, entryKey, fence)
+	e, err := g.open(key, r.Spec, data, signing, approvers, fleetKeys, entryKey, fence)
 	if err != nil {
 		g.mu.Unlock()
 		return nil, fmt.Errorf("Repository %s: %w", key, err)
@@ -281,10 +289,12 @@ const (
 // open builds the repository of the Repository object obj and starts its
 // status writer and its proposer; with signing (the data of the
 // signingKeyRef Secret) every commit is signed; approvers are the keys of
-// spec.approvals.signedBy; the writer writes under fence and collects
-// the status files of deleted Rollouts.
+// spec.approvals.signedBy, fleetKeys those of spec.fleet.trust; the
+// writer writes under fence and collects the status files of deleted
+// Rollouts.
 // Called with g.mu held.
-func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing, approvers map[string][]byte, key string, fence gitsync.Fence) (*Repo, error) {
+func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secret, signing, approvers map[string][]byte,
+	fleetKeys map[string]map[string][]byte, key string, fence gitsync.Fence) (*Repo, error) {
 	var creds *gitsync.Credentials
 	if secret != nil {
 		c, err := gitsync.CredentialsFromSecret(secret)
@@ -302,6 +312,10 @@ func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secr
 		signer = s
 	}
 	verifier, err := approvalVerifier(spec.Approvals, approvers)
+	if err != nil {
+		return nil, err
+	}
+	trust, err := fleetKeyrings(spec.Fleet, fleetKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -328,10 +342,14 @@ func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secr
 		}
 	}
 	opts := g.writerOptions(spec)
-	e := &Repo{pool: g, key: key, obj: obj, spec: spec, clone: repo, writes: writes, verifier: verifier, history: history,
+	e := &Repo{pool: g, key: key, obj: obj, spec: spec, clone: repo, writes: writes, verifier: verifier, history: history, trust: trust,
 		branch: cmp.Or(spec.Branch, "main"), statusBranch: opts.Branch, window: opts.Window}
 	opts.OnFlush = func(res gitsync.FlushResult, err error) { g.flushed(e, res, err) }
 	opts.Fence = fence
+	if spec.Status.Cluster != "" {
+		// Other clusters' fleet gates check these (spec.fleet.trust).
+		opts.FileSigner = signer
+	}
 	opts.Exists, opts.CollectInterval = g.rolloutExists, g.defaults.CollectInterval
 	opts.OnCollect = func(res gitsync.CollectResult, err error) { g.collected(e, res, err) }
 	w, err := gitsync.NewWriter(writes, opts)

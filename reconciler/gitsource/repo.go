@@ -42,7 +42,7 @@ func (e *Repo) Revert(ctx context.Context, opts gitsync.RevertOptions, req gitsy
 // branch (or under the status path), keyed "<cluster>/<namespace>/<name>",
 // fetched at most once per interval for all the Rollouts of the
 // Repository.
-func (e *Repo) FleetStates(ctx context.Context, now time.Time) (map[string]gitsync.RolloutState, error) {
+func (e *Repo) FleetStates(ctx context.Context, now time.Time) (map[string]FleetStatus, error) {
 	return e.pool.fleetStates(ctx, e, now)
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -35,12 +36,24 @@ func fleetApp(cluster, image string) string {
 	return strings.Replace(rig.Deployment("demo", "web", image, 3), "metadata: {labels: {app: web}}", "metadata: {labels: {app: web, cluster: "+cluster+"}}", 1)
 }
 
+// fleetRepository is cluster's Repository of the fleet stories.
+func fleetRepository(url, cluster, extra string) string {
+	return fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Repository
+metadata: {name: fleet, namespace: demo}
+spec: {url: %q, branch: main, interval: 1s, status: {cluster: %s, window: 1s}, %s}
+`, url, cluster, extra)
+}
+
 // TestFleetWaveThroughGit: two clusters, two controllers, one Git server
 // and nothing else between them. prod's Rollout waits for staging's
 // (spec.fleet.waitFor); both get the new image at the same time. prod's
 // release starts only after staging's completed, read from staging's
-// status file in the shared status branch; a release that staging aborts
-// (rolled back there) holds prod with a message naming the cluster.
+// status file in the shared status branch, signed by staging's controller
+// and checked against staging's key (spec.fleet.trust); a release that
+// staging aborts (rolled back there) holds prod with a message naming the
+// cluster.
 func TestFleetWaveThroughGit(t *testing.T) {
 	t.Parallel()
 	git := gitserver.Start(t, gitserver.Options{})
@@ -55,6 +68,9 @@ func TestFleetWaveThroughGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	staging, prod := newWorldWith(t, git), newWorldWith(t, git)
+	// staging signs its status files; prod believes only what staging's
+	// key signed (spec.fleet.trust).
+	signing, public := gitserver.OpenPGPKeyPair(t, "staging")
 	defer func() {
 		if !t.Failed() {
 			return
@@ -71,14 +87,13 @@ func TestFleetWaveThroughGit(t *testing.T) {
 				name, d.Spec.Paused, d.Status, name, w.cluster.LogTails(8))
 		}
 	}()
+	staging.ensureNamespace("demo")
+	staging.createSecret("demo", "staging-signing", map[string][]byte{"git.asc": signing})
+	staging.applyYAML(fleetRepository(url, "staging", "commit: {signingKeyRef: {name: staging-signing}}"))
+	prod.ensureNamespace("demo")
+	prod.createSecret("demo", "staging-keys", map[string][]byte{"staging.asc": []byte(public)})
+	prod.applyYAML(fleetRepository(url, "prod", "fleet: {trust: [{cluster: staging, signedBy: {name: staging-keys}}]}"))
 	for name, w := range map[string]*world{"staging": staging, "prod": prod} {
-		w.ensureNamespace("demo")
-		w.applyYAML(fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Repository
-metadata: {name: fleet, namespace: demo}
-spec: {url: %q, branch: main, interval: 1s, status: {cluster: %s, window: 1s}}
-`, url, name))
 		w.applyYAML(fleetApp(name, "web:1"))
 	}
 	staging.applyYAML(fleetRollout("staging", ""))
@@ -226,4 +241,103 @@ func watchImages(w *world, image string) *imageWatch {
 		}
 	}()
 	return iw
+}
+
+// TestFleetGateBelievesOnlySignedStatus: prod's Rollout waits for
+// staging's, and prod's Repository trusts staging's key only
+// (spec.fleet.trust). Every cluster of a fleet can push to the shared
+// status branch, so any of them (or anyone holding its credentials) can
+// write a file in staging's folder saying staging released the version.
+// Such a file, unsigned or signed with another key, holds prod with a
+// message naming the file and why; the same file signed with staging's
+// key (as staging's controller signs it) opens prod's gate.
+func TestFleetGateBelievesOnlySignedStatus(t *testing.T) {
+	t.Parallel()
+	git := gitserver.Start(t, gitserver.Options{})
+	waitFor := "  fleet: {waitFor: [{cluster: staging}]}\n"
+	url, err := git.CreateRepo("fleet", map[string]string{
+		"clusters/prod/web.yaml": fleetRollout("prod", waitFor),
+		"clusters/prod/app.yaml": fleetApp("prod", "web:1"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := newWorldWith(t, git)
+	stagingKey, stagingPublic := gitserver.OpenPGPKeyPair(t, "staging")
+	otherKey, _ := gitserver.OpenPGPKeyPair(t, "qa")
+	prod.ensureNamespace("demo")
+	prod.createSecret("demo", "staging-keys", map[string][]byte{"staging.asc": []byte(stagingPublic)})
+	prod.applyYAML(fleetRepository(url, "prod", "fleet: {trust: [{cluster: staging, signedBy: {name: staging-keys}}]}"))
+	prod.applyYAML(fleetApp("prod", "web:1"))
+	prod.applyYAML(fleetRollout("prod", waitFor))
+	prod.eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+		return prod.pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(prod.rollout("demo", "web")), nil
+	})
+	prod.eventually(30*time.Second, "prod's status file on the status branch", func(ctx context.Context) (bool, error) {
+		_, err := git.ReadFile("fleet", "rollgate/status", "prod/demo/web.yaml")
+		return err == nil, nil
+	})
+
+	prodPods := watchImages(prod, "web:2")
+	if _, err := git.Commit("fleet", "main", "release web:2", map[string]string{"clusters/prod/app.yaml": fleetApp("prod", "web:2")}); err != nil {
+		t.Fatal(err)
+	}
+	prod.applyYAML(fleetApp("prod", "web:2"))
+	prod.eventually(60*time.Second, "prod waiting for staging", func(ctx context.Context) (bool, error) {
+		return strings.Contains(prod.rollout("demo", "web").Status.Message, "cluster staging: demo/web has no status in Git"), nil
+	})
+
+	// writeStaging commits a status file in staging's folder saying
+	// staging released web:2, with a signature made with key (none: nil).
+	released := gitsync.RolloutState{Namespace: "demo", Name: "web", Phase: string(v1alpha1.PhaseHealthy),
+		Stable: gitsync.VersionState{Images: []string{"web=web:2"}}, Message: "released"}
+	writeStaging := func(key []byte) {
+		t.Helper()
+		data, err := gitsync.RenderStatus(released)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]string{"staging/demo/web.yaml": string(data)}
+		if key != nil {
+			signer, err := gitsync.NewOpenPGPSigner(key, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sig, err := signer.Sign(bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files["staging/demo/web.yaml.asc"] = string(sig)
+		}
+		if _, err := git.Commit("fleet", "rollgate/status", "staging: demo/web released web:2", files); err != nil {
+			t.Fatal(err)
+		}
+		released.Message += "."
+	}
+	for _, forged := range []struct {
+		name string
+		key  []byte
+		why  string
+	}{
+		{"unsigned", nil, "the status file carries no signature"},
+		{"signed with another cluster's key", otherKey, "the status file is signed by a key that is not trusted for its cluster"},
+	} {
+		writeStaging(forged.key)
+		want := "cluster staging: demo/web: its status file staging/demo/web.yaml on rollgate/status is not believed: " + forged.why
+		prod.eventually(60*time.Second, "prod held by a forged status file, "+forged.name, func(ctx context.Context) (bool, error) {
+			return strings.Contains(prod.rollout("demo", "web").Status.Message, want), nil
+		})
+		prod.holds(3*time.Second, "prod held by a forged status file, "+forged.name, func(ctx context.Context) error {
+			if first := prodPods.first(); !first.IsZero() {
+				return fmt.Errorf("prod ran a web:2 pod at %s on a status file %s", first, forged.name)
+			}
+			return nil
+		})
+	}
+
+	// Signed with staging's key, as staging's controller signs it.
+	writeStaging(stagingKey)
+	prod.eventually(120*time.Second, "prod released web:2", func(ctx context.Context) (bool, error) {
+		return conditions.IsReady(prod.rollout("demo", "web")) && prod.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
+	})
 }

@@ -232,6 +232,15 @@ func (s *sharedCluster) stop() error {
 
 func (w *world) ensureNamespace(name string) { kube.EnsureNamespace(w.t, w.c, name) }
 
+// createSecret creates the Secret ns/name holding data.
+func (w *world) createSecret(ns, name string, data map[string][]byte) {
+	w.t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+	if err := w.c.Create(context.Background(), s); err != nil {
+		w.t.Fatalf("create Secret %s/%s: %v", ns, name, err)
+	}
+}
+
 // applyFiles creates every object in a YAML file or folder and waits for
 // CRDs to be established.
 func (w *world) applyFiles(path string) { kube.ApplyFiles(w.t, w.c, path, "e2e") }
