@@ -244,3 +244,22 @@ func (s *Server) BranchHead(ctx context.Context, r Repo, branch string) (string,
 	err := s.Call(ctx, s.Admin.Token, http.MethodGet, r.path()+"/branches/"+url.PathEscape(branch), nil, &out)
 	return out.Commit.ID, err
 }
+
+// CommitStatus is a commit status as Gitea lists it.
+type CommitStatus struct {
+	State       string `json:"status"`
+	Context     string `json:"context"`
+	Description string `json:"description"`
+	TargetURL   string `json:"target_url"`
+}
+
+// CombinedStatus returns the state Gitea combines from the commit's
+// statuses, and the latest status of each context.
+func (s *Server) CombinedStatus(ctx context.Context, r Repo, sha string) (string, []CommitStatus, error) {
+	var out struct {
+		State    string         `json:"state"`
+		Statuses []CommitStatus `json:"statuses"`
+	}
+	err := s.Call(ctx, s.Admin.Token, http.MethodGet, r.path()+"/commits/"+url.PathEscape(sha)+"/status", nil, &out)
+	return out.State, out.Statuses, err
+}

@@ -181,6 +181,26 @@ func TestApprovalPullRequestOnGitea(t *testing.T) {
 		t.Errorf("opened by %s, want %s (rollgate's token)", pr.User.Login, s.Admin.Name)
 	}
 
+	// rollgate reports the gate as a pending commit status on the pull
+	// request's head, shown on the pull request beside the checks.
+	status := func(state forge.StatusState, desc string) {
+		t.Helper()
+		sha, err := f.forge.ReportStatus(ctx, p.Branch, forge.CommitStatus{State: state, Context: forge.StatusContext(ns, "echoserver"),
+			Description: desc, TargetURL: "https://rollgate.example/status"})
+		if err != nil || sha != p.Commit {
+			t.Fatalf("ReportStatus(%s) = %q, %v; want the approval branch's commit %s", state, sha, err, p.Commit)
+		}
+		combined, list, err := s.CombinedStatus(ctx, f.repo, p.Commit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 1 || combined != string(state) || list[0].State != string(state) || list[0].Context != forge.StatusContext(ns, "echoserver") ||
+			list[0].Description != desc || list[0].TargetURL != "https://rollgate.example/status" {
+			t.Fatalf("Gitea shows %s with statuses %+v; want one %s status %q of context %s", combined, list, state, desc, forge.StatusContext(ns, "echoserver"))
+		}
+	}
+	status(forge.StatusPending, "Step 2 of 3 waits for this pull request to be merged")
+
 	// When rollgate asks again (the next reconcile), it only reads: the
 	// pull request is found, its title, body and labels are current.
 	f.calls.reset()
@@ -252,6 +272,9 @@ func TestApprovalPullRequestOnGitea(t *testing.T) {
 	if err != nil || !merged || mergedURL != url {
 		t.Errorf("MergedPullRequest after the branch was deleted = %v, %q, %v; want merged %q", merged, mergedURL, err, url)
 	}
+	// The release's outcome replaces the gate's status on the merged pull
+	// request, also once its branch is gone.
+	status(forge.StatusSuccess, "Step 2 of 3 released")
 }
 
 // TestStaleApprovalPullRequestsAreClosedOnGitea: when a newer step
