@@ -3,6 +3,9 @@ package reconciler
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -31,7 +34,21 @@ func (r *RolloutReconciler) forgeClient(ctx context.Context, repo *v1alpha1.Repo
 	if r.Options.GitInsecureHTTP {
 		opts = append(opts, forge.AllowHTTP())
 	}
-	return forge.New(f.Provider, f.URL, f.Project, string(s.Data["token"]), &http.Client{Timeout: 30 * time.Second}, opts...)
+	hc := &http.Client{Timeout: 30 * time.Second}
+	if ca := s.Data[gitsync.SecretKeyCA]; len(ca) > 0 {
+		// A forge behind a private CA, as for Git over HTTPS.
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, fmt.Errorf("Secret %s/%s named by Repository %s spec.forge.secretRef: key %s holds no PEM certificate", repo.Namespace, f.SecretRef.Name, repo.Name, gitsync.SecretKeyCA)
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		hc.Transport = t
+	}
+	return forge.New(f.Provider, f.URL, f.Project, string(s.Data["token"]), hc, opts...)
 }
 
 // openApprovalRequest opens the pull request of the gate the Rollout waits
@@ -102,4 +119,75 @@ func facts4PR(ro *v1alpha1.Rollout) map[string]string {
 		}
 	}
 	return f
+}
+
+// nextGateStatus decides the commit status the pull request of the latest
+// gate should show, from the Rollout's status: pending while the gate
+// waits (once its pull request is open), success once the step went on
+// or the release completed, failure when the release failed or another
+// revision superseded it. A new gate first settles the previous one. ok
+// is false when the status shown is already right.
+func nextGateStatus(s *v1alpha1.RolloutStatus) (next v1alpha1.GateStatus, desc string, ok bool) {
+	var last *v1alpha1.GateStatus
+	if s.Git != nil {
+		last = s.Git.GateStatus
+	}
+	a := s.AwaitingApproval
+	waiting := a != nil && a.Branch != "" && a.PullRequestURL != ""
+	if waiting && (last == nil || last.Branch == a.Branch || last.State != string(forge.StatusPending)) {
+		next = v1alpha1.GateStatus{Branch: a.Branch, Revision: a.Revision, Step: a.Step, State: string(forge.StatusPending)}
+		desc = fmt.Sprintf("Step %d of %d of %s waits for this pull request to be merged", a.Step, s.StepCount, a.Revision)
+		return next, desc, last == nil || *last != next
+	}
+	if last == nil {
+		return next, "", false
+	}
+	next = *last
+	switch {
+	case s.CanaryRevision == last.Revision && s.Phase == v1alpha1.PhaseFailed:
+		next.State = string(forge.StatusFailure)
+		desc = fmt.Sprintf("The release of %s failed and is rolled back: %s", last.Revision, s.Message)
+	case last.State != string(forge.StatusPending):
+		return next, "", false
+	case s.StableRevision == last.Revision && s.Phase == v1alpha1.PhaseHealthy,
+		s.CanaryRevision == last.Revision && s.CurrentStepIndex > last.Step:
+		next.State = string(forge.StatusSuccess)
+		desc = fmt.Sprintf("Step %d of %s approved and rolled out", last.Step, last.Revision)
+	case s.CanaryRevision != last.Revision:
+		next.State = string(forge.StatusFailure)
+		desc = fmt.Sprintf("Superseded: the release of %s ended before step %d (now %s, %s)", last.Revision, last.Step, cmp.Or(s.CanaryRevision, "none"), s.Phase)
+	case waiting:
+		// Another gate of the same release (a retry's attempt).
+		next.State = string(forge.StatusFailure)
+		desc = fmt.Sprintf("Superseded by the gate of branch %s", a.Branch)
+	}
+	return next, desc, next != *last
+}
+
+// reportGateStatus sets the commit status nextGateStatus decides on the
+// gate's pull request, and records it in status.git.gateStatus, so that
+// each change is reported once, also across restarts (a report repeated
+// after a restart replaces the same status). A gate whose pull request is
+// gone is recorded without a report.
+func (r *RolloutReconciler) reportGateStatus(ctx context.Context, sc *scope) error {
+	ro := sc.ro
+	next, desc, ok := nextGateStatus(&ro.Status)
+	if !ok {
+		return nil
+	}
+	fc, err := r.forgeClient(ctx, sc.repository)
+	if err != nil || fc == nil {
+		return err
+	}
+	_, err = fc.ReportStatus(ctx, next.Branch, forge.CommitStatus{
+		State: forge.StatusState(next.State), Context: forge.StatusContext(ro.Namespace, ro.Name), Description: desc,
+	})
+	if err != nil && !errors.Is(err, forge.ErrNotFound) {
+		return err
+	}
+	if ro.Status.Git == nil {
+		ro.Status.Git = &v1alpha1.GitStatus{}
+	}
+	ro.Status.Git.GateStatus = &next
+	return nil
 }

@@ -103,6 +103,9 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, sc *scope) error {
 	} else if err := r.openApprovalRequest(ctx, sc); err != nil {
 		errs = append(errs, fmt.Errorf("approval pull request: %w", err))
 	}
+	if err := r.reportGateStatus(ctx, sc); err != nil {
+		errs = append(errs, fmt.Errorf("approval pull request status: %w", err))
+	}
 	if err := r.revertInGit(ctx, sc); err != nil {
 		errs = append(errs, err)
 	} else if err := r.openRevertRequest(ctx, sc, ro.Status.Message); err != nil {

@@ -278,7 +278,9 @@ type ForgeSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	Project string `json:"project"`
-	// SecretRef names a Secret with the API `token`.
+	// SecretRef names a Secret with the API `token` and, for a forge
+	// behind a private CA, the CA bundle `ca.crt` (PEM, trusted besides
+	// the system's roots).
 	SecretRef LocalObjectReference `json:"secretRef"`
 }
 

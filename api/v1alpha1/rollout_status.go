@@ -236,6 +236,24 @@ type GitStatus struct {
 	// RevertPullRequestURL of the revert pull request, where a forge is configured.
 	// +optional
 	RevertPullRequestURL string `json:"revertPullRequestURL,omitempty"`
+	// GateStatus is the commit status last set on the pull request of the
+	// latest gate, where a forge is configured: pending while the gate
+	// waits, success once its step is rolled out, failure when the release
+	// is rolled back or superseded.
+	// +optional
+	GateStatus *GateStatus `json:"gateStatus,omitempty"`
+}
+
+// GateStatus is the commit status set on a gate's approval pull request.
+type GateStatus struct {
+	// Branch is the approval branch, the pull request's head.
+	Branch string `json:"branch"`
+	// Revision and Step of the gate.
+	Revision string `json:"revision"`
+	Step     int32  `json:"step"`
+	// State set: pending, success or failure.
+	// +kubebuilder:validation:Enum=pending;success;failure
+	State string `json:"state"`
 }
 
 // GetConditions returns the status conditions (for fluxcd/pkg/runtime).

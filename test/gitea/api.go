@@ -263,3 +263,38 @@ func (s *Server) CombinedStatus(ctx context.Context, r Repo, sha string) (string
 	err := s.Call(ctx, s.Admin.Token, http.MethodGet, r.path()+"/commits/"+url.PathEscape(sha)+"/status", nil, &out)
 	return out.State, out.Statuses, err
 }
+
+// UpdateFile commits content as path on a new branch made from base, as
+// the web editor's "create a new branch for this commit" does.
+func (s *Server) UpdateFile(ctx context.Context, r Repo, base, newBranch, path string, content []byte) error {
+	var cur struct {
+		SHA string `json:"sha"`
+	}
+	if err := s.Call(ctx, s.Admin.Token, http.MethodGet, r.path()+"/contents/"+path+"?ref="+url.QueryEscape(base), nil, &cur); err != nil {
+		return err
+	}
+	in := map[string]any{
+		"branch": base, "new_branch": newBranch, "sha": cur.SHA,
+		"content": base64.StdEncoding.EncodeToString(content), "message": "Update " + path,
+	}
+	return s.Call(ctx, s.Admin.Token, http.MethodPut, r.path()+"/contents/"+path, in, nil)
+}
+
+// OpenPullRequest opens a pull request from head into base as u.
+func (s *Server) OpenPullRequest(ctx context.Context, u User, r Repo, head, base, title string) (PullRequest, error) {
+	var out PullRequest
+	err := s.Call(ctx, u.Token, http.MethodPost, r.path()+"/pulls", map[string]any{"head": head, "base": base, "title": title}, &out)
+	return out, err
+}
+
+// FileAt returns the content of path on branch.
+func (s *Server) FileAt(ctx context.Context, r Repo, branch, path string) (string, error) {
+	var out struct {
+		Content string `json:"content"`
+	}
+	if err := s.Call(ctx, s.Admin.Token, http.MethodGet, r.path()+"/contents/"+path+"?ref="+url.QueryEscape(branch), nil, &out); err != nil {
+		return "", err
+	}
+	b, err := base64.StdEncoding.DecodeString(out.Content)
+	return string(b), err
+}
