@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -88,7 +89,8 @@ func strategyField(ro *v1alpha1.Rollout) string {
 // verification).
 func (r *RolloutReconciler) runAnalysis(ctx context.Context, sc *scope, a *v1alpha1.RolloutAnalysis, step int32, started time.Time, prev []v1alpha1.MetricResult, extra *v1alpha1.AnalysisTemplate) (analysis.Report, error) {
 	ro := sc.ro
-	in := analysis.Input{Args: a.Args, Step: step, StartedAt: started, Previous: prev, Now: sc.now, Facts: facts(ro)}
+	in := analysis.Input{Args: a.Args, Step: step, StartedAt: started, Previous: prev, Now: sc.now, Facts: facts(ro),
+		Owner: metav1.NewControllerRef(ro, v1alpha1.GroupVersion.WithKind("Rollout"))}
 	for _, name := range a.Templates {
 		var t v1alpha1.AnalysisTemplate
 		if err := r.Get(ctx, types.NamespacedName{Namespace: ro.Namespace, Name: name}, &t); apierrors.IsNotFound(err) {
@@ -101,7 +103,11 @@ func (r *RolloutReconciler) runAnalysis(ctx context.Context, sc *scope, a *v1alp
 	if extra != nil {
 		in.Templates = append(in.Templates, *extra)
 	}
-	runner := analysis.Runner{Secrets: func(ctx context.Context, name string) (map[string][]byte, error) {
+	providers := analysis.DefaultProviders()
+	if r.Jobs != nil {
+		providers.Job = r.Jobs
+	}
+	runner := analysis.Runner{Provider: providers, Secrets: func(ctx context.Context, name string) (map[string][]byte, error) {
 		var s corev1.Secret
 		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ro.Namespace, Name: name}, &s); err != nil {
 			return nil, err

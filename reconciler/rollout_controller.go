@@ -18,6 +18,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
+	"github.com/rollgate/rollgate/reconciler/analysis"
 	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
@@ -81,6 +82,8 @@ type RolloutReconciler struct {
 	Routers traffic.Registry
 	// Scripts caches the compiled Lua scripts, shared by every router.
 	Scripts *luascripts.Library
+	// Jobs runs the Job checks of analyses; nil refuses them.
+	Jobs *analysis.JobProvider
 
 	// repos opens the Repository a Rollout's spec.git names.
 	repos *gitsource.Pool

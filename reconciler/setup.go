@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
+	"github.com/rollgate/rollgate/reconciler/analysis"
 	"github.com/rollgate/rollgate/reconciler/fluxevents"
 	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/workload"
@@ -93,9 +95,14 @@ func setup(mgr ctrl.Manager, opts Options, admission client.Reader, scope watchS
 	if err != nil {
 		return err
 	}
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("clientset for Job checks' logs: %w", err)
+	}
 	r := &RolloutReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: git,
+		Jobs:         &analysis.JobProvider{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Logs: analysis.PodLogs(cs)},
 		workloadOpts: []workload.Option{workload.OwnerIndexed()},
 	}
 	if err := setupWebhook(mgr, opts, admission, scope); err != nil {

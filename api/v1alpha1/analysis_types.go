@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // AnalysisTemplate defines metrics that decide whether a release may go on.
@@ -119,7 +120,7 @@ type Metric struct {
 
 // MetricProvider holds exactly one provider.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.prometheus) != has(self.web)",message="a metric provider must set exactly one of prometheus or web"
+// +kubebuilder:validation:XValidation:rule="(has(self.prometheus) ? 1 : 0) + (has(self.web) ? 1 : 0) + (has(self.job) ? 1 : 0) == 1",message="a metric provider must set exactly one of prometheus, web or job"
 type MetricProvider struct {
 	// Prometheus queries a Prometheus-compatible HTTP API.
 	// +optional
@@ -127,6 +128,27 @@ type MetricProvider struct {
 	// Web fetches JSON over HTTP and picks a value by JSON path.
 	// +optional
 	Web *WebMetric `json:"web,omitempty"`
+	// Job runs a Kubernetes Job for each measurement (a smoke or load
+	// test against the canary): the result is [1] when the Job succeeds
+	// and [0] when it fails, so a metric of this provider usually says
+	// successCondition: "result[0] == 1".
+	// +optional
+	Job *JobMetric `json:"job,omitempty"`
+}
+
+// JobMetric is a Job run for each measurement.
+type JobMetric struct {
+	// Spec is the Job's spec (batch/v1 JobSpec). Every string in it may use
+	// the placeholders of a Prometheus query ({{rollout.canaryService}},
+	// {{args.x}}, ...). rollgate sets what it must: restartPolicy Never
+	// when unset, backoffLimit 0 when unset (a failed try is a failed
+	// measurement), activeDeadlineSeconds 600 when unset (a Job that runs
+	// longer fails), and ttlSecondsAfterFinished 3600 when unset. Keep the
+	// pod's labels off the Rollout's Service selectors.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Spec runtime.RawExtension `json:"spec"`
 }
 
 // PrometheusMetric is a PromQL query.

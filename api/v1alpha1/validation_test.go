@@ -253,7 +253,7 @@ spec:
     provider:
       prometheus: {address: "http://p:9090", query: "up"}
       web: {url: "http://w", jsonPath: "{.v}"}
-`, "exactly one of prometheus or web"},
+`, "exactly one of prometheus, web or job"},
 		{"metric with a header the HTTP client manages", `
 apiVersion: rollgate.dev/v1alpha1
 kind: AnalysisTemplate

@@ -32,8 +32,14 @@ func (r *Runner) measure(ctx context.Context, due []*job, now time.Time) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			v, err := measureOne(ctx, provider, j, secrets, now)
+			var note string
+			v, err := measureOne(ctx, provider, j, secrets, now, &note)
+			if errors.Is(err, ErrPending) {
+				j.pending = true
+				return
+			}
 			m := verdict.Judge(j.conds, v, err, now)
+			m = verdict.WithNote(m, note)
 			j.meas = &m
 		}()
 	}
@@ -65,9 +71,9 @@ func (r *Runner) readSecrets(ctx context.Context, due []*job) map[string]secretR
 	return out
 }
 
-func measureOne(ctx context.Context, p Provider, j *job, secrets map[string]secretResult, now time.Time) (Value, error) {
+func measureOne(ctx context.Context, p Provider, j *job, secrets map[string]secretResult, now time.Time, note *string) (Value, error) {
 	q := j.query
-	q.Time = now
+	q.Time, q.Note = now, note
 	if j.secret != "" {
 		s := secrets[j.secret]
 		if s.err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -19,12 +20,22 @@ type Value = verdict.Value
 const DefaultTimeout = 30 * time.Second
 
 // Query is one measurement to take, with placeholders already expanded.
-// Exactly one of Prometheus and Web is set.
+// Exactly one of Prometheus, Web and Job is set.
 type Query struct {
 	// Prometheus is the metric's Prometheus provider.
 	Prometheus *v1alpha1.PrometheusMetric
 	// Web is the metric's web provider.
 	Web *v1alpha1.WebMetric
+	// Job is the spec of a Job check's Job, with rollgate's defaults, and
+	// Check the measurement it takes.
+	Job   *batchv1.JobSpec
+	Check *Check
+	// Owner, when set, owns what a measurement creates (a Job check's
+	// Job): the Rollout.
+	Owner *metav1.OwnerReference
+	// Note, when set, receives what the provider has to add to the
+	// measurement's message (a Job's outcome and log).
+	Note *string
 	// Secret is the data of the provider's secretRef; nil without one.
 	Secret SecretData
 	// Time is when the instant query is evaluated and where a range
@@ -46,6 +57,8 @@ type Providers struct {
 	Prometheus Provider
 	// Web serves queries with Query.Web set.
 	Web Provider
+	// Job serves queries with Query.Job set; nil refuses them.
+	Job Provider
 }
 
 // DefaultProviders returns the built-in Prometheus and web providers.
@@ -60,6 +73,8 @@ func (p Providers) Measure(ctx context.Context, q Query) (Value, error) {
 		return p.Prometheus.Measure(ctx, q)
 	case q.Web != nil && p.Web != nil:
 		return p.Web.Measure(ctx, q)
+	case q.Job != nil && p.Job != nil:
+		return p.Job.Measure(ctx, q)
 	}
 	return Value{}, ErrNoProvider
 }

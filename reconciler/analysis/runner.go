@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/strategy/verdict"
 )
@@ -37,6 +39,9 @@ type Input struct {
 	Previous []v1alpha1.MetricResult
 	// Now is the time of this evaluation.
 	Now time.Time
+	// Owner owns what measurements create (a Job check's Jobs): the
+	// Rollout. Unset, nothing is owned.
+	Owner *metav1.OwnerReference
 }
 
 // Report is what one Run found.
@@ -71,7 +76,12 @@ type job struct {
 	secret string
 	prev   v1alpha1.MetricResult
 	meas   *v1alpha1.Measurement
+	// pending: the measurement is under way (ErrPending), none recorded.
+	pending bool
 }
+
+// PendingPoll is how soon a measurement under way is looked at again.
+const PendingPoll = 2 * time.Second
 
 // Run takes the measurements that are due at in.Now, advances each
 // metric, and aggregates. Template problems are returned wrapped in
@@ -102,6 +112,9 @@ func (r *Runner) Run(ctx context.Context, in Input) (Report, error) {
 		rep.Results = append(rep.Results, res)
 		entries = append(entries, verdict.Entry{Metric: j.metric, Result: res})
 		next := verdict.NextMeasurementAt(j.metric, res, in.StartedAt)
+		if j.pending {
+			next = in.Now.Add(PendingPoll)
+		}
 		if !next.IsZero() && (rep.NextAt.IsZero() || next.Before(rep.NextAt)) {
 			rep.NextAt = next
 		}
@@ -132,6 +145,12 @@ func prepare(in Input) ([]*job, error) {
 				continue
 			}
 			j.prev = previous(in.Previous, t.Name, m.Name, in.Step)
+			if j.query.Job != nil {
+				p := j.prev
+				j.query.Check = &Check{Namespace: in.Facts.Namespace, Rollout: in.Facts.Name, Revision: in.Facts.CanaryRevision,
+					Template: t.Name, Metric: m.Name, Step: in.Step, Index: p.Successful + p.Failed + p.Inconclusive + p.Errors}
+				j.query.Owner = in.Owner
+			}
 			jobs = append(jobs, j)
 		}
 	}
@@ -169,8 +188,14 @@ func newJob(m *v1alpha1.Metric, args map[string]string, facts verdict.Facts) (*j
 		if w.SecretRef != nil {
 			j.secret = w.SecretRef.Name
 		}
+	case p.Job != nil:
+		spec, err := verdict.JobSpec(p.Job, func(s string) (string, error) { return verdict.Expand(s, args, facts) })
+		if err != nil {
+			return nil, fmt.Errorf("job spec: %w", err)
+		}
+		j.query.Job = spec
 	default:
-		return nil, errors.New("provider: set one of prometheus or web")
+		return nil, errors.New("provider: set one of prometheus, web or job")
 	}
 	return j, nil
 }

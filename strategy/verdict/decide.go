@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -109,5 +110,25 @@ func decide(c Conditions, v Value) (Phase, string) {
 func withPhase(m v1alpha1.Measurement, p Phase, msg string) v1alpha1.Measurement {
 	m.Phase = string(p)
 	m.Message = truncate(msg, maxMessage)
+	return m
+}
+
+// WithNote appends a provider's note (a Job's outcome and the last lines
+// of its log) to m's message, within the message's bound: when it does
+// not fit, the note keeps its end, where a log's last lines are.
+func WithNote(m v1alpha1.Measurement, note string) v1alpha1.Measurement {
+	if note == "" {
+		return m
+	}
+	head := truncate(m.Message, maxMessage/4) + "; "
+	room := maxMessage - len(head)
+	if len(note) > room {
+		cut := len(note) - (room - 3)
+		for cut < len(note) && !utf8.RuneStart(note[cut]) {
+			cut++
+		}
+		note = "..." + note[cut:]
+	}
+	m.Message = head + note
 	return m
 }

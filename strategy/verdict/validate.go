@@ -102,15 +102,23 @@ func validateSchedule(m *v1alpha1.Metric, p *field.Path) field.ErrorList {
 }
 
 func validateProvider(mp *v1alpha1.MetricProvider, p *field.Path, args map[string]bool) field.ErrorList {
+	set := 0
+	for _, ok := range []bool{mp.Prometheus != nil, mp.Web != nil, mp.Job != nil} {
+		if ok {
+			set++
+		}
+	}
 	switch {
-	case mp.Prometheus != nil && mp.Web != nil:
-		return field.ErrorList{field.Forbidden(p, "set exactly one of prometheus or web")}
+	case set > 1:
+		return field.ErrorList{field.Forbidden(p, "set exactly one of prometheus, web or job")}
 	case mp.Prometheus != nil:
 		return validatePrometheus(mp.Prometheus, p.Child("prometheus"), args)
 	case mp.Web != nil:
 		return validateWeb(mp.Web, p.Child("web"), args)
+	case mp.Job != nil:
+		return validateJob(mp.Job, p.Child("job"), args)
 	default:
-		return field.ErrorList{field.Required(p, "set one of prometheus or web")}
+		return field.ErrorList{field.Required(p, "set one of prometheus, web or job")}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 )
@@ -75,7 +76,7 @@ func TestValidateTemplate(t *testing.T) {
 		{"two providers", func(t *v1alpha1.AnalysisTemplate) {
 			t.Spec.Metrics[1].Provider.Prometheus = t.Spec.Metrics[0].Provider.Prometheus
 		},
-			"spec.metrics[1].provider: Forbidden: set exactly one of prometheus or web"},
+			"spec.metrics[1].provider: Forbidden: set exactly one of prometheus, web or job"},
 		{"address with credentials", func(t *v1alpha1.AnalysisTemplate) {
 			t.Spec.Metrics[0].Provider.Prometheus.Address = "http://u:secret@prom:9090"
 		},
@@ -96,6 +97,35 @@ func TestValidateTemplate(t *testing.T) {
 			errs := ValidateTemplate(tmpl)
 			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
 				t.Fatalf("ValidateTemplate errors = %v\nwant one containing %q", errs.ToAggregate(), tc.want)
+			}
+		})
+	}
+}
+
+// TestValidateJobCheck: a Job check's spec must decode as a JobSpec with a
+// container, a Job's restart policy, one pod and known placeholders.
+func TestValidateJobCheck(t *testing.T) {
+	job := func(spec string) *v1alpha1.AnalysisTemplate {
+		tpl := validTemplate()
+		tpl.Spec.Metrics[1].Provider = v1alpha1.MetricProvider{Job: &v1alpha1.JobMetric{Spec: runtime.RawExtension{Raw: []byte(spec)}}}
+		return tpl
+	}
+	ok := `{"template": {"spec": {"containers": [{"name": "smoke", "image": "smoke:1", "args": ["http://{{rollout.canaryService}}/", "{{args.service}}"]}]}}}`
+	if errs := ValidateTemplate(job(ok)); len(errs) > 0 {
+		t.Fatalf("a valid Job check: %v", errs.ToAggregate())
+	}
+	for _, tc := range []struct{ name, spec, want string }{
+		{"unknown field", `{"template": {"spec": {"containerz": []}}}`, `spec.metrics[1].provider.job.spec: Invalid value: "(JobSpec)": not a batch/v1 JobSpec: json: unknown field "containerz"`},
+		{"no container", `{"template": {"spec": {}}}`, "spec.metrics[1].provider.job.spec.template.spec.containers: Required value: a Job check needs a container"},
+		{"restart policy Always", `{"template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": "i"}]}}}`,
+			`spec.metrics[1].provider.job.spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "Never", "OnFailure"`},
+		{"parallel pods", `{"parallelism": 3, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}`, "runs one pod to completion"},
+		{"unknown arg", `{"template": {"spec": {"containers": [{"name": "c", "image": "{{args.nope}}"}]}}}`, `the template has no arg "nope"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := ValidateTemplate(job(tc.spec))
+			if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want) {
+				t.Fatalf("ValidateTemplate = %v, want %q", errs.ToAggregate(), tc.want)
 			}
 		})
 	}

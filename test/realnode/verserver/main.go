@@ -6,6 +6,11 @@
 // SIGTERM it first reports not ready and keeps serving for -drain (so the
 // endpoint leaves every load balancer before the listener closes), then
 // drains open requests and exits 0.
+//
+// With -check URL it is instead a smoke test, as a Job check runs one: it
+// sends -requests GET requests to URL and exits 0 when every one is
+// answered 200 by version -want (any version when empty), 1 otherwise,
+// printing each failure and a summary.
 package main
 
 import (
@@ -27,7 +32,13 @@ var version = "dev"
 func main() {
 	addr := flag.String("addr", ":8080", "listen address")
 	drain := flag.Duration("drain", 5*time.Second, "time to keep serving after SIGTERM, while reporting not ready")
+	check := flag.String("check", "", "smoke-test this URL instead of serving")
+	requests := flag.Int("requests", 20, "requests a check sends")
+	want := flag.String("want", "", "version a check expects in every answer (X-Version); empty: any")
 	flag.Parse()
+	if *check != "" {
+		os.Exit(smoke(*check, *requests, *want))
+	}
 	pod := os.Getenv("POD_NAME")
 	if pod == "" {
 		pod, _ = os.Hostname()
@@ -62,4 +73,34 @@ func main() {
 		log.Fatal(err)
 	}
 	log.Printf("%s %s: stopped", version, pod)
+}
+
+// smoke sends n requests to url and returns 0 when every one is answered
+// 200 by version want (any when empty), else 1.
+func smoke(url string, n int, want string) int {
+	client := &http.Client{Timeout: 5 * time.Second}
+	failed := 0
+	for i := 0; i < n; i++ {
+		resp, err := client.Get(url)
+		switch {
+		case err != nil:
+			failed++
+			fmt.Printf("request %d: %v\n", i+1, err)
+		case resp.StatusCode != http.StatusOK:
+			failed++
+			fmt.Printf("request %d: %s\n", i+1, resp.Status)
+		case want != "" && resp.Header.Get("X-Version") != want:
+			failed++
+			fmt.Printf("request %d: answered by version %q, want %q\n", i+1, resp.Header.Get("X-Version"), want)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Printf("%d of %d requests to %s failed\n", failed, n, url)
+	if failed > 0 {
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,246 @@
+package analysis
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/strategy/verdict"
+)
+
+// ErrPending is what a provider answers while a measurement is under way
+// (a Job check's Job runs): no measurement is recorded, and the metric is
+// measured again PendingPoll later.
+var ErrPending = errors.New("measurement under way")
+
+// Labels of a Job check's Jobs.
+const (
+	// LabelCheckRollout names the Rollout a Job measures for.
+	LabelCheckRollout = "rollgate.dev/check-rollout"
+	// LabelCheck names the template and metric ("<template>.<metric>").
+	LabelCheck = "rollgate.dev/check"
+)
+
+// JobHistory is how many finished Jobs of a Rollout's checks are kept;
+// older ones are deleted (with their pods) when a measurement ends.
+const JobHistory = 5
+
+// logTailLines and logTailBytes bound the log a measurement's message
+// keeps of a Job's pod.
+const (
+	logTailLines = 10
+	logTailBytes = 2048
+)
+
+// Check says which measurement a Job takes: it names the Job, so that the
+// reconcile that finds it running and the one that reads its outcome agree,
+// also after a controller restart.
+type Check struct {
+	// Namespace and Rollout the check measures for.
+	Namespace, Rollout string
+	// Revision is the canary revision; Template and Metric the metric;
+	// Step its step (0: background); Index how many measurements the
+	// metric has taken so far.
+	Revision, Template, Metric string
+	Step, Index                int32
+}
+
+// JobName is the Job of check c: the Rollout's name (cut) and a hash of
+// the rest, within the 63 characters a Job's name may have.
+func (c Check) JobName() string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%s/%s/%s/%d/%d", c.Namespace, c.Rollout, c.Revision, c.Template, c.Metric, c.Step, c.Index)))
+	prefix := c.Rollout
+	if len(prefix) > 40 {
+		prefix = strings.TrimRight(prefix[:40], "-.")
+	}
+	return prefix + "-check-" + hex.EncodeToString(h[:6])
+}
+
+// JobProvider runs Job checks: the first measurement of a check creates its
+// Job and answers ErrPending until the Job ends; a Job that succeeded is
+// [1], one that failed (or whose pod cannot start: an image that cannot be
+// pulled, a missing ConfigMap) is [0]. The measurement's note holds the
+// reason and the last lines of the pod's log.
+type JobProvider struct {
+	// Reader reads Jobs and lists pods, uncached; Writer creates and
+	// deletes Jobs.
+	Reader client.Reader
+	Writer client.Writer
+	// Logs returns the last lines of a container's log; nil leaves logs
+	// out.
+	Logs func(ctx context.Context, namespace, pod, container string, lines, bytes int64) (string, error)
+}
+
+// PodLogs is JobProvider.Logs through a clientset.
+func PodLogs(cs kubernetes.Interface) func(ctx context.Context, namespace, pod, container string, lines, bytes int64) (string, error) {
+	return func(ctx context.Context, namespace, pod, container string, lines, bytes int64) (string, error) {
+		b, err := cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, TailLines: &lines, LimitBytes: &bytes}).DoRaw(ctx)
+		return string(b), err
+	}
+}
+
+// Measure implements Provider.
+func (p *JobProvider) Measure(ctx context.Context, q Query) (Value, error) {
+	if q.Job == nil || q.Check == nil {
+		return Value{}, errors.New("job check: no Job spec")
+	}
+	c := q.Check
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.JobName()}
+	var job batchv1.Job
+	err := p.Reader.Get(ctx, key, &job)
+	if apierrors.IsNotFound(err) {
+		return Value{}, p.create(ctx, q, key)
+	}
+	if err != nil {
+		return Value{}, fmt.Errorf("job check: reading Job %s: %w", key, err)
+	}
+	note := func(s string) {
+		if q.Note != nil {
+			*q.Note = s
+		}
+	}
+	for _, cond := range job.Status.Conditions {
+		if cond.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch cond.Type {
+		case batchv1.JobComplete:
+			note(fmt.Sprintf("Job %s succeeded%s", key.Name, p.tail(ctx, &job)))
+			p.prune(ctx, c)
+			return verdict.List([]float64{1}), nil
+		case batchv1.JobFailed:
+			note(fmt.Sprintf("Job %s failed: %s: %s%s", key.Name, cond.Reason, cond.Message, p.tail(ctx, &job)))
+			p.prune(ctx, c)
+			return verdict.List([]float64{0}), nil
+		}
+	}
+	if why := p.cannotStart(ctx, &job); why != "" {
+		note(fmt.Sprintf("Job %s cannot start: %s", key.Name, why))
+		background := metav1.DeletePropagationBackground
+		if err := p.Writer.Delete(ctx, &job, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
+			return Value{}, fmt.Errorf("job check: deleting Job %s that cannot start: %w", key, err)
+		}
+		return verdict.List([]float64{0}), nil
+	}
+	return Value{}, ErrPending
+}
+
+// create creates the Job of q, owned by the Rollout.
+func (p *JobProvider) create(ctx context.Context, q Query, key types.NamespacedName) error {
+	c := q.Check
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: key.Namespace, Name: key.Name,
+			Labels: map[string]string{LabelCheckRollout: labelValue(c.Rollout), LabelCheck: labelValue(c.Template + "." + c.Metric)},
+			Annotations: map[string]string{
+				"rollgate.dev/check": fmt.Sprintf("template %s, metric %s, step %d, measurement %d of revision %s", c.Template, c.Metric, c.Step, c.Index+1, c.Revision),
+			},
+		},
+		Spec: *q.Job.DeepCopy(),
+	}
+	if q.Owner != nil {
+		job.OwnerReferences = []metav1.OwnerReference{*q.Owner}
+	}
+	if err := p.Writer.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("job check: creating Job %s: %w", key, err)
+	}
+	return ErrPending
+}
+
+// fatalWaiting are the reasons a pod's container waits that do not pass
+// by themselves.
+var fatalWaiting = map[string]bool{
+	"ImagePullBackOff": true, "ErrImageNeverPull": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true,
+}
+
+// cannotStart says why the Job's pod cannot start, or "".
+func (p *JobProvider) cannotStart(ctx context.Context, job *batchv1.Job) string {
+	var pods corev1.PodList
+	if err := p.Reader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return ""
+	}
+	for _, pod := range pods.Items {
+		for _, cs := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && fatalWaiting[w.Reason] {
+				return fmt.Sprintf("pod %s, container %s: %s: %s", pod.Name, cs.Name, w.Reason, w.Message)
+			}
+		}
+	}
+	return ""
+}
+
+// tail is ", last lines of its log:\n..." for the Job's newest pod, or "".
+func (p *JobProvider) tail(ctx context.Context, job *batchv1.Job) string {
+	if p.Logs == nil {
+		return ""
+	}
+	var pods corev1.PodList
+	if err := p.Reader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil || len(pods.Items) == 0 {
+		return ""
+	}
+	sort.Slice(pods.Items, func(i, j int) bool {
+		return pods.Items[j].CreationTimestamp.Before(&pods.Items[i].CreationTimestamp)
+	})
+	pod := pods.Items[0]
+	if len(pod.Spec.Containers) == 0 {
+		return ""
+	}
+	log, err := p.Logs(ctx, pod.Namespace, pod.Name, pod.Spec.Containers[0].Name, logTailLines, logTailBytes)
+	if err != nil {
+		return fmt.Sprintf(" (its log cannot be read: %v)", err)
+	}
+	if log = strings.TrimSpace(log); log == "" {
+		return ""
+	}
+	return "; last lines of its log:\n" + log
+}
+
+// prune deletes the finished Jobs of the Rollout's checks beyond the
+// newest JobHistory. A failure is left for the next measurement.
+func (p *JobProvider) prune(ctx context.Context, c *Check) {
+	var jobs batchv1.JobList
+	if err := p.Reader.List(ctx, &jobs, client.InNamespace(c.Namespace), client.MatchingLabels{LabelCheckRollout: labelValue(c.Rollout)}); err != nil {
+		return
+	}
+	var done []batchv1.Job
+	for _, j := range jobs.Items {
+		if finished(&j) {
+			done = append(done, j)
+		}
+	}
+	sort.Slice(done, func(i, j int) bool { return done[j].CreationTimestamp.Before(&done[i].CreationTimestamp) })
+	background := metav1.DeletePropagationBackground
+	for i := JobHistory; i < len(done); i++ {
+		_ = p.Writer.Delete(ctx, &done[i], &client.DeleteOptions{PropagationPolicy: &background})
+	}
+}
+
+func finished(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// labelValue is s cut to a label value's 63 characters.
+func labelValue(s string) string {
+	if len(s) > 63 {
+		s = strings.TrimRight(s[:63], "-._")
+	}
+	return s
+}
