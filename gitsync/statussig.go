@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
 )
 
 // StatusSignatureExt is appended to a status file's path to name the
@@ -80,13 +79,5 @@ func VerifyStatusFile(snap *Snapshot, file string, k *Keyring) (string, error) {
 		return "", err
 	}
 	e, err := openpgp.CheckArmoredDetachedSignature(k.ring, bytes.NewReader(data), bytes.NewReader(sig), nil)
-	switch {
-	case err == nil:
-		return signerName(e), nil
-	case errors.Is(err, pgperrors.ErrUnknownIssuer):
-		return "", ErrStatusUnknownSigner
-	case errors.Is(err, pgperrors.ErrKeyExpired), errors.Is(err, pgperrors.ErrSignatureExpired), errors.Is(err, pgperrors.ErrKeyRevoked):
-		return "", ErrStatusSignerExpired
-	}
-	return "", fmt.Errorf("%w: %v", ErrStatusBadSignature, err)
+	return signatureVerdict(e, err, ErrStatusUnknownSigner, ErrStatusSignerExpired, ErrStatusBadSignature)
 }

@@ -240,15 +240,22 @@ func (v *ApprovalVerifier) verifySignature(c *object.Commit) (string, error) {
 		return "", ErrUnsupportedSignature
 	}
 	e, err := c.Verify(v.armored)
+	return signatureVerdict(e, err, ErrUnknownSigner, ErrSignerExpired, ErrBadSignature)
+}
+
+// signatureVerdict turns an OpenPGP verification's outcome into the signer
+// or one of the three errors given: an unknown key, an expired or revoked
+// one, or a signature that does not match.
+func signatureVerdict(e *openpgp.Entity, err, unknown, expired, bad error) (string, error) {
 	switch {
 	case err == nil:
 		return signerName(e), nil
 	case errors.Is(err, pgperrors.ErrUnknownIssuer):
-		return "", ErrUnknownSigner
+		return "", unknown
 	case errors.Is(err, pgperrors.ErrKeyExpired), errors.Is(err, pgperrors.ErrSignatureExpired), errors.Is(err, pgperrors.ErrKeyRevoked):
-		return "", ErrSignerExpired
+		return "", expired
 	}
-	return "", fmt.Errorf("%w: %v", ErrBadSignature, err)
+	return "", fmt.Errorf("%w: %v", bad, err)
 }
 
 // signerName is a key's fingerprint and first user id.

@@ -70,22 +70,9 @@ func (c *client) PullRequestReviews(ctx context.Context, head string) (PullReque
 	if head == "" {
 		return PullRequestRecord{}, fmt.Errorf("%w: head is required", ErrInvalidRequest)
 	}
-	var found pull
-	var ok bool
-	err := c.b.list(ctx, query{all: true, head: head}, func(p pull) bool {
-		if !p.own || p.head != head {
-			return true
-		}
-		if !ok || p.merged && !found.merged {
-			found, ok = p, true
-		}
-		return !found.merged
-	})
+	found, err := c.pullFrom(ctx, head)
 	if err != nil {
 		return PullRequestRecord{}, err
-	}
-	if !ok {
-		return PullRequestRecord{}, fmt.Errorf("%w: no pull request from branch %s", ErrNotFound, head)
 	}
 	rec := PullRequestRecord{Number: found.number, URL: found.url, Author: found.author, Head: found.head, Base: found.base,
 		State: found.state, HeadSHA: found.headSHA, MergeCommit: found.mergeSHA}
@@ -99,4 +86,28 @@ func (c *client) PullRequestReviews(ctx context.Context, head string) (PullReque
 		return rec, err
 	}
 	return rec, nil
+}
+
+// pullFrom returns the pull request from head (in the project itself): the
+// merged one (the first the forge lists, normally the newest), or else
+// the newest one in any state; ErrNotFound when there is none.
+func (c *client) pullFrom(ctx context.Context, head string) (pull, error) {
+	var found pull
+	var ok bool
+	err := c.b.list(ctx, query{all: true, head: head}, func(p pull) bool {
+		if !p.own || p.head != head {
+			return true
+		}
+		if !ok || p.merged && !found.merged {
+			found, ok = p, true
+		}
+		return !found.merged
+	})
+	if err != nil {
+		return pull{}, err
+	}
+	if !ok {
+		return pull{}, fmt.Errorf("%w: no pull request from branch %s", ErrNotFound, head)
+	}
+	return found, nil
 }

@@ -56,22 +56,12 @@ func (c *client) ReportStatus(ctx context.Context, head string, st CommitStatus)
 	case st.State != StatusPending && st.State != StatusSuccess && st.State != StatusFailure:
 		return "", fmt.Errorf("%w: status state %q", ErrInvalidRequest, st.State)
 	}
-	var found pull
-	var ok bool
-	err := c.b.list(ctx, query{all: true, head: head}, func(p pull) bool {
-		if !p.own || p.head != head {
-			return true
-		}
-		if !ok || p.merged && !found.merged {
-			found, ok = p, true
-		}
-		return !found.merged
-	})
+	found, err := c.pullFrom(ctx, head)
 	if err != nil {
 		return "", err
 	}
-	if !ok || found.headSHA == "" {
-		return "", fmt.Errorf("%w: no pull request from branch %s", ErrNotFound, head)
+	if found.headSHA == "" {
+		return "", fmt.Errorf("%w: the pull request from branch %s names no head commit", ErrNotFound, head)
 	}
 	st.Description = oneLine(st.Description, maxDescription)
 	if err := c.b.setStatus(ctx, found.headSHA, st); err != nil {
