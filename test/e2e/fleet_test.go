@@ -309,7 +309,16 @@ func TestFleetGateBelievesOnlySignedStatus(t *testing.T) {
 			}
 			files["staging/demo/web.yaml.asc"] = string(sig)
 		}
-		if _, err := git.Commit("fleet", "rollgate/status", "staging: demo/web released web:2", files); err != nil {
+		// Prod's writer pushes to the same branch: a push that lost the
+		// race to it is made again on the new head, as a cluster's writer
+		// does.
+		for try := 0; try < 20; try++ {
+			if _, err = git.Commit("fleet", "rollgate/status", "staging: demo/web released web:2", files); err == nil || !strings.Contains(err.Error(), "cannot lock ref") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		released.Message += "."

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,11 +27,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/inproc"
 	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
@@ -271,59 +270,19 @@ func (w *world) inNS(docs string) string { return kube.InNamespace(docs, w.ns) }
 // controllerOptions are the options of a story's controller in namespace
 // ns, registering its webhooks as webhookConfig.
 func controllerOptions(ns, webhookConfig string) reconciler.Options {
-	return reconciler.Options{
-		Namespace:          ns,
-		Concurrent:         2,
-		LuaConfigMap:       "rollgate-lua",
-		WebhookSecret:      "rollgate-webhook-cert",
-		WebhookConfigName:  webhookConfig,
-		GitWebhookAddr:     "127.0.0.1:0",
-		GitDefaultInterval: time.Second,
-		GitStatusBranch:    "rollgate/status",
-		GitStatusWindow:    time.Second,
-		GitInsecureHTTP:    true,
-	}
+	return inproc.Options(ns, webhookConfig)
 }
 
 // startController runs the controller in-process against the cluster,
 // registering its webhook with a loopback URL.
 func (w *world) startController() {
 	w.t.Helper()
-	port := rig.FreePort(w.t)
-	opts := w.ctrlOpts
-	opts.WebhookURL = fmt.Sprintf("https://127.0.0.1:%d", port)
-	mgr, err := reconciler.NewManager(w.cluster.RESTConfig, reconciler.ManagerOptions{
-		Logger: zap.New(zap.UseDevMode(true), zap.WriteTo(w.log)),
+	w.stop = inproc.Start(w.t, w.cluster.RESTConfig, w.c, reconciler.ManagerOptions{
 		// A restarted controller registers the same controller name again
 		// in this process' metrics registry.
 		Restartable:       true,
 		WatchOwnNamespace: w.watchOwn,
-	}, opts)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	w.stop = func() {
-		cancel()
-		if err := <-done; err != nil {
-			w.t.Errorf("controller: %v", err)
-		}
-	}
-	w.eventually(30*time.Second, "webhooks registered and served", func(ctx context.Context) (bool, error) {
-		var v admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := w.c.Get(ctx, client.ObjectKey{Name: opts.WebhookConfigName}, &v); err != nil || len(v.Webhooks) == 0 || len(v.Webhooks[0].ClientConfig.CABundle) == 0 ||
-			v.Webhooks[0].ClientConfig.URL == nil || !strings.HasPrefix(*v.Webhooks[0].ClientConfig.URL, opts.WebhookURL+"/") {
-			return false, nil
-		}
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err != nil {
-			return false, nil
-		}
-		conn.Close()
-		return true, nil
-	})
+	}, w.ctrlOpts, w.log)
 }
 
 func (w *world) stopController() {

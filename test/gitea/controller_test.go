@@ -1,52 +1,105 @@
-package e2e
+package gitea_test
 
 import (
 	"context"
 	"fmt"
-	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync/forge"
+	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/test/gitea"
+	"github.com/rollgate/rollgate/test/inproc"
+	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/test/rig"
+	"github.com/rollgate/rollgate/test/testlog"
 )
 
-// startGitea runs a Gitea of the story's own on loopback (HTTPS with a
-// self-signed CA), stopped when the story ends.
-func startGitea(t *testing.T) *gitea.Server {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "rollgate-e2e-gitea-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	s, err := gitea.Start(ctx, gitea.Options{Dir: dir})
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		t.Fatalf("start Gitea: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stop Gitea: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("Gitea's log %s, last lines:\n%s", s.Log(), tailLines(s.Log(), 30))
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
-	return s
+// cluster is a kwok cluster with rollgate's CRDs and the controller
+// running in-process, for the stories that run the controller against
+// the package's Gitea.
+type cluster struct {
+	t *testing.T
+	c client.Client
 }
 
-func tailLines(file string, n int) string {
-	b, _ := os.ReadFile(file)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	kc := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: rig.NewScheme(t)})
+	kube.ApplyFiles(t, kc.Client, filepath.Join(repo.Root(), "charts", "rollgate", "crds"), "gitea")
+	kube.EnsureNamespace(t, kc.Client, "rollgate-system")
+	log := &testlog.Buffer{}
+	stop := inproc.Start(t, kc.RESTConfig, kc.Client, reconciler.ManagerOptions{}, inproc.Options("rollgate-system", "rollgate"), log)
+	t.Cleanup(func() {
+		stop()
+		log.Report(t, "controller of cluster "+kc.Name)
+	})
+	return &cluster{t: t, c: kc.Client}
+}
+
+func (k *cluster) apply(docs string) {
+	k.t.Helper()
+	kube.ApplyYAML(k.t, k.c, docs, "kustomize-controller")
+}
+
+func (k *cluster) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	k.t.Helper()
+	kube.Eventually(k.t, timeout, what, cond)
+}
+
+func (k *cluster) holds(d time.Duration, what string, check func(ctx context.Context) error) {
+	k.t.Helper()
+	kube.Holds(k.t, d, what, check)
+}
+
+func (k *cluster) rollout(ns, name string) *v1alpha1.Rollout {
+	k.t.Helper()
+	ro := &v1alpha1.Rollout{}
+	if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ro); err != nil {
+		k.t.Fatal(err)
+	}
+	return ro
+}
+
+// pods counts the pods labelled app=app by image: [ready, total].
+func (k *cluster) pods(ns, app string) map[string][2]int {
+	k.t.Helper()
+	var list corev1.PodList
+	if err := k.c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+		k.t.Fatal(err)
+	}
+	out := map[string][2]int{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		c := out[p.Spec.Containers[0].Image]
+		c[1]++
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				c[0]++
+			}
+		}
+		out[p.Spec.Containers[0].Image] = c
+	}
+	return out
+}
+
+func (k *cluster) createSecret(ns, name string, data map[string][]byte) {
+	k.t.Helper()
+	if err := k.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}); err != nil {
+		k.t.Fatal(err)
+	}
 }
 
 // TestApprovalPullRequestOnARealForge: the controller meets a real forge.
@@ -60,8 +113,8 @@ func tailLines(file string, n int) string {
 func TestApprovalPullRequestOnARealForge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := startGitea(t)
-	repo, err := s.CreateRepo(ctx, "shop")
+	s := forgeServer
+	repo, err := s.CreateRepo(ctx, "controller")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,15 +131,15 @@ func TestApprovalPullRequestOnARealForge(t *testing.T) {
 	if err := s.RequireApprovals(ctx, repo, "main", 1); err != nil {
 		t.Fatal(err)
 	}
-	token, err := s.CreateToken(ctx, s.Admin, "rollgate", "write:repository", "write:issue")
+	token, err := s.CreateToken(ctx, s.Admin, "rollgate-controller", "write:repository", "write:issue")
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	w := newWorldWith(t, nil)
-	w.ensureNamespace("demo")
+	w := startCluster(t)
+	kube.EnsureNamespace(t, w.c, "demo")
 	w.createSecret("demo", "shop-git", map[string][]byte{"username": []byte(s.Admin.Name), "token": []byte(token), "ca.crt": s.CA})
-	w.applyYAML(fmt.Sprintf(`
+	w.apply(fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: shop, namespace: demo}
@@ -98,14 +151,14 @@ spec:
   status: {window: 1s}
   forge: {provider: gitea, url: %q, project: %q, secretRef: {name: shop-git}}
 `, repo.CloneURL, s.URL, repo.Project()))
-	w.applyYAML(rig.Deployment("demo", "web", "web:1", 3))
-	w.applyYAML(rollout)
+	w.apply(rig.Deployment("demo", "web", "web:1", 3))
+	w.apply(rollout)
 	w.eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
 		return w.pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(w.rollout("demo", "web")), nil
 	})
 
 	// When the GitOps tool applies web:2 from main,
-	w.applyYAML(rig.Deployment("demo", "web", "web:2", 3))
+	w.apply(rig.Deployment("demo", "web", "web:2", 3))
 	// then the gate's pull request is open on Gitea, from the approval
 	// branch into main, with a pending status on its head.
 	var branch, prURL string
@@ -182,7 +235,7 @@ spec:
 	if err := s.Merge(ctx, s.Reviewer, repo, release.Number); err != nil {
 		t.Fatal(err)
 	}
-	w.applyYAML(rig.Deployment("demo", "web", "web:3", 3))
+	w.apply(rig.Deployment("demo", "web", "web:3", 3))
 	var canary string
 	w.eventually(90*time.Second, "the gate of web:3 opened its pull request", func(ctx context.Context) (bool, error) {
 		ro := w.rollout("demo", "web")
@@ -196,7 +249,7 @@ spec:
 	gate3 := onlyOpenFrom(t, s, repo, branch)
 	statusIs(gate3.Head.SHA, forge.StatusPending)
 	// and web:3 is aborted at its gate,
-	w.applyYAML(rollout + fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", canary))
+	w.apply(rollout + fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", canary))
 	// then the gate's pull request fails, and the revert is proposed as a
 	// pull request that sets web:2 back.
 	statusIs(gate3.Head.SHA, forge.StatusFailure)
