@@ -226,6 +226,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 		}
 	}
 	sc.moved = moved
+	r.actHooks(ctx, sc)
 	if err := r.actOnGit(ctx, sc); err != nil {
 		sc.gitWriteErr = err
 		log.FromContext(ctx).Error(err, "writing to Git")

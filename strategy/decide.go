@@ -64,6 +64,12 @@ type planner struct {
 	reason    string
 	settled   bool // nothing left to do in this phase (conditions)
 	restarted bool // a release (re)started in this call
+	// beforeHooksHold: the current step waits for its before hooks, so
+	// its pods stay as the previous step left them; hooksAnsweredAt is
+	// when the last of them said yes (the step's deadline counts from
+	// then).
+	beforeHooksHold bool
+	hooksAnsweredAt time.Time
 }
 
 func newPlanner(spec *v1alpha1.RolloutSpec, status *v1alpha1.RolloutStatus, obs Observed, now time.Time) *planner {
@@ -225,6 +231,7 @@ func (p *planner) failedRelease() error {
 	}
 	p.reason = failReason(p.in)
 	p.rollingBack()
+	p.rollbackHooks()
 	return nil
 }
 

@@ -19,6 +19,7 @@ func (p *planner) fail(reason, cause string) {
 	p.next.Message = fmt.Sprintf("release of %s failed (%s): %s; traffic and pods return to stable revision %s",
 		p.canary, reason, cause, p.stable)
 	p.rollingBack()
+	p.rollbackHooks()
 }
 
 // rollingBack moves a failed release back to stable: the workload stays

@@ -36,6 +36,13 @@ func (p *planner) runSteps() error {
 	default:
 		p.plan.Workload = WorkloadScale
 		p.plan.CanaryReplicas = p.target(p.next.CurrentStepIndex)
+		if p.beforeHooksHold {
+			// The step has not started: its pods wait for its hooks.
+			p.plan.CanaryReplicas = 0
+			if prev := p.next.CurrentStepIndex - 1; prev >= 1 {
+				p.plan.CanaryReplicas = p.target(prev)
+			}
+		}
 	}
 	return nil
 }
@@ -85,6 +92,10 @@ func (p *planner) advance() bool {
 // floor holding, within the progress deadline.
 func (p *planner) upgrade() bool {
 	idx := p.next.CurrentStepIndex
+	if !p.holdForHooks(v1alpha1.HookBefore) {
+		p.beforeHooksHold = p.next.Phase != v1alpha1.PhaseFailed
+		return false
+	}
 	want := p.target(idx)
 	c := p.obs.Pods[p.canary]
 	floor := p.obs.Replicas - p.maxUnavailable
@@ -201,6 +212,9 @@ func (p *planner) pause() bool {
 // past the last step guards the completion).
 func (p *planner) ready() bool {
 	idx := p.next.CurrentStepIndex
+	if !p.holdForHooks(v1alpha1.HookAfter) {
+		return false
+	}
 	if why, held := p.obs.fleetHolds(idx + 1); held {
 		next := fmt.Sprintf("step %d", idx+1)
 		if int(idx) >= len(p.steps) {
@@ -334,7 +348,12 @@ func (p *planner) deadline() time.Duration {
 // deadlineLeft is the time left before the current state misses the
 // progress deadline.
 func (p *planner) deadlineLeft() time.Duration {
-	return p.next.StepStartedAt.Add(p.deadline()).Sub(p.now)
+	start := p.next.StepStartedAt.Time
+	if p.hooksAnsweredAt.After(start) {
+		// The step's pods started moving when its before hooks said yes.
+		start = p.hooksAnsweredAt
+	}
+	return start.Add(p.deadline()).Sub(p.now)
 }
 
 // describe renders traffic for messages.

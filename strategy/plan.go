@@ -52,6 +52,10 @@ type Plan struct {
 	// Conditions are what the reconciler should write into the conditions
 	// the planner has an opinion on.
 	Conditions Conditions
+
+	// Hooks, when set, asks the reconciler to call the hooks of a point of
+	// the release now (see HookCall).
+	Hooks *HookCall
 }
 
 // WorkloadAction is what the workload adapter should do with the workload.

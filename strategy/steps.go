@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+	k8sfield "k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
 // Step is one step of a release resolved against the workload's size: the
@@ -63,8 +65,17 @@ func ResolveSteps(spec *v1alpha1.RolloutSpec, replicas int32) ([]Step, error) {
 		if verify && s.Traffic.Mode == TrafficCanary && len(s.Traffic.Matches) == 0 {
 			s.Verify, s.Analysis = true, true
 		}
+		if h := raw[i].Hooks; h != nil {
+			p := k8sfield.NewPath(f, "hooks")
+			if errs := append(verdict.ValidateHooks(h.Before, p.Child("before")), verdict.ValidateHooks(h.After, p.Child("after"))...); len(errs) > 0 {
+				return nil, specErrorf(errs[0].Field, "%s", errs[0].ErrorBody())
+			}
+		}
 		out[i] = s
 		prev = s.Traffic
+	}
+	if errs := verdict.ValidateHooks(spec.Strategy.OnRollback, k8sfield.NewPath("spec", "strategy", "onRollback")); len(errs) > 0 {
+		return nil, specErrorf(errs[0].Field, "%s", errs[0].ErrorBody())
 	}
 	return out, nil
 }

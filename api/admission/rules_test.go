@@ -167,6 +167,8 @@ func ruleCases() []ruleCase {
 		{"Rollout", "spec.approvals[*].step", "steps are numbered from 1", baseCanary, []string{"spec.approvals[0].step=0"}, nil, ""},
 		{"Rollout", "spec.git.path", "spec.git.path must be", baseCanary, []string{"spec.git.path=/abs/rollout.yaml"}, nil, ""},
 		{"Rollout", "spec.progressDeadlineSeconds", "must be at least 1", baseCanary, []string{"spec.progressDeadlineSeconds=0"}, nil, ""},
+		{"Rollout", "spec.strategy.onRollback[*].headers[*]", "header name is managed", baseCanary,
+			[]string{"spec.strategy.onRollback=[{name: page, url: 'http://pager', headers: [{name: Connection, value: close}]}]"}, nil, ""},
 		{"Rollout", "spec.retry.attempt", "must be 2 or more", baseCanary, []string{"spec.retry={revision: abc, attempt: 1}"}, nil, ""},
 		{"Rollout", "spec.strategy", "spec.strategy must set exactly one", baseCanary,
 			[]string{"spec.strategy.blueGreen={steps: [{replicas: 1}]}"}, nil, ""},
@@ -197,6 +199,10 @@ func ruleCases() []ruleCase {
 		add(p+".steps[*].matches[*]", "a match needs at least one", p+".steps[0].matches=[{headers: []}]")
 		add(p+".trafficRoutings[*].verify.prometheus.headers[*]", "header name is managed",
 			p+".trafficRoutings[0].verify={prometheus: {address: 'http://p:9090', query: share, headers: [{name: Content-Length, value: '1'}]}}")
+		for _, point := range []string{"before", "after"} {
+			add(p+".steps[*].hooks."+point+"[*].headers[*]", "header name is managed",
+				p+".steps[0].hooks={"+point+": [{name: h, url: 'http://h', headers: [{name: Content-Type, value: x}]}]}")
+		}
 		cs = append(cs, ruleCase{"Rollout", p + ".steps[*].matches[*].path", "type must be one of", st.base,
 			[]string{p + ".steps[0].matches=[{path: {type: Glob, value: /a}}]"}, nil,
 			"the enum of path.type refuses any other type first, and the API server skips CEL rules after an enum error"})

@@ -59,6 +59,9 @@ const (
 	// cluster that has not reached the point this step waits for, or
 	// failed there; the message names the cluster and why.
 	ReasonWaitingForFleet = "WaitingForFleet"
+	// ReasonWaitingForHook: a hook of the step (before it starts, or
+	// after it is done) has not answered yes yet.
+	ReasonWaitingForHook = "WaitingForHook"
 	// ReasonIdle: no release is in progress.
 	ReasonIdle = "Idle"
 	// ReasonProgressing: a release is moving forward.
@@ -84,6 +87,8 @@ const (
 	ReasonAborted = "Aborted"
 	// ReasonAnalysisFailed: a metric failed its condition.
 	ReasonAnalysisFailed = "AnalysisFailed"
+	// ReasonHookFailed: a hook answered no for the last time.
+	ReasonHookFailed = "HookFailed"
 	// ReasonProgressDeadlineExceeded: a step did not become ready in time.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 	// ReasonTrafficShifted: the routers carry the desired traffic.

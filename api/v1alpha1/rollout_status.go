@@ -141,6 +141,14 @@ type RolloutStatus struct {
 	// +optional
 	Analysis []MetricResult `json:"analysis,omitempty"`
 
+	// Hooks are the answers of the hooks of the point the release is at
+	// (a step's after hooks and the next step's before hooks) and of its
+	// onRollback hooks.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Hooks []HookStatus `json:"hooks,omitempty"`
+
 	// Git says where progress was last written in Git.
 	// +optional
 	Git *GitStatus `json:"git,omitempty"`

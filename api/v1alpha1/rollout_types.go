@@ -204,6 +204,15 @@ type RolloutStrategy struct {
 	// switches traffic to it step by step.
 	// +optional
 	BlueGreen *BlueGreenStrategy `json:"blueGreen,omitempty"`
+
+	// OnRollback are HTTP calls made once when a release fails or is
+	// aborted (each retried up to its retries); their answers are
+	// recorded, never awaited: the rollback does not wait for them.
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	OnRollback []Hook `json:"onRollback,omitempty"`
 }
 
 // CanaryStrategy releases a workload in batches of new pods with a growing
@@ -315,6 +324,10 @@ type CanaryStep struct {
 	// until the analysis succeeds, and a failure aborts the release.
 	// +optional
 	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
+
+	// Hooks are HTTP calls before the step starts and after it is done.
+	// +optional
+	Hooks *StepHooks `json:"hooks,omitempty"`
 }
 
 // TrafficRoutingStrategy is the traffic part of a step.
