@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -205,8 +206,25 @@ func (p *JobProvider) tail(ctx context.Context, job *batchv1.Job) string {
 	if log = strings.TrimSpace(log); log == "" {
 		return ""
 	}
+	// The measurement's message is bounded: keep the log's last lines
+	// that fit beside the Job's outcome.
+	for len(log) > logInMessage {
+		_, rest, ok := strings.Cut(log, "\n")
+		if !ok {
+			cut := len(log) - logInMessage
+			for cut < len(log) && !utf8.RuneStart(log[cut]) {
+				cut++
+			}
+			log = "..." + log[cut:]
+			break
+		}
+		log = rest
+	}
 	return "; last lines of its log:\n" + log
 }
+
+// logInMessage is how much of a Job's log a measurement's message keeps.
+const logInMessage = 240
 
 // prune deletes the finished Jobs of the Rollout's checks beyond the
 // newest JobHistory. A failure is left for the next measurement.
