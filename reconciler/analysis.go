@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/analysis"
@@ -117,8 +118,22 @@ func (r *RolloutReconciler) runAnalysis(ctx context.Context, sc *scope, a *v1alp
 	rep, err := runner.Run(ctx, in)
 	if err == nil {
 		r.Options.Metrics.Measured(ro.Namespace, ro.Name, in.Previous, rep.Results)
+		if rep.Writes != nil {
+			sc.analysis.jobs = append(sc.analysis.jobs, rep.Writes)
+		}
 	}
 	return rep, err
+}
+
+// actStartChecks creates the Jobs the analysis' Job checks asked for and
+// deletes those they are done with (a pod that cannot start, the history
+// bound). A failure is logged: the check asks again at its next look.
+func (r *RolloutReconciler) actStartChecks(ctx context.Context, sc *scope) {
+	for _, w := range sc.analysis.jobs {
+		if err := analysis.ApplyWrites(ctx, r.Client, w); err != nil {
+			log.FromContext(ctx).Error(err, "Job checks")
+		}
+	}
 }
 
 func facts(ro *v1alpha1.Rollout) verdict.Facts {

@@ -172,8 +172,9 @@ func lookAgainBy(res reconcile.Result, d time.Duration) reconcile.Result {
 // observe… phases only read (the workload, the objects a release needs,
 // analysis, Git); every write is in an act… phase: claim the workload for
 // the webhook, keep the traffic the status asks for, then — after the
-// planner decided and its status is persisted — move the workload, the
-// traffic and Git. updateStatus (deferred in Reconcile) writes the
+// planner decided and its status is persisted — move the workload and the
+// traffic, start the Jobs of Job checks, call the hooks the plan asks for,
+// and write to Git. updateStatus (deferred in Reconcile) writes the
 // conditions from what the phases found.
 func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, patcher *statusPatcher) (reconcile.Result, error) {
 	if err := r.observeWorkload(ctx, sc); err != nil {
@@ -226,6 +227,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 		}
 	}
 	sc.moved = moved
+	r.actStartChecks(ctx, sc)
 	r.actHooks(ctx, sc)
 	if err := r.actOnGit(ctx, sc); err != nil {
 		sc.gitWriteErr = err

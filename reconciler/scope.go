@@ -5,6 +5,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
+	"github.com/rollgate/rollgate/reconciler/analysis"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
 	"github.com/rollgate/rollgate/strategy/verdict"
@@ -96,6 +97,9 @@ type analysisSeen struct {
 	nextAt time.Time
 	// invalid says why a template cannot be used (missing, bad condition).
 	invalid *strategy.SpecError
+	// jobs are the Jobs the Job checks need created or deleted
+	// (actStartChecks).
+	jobs []*analysis.Writes
 }
 
 // failure is an error a reconcile stopped on.

@@ -102,7 +102,7 @@ func setup(mgr ctrl.Manager, opts Options, admission client.Reader, scope watchS
 	r := &RolloutReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: git,
-		Jobs:         &analysis.JobProvider{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Logs: analysis.PodLogs(cs)},
+		Jobs:         &analysis.JobProvider{Reader: mgr.GetAPIReader(), Logs: analysis.PodLogs(cs)},
 		workloadOpts: []workload.Option{workload.OwnerIndexed()},
 	}
 	if err := setupWebhook(mgr, opts, admission, scope); err != nil {

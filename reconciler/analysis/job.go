@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -75,10 +76,10 @@ func (c Check) JobName() string {
 // pulled, a missing ConfigMap) is [0]. The measurement's note holds the
 // reason and the last lines of the pod's log.
 type JobProvider struct {
-	// Reader reads Jobs and lists pods, uncached; Writer creates and
-	// deletes Jobs.
+	// Reader reads Jobs and lists pods, uncached. The provider writes
+	// nothing: the Jobs to create and delete go to Query.Writes, for the
+	// reconciler's act phase (ApplyWrites).
 	Reader client.Reader
-	Writer client.Writer
 	// Logs returns the last lines of a container's log; nil leaves logs
 	// out.
 	Logs func(ctx context.Context, namespace, pod, container string, lines, bytes int64) (string, error)
@@ -102,7 +103,7 @@ func (p *JobProvider) Measure(ctx context.Context, q Query) (Value, error) {
 	var job batchv1.Job
 	err := p.Reader.Get(ctx, key, &job)
 	if apierrors.IsNotFound(err) {
-		return Value{}, p.create(ctx, q, key)
+		return Value{}, p.create(q, key)
 	}
 	if err != nil {
 		return Value{}, fmt.Errorf("job check: reading Job %s: %w", key, err)
@@ -119,27 +120,24 @@ func (p *JobProvider) Measure(ctx context.Context, q Query) (Value, error) {
 		switch cond.Type {
 		case batchv1.JobComplete:
 			note(fmt.Sprintf("Job %s succeeded%s", key.Name, p.tail(ctx, &job)))
-			p.prune(ctx, c)
+			p.prune(ctx, q)
 			return verdict.List([]float64{1}), nil
 		case batchv1.JobFailed:
 			note(fmt.Sprintf("Job %s failed: %s: %s%s", key.Name, cond.Reason, cond.Message, p.tail(ctx, &job)))
-			p.prune(ctx, c)
+			p.prune(ctx, q)
 			return verdict.List([]float64{0}), nil
 		}
 	}
 	if why := p.cannotStart(ctx, &job); why != "" {
 		note(fmt.Sprintf("Job %s cannot start: %s", key.Name, why))
-		background := metav1.DeletePropagationBackground
-		if err := p.Writer.Delete(ctx, &job, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
-			return Value{}, fmt.Errorf("job check: deleting Job %s that cannot start: %w", key, err)
-		}
+		q.Writes.delete(&job)
 		return verdict.List([]float64{0}), nil
 	}
 	return Value{}, ErrPending
 }
 
-// create creates the Job of q, owned by the Rollout.
-func (p *JobProvider) create(ctx context.Context, q Query, key types.NamespacedName) error {
+// create asks for the Job of q, owned by the Rollout.
+func (p *JobProvider) create(q Query, key types.NamespacedName) error {
 	c := q.Check
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
@@ -154,9 +152,7 @@ func (p *JobProvider) create(ctx context.Context, q Query, key types.NamespacedN
 	if q.Owner != nil {
 		job.OwnerReferences = []metav1.OwnerReference{*q.Owner}
 	}
-	if err := p.Writer.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("job check: creating Job %s: %w", key, err)
-	}
+	q.Writes.create(job)
 	return ErrPending
 }
 
@@ -226,24 +222,73 @@ func (p *JobProvider) tail(ctx context.Context, job *batchv1.Job) string {
 // logInMessage is how much of a Job's log a measurement's message keeps.
 const logInMessage = 240
 
-// prune deletes the finished Jobs of the Rollout's checks beyond the
-// newest JobHistory. A failure is left for the next measurement.
-func (p *JobProvider) prune(ctx context.Context, c *Check) {
+// prune asks to delete the finished Jobs of the Rollout's checks beyond
+// the newest JobHistory. A failure is left for the next measurement.
+func (p *JobProvider) prune(ctx context.Context, q Query) {
 	var jobs batchv1.JobList
-	if err := p.Reader.List(ctx, &jobs, client.InNamespace(c.Namespace), client.MatchingLabels{LabelCheckRollout: labelValue(c.Rollout)}); err != nil {
+	if err := p.Reader.List(ctx, &jobs, client.InNamespace(q.Check.Namespace), client.MatchingLabels{LabelCheckRollout: labelValue(q.Check.Rollout)}); err != nil {
 		return
 	}
 	var done []batchv1.Job
 	for _, j := range jobs.Items {
-		if finished(&j) {
+		if finished(&j) && j.DeletionTimestamp == nil {
 			done = append(done, j)
 		}
 	}
 	sort.Slice(done, func(i, j int) bool { return done[j].CreationTimestamp.Before(&done[i].CreationTimestamp) })
-	background := metav1.DeletePropagationBackground
 	for i := JobHistory; i < len(done); i++ {
-		_ = p.Writer.Delete(ctx, &done[i], &client.DeleteOptions{PropagationPolicy: &background})
+		q.Writes.delete(&done[i])
 	}
+}
+
+// Writes are the Jobs the measurements of one Run need created or
+// deleted; ApplyWrites makes them.
+type Writes struct {
+	mu     sync.Mutex
+	Create []*batchv1.Job
+	Delete []*batchv1.Job
+}
+
+func (w *Writes) create(j *batchv1.Job) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.Create = append(w.Create, j)
+}
+
+func (w *Writes) delete(j *batchv1.Job) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.Delete = append(w.Delete, j.DeepCopy())
+}
+
+// Empty reports whether there is nothing to write.
+func (w *Writes) Empty() bool { return w == nil || len(w.Create)+len(w.Delete) == 0 }
+
+// ApplyWrites creates and deletes the Jobs of w (deleted with their pods);
+// a Job already there, or already gone, is no error.
+func ApplyWrites(ctx context.Context, c client.Writer, w *Writes) error {
+	if w.Empty() {
+		return nil
+	}
+	var errs []error
+	for _, j := range w.Create {
+		if err := c.Create(ctx, j); err != nil && !apierrors.IsAlreadyExists(err) {
+			errs = append(errs, fmt.Errorf("job check: creating Job %s/%s: %w", j.Namespace, j.Name, err))
+		}
+	}
+	background := metav1.DeletePropagationBackground
+	for _, j := range w.Delete {
+		if err := c.Delete(ctx, j, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("job check: deleting Job %s/%s: %w", j.Namespace, j.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func finished(j *batchv1.Job) bool {

@@ -52,7 +52,7 @@ func TestJobCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := &metav1.OwnerReference{APIVersion: "rollgate.dev/v1alpha1", Kind: "Rollout", Name: "web", UID: "0b6a2b84-7f36-4d0c-9d38-3a3f4e1c2d10", Controller: ptr.To(true)}
-	jobs := &analysis.JobProvider{Reader: c, Writer: c, Logs: func(_ context.Context, ns, pod, container string, lines, bytes int64) (string, error) {
+	jobs := &analysis.JobProvider{Reader: c, Logs: func(_ context.Context, ns, pod, container string, lines, bytes int64) (string, error) {
 		return fmt.Sprintf("log of %s/%s %s (last %d lines)\n0 of 20 requests failed\n", ns, pod, container, lines), nil
 	}}
 	runner := analysis.Runner{Provider: analysis.Providers{Job: jobs}}
@@ -63,10 +63,15 @@ func TestJobCheck(t *testing.T) {
 		Facts: verdict.Facts{Namespace: "demo", Name: "web", CanaryRevision: "7b1e2a", StableRevision: "6d4f9c", CanaryService: "web-canary", StableService: "web"},
 		Step:  1, StartedAt: now, Now: now, Owner: owner,
 	}
+	// run is one look at the analysis, then the reconciler's act phase
+	// (the provider only reads).
 	run := func() analysis.Report {
 		t.Helper()
 		rep, err := runner.Run(ctx, in)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := analysis.ApplyWrites(ctx, c, rep.Writes); err != nil {
 			t.Fatal(err)
 		}
 		in.Previous, in.Now = rep.Results, in.Now.Add(2*time.Second)
@@ -100,7 +105,16 @@ func TestJobCheck(t *testing.T) {
 		}
 	}
 
-	// The first measurement creates the Job and records nothing.
+	// The first measurement asks for the Job (the provider writes nothing
+	// itself) and records nothing.
+	dry, err := runner.Run(ctx, in)
+	if err != nil || dry.Writes == nil || len(dry.Writes.Create) != 1 {
+		t.Fatalf("first look: writes %+v, %v; want one Job to create", dry.Writes, err)
+	}
+	var none batchv1.JobList
+	if err := c.List(ctx, &none, client.InNamespace("demo")); err != nil || len(none.Items) != 0 {
+		t.Fatalf("the provider wrote %d Jobs (%v); it only reads", len(none.Items), err)
+	}
 	rep := run()
 	if len(rep.Results) != 1 || len(rep.Results[0].Measurements) != 0 || rep.Outcome.Phase.Terminal() {
 		t.Fatalf("while the Job is created: %+v", rep)
@@ -211,7 +225,7 @@ func TestJobCheck(t *testing.T) {
 	// A Job check without a Job provider is an error measurement, not a pass.
 	bare := analysis.Runner{Provider: analysis.Providers{}}
 	in.Previous, in.Facts.CanaryRevision = nil, "none"
-	rep, err := bare.Run(ctx, in)
+	rep, err = bare.Run(ctx, in)
 	if err != nil || len(rep.Results[0].Measurements) != 1 || rep.Results[0].Measurements[0].Phase != "Error" ||
 		!strings.Contains(rep.Results[0].Measurements[0].Message, analysis.ErrNoProvider.Error()) {
 		t.Errorf("without a Job provider: %+v, %v", rep.Results, err)

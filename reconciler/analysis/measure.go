@@ -12,7 +12,7 @@ import (
 
 // measure takes the due measurements, at most r.Parallel at a time, and
 // stores each job's judged measurement in job.meas.
-func (r *Runner) measure(ctx context.Context, due []*job, now time.Time) {
+func (r *Runner) measure(ctx context.Context, due []*job, now time.Time, writes *Writes) {
 	if len(due) == 0 {
 		return
 	}
@@ -33,7 +33,7 @@ func (r *Runner) measure(ctx context.Context, due []*job, now time.Time) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			var note string
-			v, err := measureOne(ctx, provider, j, secrets, now, &note)
+			v, err := measureOne(ctx, provider, j, secrets, now, &note, writes)
 			if errors.Is(err, ErrPending) {
 				j.pending = true
 				return
@@ -71,9 +71,9 @@ func (r *Runner) readSecrets(ctx context.Context, due []*job) map[string]secretR
 	return out
 }
 
-func measureOne(ctx context.Context, p Provider, j *job, secrets map[string]secretResult, now time.Time, note *string) (Value, error) {
+func measureOne(ctx context.Context, p Provider, j *job, secrets map[string]secretResult, now time.Time, note *string, writes *Writes) (Value, error) {
 	q := j.query
-	q.Time, q.Note = now, note
+	q.Time, q.Note, q.Writes = now, note, writes
 	if j.secret != "" {
 		s := secrets[j.secret]
 		if s.err != nil {

@@ -36,6 +36,9 @@ type Query struct {
 	// Note, when set, receives what the provider has to add to the
 	// measurement's message (a Job's outcome and log).
 	Note *string
+	// Writes collects what the measurement needs written (a Job check's
+	// Jobs to create or delete): providers only read.
+	Writes *Writes
 	// Secret is the data of the provider's secretRef; nil without one.
 	Secret SecretData
 	// Time is when the instant query is evaluated and where a range

@@ -56,6 +56,9 @@ type Report struct {
 	NextAt time.Time
 	// Measured is how many measurements this Run took.
 	Measured int
+	// Writes are the Jobs this Run's Job checks need created or deleted
+	// (ApplyWrites); nil when none.
+	Writes *Writes
 }
 
 // Runner takes the due measurements of an analysis.
@@ -99,13 +102,17 @@ func (r *Runner) Run(ctx context.Context, in Input) (Report, error) {
 			due = append(due, j)
 		}
 	}
-	r.measure(ctx, due, in.Now)
+	writes := &Writes{}
+	r.measure(ctx, due, in.Now, writes)
 	if err := ctx.Err(); err != nil {
 		// Cancelled (shutdown): measurements cut short are not the
 		// provider's fault and must not count as errors.
 		return Report{}, err
 	}
 	rep := Report{Measured: len(due)}
+	if !writes.Empty() {
+		rep.Writes = writes
+	}
 	entries := make([]verdict.Entry, 0, len(jobs))
 	for _, j := range jobs {
 		res, _ := verdict.Advance(j.metric, j.prev, j.meas)
