@@ -26,12 +26,21 @@ type HookAnswer struct {
 	Message string
 }
 
+// maxHookMessage bounds HookAnswer.Message (HookStatus.message holds 512).
+const maxHookMessage = 500
+
 // CallHook POSTs payload (JSON) to url, the hook's URL with its
 // placeholders expanded, with the hook's headers and the credentials and
 // TLS settings of secret, and judges the answer with cond. Redirects are
 // followed within url's origin only. A call that fails (no answer, a
 // timeout) is a no.
 func CallHook(ctx context.Context, h *v1alpha1.Hook, url string, secret SecretData, payload []byte, cond verdict.HookCondition) HookAnswer {
+	a := callHook(ctx, h, url, secret, payload, cond)
+	a.Message = cut(a.Message, maxHookMessage)
+	return a
+}
+
+func callHook(ctx context.Context, h *v1alpha1.Hook, url string, secret SecretData, payload []byte, cond verdict.HookCondition) HookAnswer {
 	headers := headerMap(h.Headers)
 	if _, set := headers["Accept"]; !set {
 		headers["Accept"] = "application/json"
