@@ -41,11 +41,14 @@ func TestHeaderMatchUnderLoad(t *testing.T) {
 	// no request may reach a version the step does not allow.
 	route := w.sampleRoute(ctx)
 	writes, refused := w.reapplyFromGit(ctx, app("localhost/verserver:v2", w.port()), 15*time.Second)
-	samples, flat := route.stop()
-	t.Logf("re-applied from Git during the gate: %d writes (%d refused); HTTPRoute sampled every 50 ms: %d samples, %d without the canary rule",
-		writes, refused, samples, flat)
-	if samples < 100 {
-		t.Errorf("only %d samples of the HTTPRoute in 30 s", samples)
+	samples, flat, gap := route.stop()
+	t.Logf("re-applied from Git during the gate: %d writes (%d refused); HTTPRoute sampled every 50 ms: %d samples, %d without the canary rule, at most %v between two",
+		writes, refused, samples, flat, gap.Round(time.Millisecond))
+	// The samples must cover the whole window: how many a loaded API
+	// server answers in 30 s varies (97 at load 23, fresh-clone run at
+	// e19de4c), a hole of seconds would hide a re-apply.
+	if gap > 3*time.Second {
+		t.Errorf("the HTTPRoute went %v without a sample (%d samples in all): the re-applies were not watched throughout", gap, samples)
 	}
 	if flat > 0 {
 		t.Errorf("%d of %d samples of the HTTPRoute lost the step's canary rule to a re-apply", flat, samples)

@@ -70,18 +70,21 @@ func decodeDocs(w *world, docs string) []*unstructured.Unstructured {
 }
 
 // routeSampler reads the HTTPRoute every 50 ms and counts the samples that
-// do not carry the step's canary rule (a backend on the canary Service).
+// do not carry the step's canary rule (a backend on the canary Service),
+// and the longest time between two samples.
 type routeSampler struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 
 	mu            sync.Mutex
 	samples, flat int
+	last          time.Time
+	maxGap        time.Duration
 }
 
 func (w *world) sampleRoute(ctx context.Context) *routeSampler {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &routeSampler{cancel: cancel}
+	s := &routeSampler{cancel: cancel, last: time.Now()}
 	s.done.Add(1)
 	go func() {
 		defer s.done.Done()
@@ -107,18 +110,23 @@ func (w *world) sampleRoute(ctx context.Context) *routeSampler {
 			if !canary {
 				s.flat++
 			}
+			now := time.Now()
+			s.maxGap = max(s.maxGap, now.Sub(s.last))
+			s.last = now
 			s.mu.Unlock()
 		}
 	}()
 	return s
 }
 
-// stop ends the sampling; it returns the samples and those without the
-// canary rule.
-func (s *routeSampler) stop() (samples, flat int) {
+// stop ends the sampling; it returns the samples, those without the
+// canary rule, and the longest time without a sample (from the start to
+// the end of the sampling).
+func (s *routeSampler) stop() (samples, flat int, maxGap time.Duration) {
 	s.cancel()
 	s.done.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.samples, s.flat
+	maxGap = max(s.maxGap, time.Since(s.last))
+	return s.samples, s.flat, maxGap
 }
