@@ -98,7 +98,7 @@ func TestJobCheckOnTheRealNode(t *testing.T) {
 
 	// v3, checked for v2: the Job fails, the release rolls back.
 	w.applyYAML(ctx, app("localhost/verserver:v3", w.port()))
-	w.waitFailedCheck(ctx, v2, "v3")
+	v3 := w.waitFailedCheck(ctx, v2, "v3", v2)
 	m = smokeMeasurement(t, w.rollout(ctx))
 	t.Logf("v3's check: %s %s: %s", m.Phase, m.Value, m.Message)
 	for _, want := range []string{"failed", `answered by version "v3", want "v2"`, "20 of 20 requests"} {
@@ -111,7 +111,7 @@ func TestJobCheckOnTheRealNode(t *testing.T) {
 	w.applyYAML(ctx, smokeRollout("v4", "localhost/verserver:missing"))
 	started := time.Now()
 	w.applyYAML(ctx, app("localhost/verserver:v4", w.port()))
-	w.waitFailedCheck(ctx, v2, "v4")
+	w.waitFailedCheck(ctx, v2, "v4", v3)
 	m = smokeMeasurement(t, w.rollout(ctx))
 	t.Logf("v4's check, %v after the release began: %s %s: %s", time.Since(started).Round(time.Second), m.Phase, m.Value, m.Message)
 	if !strings.Contains(m.Message, "cannot start") || !strings.Contains(m.Message, "ErrImageNeverPull") {
@@ -140,18 +140,25 @@ func TestJobCheckOnTheRealNode(t *testing.T) {
 	}
 }
 
-// waitFailedCheck waits until the release of version failed its check and
-// rolled back to stable revision stable.
-func (w *world) waitFailedCheck(ctx context.Context, stable, version string) {
+// waitFailedCheck waits until the release of version (a canary revision
+// other than before, the one released or failed before it) failed its
+// check and rolled back to stable revision stable, and returns its
+// revision. Without the revision, the previous release's failure would
+// pass for this one's.
+func (w *world) waitFailedCheck(ctx context.Context, stable, version, before string) string {
 	w.t.Helper()
+	var canary string
 	w.eventually(ctx, 3*time.Minute, version+" rolled back after its Job check failed", func() (bool, string) {
 		ro := w.rollout(ctx)
 		st := ro.Status
 		if st.Phase == v1alpha1.PhaseHealthy && st.StableRevision != stable {
 			w.t.Fatalf("%s was released despite its check: %s", version, describe(ro))
 		}
-		return st.Phase == v1alpha1.PhaseFailed && st.StableRevision == stable && st.CanaryWeight == 0 && st.CanaryReplicas == 0, describe(ro)
+		canary = st.CanaryRevision
+		return st.Phase == v1alpha1.PhaseFailed && canary != before && canary != stable && st.StableRevision == stable &&
+			st.CanaryWeight == 0 && st.CanaryReplicas == 0, describe(ro)
 	})
+	return canary
 }
 
 // smokeMeasurement is the last measurement of the smoke check of step 1.
