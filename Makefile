@@ -123,17 +123,19 @@ verify: $(CONTROLLER_GEN) ## Fail if generated files are stale, or code is not f
 
 .PHONY: test
 test: tools verify build ## Provision tools, verify, and run every test (unit, envtest, kwok e2e, Git, Prometheus)
-	@# The longest packages first (e2e ~400 s, realtraffic ~290 s, demo,
+	@# The longest packages first (e2e ~960 s, realtraffic ~970 s, demo,
 	@# walkthrough, argocd): they start first and the short ones fill in
 	@# beside them. go test runs as many packages at once as cores; more
 	@# (-p 3) was measured 11 min instead of 12-13, but at load 12-15 Flux's
 	@# drift detection races the controller's step writes (docs/helm.md).
-	@# The whole output is kept in bin/test.log. When a test failed, its
-	@# first lines are printed again at the end: a failure's cause is in
-	@# them, and a long output is often read from its end.
+	@# The whole output is kept in bin/test.log. When a test failed, what
+	@# it asserted is printed again at the end, compactly: each failed
+	@# test's own file:line messages (not the component logs it dumps), as
+	@# a long output is often read from its end.
 	@set -o pipefail; go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e ./test/realtraffic ./test/demo ./test/walkthrough ./test/argocd ./... 2>&1 | tee $(BIN)/test.log; \
-	rc=$$?; if [ $$rc -ne 0 ]; then echo "== failed tests, first lines of each (whole output: bin/test.log) =="; \
-		grep -A 12 -e '^--- FAIL' -e '^    --- FAIL' -e '^panic:' $(BIN)/test.log | cut -c1-600; echo "== go test exited $$rc"; fi; exit $$rc
+	rc=$$?; if [ $$rc -ne 0 ]; then echo "== failed tests and their messages (whole output: bin/test.log) =="; \
+		awk -f test/failures.awk $(BIN)/test.log; \
+		echo "== go test exited $$rc"; fi; exit $$rc
 
 .PHONY: check
 check: tools-demo tools-k8s-oldest ## The fast loop for every change: vet, gofmt, generated files, and the unit and envtest packages (not the cluster stories under test/)

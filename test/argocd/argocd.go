@@ -32,7 +32,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rollgate/rollgate/test/proc"
@@ -88,26 +87,6 @@ type Instance struct {
 // parallel under `go test ./...`) take it from each other.
 const lockPath = "/tmp/rollgate-argocd.lock"
 
-// lockMachine takes lockPath, waiting for another environment to stop.
-func lockMachine(ctx context.Context) (*os.File, error) {
-	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return f, nil
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("argocd: another Argo CD environment holds %s: %w", lockPath, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
 // Start installs Argo CD's CRDs and settings into the cluster (namespace
 // argocd, argocd-cm, argocd-rbac-cm, argocd-secret and the default
 // AppProject), starts Redis, the repo-server, the application-controller
@@ -131,7 +110,7 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := lockMachine(ctx)
+	lock, err := proc.Lock(ctx, lockPath)
 	if err != nil {
 		return nil, err
 	}

@@ -79,8 +79,26 @@ type Cluster struct {
 	// in Workdir/clusters/<Name>/logs.
 	Workdir string
 
+	// BootWait is how long Create waited for other clusters on the
+	// machine to come up first (see bootLock); Boot is how long this one
+	// then took to come up.
+	BootWait, Boot time.Duration
+
 	kwokctl string
 }
+
+// bootLock lets one kwok cluster come up at a time on the machine, across
+// test packages (each is a process of its own). Coming up is the costly
+// part of a cluster's life: the API server alone spends several
+// CPU-seconds installing its built-in resources and OpenAPI. Four at once
+// (the two fleet stories of test/e2e start three clusters within a
+// second, next to another package's) took the fresh-clone run at a4b58b5
+// to 110 s for one cluster on 2 cores; kube-controller-manager's own 20 s
+// wait for the API server's health ran out, and the restart that revive
+// then does ran out of the 2 minutes. One at a time, each comes up in
+// seconds and the others wait their turn without spending their
+// Options.Timeout on it.
+const bootLock = "/tmp/rollgate-kwokboot.lock"
 
 // Start creates a cluster for the length of a test and deletes it on cleanup,
 // whether the test passes or fails; it fails the test when the cluster cannot
@@ -99,6 +117,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatalf("create kwok cluster: %v", err)
 	}
+	t.Logf("kwok cluster %s up in %v (after %v waiting for other clusters to come up)",
+		c.Name, c.Boot.Round(100*time.Millisecond), c.BootWait.Round(100*time.Millisecond))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("kwok cluster %s logs:\n%s", c.Name, c.LogTails(20))
@@ -117,13 +137,20 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-	defer cancel()
-
 	bins, err := binaries()
 	if err != nil {
 		return nil, err
 	}
+	waitStart := time.Now()
+	lock, err := proc.Lock(ctx, bootLock)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for another kwok cluster to come up: %w", err)
+	}
+	defer lock.Close()
+	bootWait := time.Since(waitStart)
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+
 	reapOrphans()
 	workdir, err := os.MkdirTemp("", workdirPattern)
 	if err != nil {
@@ -136,8 +163,11 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 		Name:       "rollgate-" + randomHex(4),
 		Kubeconfig: filepath.Join(workdir, "kubeconfig"),
 		Workdir:    workdir,
+		BootWait:   bootWait,
 		kwokctl:    bins["kwokctl"],
 	}
+	bootStart := time.Now()
+	defer func() { c.Boot = time.Since(bootStart) }()
 	if err := c.create(ctx, bins, opts); err != nil {
 		logs := c.LogTails(10)
 		if delErr := c.Delete(); delErr != nil {

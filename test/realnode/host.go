@@ -421,22 +421,3 @@ func splitRule(rule string) []string {
 	}
 	return args
 }
-
-// lockHost takes the machine-wide lock, waiting for another node to go.
-func lockHost(deadline time.Time) (*os.File, error) {
-	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return f, nil
-		}
-		if time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("another real node holds %s: %w", lockPath, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}

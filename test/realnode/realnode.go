@@ -136,7 +136,7 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := lockHost(deadline(ctx))
+	lock, err := proc.Lock(ctx, lockPath)
 	if err != nil {
 		return nil, err
 	}
