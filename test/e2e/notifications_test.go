@@ -2,14 +2,14 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/rand"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	netmail "net/mail"
 	"net/http/httptest"
+	netmail "net/mail"
 	"strings"
 	"sync"
 	"testing"
