@@ -142,3 +142,44 @@ func TestRetryLogSilenced(t *testing.T) {
 		t.Errorf("go-retryablehttp still logs to %v", l.Writer())
 	}
 }
+
+// TestExampleConfigures: the notifications ConfigMap and Secret of
+// examples/ build an engine with the services they name.
+func TestExampleConfigures(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "rollout-checks-hooks-notifications.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm *corev1.ConfigMap
+	var secret *corev1.Secret
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var head struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			t.Fatal(err)
+		}
+		switch head.Kind {
+		case "ConfigMap":
+			cm = &corev1.ConfigMap{}
+			err = yaml.Unmarshal([]byte(doc), cm)
+		case "Secret":
+			secret = &corev1.Secret{}
+			err = yaml.Unmarshal([]byte(doc), secret)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cm == nil || secret == nil {
+		t.Fatal("the example has no notifications ConfigMap and Secret")
+	}
+	a, cfg, err := Configure(cm, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svcs := a.GetNotificationServices(); svcs["slack"] == nil || svcs["email"] == nil {
+		t.Errorf("services %v, want slack and email", svcs)
+	}
+	if d := cfg.GetGlobalDestinations(map[string]string{"team": "shop"}); len(d[string(OnGateWaiting)]) != 1 {
+		t.Errorf("a Rollout labelled team=shop is subscribed to %v", d)
+	}
+}
