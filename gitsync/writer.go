@@ -212,6 +212,12 @@ func NewWriter(repo *Repository, opts WriterOptions) (*Writer, error) {
 	}, nil
 }
 
+// PathOf is the path of Rollout namespace/name's status file on the
+// status branch.
+func (w *Writer) PathOf(namespace, name string) string {
+	return StatusPath(w.opts.PathPrefix, namespace, name)
+}
+
 // Enqueue records the latest state of a Rollout for the next flush.
 // Free text is passed through the repository's redactor, so a credential
 // or a URL with userinfo never reaches Git. A state equal to the one held

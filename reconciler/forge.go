@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,8 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/gitsync/forge"
+	"github.com/rollgate/rollgate/strategy"
+	"github.com/rollgate/rollgate/strategy/plantext"
 )
 
 // forgeClient returns the pull-request client of a Repository, or nil
@@ -66,8 +69,9 @@ func (r *RolloutReconciler) openApprovalRequest(ctx context.Context, sc *scope) 
 	}
 	url, err := fc.EnsurePullRequest(ctx, forge.PullRequest{
 		Head: a.Branch, Base: trackedBranch(ro, sc.repository),
-		Title:  forge.ApprovalTitle(ro.Namespace, ro.Name, a.Revision, int(a.Attempt), int(a.Step), int(ro.Status.StepCount)),
-		Body:   forge.ApprovalBody(ro.Namespace, ro.Name, a.Revision, int(a.Attempt), int(a.Step), int(ro.Status.StepCount), facts4PR(ro)),
+		Title: forge.ApprovalTitle(ro.Namespace, ro.Name, a.Revision, int(a.Attempt), int(a.Step), int(ro.Status.StepCount)),
+		Body: forge.ApprovalBody(ro.Namespace, ro.Name, a.Revision, int(a.Attempt), int(a.Step), int(ro.Status.StepCount), facts4PR(ro)) +
+			approvalPlan(ro, int(a.Step), statusFileURL(sc, fc)),
 		Labels: []string{"rollgate"},
 	})
 	if err != nil {
@@ -119,6 +123,57 @@ func facts4PR(ro *v1alpha1.Rollout) map[string]string {
 		}
 	}
 	return f
+}
+
+// approvalPlan is the plan section of an approval pull request: every
+// step of the release in the words and table of `rollgate plan`, the step
+// the pull request approves marked, and a link to the Rollout's status
+// file, where the release stands.
+func approvalPlan(ro *v1alpha1.Rollout, current int, statusURL string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n### The release, step by step\n\n")
+	steps, err := strategy.Preview(&ro.Spec, ro.Status.Replicas)
+	if err != nil {
+		fmt.Fprintf(&b, "The steps cannot be shown: %s\n", plantext.Cell(err.Error()))
+	} else {
+		var routers []string
+		for _, r := range ro.Spec.Strategy.TrafficRoutings() {
+			routers = append(routers, plantext.RouterName(r))
+		}
+		rows := make([]plantext.Row, len(steps))
+		for i, s := range steps {
+			row := plantext.Row{Step: i + 1, New: fmt.Sprint(s.Replicas), Old: fmt.Sprint(s.Stable)}
+			var ts []plantext.Traffic
+			for _, r := range routers {
+				ts = append(ts, plantext.TrafficOn(r, s.Traffic))
+			}
+			row.Traffic = plantext.TrafficText(ts, len(routers) > 1)
+			switch {
+			case s.Gate:
+				row.Pause = "approval"
+			case s.Pause > 0:
+				row.Pause = s.Pause.String()
+			}
+			if a := ro.Spec.Strategy.StepAnalysis(int32(i + 1)); a != nil {
+				row.Analysis = strings.Join(a.Templates, ", ")
+			}
+			rows[i] = row
+		}
+		plantext.MarkdownTable(&b, rows, current)
+	}
+	if statusURL != "" {
+		fmt.Fprintf(&b, "\nWhere the release stands: [its status file](%s).\n", statusURL)
+	}
+	return b.String()
+}
+
+// statusFileURL links the Rollout's status file on the forge, "" without
+// a status writer.
+func statusFileURL(sc *scope, fc forge.Client) string {
+	if sc.git == nil || sc.git.Writer() == nil {
+		return ""
+	}
+	return fc.FileURL(sc.git.StatusBranch(), sc.git.Writer().PathOf(sc.ro.Namespace, sc.ro.Name))
 }
 
 // nextGateStatus decides the commit status the pull request of the latest

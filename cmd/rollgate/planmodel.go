@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
+	"github.com/rollgate/rollgate/strategy/plantext"
 )
 
 // planReport is what `rollgate plan` prints (the JSON output as is).
@@ -73,20 +73,12 @@ type stepPlan struct {
 	Old         int32  `json:"old"`
 	NewDeclared string `json:"newDeclared,omitempty"`
 	// Traffic is the traffic on each router.
-	Traffic []routerTraffic `json:"traffic,omitempty"`
+	Traffic []plantext.Traffic `json:"traffic,omitempty"`
 	// Pause is a duration, "approval" for a gate, or "".
 	Pause string `json:"pause,omitempty"`
 	// ApprovalBranch is the branch rollgate pushes for a gate.
 	ApprovalBranch string   `json:"approvalBranch,omitempty"`
 	Analysis       []string `json:"analysis,omitempty"`
-}
-
-// routerTraffic is the traffic one router carries.
-type routerTraffic struct {
-	Router  string   `json:"router"`
-	Split   string   `json:"split"`
-	Matches []string `json:"matches,omitempty"`
-	Headers string   `json:"requestHeaderModifier,omitempty"`
 }
 
 // releaseChange says whether a change releases a Rollout's workload.
@@ -115,7 +107,7 @@ func planRollout(ro *v1alpha1.Rollout, source string, head, base *manifestSet, n
 	}
 	p.Replicas = replicas
 	for _, r := range ro.Spec.Strategy.TrafficRoutings() {
-		p.Routers = append(p.Routers, routerName(r))
+		p.Routers = append(p.Routers, plantext.RouterName(r))
 	}
 	if a := ro.Spec.Strategy.BackgroundAnalysis(); a != nil {
 		p.Analysis = a.Templates
@@ -131,7 +123,7 @@ func planRollout(ro *v1alpha1.Rollout, source string, head, base *manifestSet, n
 			sp.New, sp.Old, sp.NewDeclared = 0, 0, declaredReplicas(ro.Spec.Strategy.Steps()[i])
 		}
 		for _, r := range p.Routers {
-			sp.Traffic = append(sp.Traffic, trafficOn(r, s.Traffic))
+			sp.Traffic = append(sp.Traffic, plantext.TrafficOn(r, s.Traffic))
 		}
 		switch {
 		case s.Gate:
@@ -279,75 +271,4 @@ func releaseOf(ro *v1alpha1.Rollout, tpl *corev1.PodTemplateSpec, base *manifest
 	}
 	sort.Strings(c.Images)
 	return c
-}
-
-// routerName names a trafficRoutings entry: what it routes and through what.
-func routerName(r v1alpha1.TrafficRoutingRef) string {
-	switch {
-	case r.Gateway != nil && r.Gateway.HTTPRouteName != nil:
-		return fmt.Sprintf("HTTPRoute %s (Service %s)", *r.Gateway.HTTPRouteName, r.Service)
-	case r.Ingress != nil:
-		class := ""
-		if r.Ingress.ClassType != "" {
-			class = ", " + r.Ingress.ClassType
-		}
-		return fmt.Sprintf("Ingress %s (Service %s%s)", r.Ingress.Name, r.Service, class)
-	}
-	var refs []string
-	for _, c := range r.CustomNetworkRefs {
-		refs = append(refs, c.Kind+" "+c.Name)
-	}
-	return fmt.Sprintf("%s (Service %s)", strings.Join(refs, ", "), r.Service)
-}
-
-// trafficOn describes traffic on one router.
-func trafficOn(router string, t strategy.Traffic) routerTraffic {
-	rt := routerTraffic{Router: router}
-	switch t.Mode {
-	case strategy.TrafficOriginal:
-		rt.Split = "as declared"
-	case strategy.TrafficStable:
-		rt.Split = "100% old"
-	default:
-		rt.Split = fmt.Sprintf("%d%% old / %d%% new", 100-t.Weight, t.Weight)
-		if len(t.Matches) > 0 {
-			rt.Split = "matching requests new, others old"
-		}
-	}
-	for _, m := range t.Matches {
-		rt.Matches = append(rt.Matches, matchText(m))
-	}
-	if h := t.RequestHeaderModifier; h != nil {
-		var parts []string
-		for _, x := range h.Set {
-			parts = append(parts, fmt.Sprintf("set %s: %s", x.Name, x.Value))
-		}
-		for _, x := range h.Add {
-			parts = append(parts, fmt.Sprintf("add %s: %s", x.Name, x.Value))
-		}
-		for _, x := range h.Remove {
-			parts = append(parts, "remove "+x)
-		}
-		rt.Headers = strings.Join(parts, ", ")
-	}
-	return rt
-}
-
-// matchText is one match, its conditions joined by "and".
-func matchText(m v1alpha1.HttpRouteMatch) string {
-	var parts []string
-	if p := m.Path; p != nil && p.Value != nil {
-		typ := "PathPrefix"
-		if p.Type != nil {
-			typ = string(*p.Type)
-		}
-		parts = append(parts, fmt.Sprintf("path %s %s", typ, *p.Value))
-	}
-	for _, h := range m.Headers {
-		parts = append(parts, fmt.Sprintf("header %s=%s", h.Name, h.Value))
-	}
-	for _, q := range m.QueryParams {
-		parts = append(parts, fmt.Sprintf("query %s=%s", q.Name, q.Value))
-	}
-	return strings.Join(parts, " and ")
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/rollgate/rollgate/strategy/plantext"
 )
 
 // printPlan prints the report as a table, Markdown (for a pull request
@@ -58,7 +60,7 @@ func printTable(w io.Writer, r planReport) error {
 		for _, s := range p.Steps {
 			n, o := p.counts(s)
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", s.Step, n, o,
-				dash(trafficText(s.Traffic, len(p.Routers) > 1)), dash(pauseText(s)), dash(strings.Join(s.Analysis, ", ")))
+				dash(plantext.TrafficText(s.Traffic, len(p.Routers) > 1)), dash(pauseText(s)), dash(strings.Join(s.Analysis, ", ")))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -75,7 +77,7 @@ func printMarkdown(w io.Writer, r planReport) {
 		for _, inv := range r.Invalid {
 			fmt.Fprintf(w, "- `%s %s/%s` (`%s`)\n", inv.Kind, inv.Namespace, inv.Name, inv.Source)
 			for _, e := range inv.Errors {
-				fmt.Fprintf(w, "  - %s\n", mdCell(e))
+				fmt.Fprintf(w, "  - %s\n", plantext.Cell(e))
 			}
 		}
 		fmt.Fprintln(w)
@@ -83,7 +85,7 @@ func printMarkdown(w io.Writer, r planReport) {
 	if len(r.Warnings) > 0 {
 		fmt.Fprintf(w, "**%d warning(s):**\n\n", len(r.Warnings))
 		for _, wa := range r.Warnings {
-			fmt.Fprintf(w, "- `%s %s/%s` (`%s`): %s\n", wa.Kind, wa.Namespace, wa.Name, wa.Source, mdCell(wa.Message))
+			fmt.Fprintf(w, "- `%s %s/%s` (`%s`): %s\n", wa.Kind, wa.Namespace, wa.Name, wa.Source, plantext.Cell(wa.Message))
 		}
 		fmt.Fprintln(w)
 	}
@@ -94,26 +96,26 @@ func printMarkdown(w io.Writer, r planReport) {
 	if r.Base != "" {
 		fmt.Fprintf(w, "| Rollout | Against `%s` |\n|---|---|\n", r.Base)
 		for _, p := range r.Rollouts {
-			fmt.Fprintf(w, "| `%s/%s` | %s |\n", p.Namespace, p.Name, mdCell(p.Release.markdown()))
+			fmt.Fprintf(w, "| `%s/%s` | %s |\n", p.Namespace, p.Name, plantext.Cell(p.Release.markdown()))
 		}
 		fmt.Fprintln(w)
 	}
 	for _, p := range r.Rollouts {
-		fmt.Fprintf(w, "#### Rollout `%s/%s`\n\n%s\n\n", p.Namespace, p.Name, mdCell(p.describe()))
+		fmt.Fprintf(w, "#### Rollout `%s/%s`\n\n%s\n\n", p.Namespace, p.Name, plantext.Cell(p.describe()))
 		for _, n := range p.Notes {
-			fmt.Fprintf(w, "> %s\n\n", mdCell(n))
+			fmt.Fprintf(w, "> %s\n\n", plantext.Cell(n))
 		}
 		if p.Error != "" {
-			fmt.Fprintf(w, "Cannot plan the steps: %s\n\n", mdCell(p.Error))
+			fmt.Fprintf(w, "Cannot plan the steps: %s\n\n", plantext.Cell(p.Error))
 			continue
 		}
-		fmt.Fprintln(w, "| Step | New | Old | Traffic | Pause | Analysis |")
-		fmt.Fprintln(w, "|---:|---:|---:|---|---|---|")
-		for _, s := range p.Steps {
+		rows := make([]plantext.Row, len(p.Steps))
+		for i, s := range p.Steps {
 			n, o := p.counts(s)
-			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s |\n", s.Step, n, o,
-				mdCell(dash(trafficText(s.Traffic, len(p.Routers) > 1))), mdCell(dash(mdPause(s))), mdCell(dash(strings.Join(s.Analysis, ", "))))
+			rows[i] = plantext.Row{Step: s.Step, New: n, Old: o, Traffic: plantext.TrafficText(s.Traffic, len(p.Routers) > 1),
+				Pause: mdPause(s), Analysis: strings.Join(s.Analysis, ", ")}
 		}
+		plantext.MarkdownTable(w, rows, 0)
 		fmt.Fprintln(w)
 	}
 }
@@ -165,25 +167,6 @@ func (c *releaseChange) markdown() string {
 	return c.text()
 }
 
-// trafficText is a step's traffic; with several routers each is named.
-func trafficText(ts []routerTraffic, named bool) string {
-	var parts []string
-	for _, t := range ts {
-		s := t.Split
-		if len(t.Matches) > 0 {
-			s += " (" + strings.Join(t.Matches, "; ") + ")"
-		}
-		if t.Headers != "" {
-			s += ", new gets " + t.Headers
-		}
-		if named {
-			s = t.Router + ": " + s
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, "; ")
-}
-
 func pauseText(s stepPlan) string {
 	if s.ApprovalBranch != "" {
 		return "approval: merge " + s.ApprovalBranch
@@ -197,9 +180,4 @@ func mdPause(s stepPlan) string {
 		return "approval: merge `" + s.ApprovalBranch + "`"
 	}
 	return s.Pause
-}
-
-// mdCell escapes text for a Markdown table cell.
-func mdCell(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ")
 }

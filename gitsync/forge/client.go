@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -68,6 +69,26 @@ type client struct {
 	b backend
 	// desc describes the client without its token, for String.
 	desc string
+	// provider is github, gitlab or gitea; web is the project's web page.
+	provider, web string
+}
+
+// FileURL links the file at path on branch: GitHub's /blob/, GitLab's
+// /-/blob/, Gitea's /src/branch/.
+func (c *client) FileURL(branch, path string) string {
+	segs := strings.Split(strings.Trim(branch, "/")+"/"+strings.Trim(path, "/"), "/")
+	for i, seg := range segs {
+		segs[i] = url.PathEscape(seg)
+	}
+	p := strings.Join(segs, "/")
+	switch c.provider {
+	case GitHub:
+		return c.web + "/blob/" + p
+	case GitLab:
+		return c.web + "/-/blob/" + p
+	default:
+		return c.web + "/src/branch/" + p
+	}
 }
 
 var _ Client = (*client)(nil)

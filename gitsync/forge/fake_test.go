@@ -226,6 +226,8 @@ func (g guarded) EnsurePullRequest(ctx context.Context, pr PullRequest) (string,
 	return u, err
 }
 
+func (g guarded) FileURL(branch, path string) string { return g.c.FileURL(branch, path) }
+
 func (g guarded) ClosePullRequests(ctx context.Context, prefix string, keep func(string) bool) ([]string, error) {
 	closed, err := g.c.ClosePullRequests(ctx, prefix, keep)
 	checkErr(g.t, err, g.token)

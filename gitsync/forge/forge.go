@@ -87,6 +87,9 @@ type Client interface {
 	// lists, normally the newest). Approvals are detected from Git; this
 	// serves messages and events.
 	MergedPullRequest(ctx context.Context, head string) (merged bool, url string, err error)
+	// FileURL is the web page of a file on a branch of the project, for
+	// links in pull request bodies.
+	FileURL(branch, path string) string
 	// PullRequestReviews returns the pull request from head (in the project
 	// itself) and its reviews: the merged one (the first the forge lists,
 	// normally the newest), or else the newest one in any state. An error
@@ -145,7 +148,8 @@ func New(provider, apiURL, project, token string, httpClient *http.Client, opts 
 		return nil, err
 	}
 	a := newAPI(provider, base, token, httpClient)
-	c := &client{desc: "forge " + provider + " client for " + project + " at " + base.String()}
+	c := &client{desc: "forge " + provider + " client for " + project + " at " + base.String(), provider: provider,
+		web: webBase(provider, base) + "/" + project}
 	switch provider {
 	case GitHub:
 		c.b = newGitHub(a, project)
@@ -218,6 +222,20 @@ func apiBase(provider, apiURL string) (*url.URL, error) {
 		u.Path += "/api/v1"
 	}
 	return u, nil
+}
+
+// webBase is the forge's web address, from its API base: github.com for
+// api.github.com, the API path cut off otherwise (GitHub Enterprise's
+// /api/v3, GitLab's /api/v4, Gitea's /api/v1).
+func webBase(provider string, api *url.URL) string {
+	u := *api
+	if provider == GitHub && u.Host == "api.github.com" {
+		u.Host = "github.com"
+	}
+	for _, p := range []string{"/api/v3", "/api/v4", "/api/v1"} {
+		u.Path = strings.TrimSuffix(u.Path, p)
+	}
+	return strings.TrimRight(u.String(), "/")
 }
 
 // checkProject validates the project for provider.

@@ -258,3 +258,22 @@ func TestLinkNext(t *testing.T) {
 		t.Errorf("linkNext without next = %q", got)
 	}
 }
+
+// TestFileURL: the web link of a file on a branch, per forge, from the API
+// URL a Repository gives.
+func TestFileURL(t *testing.T) {
+	for _, tc := range []struct{ provider, api, project, want string }{
+		{GitHub, "", "acme/shop", "https://github.com/acme/shop/blob/rollgate/status/prod/demo/web.yaml"},
+		{GitHub, "https://ghe.example.com/api/v3", "acme/shop", "https://ghe.example.com/acme/shop/blob/rollgate/status/prod/demo/web.yaml"},
+		{GitLab, "https://gitlab.example.com", "acme/apps/shop", "https://gitlab.example.com/acme/apps/shop/-/blob/rollgate/status/prod/demo/web.yaml"},
+		{Gitea, "https://git.example.com:3000/api/v1", "acme/shop", "https://git.example.com:3000/acme/shop/src/branch/rollgate/status/prod/demo/web.yaml"},
+	} {
+		c, err := New(tc.provider, tc.api, tc.project, "token-0123456789", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.FileURL("rollgate/status", "prod/demo/web.yaml"); got != tc.want {
+			t.Errorf("%s %s: FileURL = %s, want %s", tc.provider, tc.api, got, tc.want)
+		}
+	}
+}

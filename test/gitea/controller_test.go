@@ -3,7 +3,10 @@ package gitea_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +181,29 @@ spec:
 	if !strings.Contains(pr.Body, "waiting for approval of step 1 of 2") {
 		t.Errorf("pull request body does not give the step:\n%s", pr.Body)
 	}
+	// The body holds the release's plan, the step to approve marked, and
+	// a link to the status file that Gitea serves.
+	if !strings.Contains(pr.Body, "| **→ 1** | 1 | 2 |") || !strings.Contains(pr.Body, "| 2 | 3 | 0 |") {
+		t.Errorf("pull request body has no plan with step 1 marked:\n%s", pr.Body)
+	}
+	link := regexp.MustCompile(`\[its status file\]\(([^)]+)\)`).FindStringSubmatch(pr.Body)
+	if link == nil {
+		t.Fatalf("pull request body links no status file:\n%s", pr.Body)
+	}
+	w.eventually(30*time.Second, "the status file the pull request links served by Gitea", func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, link[1], nil)
+		if err != nil {
+			return false, err
+		}
+		req.SetBasicAuth(s.Admin.Name, s.Admin.Password)
+		resp, err := s.HTTPClient().Do(req)
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		page, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(page), "awaitingApproval"), nil
+	})
 	statusIs := func(sha string, want forge.StatusState) {
 		t.Helper()
 		w.eventually(60*time.Second, "the pull request's status "+string(want), func(ctx context.Context) (bool, error) {
