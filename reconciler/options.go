@@ -20,10 +20,6 @@ type Options struct {
 	Concurrent int
 	// LuaConfigMap names the ConfigMap in Namespace with user Lua scripts.
 	LuaConfigMap string
-	// NotificationsConfigMap and NotificationsSecret name the
-	// notifications' configuration in Namespace (docs/notifications.md);
-	// an empty ConfigMap name sends none.
-	NotificationsConfigMap, NotificationsSecret string
 	// WebhookService is the Service in front of the webhook server
 	// (in-cluster registration); WebhookURL, when set, is registered instead
 	// (a controller running as a local process).

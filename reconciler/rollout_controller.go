@@ -20,7 +20,6 @@ import (
 	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/reconciler/analysis"
 	"github.com/rollgate/rollgate/reconciler/gitsource"
-	"github.com/rollgate/rollgate/reconciler/notify"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
 	"github.com/rollgate/rollgate/traffic"
@@ -85,9 +84,6 @@ type RolloutReconciler struct {
 	Scripts *luascripts.Library
 	// Jobs runs the Job checks of analyses; nil refuses them.
 	Jobs *analysis.JobProvider
-	// Notifier sends the notifications of a release's transitions; nil
-	// sends none.
-	Notifier *notify.Notifier
 
 	// repos opens the Repository a Rollout's spec.git names.
 	repos *gitsource.Pool
@@ -125,7 +121,6 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	sc := newScope(ro, r.Options.now())
 	patcher := newStatusPatcher(r.Client, ro, sc.now, r.statusWrites.last(req.NamespacedName))
 	read := ro.ResourceVersion
-	before := notifySnapshots(ro)
 	defer func() {
 		r.updateStatus(sc)
 		err := r.persist(ctx, sc, patcher)
@@ -145,7 +140,6 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		if sc.gitState != nil && sc.git != nil {
 			sc.git.QueueProgress(ctx, r.Client, *sc.gitState)
 		}
-		r.notify(sc, before)
 	}()
 
 	if ro.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(ro, Finalizer) {

@@ -26,7 +26,6 @@ import (
 	"github.com/rollgate/rollgate/reconciler/analysis"
 	"github.com/rollgate/rollgate/reconciler/fluxevents"
 	"github.com/rollgate/rollgate/reconciler/gitsource"
-	"github.com/rollgate/rollgate/reconciler/notify"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/traffic"
 )
@@ -105,16 +104,6 @@ func setup(mgr ctrl.Manager, opts Options, admission client.Reader, scope watchS
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: git,
 		Jobs:         &analysis.JobProvider{Reader: mgr.GetAPIReader(), Logs: analysis.PodLogs(cs)},
 		workloadOpts: []workload.Option{workload.OwnerIndexed()},
-	}
-	if opts.NotificationsConfigMap != "" {
-		r.Notifier = notify.New(notify.Options{
-			Reader: mgr.GetAPIReader(), Namespace: opts.Namespace,
-			ConfigMap: opts.NotificationsConfigMap, Secret: opts.NotificationsSecret,
-			Events: r.notificationEvent, Log: mgr.GetLogger().WithName("notifications"),
-		})
-		if err := mgr.Add(r.Notifier); err != nil {
-			return fmt.Errorf("notifications: %w", err)
-		}
 	}
 	if err := setupWebhook(mgr, opts, admission, scope); err != nil {
 		return err

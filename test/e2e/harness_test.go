@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -61,9 +60,6 @@ type world struct {
 	// log keeps the controller's log; the test prints it when it failed,
 	// after the failure.
 	log *testlog.Buffer
-	// logTee, when set, also receives the whole log of the controllers
-	// started from then on.
-	logTee io.Writer
 }
 
 // newWorld gives the story a namespace of its own on the package's shared
@@ -281,16 +277,12 @@ func controllerOptions(ns, webhookConfig string) reconciler.Options {
 // registering its webhook with a loopback URL.
 func (w *world) startController() {
 	w.t.Helper()
-	var log io.Writer = w.log
-	if w.logTee != nil {
-		log = io.MultiWriter(w.log, w.logTee)
-	}
 	w.stop = inproc.Start(w.t, w.cluster.RESTConfig, w.c, reconciler.ManagerOptions{
 		// A restarted controller registers the same controller name again
 		// in this process' metrics registry.
 		Restartable:       true,
 		WatchOwnNamespace: w.watchOwn,
-	}, w.ctrlOpts, log)
+	}, w.ctrlOpts, w.log)
 }
 
 func (w *world) stopController() {

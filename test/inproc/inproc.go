@@ -28,19 +28,16 @@ import (
 // written every second, plain-HTTP Git allowed.
 func Options(ns, webhookConfig string) reconciler.Options {
 	return reconciler.Options{
-		Namespace:    ns,
-		Concurrent:   2,
-		LuaConfigMap: "rollgate-lua",
-		// The product's defaults: stories without the ConfigMap send none.
-		NotificationsConfigMap: "rollgate-notifications",
-		NotificationsSecret:    "rollgate-notifications",
-		WebhookSecret:          "rollgate-webhook-cert",
-		WebhookConfigName:      webhookConfig,
-		GitWebhookAddr:         "127.0.0.1:0",
-		GitDefaultInterval:     time.Second,
-		GitStatusBranch:        "rollgate/status",
-		GitStatusWindow:        time.Second,
-		GitInsecureHTTP:        true,
+		Namespace:          ns,
+		Concurrent:         2,
+		LuaConfigMap:       "rollgate-lua",
+		WebhookSecret:      "rollgate-webhook-cert",
+		WebhookConfigName:  webhookConfig,
+		GitWebhookAddr:     "127.0.0.1:0",
+		GitDefaultInterval: time.Second,
+		GitStatusBranch:    "rollgate/status",
+		GitStatusWindow:    time.Second,
+		GitInsecureHTTP:    true,
 	}
 }
 

@@ -41,8 +41,6 @@ type Flags struct {
 	watchAllNamespaces bool
 	concurrent         int
 	luaConfigMap       string
-	notifyConfigMap    string
-	notifySecret       string
 	webhookPort        int
 	webhookHost        string
 	webhookConfig      string
@@ -75,8 +73,6 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "Run as one shard of several (Flux's sharding convention): reconcile only the Rollouts and Repositories whose labels match, e.g. \"sharding.fluxcd.io/key in (shard1)\" for a shard and \"!sharding.fluxcd.io/key\" for the main instance; empty: all of them (docs/sharding.md)")
 	fs.BoolVar(&f.watchAllNamespaces, "watch-all-namespaces", true, "Watch every namespace; false: only --namespace (Flux's convention): the controller caches and releases that namespace's Rollouts only, and its webhooks are registered for that namespace only; give each such instance its own --webhook-config-name (docs/namespaced.md)")
 	fs.IntVar(&f.concurrent, "concurrent", 4, "Number of Rollouts reconciled in parallel")
-	fs.StringVar(&f.notifyConfigMap, "notifications-configmap", "rollgate-notifications", "ConfigMap in --namespace with the notification services, triggers, templates and default subscriptions (argoproj notifications-engine format; docs/notifications.md); none sends no notification")
-	fs.StringVar(&f.notifySecret, "notifications-secret", "rollgate-notifications", "Secret in --namespace with the values the notifications ConfigMap names as $key")
 	fs.StringVar(&f.luaConfigMap, "lua-configmap", "rollgate-lua", "ConfigMap in --namespace with user Lua scripts (keys lua.traffic.routing.<Kind>.<group>, lua.traffic.routing.ingress.<class>); they override built-ins of the same key")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server")
 	fs.StringVar(&f.webhookHost, "webhook-bind-host", "", "Host the admission webhook server binds to (e.g. 127.0.0.1 when running outside the cluster)")
@@ -166,23 +162,21 @@ func (f *Flags) validate() error {
 
 func (f *Flags) options() reconciler.Options {
 	return reconciler.Options{
-		Namespace:              f.namespace,
-		Concurrent:             f.concurrent,
-		LuaConfigMap:           f.luaConfigMap,
-		NotificationsConfigMap: f.notifyConfigMap,
-		NotificationsSecret:    f.notifySecret,
-		WebhookService:         f.webhookService,
-		WebhookSecret:          f.webhookSecret,
-		WebhookURL:             f.webhookURL,
-		WebhookHost:            f.webhookHost,
-		WebhookPort:            f.webhookPort,
-		WebhookConfigName:      f.webhookConfig,
-		WebhookTimeoutSeconds:  int32(f.webhookTimeout),
-		GitWebhookAddr:         f.gitWebhookAddr,
-		GitDefaultInterval:     f.gitDefaultInterval,
-		GitStatusBranch:        f.gitStatusBranch,
-		GitStatusWindow:        f.gitStatusWindow,
-		EventsAddr:             f.eventsAddr,
-		GitInsecureHTTP:        f.gitInsecureHTTP,
+		Namespace:             f.namespace,
+		Concurrent:            f.concurrent,
+		LuaConfigMap:          f.luaConfigMap,
+		WebhookService:        f.webhookService,
+		WebhookSecret:         f.webhookSecret,
+		WebhookURL:            f.webhookURL,
+		WebhookHost:           f.webhookHost,
+		WebhookPort:           f.webhookPort,
+		WebhookConfigName:     f.webhookConfig,
+		WebhookTimeoutSeconds: int32(f.webhookTimeout),
+		GitWebhookAddr:        f.gitWebhookAddr,
+		GitDefaultInterval:    f.gitDefaultInterval,
+		GitStatusBranch:       f.gitStatusBranch,
+		GitStatusWindow:       f.gitStatusWindow,
+		EventsAddr:            f.eventsAddr,
+		GitInsecureHTTP:       f.gitInsecureHTTP,
 	}
 }
