@@ -81,8 +81,9 @@ type Cluster struct {
 
 	// BootWait is how long Create waited for other clusters on the
 	// machine to come up first (see bootLock); Boot is how long this one
-	// then took to come up.
+	// then took to come up, and steps when each step of it ended.
 	BootWait, Boot time.Duration
+	steps          bootSteps
 
 	kwokctl string
 }
@@ -117,8 +118,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatalf("create kwok cluster: %v", err)
 	}
-	t.Logf("kwok cluster %s up in %v (after %v waiting for other clusters to come up)",
-		c.Name, c.Boot.Round(100*time.Millisecond), c.BootWait.Round(100*time.Millisecond))
+	t.Logf("kwok cluster %s up in %v (after %v waiting for other clusters to come up): %s",
+		c.Name, c.Boot.Round(100*time.Millisecond), c.BootWait.Round(100*time.Millisecond), c.steps)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("kwok cluster %s logs:\n%s", c.Name, c.LogTails(20))
@@ -166,14 +167,15 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 		BootWait:   bootWait,
 		kwokctl:    bins["kwokctl"],
 	}
-	bootStart := time.Now()
-	defer func() { c.Boot = time.Since(bootStart) }()
+	c.steps.start = time.Now()
+	defer func() { c.Boot = time.Since(c.steps.start) }()
 	if err := c.create(ctx, bins, opts); err != nil {
 		logs := c.LogTails(10)
 		if delErr := c.Delete(); delErr != nil {
 			err = errors.Join(err, delErr)
 		}
-		return nil, fmt.Errorf("%w\n%s", err, logs)
+		return nil, fmt.Errorf("%w\nthe boot so far, after %v waiting for other clusters: %s\n%s",
+			err, bootWait.Round(100*time.Millisecond), c.steps, logs)
 	}
 	return c, nil
 }
@@ -197,8 +199,17 @@ func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Optio
 	if _, err := c.run(ctx, args...); err != nil {
 		return err
 	}
+	c.steps.mark("components started and the API server ready")
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
 	if err != nil {
+		return err
+	}
+	// The kubeconfig names its certificate files; with files, client-go
+	// starts a goroutine per client that reloads them and, once Delete
+	// removed them, logs "Loading client cert failed" until the test
+	// process exits. The cluster's certificates never change: read them
+	// once.
+	if err := rest.LoadTLSFiles(cfg); err != nil {
 		return err
 	}
 	cfg.QPS, cfg.Burst = 200, 400
@@ -221,8 +232,28 @@ func (c *Cluster) create(ctx context.Context, bins map[string]string, opts Optio
 		if _, err := c.run(ctx, "scale", "node", "--replicas", strconv.Itoa(opts.Nodes)); err != nil {
 			return err
 		}
+		c.steps.mark(fmt.Sprintf("nodes scaled to %d", opts.Nodes))
 	}
 	return nil
+}
+
+// bootSteps records when each step of a cluster's boot ended, for the log
+// and for the message of a boot that failed: on a loaded machine it says
+// which step took the time.
+type bootSteps struct {
+	start time.Time
+	steps []string
+}
+
+func (b *bootSteps) mark(step string) {
+	b.steps = append(b.steps, fmt.Sprintf("%s at %v", step, time.Since(b.start).Round(100*time.Millisecond)))
+}
+
+func (b bootSteps) String() string {
+	if len(b.steps) == 0 {
+		return "no step ended"
+	}
+	return strings.Join(b.steps, ", ")
 }
 
 // probeDeployment is the Deployment awaitControllers creates to see
@@ -266,14 +297,18 @@ func (c *Cluster) awaitControllers(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("creating the Deployment %s that shows kube-controller-manager at work: %w (last error: %v)", probeDeployment, err, last)
 	}
-	const revivals = 2
+	c.steps.mark("first write accepted")
+	// A revive restarts the dead component alone, in well under a second;
+	// one that keeps exiting says so after a few.
+	const revivals = 5
 	revived := 0
 	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if dead := c.deadComponents(); len(dead) > 0 {
 			if revived == revivals {
-				return false, fmt.Errorf("%s exited again after %d restarts of the cluster", strings.Join(dead, ", "), revived)
+				return false, fmt.Errorf("%s exited again after %d restarts", strings.Join(dead, ", "), revived)
 			}
 			revived++
+			c.steps.mark("restarting " + strings.Join(dead, ", "))
 			return false, c.revive(ctx)
 		}
 		var d appsv1.Deployment
@@ -286,6 +321,7 @@ func (c *Cluster) awaitControllers(ctx context.Context) error {
 		return fmt.Errorf("kube-controller-manager never observed the Deployment %s (dead components: %v): %w",
 			probeDeployment, c.deadComponents(), err)
 	}
+	c.steps.mark("controllers at work")
 	background := metav1.DeletePropagationBackground
 	if err := cl.Delete(ctx, probe, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the Deployment %s: %w", probeDeployment, err)
@@ -293,27 +329,44 @@ func (c *Cluster) awaitControllers(ctx context.Context) error {
 	return nil
 }
 
-// revive restarts the cluster's components when one of them exited while
-// the cluster came up (awaitControllers calls it). kube-controller-manager waits 20 s for the API
-// server's /healthz and exits when it is not healthy by then, which happens
-// on a loaded machine (seen at load 30 on 2 cores); kwokctl does not restart
-// it, and the cluster then serves the API but never creates a pod. The
-// data stays: only the processes are restarted.
+// revive restarts the components that exited while the cluster came up
+// (awaitControllers calls it), and only those: the API server and etcd
+// keep running, so a revive costs the dead component's own start, not a
+// second boot of the cluster. kube-controller-manager waits 10 s for the
+// API server's /healthz and exits when it is not healthy by then, which
+// happens on a loaded machine (seen at load 30 on 2 cores); kwokctl does not
+// restart it, and the cluster then serves the API but never creates a pod.
+//
+// `kwokctl start cluster` starts each component whose recorded process is
+// not running, but it asks with signal 0, to which a zombie answers: the
+// machines this runs on have a PID 1 that does not reap orphans, so an
+// exited component stays a zombie and kwokctl would start nothing. Removing
+// the dead component's pid file first makes kwokctl start it, alone. (Until
+// 2026-11-29 revive stopped and started the whole cluster, and in the
+// fresh-clone run at 084a5f0 the second boot of the API server on a loaded
+// machine ran out of the time Create allows.)
 func (c *Cluster) revive(ctx context.Context) error {
 	dead := c.deadComponents()
 	if len(dead) == 0 {
 		return nil
 	}
-	if _, err := c.run(ctx, "stop", "cluster"); err != nil {
-		return fmt.Errorf("%s exited as the cluster came up; stopping it for a restart: %w", strings.Join(dead, ", "), err)
+	for _, name := range dead {
+		if err := os.Remove(c.pidFile(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s exited as the cluster came up; removing its pid file for a restart: %w", name, err)
+		}
 	}
 	if _, err := c.run(ctx, "start", "cluster"); err != nil {
 		return fmt.Errorf("%s exited as the cluster came up; restarting it: %w", strings.Join(dead, ", "), err)
 	}
 	if again := c.deadComponents(); len(again) > 0 {
-		return fmt.Errorf("%s exited again after a restart of the cluster", strings.Join(again, ", "))
+		return fmt.Errorf("%s exited again right after a restart", strings.Join(again, ", "))
 	}
 	return nil
+}
+
+// pidFile is where kwokctl records the process id of the named component.
+func (c *Cluster) pidFile(name string) string {
+	return filepath.Join(c.Workdir, "clusters", c.Name, "pids", name+".pid")
 }
 
 // deadComponents names the components whose recorded process is gone.
@@ -502,16 +555,23 @@ options:
 		componentsPatches(qps)
 }
 
-// componentsPatches is the componentsPatches section: kube-controller-manager
-// and kube-scheduler run without leader election, and with client limits of
-// qps (burst 2×qps) when qps is above 0 (kwokctl sets neither flag itself).
+// componentsPatches is the componentsPatches section: etcd does not fsync,
+// kube-controller-manager and kube-scheduler run without leader election,
+// and with client limits of qps (burst 2×qps) when qps is above 0 (kwokctl
+// sets neither flag itself).
+//
+// A test cluster lives for one test and its data is thrown away, so etcd's
+// fsync of every write protects nothing; on a machine whose disk is busy
+// (a real node pulling images beside it, the Go build cache) each fsync can
+// take long enough to slow the API server's boot, which writes hundreds of
+// objects.
 //
 // Leader election is for replicas; a cluster has one of each. With it, a
 // component that cannot renew its lease within 10 s (an API server slowed by
 // a loaded machine) exits, and kwokctl does not restart it: a cluster whose
 // controller manager died creates no pod for a new Deployment.
 func componentsPatches(qps int) string {
-	s := "componentsPatches:\n"
+	s := "componentsPatches:\n- name: etcd\n  extraArgs:\n  - {key: unsafe-no-fsync, value: \"true\"}\n"
 	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
 		s += fmt.Sprintf("- name: %s\n  extraArgs:\n  - {key: leader-elect, value: \"false\"}\n", name)
 		if qps > 0 {
