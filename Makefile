@@ -30,10 +30,11 @@ help: ## List every target
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-20s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build the CLI into bin/rollgate (and bin/kubectl-rollgate) and the controller into bin/rollgate-controller
+build: ## Build the CLI into bin/rollgate (and bin/kubectl-rollgate), the controller into bin/rollgate-controller and the notifier into bin/rollgate-notifier
 	$(call tools-progress,rollgate,go build -o $(BIN)/rollgate ./cmd/rollgate)
 	ln -sf rollgate $(BIN)/kubectl-rollgate
 	$(call tools-progress,rollgate-controller,go build -o $(BIN)/rollgate-controller ./cmd/rollgate-controller)
+	$(call tools-progress,rollgate-notifier,go build -o $(BIN)/rollgate-notifier ./cmd/rollgate-notifier)
 
 $(CONTROLLER_GEN): $(TOOLS_STAMPS)/controller-gen
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

@@ -168,6 +168,8 @@ type Rollout struct {
 	Namespace string
 	// Labels, a YAML flow mapping ({shard: a}); none when empty.
 	Labels string
+	// Annotations, a YAML flow mapping; none when empty.
+	Annotations string
 	// BlueGreen releases with strategy.blueGreen instead of canary.
 	BlueGreen bool
 	// Steps are the strategy's steps, each a YAML flow mapping:
@@ -188,6 +190,9 @@ func (r Rollout) YAML() string {
 	meta := metadata(r.Namespace, r.Name)
 	if r.Labels != "" {
 		meta = strings.TrimSuffix(meta, "}") + ", labels: " + r.Labels + "}"
+	}
+	if r.Annotations != "" {
+		meta = strings.TrimSuffix(meta, "}") + ", annotations: " + r.Annotations + "}"
 	}
 	strategy := "canary"
 	if r.BlueGreen {
