@@ -44,7 +44,8 @@ $(TOOLS_STAMPS)/controller-gen: .tools-force
 	$(call tools-stamp,$@,controller-gen $(CONTROLLER_GEN_VERSION))
 
 # The controller image: the static controller binary (cmd/rollgate-controller,
-# its entrypoint; the CLI is not in it), Debian's CA bundle, a passwd entry for
+# its entrypoint; the CLI is not in it) and the notifier beside it
+# (cmd/rollgate-notifier, the chart's notifications.enabled), Debian's CA bundle, a passwd entry for
 # the non-root uid 65532 and OCI labels, FROM scratch, written as a
 # docker-save tarball by bin/mkimage (go-containerregistry; no registry, no
 # daemon). Times are the commit's, so a commit always gives the same digest.
@@ -58,7 +59,8 @@ IMAGE_TAR ?= $(BIN)/rollgate-image.tar
 .PHONY: image
 image: $(BIN)/mkimage ## Build the controller image into bin/rollgate-image.tar (load: ctr -n k8s.io images import, docker load)
 	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(BIN)/image/rollgate-controller ./cmd/rollgate-controller
-	$(BIN)/mkimage -binary $(BIN)/image/rollgate-controller -path /rollgate-controller -tag $(IMAGE_REPOSITORY):$(IMAGE_VERSION) \
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(BIN)/image/rollgate-notifier ./cmd/rollgate-notifier
+	$(BIN)/mkimage -binary $(BIN)/image/rollgate-controller -path /rollgate-controller -add /rollgate-notifier=$(BIN)/image/rollgate-notifier -tag $(IMAGE_REPOSITORY):$(IMAGE_VERSION) \
 		-user 65532 -ca /etc/ssl/certs/ca-certificates.crt -created $(IMAGE_CREATED) \
 		-label org.opencontainers.image.version=$(IMAGE_VERSION) -label org.opencontainers.image.revision=$(IMAGE_REVISION) \
 		-label org.opencontainers.image.source=$(IMAGE_SOURCE) -o $(IMAGE_TAR)
@@ -82,17 +84,17 @@ SOURCE_DATE_EPOCH ?= $(IMAGE_CREATED)
 .PHONY: dist
 dist: $(BIN)/mkimage ## Build the release artifacts into bin/dist: multi-arch image (OCI layout), CLIs, krew manifest, SBOMs, SHA256SUMS, signatures (docs/verify.md)
 	rm -rf $(DIST_DIR) && mkdir -p $(DIST_DIR)
-	@set -e; for p in $(DIST_IMAGE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; echo "dist: building rollgate-controller $$os/$$arch ($$(date +%T))"; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '-s -w' -o $(DIST_DIR)/rollgate-controller-$$os-$$arch ./cmd/rollgate-controller; done
+	@set -e; for p in $(DIST_IMAGE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; for b in rollgate-controller rollgate-notifier; do echo "dist: building $$b $$os/$$arch ($$(date +%T))"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '-s -w' -o $(DIST_DIR)/$$b-$$os-$$arch ./cmd/$$b; done; done
 	@set -e; for p in $(DIST_CLI_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; echo "dist: building rollgate $$os/$$arch ($$(date +%T))"; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '-s -w' -o $(DIST_DIR)/rollgate-$$os-$$arch ./cmd/rollgate; done
-	$(BIN)/mkimage -layout $(DIST_DIR)/image $(foreach p,$(DIST_IMAGE_PLATFORMS),-binary $(DIST_DIR)/rollgate-controller-$(subst /,-,$(p))) \
+	$(BIN)/mkimage -layout $(DIST_DIR)/image $(foreach p,$(DIST_IMAGE_PLATFORMS),-binary $(DIST_DIR)/rollgate-controller-$(subst /,-,$(p)) -add /rollgate-notifier=$(DIST_DIR)/rollgate-notifier-$(subst /,-,$(p))) \
 		-path /rollgate-controller -tag $(IMAGE_REPOSITORY):$(IMAGE_VERSION) \
 		-user 65532 -ca /etc/ssl/certs/ca-certificates.crt -created $(SOURCE_DATE_EPOCH) \
 		-label org.opencontainers.image.version=$(IMAGE_VERSION) -label org.opencontainers.image.revision=$(IMAGE_REVISION) \
 		-label org.opencontainers.image.source=$(IMAGE_SOURCE)
 	go run ./test/tools/dist -dir $(DIST_DIR) -key $(DIST_KEY) -version $(IMAGE_VERSION) -created $(SOURCE_DATE_EPOCH) -image image \
-		$(foreach p,$(DIST_CLI_PLATFORMS),-cli rollgate-$(subst /,-,$(p))) $(foreach p,$(DIST_IMAGE_PLATFORMS),-binary rollgate-controller-$(subst /,-,$(p)))
+		$(foreach p,$(DIST_CLI_PLATFORMS),-cli rollgate-$(subst /,-,$(p))) $(foreach p,$(DIST_IMAGE_PLATFORMS),-binary rollgate-controller-$(subst /,-,$(p)) -binary rollgate-notifier-$(subst /,-,$(p)))
 	@cd $(DIST_DIR) && echo "dist: $$(cat image-index.digest) in $(DIST_DIR)/image; verify with docs/verify.md" && sha256sum --quiet -c SHA256SUMS
 
 .PHONY: generate

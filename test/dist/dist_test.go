@@ -57,7 +57,8 @@ type descriptor struct {
 
 // TestDistArtifactsVerify: make dist builds an OCI layout whose image
 // index names a linux/amd64 and a linux/arm64 image, each holding a
-// controller binary of its architecture; SHA256SUMS lists every file with
+// controller and the notifier binaries of its architecture (the notifier
+// added with -add); SHA256SUMS lists every file with
 // its true digest; the signatures of SHA256SUMS and of the image index
 // verify with rollgate.pub and fail for a changed file; every binary has a
 // CycloneDX SBOM naming its modules; the krew manifest names each archive
@@ -114,8 +115,10 @@ func TestDistArtifactsVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 		machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[m.Platform.Architecture]
-		if got := controllerMachine(t, manifest.Layers, blob); got != machine {
-			t.Errorf("image %s: rollgate-controller is an ELF for %v, want %v", p, got, machine)
+		for _, bin := range []string{"rollgate-controller", "rollgate-notifier"} {
+			if got := binaryMachine(t, bin, manifest.Layers, blob); got != machine {
+				t.Errorf("image %s: %s is an ELF for %v, want %v", p, bin, got, machine)
+			}
 		}
 	}
 	slices.Sort(platforms)
@@ -138,6 +141,7 @@ func TestDistArtifactsVerify(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"rollgate-linux-arm64", "rollgate-controller-linux-amd64", "rollgate-controller-linux-arm64",
+		"rollgate-notifier-linux-amd64", "rollgate-notifier-linux-arm64", "rollgate-notifier-linux-arm64.cdx.json",
 		"rollgate-linux-arm64.cdx.json", "kubectl-rollgate-linux-arm64.tar.gz", "plugin.yaml", "rollgate.pub", "image-index.digest", "image/index.json"} {
 		if sums[name] == "" {
 			t.Errorf("SHA256SUMS does not list %s", name)
@@ -169,7 +173,7 @@ func TestDistArtifactsVerify(t *testing.T) {
 	}
 
 	// Each binary has its SBOM, naming the modules linked in.
-	for _, bin := range []string{"rollgate-linux-arm64", "rollgate-controller-linux-amd64", "rollgate-controller-linux-arm64"} {
+	for _, bin := range []string{"rollgate-linux-arm64", "rollgate-controller-linux-amd64", "rollgate-controller-linux-arm64", "rollgate-notifier-linux-amd64"} {
 		var bom struct {
 			BOMFormat  string `json:"bomFormat"`
 			Components []struct {
@@ -213,9 +217,9 @@ func TestDistArtifactsVerify(t *testing.T) {
 	}
 }
 
-// controllerMachine reads the rollgate-controller binary out of an image's
-// layers and returns its ELF machine.
-func controllerMachine(t *testing.T, layers []descriptor, blob func(string) []byte) elf.Machine {
+// binaryMachine reads the binary at /name out of an image's layers and
+// returns its ELF machine.
+func binaryMachine(t *testing.T, name string, layers []descriptor, blob func(string) []byte) elf.Machine {
 	t.Helper()
 	for _, l := range layers {
 		var r io.Reader = bytes.NewReader(blob(l.Digest))
@@ -235,7 +239,7 @@ func controllerMachine(t *testing.T, layers []descriptor, blob func(string) []by
 			if err != nil {
 				t.Fatalf("layer %s: %v", l.Digest, err)
 			}
-			if strings.TrimPrefix(h.Name, "/") != "rollgate-controller" {
+			if strings.TrimPrefix(h.Name, "/") != name {
 				continue
 			}
 			data, err := io.ReadAll(tr)
@@ -244,11 +248,11 @@ func controllerMachine(t *testing.T, layers []descriptor, blob func(string) []by
 			}
 			f, err := elf.NewFile(bytes.NewReader(data))
 			if err != nil {
-				t.Fatalf("rollgate-controller in layer %s: %v", l.Digest, err)
+				t.Fatalf("%s in layer %s: %v", name, l.Digest, err)
 			}
 			return f.Machine
 		}
 	}
-	t.Fatal(fmt.Sprintf("no rollgate-controller in the image's %d layers", len(layers)))
+	t.Fatal(fmt.Sprintf("no %s in the image's %d layers", name, len(layers)))
 	return 0
 }

@@ -8,8 +8,10 @@
 // binary that is not a static linux amd64 or arm64 ELF is refused, so an
 // image can never be labelled with another architecture than it runs.
 //
-// The layer holds one static binary, and optionally Debian's CA bundle and a
-// passwd/group entry for a non-root numeric user. Every timestamp is the
+// The layer holds one static binary, its entrypoint, the binaries -add
+// puts beside it (each in the image of its own architecture), and
+// optionally Debian's CA bundle and a passwd/group entry for a non-root
+// numeric user. Every timestamp is the
 // -created time and every owner is root, so the same inputs give the same
 // digest.
 //
@@ -17,6 +19,8 @@
 //	      -user 65532 -ca /etc/ssl/certs/ca-certificates.crt -created 1700000000 \
 //	      -label org.opencontainers.image.version=dev -o bin/rollgate-image.tar
 //	image -binary bin/amd64/rollgate -binary bin/arm64/rollgate -path /rollgate \
+//	      -add /rollgate-notifier=bin/amd64/rollgate-notifier \
+//	      -add /rollgate-notifier=bin/arm64/rollgate-notifier \
 //	      -tag ghcr.io/rollgate/rollgate:dev -created 1700000000 -layout bin/dist/image
 package main
 
@@ -63,8 +67,25 @@ func (b *binaries) String() string { return strings.Join(*b, ",") }
 
 func (b *binaries) Set(s string) error { *b = append(*b, s); return nil }
 
+// added are the -add binaries: path in the image and file.
+type added []addedBinary
+
+type addedBinary struct{ path, file string }
+
+func (a *added) String() string { return fmt.Sprint(*a) }
+
+func (a *added) Set(s string) error {
+	p, f, ok := strings.Cut(s, "=")
+	if !ok || !strings.HasPrefix(p, "/") || f == "" {
+		return fmt.Errorf("-add %q: want /path/in/image=binary", s)
+	}
+	*a = append(*a, addedBinary{path: p, file: f})
+	return nil
+}
+
 type options struct {
 	binaries                      binaries
+	added                         added
 	path, tag, out, layoutDir, ca string
 	user                          int
 	created                       int64
@@ -77,6 +98,7 @@ func main() {
 	var args string
 	flag.Var(&o.binaries, "binary", "static linux binary to put in the image (required; repeatable with -layout, one image per architecture)")
 	flag.StringVar(&o.path, "path", "", "its path in the image, also the entrypoint (required, e.g. /rollgate)")
+	flag.Var(&o.added, "add", "/path=binary: another static linux binary, put at /path in the image of its architecture; repeatable (each image needs every path once)")
 	flag.StringVar(&o.tag, "tag", "", "image reference written into the tarball (required)")
 	flag.StringVar(&o.out, "o", "", "output docker-save tarball of the one -binary's image (this or -layout)")
 	flag.StringVar(&o.layoutDir, "layout", "", "output OCI image layout directory, replaced, holding an image index of every -binary's image (this or -o)")
@@ -196,8 +218,12 @@ func build(o options, binary string, oci bool) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	extra, err := addedFor(o, arch)
+	if err != nil {
+		return nil, err
+	}
 	created := time.Unix(o.created, 0).UTC()
-	layerData, err := layerTar(o, binary, created)
+	layerData, err := layerTar(o, binary, extra, created)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +280,43 @@ func build(o options, binary string, oci bool) (v1.Image, error) {
 	return img, nil
 }
 
+// addedFor picks the -add binaries of one architecture: every path given
+// must have exactly one binary of it.
+func addedFor(o options, arch string) ([]entry, error) {
+	paths := map[string]bool{}
+	byPath := map[string]addedBinary{}
+	for _, a := range o.added {
+		paths[a.path] = true
+		if a.path == o.path {
+			return nil, fmt.Errorf("-add %s=%s: %s is the entrypoint's path", a.path, a.file, a.path)
+		}
+		aa, err := architecture(a.file)
+		if err != nil {
+			return nil, err
+		}
+		if aa != arch {
+			continue
+		}
+		if prev, ok := byPath[a.path]; ok {
+			return nil, fmt.Errorf("-add %s: %s and %s are both %s", a.path, prev.file, a.file, arch)
+		}
+		byPath[a.path] = a
+	}
+	var out []entry
+	for p := range paths {
+		a, ok := byPath[p]
+		if !ok {
+			return nil, fmt.Errorf("-add %s: no %s binary given for the %s image", p, arch, arch)
+		}
+		data, err := os.ReadFile(a.file)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, entry{name: strings.TrimPrefix(p, "/"), mode: 0o755, data: data})
+	}
+	return out, nil
+}
+
 // entry is one file of the layer.
 type entry struct {
 	name string
@@ -263,12 +326,12 @@ type entry struct {
 }
 
 // layerTar writes the layer in a fixed order with fixed owners and times.
-func layerTar(o options, binary string, created time.Time) ([]byte, error) {
+func layerTar(o options, binary string, extra []entry, created time.Time) ([]byte, error) {
 	bin, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, err
 	}
-	entries := []entry{{name: strings.TrimPrefix(o.path, "/"), mode: 0o755, data: bin}}
+	entries := append([]entry{{name: strings.TrimPrefix(o.path, "/"), mode: 0o755, data: bin}}, extra...)
 	if o.ca != "" {
 		ca, err := os.ReadFile(o.ca)
 		if err != nil {
