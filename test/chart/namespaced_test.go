@@ -3,7 +3,12 @@ package chart
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,15 +28,37 @@ import (
 // namespace, under a Rollout too, is never touched by the controller and
 // its new version rolls out as it would without rollgate; and the
 // controller is refused no request: nothing it does needs more than the
-// chart grants.
+// chart grants. The chart's notifier (notifications.enabled) runs the same
+// way, with its own ServiceAccount: it tells a webhook receiver of both
+// gates and of the release, and is refused no request either.
 func TestNamespacedChartReleases(t *testing.T) {
 	t.Parallel()
 	s := newUpgradeStory(t)
 	bin := buildCurrentController(t)
+	notifierBin := buildCurrent(t, "rollgate-notifier")
 	s.apply(namespaceYAML)
-	s.helm("install", release, chartDir(), "-n", appNS, "--set", "replicaCount=1", "--set", "watchAllNamespaces=false", "--wait", "--timeout=2m")
+	s.helm("install", release, chartDir(), "-n", appNS, "--set", "replicaCount=1", "--set", "watchAllNamespaces=false",
+		"--set", "notifications.enabled=true", "--wait", "--timeout=2m")
 	ctrl := chartrun.StartT(t, chartrun.Options{Kubeconfig: s.cluster.Kubeconfig, Namespace: appNS, Deployment: controller, Binary: bin})
 	s.ctrl = ctrl
+	told := &receiver{}
+	hook := httptest.NewServer(told)
+	t.Cleanup(hook.Close)
+	s.apply(fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: rollgate-notifications, namespace: %s}
+data:
+  service.webhook.receiver: |
+    url: %s
+  subscriptions: |
+    - recipients: [receiver]
+      triggers: [on-gate-waiting, on-released]
+`, appNS, hook.URL))
+	notifier := chartrun.StartT(t, chartrun.Options{Kubeconfig: s.cluster.Kubeconfig, Namespace: appNS,
+		Deployment: controller + "-notifier", Container: chartrun.NotifierName, Binary: notifierBin})
+	if args := strings.Join(notifier.Args(), " "); !strings.Contains(args, "--watch-all-namespaces=false") || !strings.Contains(args, "--notifications-configmap=rollgate-notifications") {
+		t.Fatalf("notifier run without the chart's flags: %v", notifier.Args())
+	}
 	if args := strings.Join(ctrl.Args(), " "); !strings.Contains(args, "--watch-all-namespaces=false") || !strings.Contains(args, "--webhook-config-name="+controller+"-"+appNS) {
 		t.Fatalf("controller run without the chart's namespaced flags: %v", ctrl.Args())
 	}
@@ -75,5 +102,36 @@ func TestNamespacedChartReleases(t *testing.T) {
 		t.Errorf("the namespaced controller of %s touched %s: Rollout finalizers %v, status %+v; Deployment labels %v, paused %t",
 			appNS, outlet, ro.Finalizers, ro.Status, d.Labels, d.Spec.Paused)
 	}
-	s.assertNoForbidden(ctrl)
+	s.until(30*time.Second, "both gates and the release told", func() (bool, string) {
+		got := told.got()
+		return len(got) >= 3, strings.Join(got, " | ")
+	})
+	want := []string{
+		fmt.Sprintf("%s/web: step 1 of 3 of %s waits for approval.", appNS, canary),
+		fmt.Sprintf("%s/web: step 2 of 3 of %s waits for approval.", appNS, canary),
+		fmt.Sprintf("%s/web: %s is released.", appNS, canary),
+	}
+	if got := told.got(); !slices.Equal(got, want) {
+		t.Errorf("the receiver was told:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	s.assertNoForbidden(ctrl, notifier)
+}
+
+// receiver keeps the body of every request it gets.
+type receiver struct {
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (r *receiver) ServeHTTP(_ http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bodies = append(r.bodies, string(body))
+}
+
+func (r *receiver) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.bodies)
 }

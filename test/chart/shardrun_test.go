@@ -102,11 +102,18 @@ func reports(t *testing.T, c *chartrun.Controller, name string) bool {
 // (bin/rollgate-controller may predate the flags the chart now passes).
 func buildCurrentController(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "rollgate-controller")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rollgate-controller")
+	return buildCurrent(t, "rollgate-controller")
+}
+
+// buildCurrent builds ./cmd/<name> into the test's temporary folder: a
+// story runs the code under test, whatever bin/ holds.
+func buildCurrent(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = repo.Root()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/rollgate-controller: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
 	}
 	return bin
 }

@@ -37,9 +37,27 @@ import (
 	"github.com/rollgate/rollgate/test/repo"
 )
 
-// ContainerName is the name of the controller container in the chart's
-// Deployment.
-const ContainerName = "controller"
+// The containers of the chart's Deployments that chartrun runs: the
+// controller (the image's entrypoint) and the notifier (command
+// /rollgate-notifier, the chart's notifications.enabled).
+const (
+	ContainerName = "controller"
+	NotifierName  = "notifier"
+)
+
+// role is what chartrun knows of one container: the command it must set
+// (none: the entrypoint), the binary under bin/ that command runs, and
+// whether it serves the admission and Git webhooks.
+type role struct {
+	command  string
+	binary   string
+	webhooks bool
+}
+
+var roles = map[string]role{
+	ContainerName: {binary: "rollgate-controller", webhooks: true},
+	NotifierName:  {command: "/rollgate-notifier", binary: "rollgate-notifier"},
+}
 
 // How long Start waits for the health endpoint, and Stop for the process
 // to exit after SIGTERM before it kills it.
@@ -52,8 +70,9 @@ const (
 type Options struct {
 	Kubeconfig string   // admin kubeconfig of the (kwok) cluster
 	Namespace  string   // the release namespace
-	Deployment string   // name of the chart's controller Deployment, e.g. "rollgate"
-	Binary     string   // controller binary; default <repo>/bin/rollgate-controller
+	Deployment string   // name of the chart's Deployment, e.g. "rollgate"
+	Container  string   // its container to run: ContainerName (default) or NotifierName
+	Binary     string   // binary; default <repo>/bin/rollgate-controller (rollgate-notifier for the notifier)
 	ExtraArgs  []string // appended after the chart's args
 	LogPath    string   // file the controller writes to; default in a temp dir
 }
@@ -93,8 +112,15 @@ func Start(ctx context.Context, o Options) (*Controller, error) {
 	if o.Kubeconfig == "" || o.Namespace == "" || o.Deployment == "" {
 		return nil, errors.New("chartrun: Kubeconfig, Namespace and Deployment are required")
 	}
+	if o.Container == "" {
+		o.Container = ContainerName
+	}
+	r, ok := roles[o.Container]
+	if !ok {
+		return nil, fmt.Errorf("chartrun: container %q: want %s or %s", o.Container, ContainerName, NotifierName)
+	}
 	if o.Binary == "" {
-		o.Binary = filepath.Join(repo.Root(), "bin", "rollgate-controller")
+		o.Binary = filepath.Join(repo.Root(), "bin", r.binary)
 	}
 	if _, err := os.Stat(o.Binary); err != nil {
 		return nil, fmt.Errorf("chartrun: controller binary: %w (make build)", err)
@@ -104,7 +130,7 @@ func Start(ctx context.Context, o Options) (*Controller, error) {
 		return nil, err
 	}
 	podName := podLikeName(o.Deployment)
-	spec, err := containerSpec(dep, o.Namespace, podName)
+	spec, err := containerSpec(dep, o.Container, o.Namespace, podName)
 	if err != nil {
 		return nil, fmt.Errorf("chartrun: Deployment %s/%s: %w", o.Namespace, o.Deployment, err)
 	}
@@ -112,14 +138,14 @@ func Start(ctx context.Context, o Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := start(ctx, o, spec, dir)
+	c, err := start(ctx, o, r, spec, dir)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	return c, nil
 }
 
-func start(ctx context.Context, o Options, spec container, dir string) (*Controller, error) {
+func start(ctx context.Context, o Options, r role, spec container, dir string) (*Controller, error) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := writeImpersonating(o.Kubeconfig, kubeconfig, o.Namespace, spec.serviceAccount); err != nil {
 		return nil, err
@@ -132,7 +158,7 @@ func start(ctx context.Context, o Options, spec container, dir string) (*Control
 		return nil, err
 	}
 	p := ports{webhook: free[0], metrics: free[1], health: free[2], gitPush: free[3]}
-	args := override(append(append([]string{}, spec.args...), o.ExtraArgs...), localFlags(kubeconfig, p))
+	args := override(append(append([]string{}, spec.args...), o.ExtraArgs...), localFlags(kubeconfig, p, r.webhooks))
 	logPath := o.LogPath
 	if logPath == "" {
 		logDir, err := os.MkdirTemp("", "rollgate-chartrun-log-*")
@@ -166,18 +192,23 @@ func start(ctx context.Context, o Options, spec container, dir string) (*Control
 }
 
 // localFlags are the flags a process off-cluster must set differently from
-// the chart: the impersonating kubeconfig, and loopback ports and a
-// loopback webhook URL the API server calls.
-func localFlags(kubeconfig string, p ports) []flagValue {
-	return []flagValue{
+// the chart: the impersonating kubeconfig, loopback ports, and for a
+// process serving webhooks a loopback webhook URL the API server calls.
+func localFlags(kubeconfig string, p ports, webhooks bool) []flagValue {
+	flags := []flagValue{
 		{"kubeconfig", kubeconfig},
-		{"webhook-url", fmt.Sprintf("https://127.0.0.1:%d", p.webhook)},
-		{"webhook-bind-host", "127.0.0.1"},
-		{"webhook-port", fmt.Sprint(p.webhook)},
 		{"metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", p.metrics)},
 		{"health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", p.health)},
-		{"git-webhook-bind-address", fmt.Sprintf("127.0.0.1:%d", p.gitPush)},
 	}
+	if webhooks {
+		flags = append(flags,
+			flagValue{"webhook-url", fmt.Sprintf("https://127.0.0.1:%d", p.webhook)},
+			flagValue{"webhook-bind-host", "127.0.0.1"},
+			flagValue{"webhook-port", fmt.Sprint(p.webhook)},
+			flagValue{"git-webhook-bind-address", fmt.Sprintf("127.0.0.1:%d", p.gitPush)},
+		)
+	}
+	return flags
 }
 
 // StartT is Start for a test: it fails the test when the controller does
@@ -336,7 +367,7 @@ func readDeployment(ctx context.Context, o Options) (*appsv1.Deployment, error) 
 	}
 	dep, err := cs.AppsV1().Deployments(o.Namespace).Get(ctx, o.Deployment, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("chartrun: read the controller Deployment: %w", err)
+		return nil, fmt.Errorf("chartrun: read the Deployment: %w", err)
 	}
 	return dep, nil
 }

@@ -60,7 +60,7 @@ func TestLocalFlagsOverTheChartsArgs(t *testing.T) {
 	chart := []string{"controller", "--namespace=rollgate-system", "--leader-elect=true", "--metrics-bind-address=:8080",
 		"--health-probe-bind-address=:8081", "--webhook-port=9443", "--webhook-service=rg-rollgate-webhook",
 		"--git-webhook-bind-address=:9292", "--log-level=info"}
-	got := override(chart, localFlags("/tmp/kc", ports{webhook: 41000, metrics: 41001, health: 41002, gitPush: 41003}))
+	got := override(chart, localFlags("/tmp/kc", ports{webhook: 41000, metrics: 41001, health: 41002, gitPush: 41003}, true))
 	want := []string{"controller", "--namespace=rollgate-system", "--leader-elect=true", "--metrics-bind-address=127.0.0.1:41001",
 		"--health-probe-bind-address=127.0.0.1:41002", "--webhook-port=41000", "--webhook-service=rg-rollgate-webhook",
 		"--git-webhook-bind-address=127.0.0.1:41003", "--log-level=info",
@@ -91,7 +91,7 @@ func TestContainerSpecResolvesAsTheKubelet(t *testing.T) {
 			{Name: "WHERE", Value: "in $(POD_NAMESPACE)"},
 		},
 	}, "rg-rollgate")
-	got, err := containerSpec(dep, "rollgate-system", "rg-rollgate-abc-def")
+	got, err := containerSpec(dep, ContainerName, "rollgate-system", "rg-rollgate-abc-def")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestContainerSpecResolvesAsTheKubelet(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("\n got %+v\nwant %+v", got, want)
 	}
-	if sa := must(containerSpec(deploymentWith(corev1.Container{Name: "controller", Args: []string{"--log-level=info"}}, ""), "ns", "p")).serviceAccount; sa != "default" {
+	if sa := must(containerSpec(deploymentWith(corev1.Container{Name: "controller", Args: []string{"--log-level=info"}}, ""), ContainerName, "ns", "p")).serviceAccount; sa != "default" {
 		t.Errorf("a pod without serviceAccountName runs as %q, want default", sa)
 	}
 }
@@ -130,7 +130,7 @@ func TestContainerSpecFailsOnWhatItCannotResolve(t *testing.T) {
 		{"another subcommand", deploymentWith(corev1.Container{Name: "controller", Args: []string{"version"}}, "sa"), "takes flags only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := containerSpec(tc.dep, "ns", "pod")
+			_, err := containerSpec(tc.dep, ContainerName, "ns", "pod")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
 			}

@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// container is what the kubelet would start for the chart's controller
-// container, resolved for one pod.
+// container is what the kubelet would start for one of the chart's
+// containers, resolved for one pod.
 type container struct {
 	// args are the container's args with $(VAR) references expanded.
 	args []string
@@ -20,25 +20,29 @@ type container struct {
 	serviceAccount string
 }
 
-// containerSpec resolves the controller container of dep for a pod named
+// containerSpec resolves the container named name of dep for a pod named
 // podName in namespace ns: its env (values, and the downward API fields a
 // process off-cluster can know) and its args. Anything else the kubelet
 // would resolve (Secrets, ConfigMaps, resources, other fields) is an error.
-func containerSpec(dep *appsv1.Deployment, ns, podName string) (container, error) {
+func containerSpec(dep *appsv1.Deployment, name, ns, podName string) (container, error) {
 	pod := dep.Spec.Template.Spec
 	var ctr *corev1.Container
 	var names []string
 	for i := range pod.Containers {
 		names = append(names, pod.Containers[i].Name)
-		if pod.Containers[i].Name == ContainerName {
+		if pod.Containers[i].Name == name {
 			ctr = &pod.Containers[i]
 		}
 	}
 	if ctr == nil {
-		return container{}, fmt.Errorf("no container %q (containers: %s)", ContainerName, strings.Join(names, ", "))
+		return container{}, fmt.Errorf("no container %q (containers: %s)", name, strings.Join(names, ", "))
 	}
-	if len(ctr.Command) > 0 {
-		return container{}, fmt.Errorf("container %q sets command %q; only the image's entrypoint (rollgate) can be run here", ctr.Name, ctr.Command)
+	want := roles[name].command
+	if got := strings.Join(ctr.Command, " "); got != want {
+		if want == "" {
+			return container{}, fmt.Errorf("container %q sets command %q; only the image's entrypoint (rollgate-controller) can be run here", ctr.Name, ctr.Command)
+		}
+		return container{}, fmt.Errorf("container %q runs command %q, want [%s]", ctr.Name, ctr.Command, want)
 	}
 	if len(ctr.EnvFrom) > 0 {
 		return container{}, fmt.Errorf("container %q uses envFrom, which cannot be resolved off-cluster", ctr.Name)
