@@ -12,6 +12,7 @@ import (
 	netmail "net/mail"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,6 +168,15 @@ func TestNotificationsTellWhereTheReleaseStands(t *testing.T) {
 	t.Cleanup(hook.Close)
 	box, smtpPort := startMailbox(t)
 	closed := rig.FreePort(t) // nothing listens there
+	// A service that rate-limits every request: the engine's webhook
+	// client tries a bounded number of times, then the failure is told.
+	var busyCalls atomic.Int32
+	busy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		busyCalls.Add(1)
+		rw.Header().Set("Retry-After", "1")
+		http.Error(rw, "slow down", http.StatusTooManyRequests)
+	}))
+	t.Cleanup(busy.Close)
 
 	w.createSecret(w.ns, "rollgate-notifications", map[string][]byte{"token": []byte(token)})
 	w.applyYAML(fmt.Sprintf(`
@@ -179,6 +189,8 @@ data:
     headers: [{name: Authorization, value: "Bearer $token"}]
   service.webhook.down: |
     url: http://127.0.0.1:%[2]d/$token
+  service.webhook.busy: |
+    url: %[4]s/hook
   service.email: |
     host: 127.0.0.1
     port: %[3]d
@@ -186,11 +198,11 @@ data:
   subscriptions: |
     - recipients: [receiver]
       triggers: [on-release-started, on-gate-waiting, on-step-done, on-analysis-failed, on-rolled-back, on-released]
-`, hook.URL, closed, smtpPort))
+`, hook.URL, closed, smtpPort, busy.URL))
 
 	w.applyYAML(echoApp("echo:1.0"))
 	w.applyYAML(rig.Rollout{Name: "echoserver", Namespace: "demo", WithoutTraffic: true,
-		Annotations: `{"notifications.argoproj.io/subscribe.on-gate-waiting.email": "ops@example.com", "notifications.argoproj.io/subscribe.on-released.down": ""}`,
+		Annotations: `{"notifications.argoproj.io/subscribe.on-gate-waiting.email": "ops@example.com", "notifications.argoproj.io/subscribe.on-released.down": "", "notifications.argoproj.io/subscribe.on-released.busy": ""}`,
 		Steps:       []string{`{replicas: 1, pause: {}}`, `{replicas: "100%"}`}}.YAML())
 	w.eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
 		return conditions.IsReady(w.rollout(w.ns, "echoserver")), nil
@@ -224,9 +236,9 @@ data:
 		st := w.rollout(w.ns, "echoserver").Status
 		return st.Phase == v1alpha1.PhaseHealthy && st.StableRevision == v2, nil
 	})
-	w.eventually(30*time.Second, "the release told, and the dead service's failure on the Rollout", func(ctx context.Context) (bool, error) {
+	w.eventually(60*time.Second, "the release told, and the dead and the rate-limiting services' failures on the Rollout", func(ctx context.Context) (bool, error) {
 		bodies, _ := recv.got()
-		return len(bodies) >= 4 && w.warningEvents(w.ns, "echoserver", notify.ReasonNotificationFailed) >= 1, nil
+		return len(bodies) >= 4 && w.warningEvents(w.ns, "echoserver", notify.ReasonNotificationFailed) >= 2, nil
 	})
 
 	// v3, aborted at its gate.
@@ -285,14 +297,32 @@ data:
 		}
 		if e.Reason == notify.ReasonNotificationFailed {
 			failed++
-			if !strings.Contains(e.Message, "notification on-released to service down not sent") || !strings.Contains(e.Message, "*****") {
-				t.Errorf("the failure's event does not name the trigger and service, or shows no redacted URL: %s", e.Message)
+			switch {
+			case strings.Contains(e.Message, "notification on-released to service down not sent"):
+				if !strings.Contains(e.Message, "*****") {
+					t.Errorf("the dead service's event shows no redacted URL: %s", e.Message)
+				}
+				t.Logf("the dead service's event: %s", e.Message)
+			case strings.Contains(e.Message, "notification on-released to service busy not sent"):
+				// The engine's webhook client (go-retryablehttp) says how many
+				// times it tried, not what the last answer was
+				// (docs/notifications.md).
+				if !strings.Contains(e.Message, "giving up after 4 attempt(s)") {
+					t.Errorf("the rate-limiting service's event does not say it gave up after 4 attempts: %s", e.Message)
+				}
+				t.Logf("the rate-limiting service's event: %s", e.Message)
+			default:
+				t.Errorf("a NotificationFailed event that names neither failing service: %s", e.Message)
 			}
-			t.Logf("the dead service's event: %s", e.Message)
 		}
 	}
-	if failed == 0 {
-		t.Error("no NotificationFailed event for the dead service")
+	if failed < 2 {
+		t.Errorf("%d NotificationFailed events, want one for the dead service and one for the rate-limiting one", failed)
+	}
+	// 1 try and the engine's 3 retries, then it gives up: a service that
+	// keeps refusing is never called without bound.
+	if n := busyCalls.Load(); n != 4 {
+		t.Errorf("the rate-limiting service was called %d times for one notification, want 4 (a try and 3 retries)", n)
 	}
 	watch.mu.Lock()
 	defer watch.mu.Unlock()
