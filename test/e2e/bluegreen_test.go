@@ -17,6 +17,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/prom"
 	"github.com/rollgate/rollgate/test/rig"
 )
@@ -168,25 +169,7 @@ func (w *world) newShare(ctx context.Context) (int32, error) {
 // podsByImage counts the pods of app by image, ready and total, as
 // world.pods does, returning the error for use off the test goroutine.
 func (w *world) podsByImage(ctx context.Context, ns, app string) (map[string][2]int, error) {
-	var list corev1.PodList
-	if err := w.c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
-		return nil, err
-	}
-	out := map[string][2]int{}
-	for _, p := range list.Items {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		c := out[p.Spec.Containers[0].Image]
-		c[1]++
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-				c[0]++
-			}
-		}
-		out[p.Spec.Containers[0].Image] = c
-	}
-	return out, nil
+	return kube.PodsByImage(ctx, w.c, ns, app)
 }
 
 // TestBlueGreenThroughTheController: given a Deployment behind a Service

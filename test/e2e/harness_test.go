@@ -332,24 +332,9 @@ func (w *world) update(obj client.Object, mutate func()) {
 
 // pods counts the pods of a Deployment by image: ready and total.
 func (w *world) pods(ns, app string) map[string][2]int {
-	var list corev1.PodList
-	if err := w.c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+	out, err := kube.PodsByImage(context.Background(), w.c, ns, app)
+	if err != nil {
 		w.t.Fatal(err)
-	}
-	out := map[string][2]int{}
-	for _, p := range list.Items {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		img := p.Spec.Containers[0].Image
-		c := out[img]
-		c[1]++
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-				c[0]++
-			}
-		}
-		out[img] = c
 	}
 	return out
 }

@@ -77,23 +77,9 @@ func (k *cluster) rollout(ns, name string) *v1alpha1.Rollout {
 // pods counts the pods labelled app=app by image: [ready, total].
 func (k *cluster) pods(ns, app string) map[string][2]int {
 	k.t.Helper()
-	var list corev1.PodList
-	if err := k.c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+	out, err := kube.PodsByImage(context.Background(), k.c, ns, app)
+	if err != nil {
 		k.t.Fatal(err)
-	}
-	out := map[string][2]int{}
-	for _, p := range list.Items {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		c := out[p.Spec.Containers[0].Image]
-		c[1]++
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-				c[0]++
-			}
-		}
-		out[p.Spec.Containers[0].Image] = c
 	}
 	return out
 }

@@ -1,0 +1,34 @@
+package kube
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// PodsByImage counts the pods of namespace ns labelled app=app by the
+// image of their first container: [ready, total]. Pods being deleted are
+// left out.
+func PodsByImage(ctx context.Context, c client.Reader, ns, app string) (map[string][2]int, error) {
+	var list corev1.PodList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+		return nil, err
+	}
+	out := map[string][2]int{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil || len(p.Spec.Containers) == 0 {
+			continue
+		}
+		img := p.Spec.Containers[0].Image
+		n := out[img]
+		n[1]++
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				n[0]++
+			}
+		}
+		out[img] = n
+	}
+	return out, nil
+}
