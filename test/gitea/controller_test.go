@@ -19,6 +19,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync/forge"
 	"github.com/rollgate/rollgate/reconciler"
+	"github.com/rollgate/rollgate/test/browser"
 	"github.com/rollgate/rollgate/test/gitea"
 	"github.com/rollgate/rollgate/test/inproc"
 	"github.com/rollgate/rollgate/test/kube"
@@ -34,6 +35,8 @@ import (
 type cluster struct {
 	t *testing.T
 	c client.Client
+	// kubeconfig is the cluster's, for the processes a story runs.
+	kubeconfig string
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -47,7 +50,7 @@ func startCluster(t *testing.T) *cluster {
 		stop()
 		log.Report(t, "controller of cluster "+kc.Name)
 	})
-	return &cluster{t: t, c: kc.Client}
+	return &cluster{t: t, c: kc.Client, kubeconfig: kc.Kubeconfig}
 }
 
 func (k *cluster) apply(docs string) {
@@ -164,6 +167,11 @@ spec:
 		t.Fatalf("open pull requests on Gitea: %+v (%v); want one from %s into main at %s", open, err, branch, prURL)
 	}
 	pr := open[0]
+	// The dashboard, as a browser draws it, links the gate's pull request.
+	dom := browser.Render(t, browser.Dashboard(t, w.kubeconfig, "demo"), filepath.Join(browser.Screenshots(t), "gate-with-pull-request.png"))
+	if !strings.Contains(dom, `href="`+prURL+`"`) || !strings.Contains(browser.Text(dom), "merge the pull request "+prURL) {
+		t.Errorf("the dashboard does not link the gate's pull request %s:\n%s", prURL, browser.Text(dom))
+	}
 	if !strings.Contains(pr.Body, "waiting for approval of step 1 of 2") {
 		t.Errorf("pull request body does not give the step:\n%s", pr.Body)
 	}
