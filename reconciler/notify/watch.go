@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"fmt"
+	"time"
 
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -71,14 +72,21 @@ func (n *Notifier) isLeading() bool {
 }
 
 // hasForge says whether the Rollout's Repository opens pull requests; a
-// Repository not (yet) in the cache counts as none.
+// Repository not (yet) in the cache counts as none. The read is bounded:
+// it runs inside the Rollout informer's handler, and a cache that cannot
+// sync (Repositories not readable) must not stop every later event.
 func (n *Notifier) hasForge(ro *v1alpha1.Rollout) bool {
 	if ro.Spec.Git == nil || ro.Spec.Git.Repository == "" || n.repos == nil {
 		return false
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), repositoryRead)
+	defer cancel()
 	var repo v1alpha1.Repository
-	if err := n.repos.Get(context.Background(), client.ObjectKey{Namespace: ro.Namespace, Name: ro.Spec.Git.Repository}, &repo); err != nil {
+	if err := n.repos.Get(ctx, client.ObjectKey{Namespace: ro.Namespace, Name: ro.Spec.Git.Repository}, &repo); err != nil {
 		return false
 	}
 	return repo.Spec.Forge != nil
 }
+
+// repositoryRead bounds one read of a Repository from the cache.
+const repositoryRead = 5 * time.Second
