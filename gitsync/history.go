@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -294,16 +293,7 @@ func fileHash(c *object.Commit, file string) (plumbing.Hash, bool, error) {
 }
 
 func (r *Repository) version(c *object.Commit, blob plumbing.Hash) (StatusVersion, error) {
-	b, err := r.repo.BlobObject(blob)
-	if err != nil {
-		return StatusVersion{}, err
-	}
-	rd, err := b.Reader()
-	if err != nil {
-		return StatusVersion{}, err
-	}
-	defer rd.Close()
-	data, err := io.ReadAll(rd)
+	data, err := r.blob(blob)
 	if err != nil {
 		return StatusVersion{}, err
 	}

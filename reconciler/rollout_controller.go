@@ -198,6 +198,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 		sc.gitReadErr = err
 	}
 	r.observeFleet(ctx, sc)
+	r.observeFreezes(ctx, sc)
 	r.actKeepTraffic(ctx, sc)
 
 	// A release whose new traffic the routers confirmed at once is
@@ -400,6 +401,7 @@ func observed(sc *scope) strategy.Observed {
 		Missing:            sc.missing,
 		Invalid:            sc.analysis.invalid,
 		Fleet:              sc.fleet,
+		Freezes:            sc.freezes,
 	}
 	if o.Held {
 		obs.StableRevision = o.StableRevision

@@ -8,6 +8,7 @@ import (
 	"github.com/rollgate/rollgate/reconciler/analysis"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
+	"github.com/rollgate/rollgate/strategy/freeze"
 	"github.com/rollgate/rollgate/strategy/verdict"
 	"github.com/rollgate/rollgate/traffic"
 )
@@ -48,6 +49,8 @@ type scope struct {
 	// fleet judges spec.fleet.waitFor from the other clusters' progress
 	// in Git, one gate per wait.
 	fleet []strategy.FleetGate
+	// freezes are the freezes and windows that hold the Rollout now.
+	freezes []freeze.Hold
 
 	// What the act… phases did.
 

@@ -25,6 +25,10 @@ const (
 	// Git while a fleet gate is closed (Git is fetched at most once per
 	// Repository interval).
 	fleetPoll = 5 * time.Second
+	// freezePoll is how soon to look again while a freeze holds: a merge
+	// that lifts it is read from the tracked branch, fetched at least
+	// once a minute (at once on a push webhook).
+	freezePoll = 30 * time.Second
 )
 
 // Decide plans the next action for one Rollout from its spec, its status
@@ -131,6 +135,12 @@ func (p *planner) newRelease() error {
 		p.hold(fmt.Sprintf("revision %s waits to be released: %s", p.canary, why))
 		p.reason = v1alpha1.ReasonWaitingForFleet
 		p.requeue(fleetPoll)
+		return nil
+	}
+	if why, wait, held := p.obs.freezeHolds(false, p.now); held {
+		p.hold(fmt.Sprintf("revision %s waits to be released: %s", p.canary, why))
+		p.reason = v1alpha1.ReasonWaitingForFreeze
+		p.requeue(wait)
 		return nil
 	}
 	if err := p.resolve(); err != nil {

@@ -225,6 +225,16 @@ func (p *planner) ready() bool {
 		p.requeue(fleetPoll)
 		return false
 	}
+	if why, wait, held := p.obs.freezeHolds(true, p.now); held && !p.pastLastGate(idx) {
+		next := fmt.Sprintf("step %d", idx+1)
+		if int(idx) >= len(p.steps) {
+			next = "completion"
+		}
+		p.reason = v1alpha1.ReasonWaitingForFreeze
+		p.next.Message = fmt.Sprintf("step %d/%d of %s waits before %s: %s", idx, len(p.steps), p.canary, next, why)
+		p.requeue(wait)
+		return false
+	}
 	if int(idx) < len(p.steps) {
 		p.next.CurrentStepIndex = idx + 1
 		p.enter(v1alpha1.StepUpgrade)
@@ -232,6 +242,23 @@ func (p *planner) ready() bool {
 	}
 	p.enter(v1alpha1.StepCompleted)
 	return false
+}
+
+// pastLastGate reports whether a release done with step idx passed a
+// gate and has none left: everything still to come was approved, so a
+// freeze lets it finish rather than keep two versions serving for as long
+// as the freeze lasts.
+func (p *planner) pastLastGate(idx int32) bool {
+	passed := false
+	for i, s := range p.steps {
+		if s.Gate {
+			if int32(i+1) > idx {
+				return false
+			}
+			passed = true
+		}
+	}
+	return passed
 }
 
 // Reasons of an ApprovalRequest.

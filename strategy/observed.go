@@ -1,9 +1,11 @@
 package strategy
 
 import (
+	"strings"
 	"time"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/strategy/freeze"
 	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
@@ -96,6 +98,14 @@ type Observed struct {
 	// guards does not start.
 	Fleet []FleetGate
 
+	// Freezes are the freezes and windows of the Repository's freezes
+	// file that hold this Rollout now (package freeze; a file that cannot
+	// be read is one hold saying why). While one holds, no release
+	// starts; while one holding steps holds, a release under way starts
+	// no next step unless it is past its last gate (it passed a gate and
+	// none is left). Rollbacks, aborts and deletion are never held.
+	Freezes []freeze.Hold
+
 	// Invalid is a spec problem found while observing (an analysis
 	// template that cannot be used). A release in progress holds where it
 	// is and the plan reports it as an invalid spec; rollbacks, deletion
@@ -125,6 +135,26 @@ func (o *Observed) fleetHolds(step int32) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// freezeHolds returns why the freezes hold (joined with "; "), and when
+// to look again: at the earliest end of a window or a freeze's until, and
+// within freezePoll when only a change in Git lifts one. steps asks about
+// the next step of a release under way (only holds of Steps count);
+// otherwise about the start of a release.
+func (o *Observed) freezeHolds(steps bool, now time.Time) (string, time.Duration, bool) {
+	var why []string
+	wait := freezePoll
+	for _, h := range o.Freezes {
+		if steps && !h.Steps {
+			continue
+		}
+		why = append(why, h.Why)
+		if !h.Until.IsZero() {
+			wait = min(wait, max(h.Until.Sub(now), time.Second))
+		}
+	}
+	return strings.Join(why, "; "), wait, len(why) > 0
 }
 
 // PodCounts counts the pods of one revision.

@@ -161,6 +161,8 @@ func ruleCases() []ruleCase {
 			[]string{"spec.metrics[0]={name: rate, provider: {prometheus: {address: 'http://p:9090', query: up}}}"}, nil, ""},
 		{"Repository", "spec.status.path", "spec.status.path must be a relative", baseRepository,
 			[]string{"spec.status.path=../up"}, nil, ""},
+		{"Repository", "spec.freezes.path", "spec.freezes.path is relative to the root", baseRepository,
+			[]string{"spec.freezes={path: 'clusters/../freezes.yaml'}"}, nil, ""},
 		{"Repository", "spec", "spec.approvals.reviews needs spec.forge", baseRepository,
 			[]string{"spec.approvals={reviews: {minApprovals: 1, from: [alice]}}"}, nil, ""},
 		{"Rollout", "spec.approvals[*].attempt", "attempts are numbered from 1", baseCanary, []string{"spec.approvals[0].attempt=0"}, nil, ""},

@@ -62,6 +62,10 @@ const (
 	// ReasonWaitingForHook: a hook of the step (before it starts, or
 	// after it is done) has not answered yes yet.
 	ReasonWaitingForHook = "WaitingForHook"
+	// ReasonWaitingForFreeze: a freeze or a window of the Repository's
+	// freezes file (spec.freezes) holds the start of the release or of
+	// its next step; the message names it, and who merged a freeze.
+	ReasonWaitingForFreeze = "WaitingForFreeze"
 	// ReasonIdle: no release is in progress.
 	ReasonIdle = "Idle"
 	// ReasonProgressing: a release is moving forward.

@@ -101,6 +101,26 @@ type RepositorySpec struct {
 	// status branch, that is anyone who can push to it.
 	// +optional
 	Fleet *RepositoryFleetSpec `json:"fleet,omitempty"`
+
+	// Freezes names the file on the tracked branch that declares release
+	// freezes and time windows for the Rollouts of this Repository
+	// (docs/freezes.md). While a freeze or window holds a Rollout, no
+	// release of it starts and one under way starts no next step (unless
+	// it is past its last gate); rollbacks always go on. Lifting a freeze
+	// is a merge that removes it. A file that is missing or does not
+	// parse holds every Rollout of the Repository and says why.
+	// +optional
+	Freezes *FreezesSpec `json:"freezes,omitempty"`
+}
+
+// FreezesSpec locates a Repository's freezes file.
+type FreezesSpec struct {
+	// Path of the file from the root of the tracked branch, for example
+	// clusters/prod/freezes.yaml.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.matches('(^|/)[.][.](/|$)')",message="spec.freezes.path is relative to the root of the tracked branch, without .. (for example clusters/prod/freezes.yaml)"
+	Path string `json:"path"`
 }
 
 // RepositoryFleetSpec lists the clusters whose status files spec.fleet

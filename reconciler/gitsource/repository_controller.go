@@ -154,15 +154,28 @@ func (g *Pool) checkIfDue(ctx context.Context, e *Repo, now time.Time) (time.Dur
 }
 
 // gatedBranches returns the branches on which Rollouts of e wait at a
-// gate for an approval merged in Git.
+// gate for an approval merged in Git, and the tracked branch while a
+// freeze from Git holds one (a merge lifts it).
 func (g *Pool) gatedBranches(ctx context.Context, e *Repo) []string {
 	var out []string
-	for _, ro := range g.gatedRollouts(ctx, e.obj) {
-		if b := cmp.Or(ro.Spec.Git.Branch, e.branch); !slices.Contains(out, b) {
+	for _, ro := range g.rolloutsOf(ctx, e.obj, func(ro *v1alpha1.Rollout) bool {
+		return ro.Status.AwaitingApproval != nil || waitsForFreeze(ro)
+	}) {
+		b := cmp.Or(ro.Spec.Git.Branch, e.branch)
+		if ro.Status.AwaitingApproval == nil {
+			b = e.branch // the freezes file is on the Repository's branch
+		}
+		if !slices.Contains(out, b) {
 			out = append(out, b)
 		}
 	}
 	return out
+}
+
+// waitsForFreeze reports whether a freeze or window holds ro (the
+// Progressing reason its last reconcile wrote).
+func waitsForFreeze(ro *v1alpha1.Rollout) bool {
+	return conditions.GetReason(ro, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForFreeze
 }
 
 // gitHealth is what the last fetch and the last status flush of a

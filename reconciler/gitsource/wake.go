@@ -66,6 +66,7 @@ func (g *Pool) wakeIfMoved(ctx context.Context, e *Repo, branch string) {
 	}
 	cur := &gateView{snap: snap, files: map[string][]byte{}}
 	keys := g.wakeGated(ctx, e, branch, prev, cur)
+	keys = append(keys, g.freezesMoved(ctx, e, branch, prev, cur)...)
 	e.mu.Lock()
 	if e.seen == nil {
 		e.seen = map[string]*gateView{}
@@ -168,6 +169,12 @@ func (e *Repo) Head(branch string) (string, error) {
 // gate for an approval merged in Git (none when the pool has no Rollout
 // cache).
 func (g *Pool) gatedRollouts(ctx context.Context, repo types.NamespacedName) []*v1alpha1.Rollout {
+	return g.rolloutsOf(ctx, repo, func(ro *v1alpha1.Rollout) bool { return ro.Status.AwaitingApproval != nil })
+}
+
+// rolloutsOf returns the Rollouts of Repository repo (with spec.git) that
+// keep says yes of (none when the pool has no Rollout cache).
+func (g *Pool) rolloutsOf(ctx context.Context, repo types.NamespacedName, keep func(*v1alpha1.Rollout) bool) []*v1alpha1.Rollout {
 	if g.rollouts == nil {
 		return nil
 	}
@@ -177,11 +184,28 @@ func (g *Pool) gatedRollouts(ctx context.Context, repo types.NamespacedName) []*
 	}
 	var out []*v1alpha1.Rollout
 	for i := range list.Items {
-		if ro := &list.Items[i]; ro.Status.AwaitingApproval != nil && ro.Spec.Git != nil {
+		if ro := &list.Items[i]; ro.Spec.Git != nil && keep(ro) {
 			out = append(out, ro)
 		}
 	}
 	return out
+}
+
+// freezesMoved returns every Rollout of e when its freezes file differs
+// between old (nil when unknown) and cur on the tracked branch: a merge
+// that lifts a freeze or adds one reaches the Rollouts it concerns at
+// the fetch that brings it, not at their next look (freezePoll).
+func (g *Pool) freezesMoved(ctx context.Context, e *Repo, branch string, old, cur *gateView) []types.NamespacedName {
+	if e.spec.Freezes == nil || branch != e.branch || old == nil {
+		return nil
+	}
+	path := e.spec.Freezes.Path
+	was, errOld := old.snap.ReadFile(path)
+	now, errCur := cur.snap.ReadFile(path)
+	if (errOld == nil) == (errCur == nil) && bytes.Equal(was, now) {
+		return nil
+	}
+	return rolloutKeys(g.rolloutsOf(ctx, e.obj, func(*v1alpha1.Rollout) bool { return true }))
 }
 
 // rolloutKeys are the keys of ros.

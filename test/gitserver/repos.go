@@ -116,6 +116,16 @@ func (s *Server) Commit(repo, branch, message string, files map[string]string) (
 // from is already merged) and an error wrapping ErrConflict when the
 // branches conflict.
 func (s *Server) Merge(repo, into, from, message string) (string, error) {
+	return s.merge(repo, into, from, message, nil)
+}
+
+// MergeAs is Merge with a merge commit authored by name <email>, as a
+// forge records the user who merged a pull request.
+func (s *Server) MergeAs(repo, into, from, message, name, email string) (string, error) {
+	return s.merge(repo, into, from, message, []string{"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email})
+}
+
+func (s *Server) merge(repo, into, from, message string, env []string) (string, error) {
 	dir, err := s.repoDir(repo)
 	if err != nil {
 		return "", err
@@ -147,7 +157,7 @@ func (s *Server) Merge(repo, into, from, message string) (string, error) {
 		return "", err
 	}
 	tree, _, _ := strings.Cut(out, "\n")
-	commit, err := git(dir, nil, "commit-tree", tree, "-p", intoHash, "-p", fromHash, "-m", message)
+	commit, err := git(dir, env, "commit-tree", tree, "-p", intoHash, "-p", fromHash, "-m", message)
 	if err != nil {
 		return "", err
 	}
