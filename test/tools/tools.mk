@@ -99,10 +99,15 @@ endef
 # TOOLS_EXTRA); each appends its target to TOOLS_EXTRA.
 -include $(TOOLS_DIR)/argocd.mk $(TOOLS_DIR)/helmcontroller.mk $(TOOLS_DIR)/gitea.mk $(TOOLS_DIR)/k8soldest.mk
 
-.PHONY: tools-image tools-traefik tools-realnode tools tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-chromium tools-flux tools-previous tools-clean .tools-force
+.PHONY: tools-image tools-traefik tools-realnode tools tools-build tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-chromium tools-flux tools-previous tools-clean .tools-force
 .tools-force:
 
-tools: tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-chromium tools-flux tools-previous tools-image tools-traefik tools-realnode $(TOOLS_EXTRA) ## Install or build every test tool into bin/ (cheap when up to date)
+tools: ## Install or build every test tool into bin/ (cheap when up to date; a fresh clone copies them from the tools cache, test/tools/cache.sh)
+	@$(TOOLS_DIR)/cache.sh restore $(TOOLS_BIN)
+	@$(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) tools-build
+	@$(TOOLS_DIR)/cache.sh save $(TOOLS_BIN)
+
+tools-build: tools-demo tools-k8s tools-etcd tools-kwok tools-helm tools-prometheus tools-chromium tools-flux tools-previous tools-image tools-traefik tools-realnode $(TOOLS_EXTRA) ## Build every test tool into bin/ without the tools cache
 	@# What this run built, longest first (nothing when every tool was up to date).
 	@if [ -s $(BIN)/.tools-built ]; then echo "== tools built by this run, longest first =="; sort -rn $(BIN)/.tools-built; \
 		awk '{ s += $$1 } END { print "  total " s " s of builds (some ran in parallel under make -j)" }' $(BIN)/.tools-built; fi; rm -f $(BIN)/.tools-built
