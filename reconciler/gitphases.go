@@ -31,7 +31,7 @@ type gitRepository interface {
 	// branches whose change the tracked branch holds.
 	CleanupReverts(log logr.Logger, key types.NamespacedName, tracked, occasion string)
 	FleetStates(ctx context.Context, now time.Time) (map[string]gitsource.FleetStatus, error)
-	Freezes(ctx context.Context) (*gitsource.Freezes, error)
+	Rules(ctx context.Context) (*gitsource.Rules, error)
 	Writer() *gitsync.Writer
 	QueueProgress(ctx context.Context, cache client.Reader, st gitsync.RolloutState)
 	StatusBranch() string

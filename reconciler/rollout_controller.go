@@ -96,6 +96,8 @@ type RolloutReconciler struct {
 	writes ownWrites
 	// statusWrites are the times of the last status writes (countsEvery).
 	statusWrites statusWrites
+	// budgets gives places in the budgets of the release rules.
+	budgets budgetLedger
 }
 
 // Reconcile moves one Rollout one step closer to its spec.
@@ -198,7 +200,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 		sc.gitReadErr = err
 	}
 	r.observeFleet(ctx, sc)
-	r.observeFreezes(ctx, sc)
+	r.observeReleaseRules(ctx, sc)
 	r.actKeepTraffic(ctx, sc)
 
 	// A release whose new traffic the routers confirmed at once is
@@ -206,7 +208,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 	moved := false
 	for round := 1; ; round++ {
 		previous := sc.plan
-		if err := r.plan(sc); err != nil {
+		if err := r.plan(ctx, sc); err != nil {
 			return reconcile.Result{}, nil // Stalled with InvalidSpec; a spec change triggers the next reconcile
 		}
 		moved = moved || sc.moved
@@ -373,11 +375,19 @@ func nothingToRestore(err error) bool {
 
 // plan asks the planner for the next action and records its status and
 // event; the planner's conditions are written by updateStatus.
-func (r *RolloutReconciler) plan(sc *scope) error {
+func (r *RolloutReconciler) plan(ctx context.Context, sc *scope) error {
 	ro := sc.ro
 	obs := observed(sc)
 	before := ro.Status.DeepCopy()
 	p, err := strategy.Decide(&ro.Spec, &ro.Status, obs, sc.now)
+	if err == nil && strategy.StartsRelease(before, &p.Status) {
+		// A budget gates only the start of a release: asked here, once
+		// the planner would start one, and planned again when it waits.
+		if q := r.queueTicket(ctx, sc); q != nil {
+			obs.Queue = q
+			p, err = strategy.Decide(&ro.Spec, &ro.Status, obs, sc.now)
+		}
+	}
 	sc.plan = &p
 	sc.moved = r.applyPlan(sc)
 	r.recordTransition(sc, before, obs)

@@ -8,7 +8,7 @@ import (
 	"github.com/rollgate/rollgate/reconciler/analysis"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
-	"github.com/rollgate/rollgate/strategy/freeze"
+	"github.com/rollgate/rollgate/strategy/rules"
 	"github.com/rollgate/rollgate/strategy/verdict"
 	"github.com/rollgate/rollgate/traffic"
 )
@@ -50,7 +50,9 @@ type scope struct {
 	// in Git, one gate per wait.
 	fleet []strategy.FleetGate
 	// freezes are the freezes and windows that hold the Rollout now.
-	freezes []freeze.Hold
+	freezes []rules.Hold
+	// budgets are the budgets of the release rules covering the Rollout.
+	budgets []budget
 
 	// What the act… phases did.
 

@@ -29,6 +29,9 @@ const (
 	// that lifts it is read from the tracked branch, fetched at least
 	// once a minute (at once on a push webhook).
 	freezePoll = 30 * time.Second
+	// budgetPoll is how soon a release waiting in a budget's queue asks
+	// again for a place.
+	budgetPoll = 5 * time.Second
 )
 
 // Decide plans the next action for one Rollout from its spec, its status
@@ -85,6 +88,7 @@ func newPlanner(spec *v1alpha1.RolloutSpec, status *v1alpha1.RolloutStatus, obs 
 	}
 	p := &planner{spec: spec, in: status, obs: obs, now: now, stamp: stamp}
 	p.next = *status.DeepCopy()
+	p.next.Queue = nil // set again only while a release waits in a queue (newRelease)
 	p.canary = obs.UpdateRevision
 	p.stable = firstNonEmpty(status.StableRevision, obs.StableRevision, obs.UpdateRevision)
 	p.maxUnavailable, _ = maxUnavailable(spec, obs.Replicas, obs.MaxUnavailable)
@@ -141,6 +145,17 @@ func (p *planner) newRelease() error {
 		p.hold(fmt.Sprintf("revision %s waits to be released: %s", p.canary, why))
 		p.reason = v1alpha1.ReasonWaitingForFreeze
 		p.requeue(wait)
+		return nil
+	}
+	if q := p.obs.Queue; q != nil {
+		p.hold(fmt.Sprintf("revision %s waits to be released: %s; position %d in its queue", p.canary, q.Why, q.Position))
+		p.reason = v1alpha1.ReasonWaitingForBudget
+		since := p.timestamp()
+		if in := p.in.Queue; in != nil && in.Budget == q.Budget {
+			since = in.Since.DeepCopy()
+		}
+		p.next.Queue = &v1alpha1.QueueStatus{Budget: q.Budget, Position: q.Position, Since: *since}
+		p.requeue(budgetPoll)
 		return nil
 	}
 	if err := p.resolve(); err != nil {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/strategy/freeze"
+	"github.com/rollgate/rollgate/strategy/rules"
 	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
@@ -104,7 +104,13 @@ type Observed struct {
 	// starts; while one holding steps holds, a release under way starts
 	// no next step unless it is past its last gate (it passed a gate and
 	// none is left). Rollbacks, aborts and deletion are never held.
-	Freezes []freeze.Hold
+	Freezes []rules.Hold
+
+	// Queue is set when the release the planner would start has no place
+	// in a budget of the release rules: it then waits, and
+	// status.queue records its place. Only the start of a release is
+	// gated (the reconciler plans again with Queue set).
+	Queue *QueueTicket
 
 	// Invalid is a spec problem found while observing (an analysis
 	// template that cannot be used). A release in progress holds where it
@@ -155,6 +161,17 @@ func (o *Observed) freezeHolds(steps bool, now time.Time) (string, time.Duration
 		}
 	}
 	return strings.Join(why, "; "), wait, len(why) > 0
+}
+
+// QueueTicket is a release's place in a budget's queue, as the
+// reconciler's budget ledger judged it.
+type QueueTicket struct {
+	// Budget names the budget.
+	Budget string
+	// Position is the place among the releases waiting (1: next).
+	Position int32
+	// Why says what is in flight, for status.message.
+	Why string
 }
 
 // PodCounts counts the pods of one revision.

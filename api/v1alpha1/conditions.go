@@ -63,9 +63,13 @@ const (
 	// after it is done) has not answered yes yet.
 	ReasonWaitingForHook = "WaitingForHook"
 	// ReasonWaitingForFreeze: a freeze or a window of the Repository's
-	// freezes file (spec.freezes) holds the start of the release or of
+	// freezes file (spec.releaseRules) holds the start of the release or of
 	// its next step; the message names it, and who merged a freeze.
 	ReasonWaitingForFreeze = "WaitingForFreeze"
+	// ReasonWaitingForBudget: a budget of the release rules has no place
+	// for another release in flight; the release waits in its queue
+	// (status.queue), first come first served.
+	ReasonWaitingForBudget = "WaitingForBudget"
 	// ReasonIdle: no release is in progress.
 	ReasonIdle = "Idle"
 	// ReasonProgressing: a release is moving forward.

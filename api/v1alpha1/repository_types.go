@@ -102,24 +102,26 @@ type RepositorySpec struct {
 	// +optional
 	Fleet *RepositoryFleetSpec `json:"fleet,omitempty"`
 
-	// Freezes names the file on the tracked branch that declares release
-	// freezes and time windows for the Rollouts of this Repository
-	// (docs/freezes.md). While a freeze or window holds a Rollout, no
-	// release of it starts and one under way starts no next step (unless
-	// it is past its last gate); rollbacks always go on. Lifting a freeze
-	// is a merge that removes it. A file that is missing or does not
-	// parse holds every Rollout of the Repository and says why.
+	// ReleaseRules names the file on the tracked branch that declares the
+	// release rules of this Repository's Rollouts (docs/coordination.md):
+	// freezes, weekly windows in a time zone, and budgets of releases in
+	// flight. While a freeze or window holds a Rollout, no release of it
+	// starts and one under way starts no next step (unless it is past its
+	// last gate); a release over budget waits in a queue before its first
+	// step. Rollbacks always go on. Lifting a freeze is a merge that
+	// removes it. A file that is missing or does not parse holds every
+	// Rollout of the Repository and says why.
 	// +optional
-	Freezes *FreezesSpec `json:"freezes,omitempty"`
+	ReleaseRules *ReleaseRulesSpec `json:"releaseRules,omitempty"`
 }
 
-// FreezesSpec locates a Repository's freezes file.
-type FreezesSpec struct {
+// ReleaseRulesSpec locates a Repository's release rules file.
+type ReleaseRulesSpec struct {
 	// Path of the file from the root of the tracked branch, for example
-	// clusters/prod/freezes.yaml.
+	// clusters/prod/release-rules.yaml.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.matches('(^|/)[.][.](/|$)')",message="spec.freezes.path is relative to the root of the tracked branch, without .. (for example clusters/prod/freezes.yaml)"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.matches('(^|/)[.][.](/|$)')",message="spec.releaseRules.path is relative to the root of the tracked branch, without .. (for example clusters/prod/release-rules.yaml)"
 	Path string `json:"path"`
 }
 

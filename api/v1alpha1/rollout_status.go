@@ -135,6 +135,11 @@ type RolloutStatus struct {
 	// +optional
 	AwaitingApproval *ApprovalRequest `json:"awaitingApproval,omitempty"`
 
+	// Queue is set while a new release waits for a place in a budget of
+	// the Repository's release rules (docs/coordination.md).
+	// +optional
+	Queue *QueueStatus `json:"queue,omitempty"`
+
 	// Analysis holds the latest results of running analyses (bounded).
 	// +kubebuilder:validation:MaxItems=20
 	// +listType=atomic
@@ -152,6 +157,17 @@ type RolloutStatus struct {
 	// Git says where progress was last written in Git.
 	// +optional
 	Git *GitStatus `json:"git,omitempty"`
+}
+
+// QueueStatus is a release's place in the queue of a budget.
+type QueueStatus struct {
+	// Budget names the budget (the name in the release rules file).
+	Budget string `json:"budget"`
+	// Position is the release's place among those waiting (1: next).
+	Position int32 `json:"position"`
+	// Since is when the release began to wait: the queue is first come,
+	// first served.
+	Since metav1.Time `json:"since"`
 }
 
 // ApprovalRequest describes a gate waiting for approval.

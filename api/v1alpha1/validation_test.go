@@ -361,7 +361,7 @@ func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
 		}
 		var head struct{ Kind string }
 		if err := json.Unmarshal(raw.Raw, &head); err == nil && head.Kind == "" {
-			continue // not a Kubernetes object (a freezes file: strategy/freeze tests it)
+			continue // not a Kubernetes object (a freezes file: strategy/rules tests it)
 		}
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(raw.Raw); err != nil {

@@ -87,9 +87,9 @@ type Repo struct {
 
 	// fleet caches the status files of every cluster for spec.fleet.
 	fleet fleetCache
-	// freezes caches the freezes file at the last head read (guarded by
+	// rules caches the release rules file at the last head read (guarded by
 	// mu).
-	freezes *Freezes
+	rules *Rules
 	// reverts records the cleanups of revert branches per Rollout.
 	reverts revertCleanups
 
@@ -336,7 +336,7 @@ func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secr
 		return nil, err
 	}
 	var history *gitsync.Repository
-	if verifier != nil || spec.Freezes != nil {
+	if verifier != nil || spec.ReleaseRules != nil {
 		// A copy of its own, with history, for the tracked branch only: the
 		// shallow fetches of the main copy would hide history from it.
 		gitOpts.Depth, gitOpts.Signer = -1, nil

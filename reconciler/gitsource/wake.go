@@ -66,7 +66,7 @@ func (g *Pool) wakeIfMoved(ctx context.Context, e *Repo, branch string) {
 	}
 	cur := &gateView{snap: snap, files: map[string][]byte{}}
 	keys := g.wakeGated(ctx, e, branch, prev, cur)
-	keys = append(keys, g.freezesMoved(ctx, e, branch, prev, cur)...)
+	keys = append(keys, g.rulesMoved(ctx, e, branch, prev, cur)...)
 	e.mu.Lock()
 	if e.seen == nil {
 		e.seen = map[string]*gateView{}
@@ -191,15 +191,15 @@ func (g *Pool) rolloutsOf(ctx context.Context, repo types.NamespacedName, keep f
 	return out
 }
 
-// freezesMoved returns every Rollout of e when its freezes file differs
+// rulesMoved returns every Rollout of e when its release rules file differs
 // between old (nil when unknown) and cur on the tracked branch: a merge
 // that lifts a freeze or adds one reaches the Rollouts it concerns at
 // the fetch that brings it, not at their next look (freezePoll).
-func (g *Pool) freezesMoved(ctx context.Context, e *Repo, branch string, old, cur *gateView) []types.NamespacedName {
-	if e.spec.Freezes == nil || branch != e.branch || old == nil {
+func (g *Pool) rulesMoved(ctx context.Context, e *Repo, branch string, old, cur *gateView) []types.NamespacedName {
+	if e.spec.ReleaseRules == nil || branch != e.branch || old == nil {
 		return nil
 	}
-	path := e.spec.Freezes.Path
+	path := e.spec.ReleaseRules.Path
 	was, errOld := old.snap.ReadFile(path)
 	now, errCur := cur.snap.ReadFile(path)
 	if (errOld == nil) == (errCur == nil) && bytes.Equal(was, now) {

@@ -3,17 +3,22 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/strategy"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // TestFreezeMergedInGitHoldsTheRelease: a Repository declares a freezes
-// file (spec.freezes.path). While the file is missing, a new image is
+// file (spec.releaseRules.path). While the file is missing, a new image is
 // held before its first pod, saying which field to fix. A freeze merged
 // through a pull request holds it too, naming the freeze and who merged
 // it; the merge that lifts it starts the release at once. A freeze merged
@@ -22,13 +27,13 @@ import (
 func TestFreezeMergedInGitHoldsTheRelease(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.givenAppFromGit(echoRollout, "freezes: {path: release/freezes.yaml}")
+	w.givenAppFromGit(echoRollout, "releaseRules: {path: release/rules.yaml}")
 
 	w.applyYAML(echoApp("echo:2.0"))
-	w.heldBeforeItsFirstPod("the freezes file is missing", "spec.freezes.path release/freezes.yaml is not on branch main")
+	w.heldBeforeItsFirstPod("the freezes file is missing", "spec.releaseRules.path release/rules.yaml is not on branch main")
 
 	freeze := fmt.Sprintf("freezes:\n- name: black-friday\n  reason: shop peak\n  rollouts: {namespaces: [%s]}\n", w.ns)
-	if _, err := w.git.Commit("app", "freeze", "Declare the black-friday freeze", map[string]string{"release/freezes.yaml": freeze}); err != nil {
+	if _, err := w.git.Commit("app", "freeze", "Declare the black-friday freeze", map[string]string{"release/rules.yaml": freeze}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.git.Commit("app", "main", "an unrelated change", map[string]string{"README.md": "app\n"}); err != nil {
@@ -42,7 +47,7 @@ func TestFreezeMergedInGitHoldsTheRelease(t *testing.T) {
 		"freeze black-friday (shop peak), merged in "+merge[:7]+" by Jane Merger <jane@example.com>")
 
 	start := time.Now()
-	if _, err := w.git.Commit("app", "main", "Lift the black-friday freeze", map[string]string{"release/freezes.yaml": "freezes: []\n"}); err != nil {
+	if _, err := w.git.Commit("app", "main", "Lift the black-friday freeze", map[string]string{"release/rules.yaml": "freezes: []\n"}); err != nil {
 		t.Fatal(err)
 	}
 	var ro *v1alpha1.Rollout
@@ -54,7 +59,7 @@ func TestFreezeMergedInGitHoldsTheRelease(t *testing.T) {
 	t.Logf("lifted in Git to step 1 at its gate: %s", time.Since(start).Round(100*time.Millisecond))
 
 	// Frozen again at the last gate: the approval completes the release.
-	if _, err := w.git.Commit("app", "main", "Freeze again", map[string]string{"release/freezes.yaml": freeze}); err != nil {
+	if _, err := w.git.Commit("app", "main", "Freeze again", map[string]string{"release/rules.yaml": freeze}); err != nil {
 		t.Fatal(err)
 	}
 	// The approval is read at a head that holds the freeze (the gate reads
@@ -88,4 +93,116 @@ func (w *world) heldBeforeItsFirstPod(what, why string) {
 		}
 		return nil
 	})
+}
+
+// TestBudgetReleasesOneAtATimeInTheOrderTheyCame: three Rollouts of one
+// Repository whose release rules allow one release in flight. Their new
+// images arrive one after the other while the first releases: the second
+// and the third wait before their first pod, at positions 1 and 2 of the
+// queue (status.queue, the message), and release in the order they came.
+// A reader sampling every 50 ms never sees two releases in flight.
+func TestBudgetReleasesOneAtATimeInTheOrderTheyCame(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	names := []string{"alpha", "beta", "gamma"}
+	files := map[string]string{"release/rules.yaml": "budgets:\n- name: one-at-a-time\n  maxInFlight: 1\n"}
+	rollouts := map[string]string{}
+	for _, n := range names {
+		rollouts[n] = rig.Rollout{Name: n, Namespace: "demo", GitPath: "apps/" + n + "/rollout.yaml", WithoutTraffic: true,
+			Steps: []string{`{replicas: 1, pause: {duration: 4}}`, `{replicas: "100%"}`}}.YAML()
+		files["apps/"+n+"/rollout.yaml"] = w.inNS(rollouts[n])
+	}
+	repoURL, err := w.git.CreateRepo("app", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.applyYAML(fmt.Sprintf(`
+apiVersion: rollgate.dev/v1alpha1
+kind: Repository
+metadata: {name: app-repo, namespace: demo}
+spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}, releaseRules: {path: release/rules.yaml}}
+`, repoURL))
+	for _, n := range names {
+		w.applyYAML(rig.App("demo", n, "echo:1.0", 2))
+		w.applyYAML(rollouts[n])
+	}
+	w.eventually(60*time.Second, "three Rollouts healthy", func(ctx context.Context) (bool, error) {
+		for _, n := range names {
+			if ro := w.rollout(w.ns, n); ro.Status.Phase != v1alpha1.PhaseHealthy {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	// A reader of the three statuses, every 50 ms.
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var mu sync.Mutex
+	var started []string
+	most := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			flying := 0
+			for _, n := range names {
+				ro := &v1alpha1.Rollout{}
+				if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: n}, ro); err != nil {
+					continue
+				}
+				if strategy.InFlight(&ro.Status) {
+					flying++
+					mu.Lock()
+					if !slices.Contains(started, n) {
+						started = append(started, n)
+					}
+					mu.Unlock()
+				}
+			}
+			mu.Lock()
+			most = max(most, flying)
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
+	queued := func(n string, position int32) {
+		w.eventually(30*time.Second, fmt.Sprintf("%s waiting at position %d", n, position), func(ctx context.Context) (bool, error) {
+			ro := w.rollout(w.ns, n)
+			q := ro.Status.Queue
+			return q != nil && q.Budget == "one-at-a-time" && q.Position == position &&
+				conditions.GetReason(ro, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForBudget &&
+				strings.Contains(ro.Status.Message, fmt.Sprintf("position %d in its queue", position)) &&
+				w.pods(w.ns, n)["echo:2.0"] == [2]int{}, nil
+		})
+	}
+	w.applyYAML(rig.App("demo", "alpha", "echo:2.0", 2))
+	w.eventually(30*time.Second, "alpha in flight", func(ctx context.Context) (bool, error) {
+		return strategy.InFlight(&w.rollout(w.ns, "alpha").Status), nil
+	})
+	w.applyYAML(rig.App("demo", "beta", "echo:2.0", 2))
+	queued("beta", 1)
+	w.applyYAML(rig.App("demo", "gamma", "echo:2.0", 2))
+	queued("gamma", 2)
+	if msg := w.rollout(w.ns, "gamma").Status.Message; !strings.Contains(msg, "budget one-at-a-time allows 1 release(s) in flight and 1 are (alpha)") {
+		t.Fatalf("gamma says %q, want the budget and what is in flight", msg)
+	}
+
+	w.eventually(120*time.Second, "the three released", func(ctx context.Context) (bool, error) {
+		for _, n := range names {
+			ro := w.rollout(w.ns, n)
+			if ro.Status.Phase != v1alpha1.PhaseHealthy || ro.Status.Queue != nil || w.pods(w.ns, n)["echo:2.0"] != [2]int{2, 2} {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	stop()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 1 || strings.Join(started, ",") != "alpha,beta,gamma" {
+		t.Fatalf("at most %d releases in flight at once, started in the order %v; want 1, alpha then beta then gamma", most, started)
+	}
 }

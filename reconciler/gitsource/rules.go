@@ -6,18 +6,18 @@ import (
 	"fmt"
 
 	"github.com/rollgate/rollgate/gitsync"
-	"github.com/rollgate/rollgate/strategy/freeze"
+	"github.com/rollgate/rollgate/strategy/rules"
 )
 
 // introducedWithin bounds the walk back through the tracked branch for
 // the commit that brought a freeze.
 const introducedWithin = 1000
 
-// Freezes is a Repository's freezes file (spec.freezes.path) as read at
+// Rules is a Repository's release rules file (spec.releaseRules.path) as read at
 // one head of its tracked branch.
-type Freezes struct {
+type Rules struct {
 	// Parsed says which freezes and windows hold a Rollout.
-	Parsed *freeze.Parsed
+	Parsed *rules.Parsed
 	// Commit is the head it was read at.
 	Commit string
 	// MergedBy says, per freeze, which commit of the tracked branch
@@ -26,45 +26,45 @@ type Freezes struct {
 	MergedBy map[string]string
 }
 
-// Freezes reads the freezes file at the head of the tracked branch the
-// gates read (see gateManifest), once per head. Without spec.freezes it
+// Rules reads the release rules file at the head of the tracked branch the
+// gates read (see gateManifest), once per head. Without spec.releaseRules it
 // returns nil. A missing file, or one that does not parse, is an error
 // naming the field and the fix: the caller holds every release on it.
-func (e *Repo) Freezes(ctx context.Context) (*Freezes, error) {
-	if e.spec.Freezes == nil {
+func (e *Repo) Rules(ctx context.Context) (*Rules, error) {
+	if e.spec.ReleaseRules == nil {
 		return nil, nil
 	}
-	path := e.spec.Freezes.Path
+	path := e.spec.ReleaseRules.Path
 	snap, data, err := e.gateManifest(e.branch, path)
 	if err != nil {
 		if errors.Is(err, gitsync.ErrFileNotFound) {
-			return nil, fmt.Errorf("the Repository's spec.freezes.path %s is not on branch %s of %s: add it (an empty file freezes nothing) or remove spec.freezes",
+			return nil, fmt.Errorf("the Repository's spec.releaseRules.path %s is not on branch %s of %s: add it (an empty file holds nothing) or remove spec.releaseRules",
 				path, e.branch, e.clone)
 		}
 		e.markStale()
-		return nil, fmt.Errorf("reading the freezes file %s from %s of %s: %w", path, e.branch, e.clone, err)
+		return nil, fmt.Errorf("reading the release rules file %s from %s of %s: %w", path, e.branch, e.clone, err)
 	}
 	e.mu.Lock()
-	cached := e.freezes
+	cached := e.rules
 	e.mu.Unlock()
 	if cached != nil && cached.Commit == snap.Commit {
 		return cached, nil
 	}
-	parsed, err := freeze.Parse(data)
+	parsed, err := rules.Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("the freezes file %s (spec.freezes.path) at %s of %s %v; fix it with a merge",
+		return nil, fmt.Errorf("the release rules file %s (spec.releaseRules.path) at %s of %s %v; fix it with a merge",
 			path, shortHash(snap.Commit), e.branch, err)
 	}
-	f := &Freezes{Parsed: parsed, Commit: snap.Commit, MergedBy: e.mergedBy(ctx, snap, path, parsed)}
+	f := &Rules{Parsed: parsed, Commit: snap.Commit, MergedBy: e.mergedBy(ctx, snap, path, parsed)}
 	e.mu.Lock()
-	e.freezes = f
+	e.rules = f
 	e.mu.Unlock()
 	return f, nil
 }
 
 // mergedBy finds, in the history copy, the commit that brought each
 // freeze of parsed into path.
-func (e *Repo) mergedBy(ctx context.Context, snap *gitsync.Snapshot, path string, parsed *freeze.Parsed) map[string]string {
+func (e *Repo) mergedBy(ctx context.Context, snap *gitsync.Snapshot, path string, parsed *rules.Parsed) map[string]string {
 	out := map[string]string{}
 	names := parsed.FreezeNames()
 	if len(names) == 0 {
@@ -80,7 +80,7 @@ func (e *Repo) mergedBy(ctx context.Context, snap *gitsync.Snapshot, path string
 	}
 	for _, n := range names {
 		in, err := e.history.Introduced(snap.Commit, path, func(data []byte) bool {
-			p, err := freeze.Parse(data)
+			p, err := rules.Parse(data)
 			return err == nil && p.Declares(n)
 		}, introducedWithin)
 		if err != nil {

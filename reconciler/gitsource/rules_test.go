@@ -21,7 +21,7 @@ const blackFriday = `freezes:
 // merged through a pull request (a merge commit by Jane) is read from the
 // tracked branch and attributed to that merge, also after later commits
 // by others changed the file; a file that no longer parses and a missing
-// file are errors naming spec.freezes.path and the fix.
+// file are errors naming spec.releaseRules.path and the fix.
 func TestFreezesNameWhoMergedThem(t *testing.T) {
 	ctx := context.Background()
 	srv := gitserver.Start(t, gitserver.Options{})
@@ -48,8 +48,8 @@ func TestFreezesNameWhoMergedThem(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e := openForFreezes(t, url, "freezes.yaml")
-	f, err := e.Freezes(ctx)
+	e := openForRules(t, url, "freezes.yaml")
+	f, err := e.Rules(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestFreezesNameWhoMergedThem(t *testing.T) {
 	if hs := f.Parsed.Holds("shop", nil, saturday); len(hs) != 2 {
 		t.Fatalf("holds %+v, want the freeze and the weekend", hs)
 	}
-	if again, _ := e.Freezes(ctx); again != f {
+	if again, _ := e.Rules(ctx); again != f {
 		t.Fatal("the same head was read and parsed again")
 	}
 
@@ -70,22 +70,22 @@ func TestFreezesNameWhoMergedThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e = openForFreezes(t, url, "freezes.yaml")
-	_, err = e.Freezes(ctx)
-	if err == nil || !strings.Contains(err.Error(), "the freezes file freezes.yaml (spec.freezes.path) at "+head[:7]+" of main") ||
+	e = openForRules(t, url, "freezes.yaml")
+	_, err = e.Rules(ctx)
+	if err == nil || !strings.Contains(err.Error(), "the release rules file freezes.yaml (spec.releaseRules.path) at "+head[:7]+" of main") ||
 		!strings.Contains(err.Error(), `unknown field "namespace"`) {
 		t.Fatalf("error %v, want one naming the file, the head and the field", err)
 	}
 
-	e = openForFreezes(t, url, "clusters/prod/freezes.yaml")
-	if _, err := e.Freezes(ctx); err == nil || !strings.Contains(err.Error(), "spec.freezes.path clusters/prod/freezes.yaml is not on branch main") {
+	e = openForRules(t, url, "clusters/prod/release-rules.yaml")
+	if _, err := e.Rules(ctx); err == nil || !strings.Contains(err.Error(), "spec.releaseRules.path clusters/prod/release-rules.yaml is not on branch main") {
 		t.Fatalf("a missing file: %v", err)
 	}
 }
 
-// openForFreezes opens a Repo of url whose spec.freezes names path, with
+// openForRules opens a Repo of url whose spec.releaseRules names path, with
 // the tracked branch fetched as the Repository controller fetches it.
-func openForFreezes(t *testing.T, url, path string) *Repo {
+func openForRules(t *testing.T, url, path string) *Repo {
 	t.Helper()
 	clone, err := gitsync.Open(gitsync.Options{URL: url, Depth: 1})
 	if err != nil {
@@ -98,6 +98,6 @@ func openForFreezes(t *testing.T, url, path string) *Repo {
 	if err := clone.Fetch(context.Background(), "main"); err != nil {
 		t.Fatal(err)
 	}
-	spec := v1alpha1.RepositorySpec{URL: url, Freezes: &v1alpha1.FreezesSpec{Path: path}}
+	spec := v1alpha1.RepositorySpec{URL: url, ReleaseRules: &v1alpha1.ReleaseRulesSpec{Path: path}}
 	return &Repo{pool: NewPool(nil, Options{}), spec: spec, clone: clone, history: history, branch: "main"}
 }

@@ -1,4 +1,4 @@
-package freeze
+package rules
 
 import (
 	"os"
@@ -141,7 +141,7 @@ func TestBadFilesAreRefusedNamingTheField(t *testing.T) {
 		"typo in a field": {`
 freezes:
 - name: a
-  rollout: {namespaces: [x]}`, `unknown field "rollout"`},
+  rollout: {namespaces: [x]}`, `unknown field "freezes[0].rollout"`},
 		"unknown time zone": {`
 windows:
 - name: w
@@ -231,10 +231,10 @@ windows:
 	}
 }
 
-// The example in examples/freezes/ parses, and its weekend window holds a
+// The example in examples/release-rules/ parses, and its weekend window holds a
 // Saturday.
 func TestExampleParses(t *testing.T) {
-	data, err := os.ReadFile("../../examples/freezes/freezes.yaml")
+	data, err := os.ReadFile("../../examples/release-rules/release-rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,5 +244,40 @@ func TestExampleParses(t *testing.T) {
 	}
 	if got := names(p.Holds("web", nil, at(t, "2026-12-05T12:00:00Z"))); got != "weekend" {
 		t.Fatalf("a Saturday in web: held by %q, want weekend", got)
+	}
+}
+
+func TestBudgets(t *testing.T) {
+	p, err := Parse([]byte(`
+budgets:
+- name: shop
+  maxInFlight: 2
+- name: payments
+  rollouts: {matchLabels: {tier: payments}}
+  maxInFlight: 1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range p.Budgets("shop", map[string]string{"tier": "payments"}) {
+		got = append(got, b.Name)
+	}
+	if strings.Join(got, ",") != "shop,payments" {
+		t.Fatalf("budgets %v, want shop and payments", got)
+	}
+	if bs := p.Budgets("shop", nil); len(bs) != 1 || bs[0].MaxInFlight != 2 {
+		t.Fatalf("budgets %+v, want shop only", bs)
+	}
+	for file, want := range map[string]string{
+		"budgets:\n- name: b\n  maxInFlight: 0\n":                      "budgets[0] (b).maxInFlight is 0: allow at least 1 release in flight (to stop every release, declare a freeze)",
+		"budgets:\n- name: b\n":                                        "budgets[0] (b).maxInFlight is 0",
+		"budgets:\n- name: b\n  maxInFlight: -1\n":                     "maxInFlight is -1",
+		"budgets:\n- name: b\n  maxInflight: 2\n":                      `unknown field "budgets[0].maxInflight"`,
+		"freezes:\n- name: b\nbudgets:\n- name: b\n  maxInFlight: 1\n": `budgets[0].name "b" is also the name of freezes[0]`,
+	} {
+		if _, err := Parse([]byte(file)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", file, err, want)
+		}
 	}
 }

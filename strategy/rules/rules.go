@@ -1,7 +1,9 @@
-// Package freeze reads a Repository's freezes file (spec.freezes.path)
-// and says which of its freezes and windows hold a Rollout at a given
-// time. It is pure: the caller reads the file from Git and passes the
-// clock.
+// Package rules reads a Repository's release rules file
+// (spec.releaseRules.path): freezes, weekly windows and budgets of
+// releases in flight. It says which freezes and windows hold a Rollout at
+// a given time and which budgets cover it. It is pure: the caller reads
+// the file from Git and passes the clock; the places in a budget are the
+// reconciler's to give (they depend on other Rollouts).
 //
 // A freeze is declared by a person and lasts until a merge removes it (or
 // until its own until). A window is a recurring freeze on the wall clock
@@ -9,7 +11,7 @@
 // them outside. Time zones and daylight saving come from the IANA database
 // embedded in the binary (time/tzdata), so a controller image without
 // /usr/share/zoneinfo reads them the same.
-package freeze
+package rules
 
 import (
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"time"
 	_ "time/tzdata" // the zone database, for images without one
 
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -31,6 +34,22 @@ type File struct {
 	Freezes []Freeze `json:"freezes,omitempty"`
 	// Windows hold the Rollouts they cover on a weekly schedule.
 	Windows []Window `json:"windows,omitempty"`
+	// Budgets bound how many releases of the Rollouts they cover are in
+	// flight at once; the others wait in a queue, first come first
+	// served.
+	Budgets []Budget `json:"budgets,omitempty"`
+}
+
+// Budget is at most MaxInFlight releases in flight among the Rollouts it
+// covers.
+type Budget struct {
+	// Name names the budget in messages and in status.queue; unique in
+	// the file.
+	Name string `json:"name"`
+	// Rollouts it covers; empty, every Rollout of the Repository.
+	Rollouts Selector `json:"rollouts,omitempty"`
+	// MaxInFlight is how many of them may release at once (at least 1).
+	MaxInFlight int `json:"maxInFlight"`
 }
 
 // Holds says what a freeze or a window holds.
@@ -109,6 +128,7 @@ func (s Selector) matches(namespace string, labels map[string]string) bool {
 type Parsed struct {
 	freezes []Freeze
 	windows []window
+	budgets []Budget
 }
 
 type window struct {
@@ -132,11 +152,22 @@ const (
 // never silently widens or narrows a freeze.
 func Parse(data []byte) (*Parsed, error) {
 	var f File
-	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
 		return nil, fmt.Errorf("does not parse: %v", err)
 	}
-	if len(f.Freezes) > MaxEntries || len(f.Windows) > MaxEntries {
-		return nil, fmt.Errorf("declares %d freezes and %d windows; at most %d of each", len(f.Freezes), len(f.Windows), MaxEntries)
+	// Kubernetes' own strict decoding: field names match case-sensitively
+	// and unknown or duplicate fields are errors.
+	strict, err := kjson.UnmarshalStrict(js, &f, kjson.DisallowUnknownFields)
+	if err == nil && len(strict) > 0 {
+		err = strict[0]
+	}
+	if err != nil {
+		return nil, fmt.Errorf("does not parse: %v", err)
+	}
+	if len(f.Freezes) > MaxEntries || len(f.Windows) > MaxEntries || len(f.Budgets) > MaxEntries {
+		return nil, fmt.Errorf("declares %d freezes, %d windows and %d budgets; at most %d of each",
+			len(f.Freezes), len(f.Windows), len(f.Budgets), MaxEntries)
 	}
 	p := &Parsed{}
 	seen := map[string]string{}
@@ -194,7 +225,34 @@ func Parse(data []byte) (*Parsed, error) {
 		}
 		p.windows = append(p.windows, pw)
 	}
+	for i, b := range f.Budgets {
+		if err := named("budgets", i, b.Name); err != nil {
+			return nil, err
+		}
+		if b.MaxInFlight < 1 {
+			return nil, fmt.Errorf("budgets[%d] (%s).maxInFlight is %d: allow at least 1 release in flight (to stop every release, declare a freeze)",
+				i, b.Name, b.MaxInFlight)
+		}
+		p.budgets = append(p.budgets, b)
+	}
 	return p, nil
+}
+
+// Budgets returns the budgets covering a Rollout in namespace with labels,
+// in the file's order.
+func (p *Parsed) Budgets(namespace string, labels map[string]string) []Budget {
+	var out []Budget
+	for _, b := range p.budgets {
+		if b.Rollouts.matches(namespace, labels) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Covers reports whether s picks a Rollout in namespace with labels.
+func (s Selector) Covers(namespace string, labels map[string]string) bool {
+	return s.matches(namespace, labels)
 }
 
 func checkHolds(at string, h Holds) error {
