@@ -64,6 +64,10 @@ type RolloutState struct {
 	Analysis []Measurement `json:"analysis,omitempty"`
 	// Git says where the Rollout comes from.
 	Git GitInfo `json:"git,omitzero"`
+	// WaitsFor names the upstream releases the Rollout's fleet gates wait
+	// for, "<cluster>/<namespace>/<name>" each: other clusters read it to
+	// find a cycle in the graph of waves.
+	WaitsFor []string `json:"waitsFor,omitempty"`
 }
 
 // StepState is the position in the step list.

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -67,10 +68,67 @@ func TestJudgeUpstream(t *testing.T) {
 			if strings.HasSuffix(tc.name, "not believed") {
 				f.Distrust = "its status file staging/demo/web.yaml is not believed: the status file carries no signature"
 			}
-			open, why := judgeUpstream(tc.wait, ro, map[string]gitsource.FleetStatus{key: f}, v2)
+			open, why, _ := upstream{wait: tc.wait, ro: ro, states: map[string]gitsource.FleetStatus{key: f}, images: v2}.judge()
 			if open != tc.open || !strings.Contains(why, tc.why) {
 				t.Fatalf("open=%v why=%q, want open=%v with %q", open, why, tc.open, tc.why)
 			}
 		})
+	}
+}
+
+// TestBakeTime: a wait with bakeTime opens only once the upstream release
+// has been complete for that long, as its status file dates the
+// completion; until then it says until when, and the planner looks again
+// then.
+func TestBakeTime(t *testing.T) {
+	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}}
+	v2 := []string{"web=web:2"}
+	released := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	st := gitsync.RolloutState{Namespace: "demo", Name: "web", Phase: "Healthy", Stable: gitsync.VersionState{Images: v2}, LastTransitionTime: released}
+	w := v1alpha1.FleetWait{Cluster: "staging", BakeTime: &metav1.Duration{Duration: 2 * time.Hour}}
+	u := upstream{wait: w, ro: ro, states: map[string]gitsource.FleetStatus{"staging/demo/web": {RolloutState: st}}, images: v2}
+
+	u.now = released.Add(90 * time.Minute)
+	open, why, until := u.judge()
+	if open || until != released.Add(2*time.Hour) ||
+		why != "cluster staging: demo/web released web=web:2 at 2026-11-29T08:00:00Z; baking for 2h0m0s, until 2026-11-29T10:00:00Z" {
+		t.Fatalf("half an hour before the end: open=%v until=%s why=%q", open, until, why)
+	}
+	u.now = released.Add(2 * time.Hour)
+	if open, why, _ := u.judge(); !open {
+		t.Fatalf("at the end of the bake time: closed, %q", why)
+	}
+	st.LastTransitionTime = time.Time{}
+	u.states["staging/demo/web"] = gitsource.FleetStatus{RolloutState: st}
+	if open, why, _ := u.judge(); open || !strings.Contains(why, "wrote no completion time") {
+		t.Fatalf("no completion time: open=%v %q", open, why)
+	}
+}
+
+// TestFleetCycle: prod waits for staging, whose status file says it waits
+// for canary, which waits for prod: a cycle no wave can leave. The gate
+// says so, naming the path and the fix, instead of waiting forever in
+// silence.
+func TestFleetCycle(t *testing.T) {
+	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}}
+	v1, v2 := []string{"web=web:1"}, []string{"web=web:2"}
+	waiting := func(waits ...string) gitsource.FleetStatus {
+		return gitsource.FleetStatus{RolloutState: gitsync.RolloutState{Namespace: "demo", Name: "web", Phase: "Paused",
+			Stable: gitsync.VersionState{Images: v1}, WaitsFor: waits}}
+	}
+	states := map[string]gitsource.FleetStatus{
+		"staging/demo/web": waiting("canary/demo/web"),
+		"canary/demo/web":  waiting("prod/demo/web"),
+		"other/demo/web":   waiting(),
+	}
+	u := upstream{wait: v1alpha1.FleetWait{Cluster: "staging"}, ro: ro, states: states, images: v2, self: "prod/demo/web"}
+	open, why, _ := u.judge()
+	want := "cluster staging: demo/web waits for this Rollout in turn (prod/demo/web waits for staging/demo/web waits for canary/demo/web waits for prod/demo/web): the waves form a cycle and none can start; remove one of these spec.fleet.waitFor entries"
+	if open || why != want {
+		t.Fatalf("open=%v why=%q\nwant %q", open, why, want)
+	}
+	u.wait = v1alpha1.FleetWait{Cluster: "other"}
+	if _, why, _ := u.judge(); strings.Contains(why, "cycle") {
+		t.Fatalf("no cycle through other: %q", why)
 	}
 }

@@ -191,6 +191,11 @@ func stateOf(ro *v1alpha1.Rollout, sc *scope) gitsync.RolloutState {
 		st.Approvals = append(st.Approvals, gitApproval(a.Revision, a.Attempt, a.Step))
 	}
 	st.ApprovalRecord = approvalRecord(ro)
+	if f := ro.Spec.Fleet; f != nil {
+		for _, w := range f.WaitFor {
+			st.WaitsFor = append(st.WaitsFor, w.Cluster+"/"+upstreamName(w, ro))
+		}
+	}
 	if a := s.AwaitingApproval; a != nil {
 		st.AwaitingApproval = &gitsync.AwaitingApproval{Revision: a.Revision, Step: int(a.Step), Attempt: int(a.Attempt),
 			Branch: a.Branch, PullRequestURL: a.PullRequestURL, Since: a.Since.Time}

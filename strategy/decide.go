@@ -135,10 +135,10 @@ func (p *planner) newRelease() error {
 		p.requeue(dependencyPoll)
 		return nil
 	}
-	if why, held := p.obs.fleetHolds(1); held {
+	if why, wait, held := p.obs.fleetHolds(1, p.now); held {
 		p.hold(fmt.Sprintf("revision %s waits to be released: %s", p.canary, why))
 		p.reason = v1alpha1.ReasonWaitingForFleet
-		p.requeue(fleetPoll)
+		p.requeue(wait)
 		return nil
 	}
 	if why, wait, held := p.obs.freezeHolds(false, p.now); held {

@@ -85,3 +85,15 @@ func TestFleetGateHoldsALaterStep(t *testing.T) {
 		t.Fatalf("at %+v (%q), want the last step held before completion", w, p.Status.Message)
 	}
 }
+
+// A gate closed for a bake time is looked at again when the bake ends,
+// not every fleetPoll.
+func TestFleetGateBakingIsLookedAtWhenItEnds(t *testing.T) {
+	healthy := &v1alpha1.RolloutStatus{Phase: v1alpha1.PhaseHealthy, StableRevision: "v1", CanaryRevision: "v1"}
+	obs := observed(10, 0)
+	obs.Fleet = []FleetGate{{BeforeStep: 1, Why: "cluster staging: demo/web released web=web:2; baking", Until: at(time.Hour)}}
+	p := decide(t, echoSpec(), healthy, obs, t0)
+	if p.Status.CanaryRevision != "v1" || p.RequeueAfter != time.Hour {
+		t.Fatalf("canary %s requeue after %s, want held and looked at again in 1h", p.Status.CanaryRevision, p.RequeueAfter)
+	}
+}

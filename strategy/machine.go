@@ -215,14 +215,14 @@ func (p *planner) ready() bool {
 	if !p.holdForHooks(v1alpha1.HookAfter) {
 		return false
 	}
-	if why, held := p.obs.fleetHolds(idx + 1); held {
+	if why, wait, held := p.obs.fleetHolds(idx+1, p.now); held {
 		next := fmt.Sprintf("step %d", idx+1)
 		if int(idx) >= len(p.steps) {
 			next = "completion"
 		}
 		p.reason = v1alpha1.ReasonWaitingForFleet
 		p.next.Message = fmt.Sprintf("step %d/%d of %s waits before %s: %s", idx, len(p.steps), p.canary, next, why)
-		p.requeue(fleetPoll)
+		p.requeue(wait)
 		return false
 	}
 	if why, wait, held := p.obs.freezeHolds(true, p.now); held && !p.pastLastGate(idx) {

@@ -130,17 +130,25 @@ type FleetGate struct {
 	// status.message (for example "cluster staging: demo/app is at step
 	// 1/3 of api=app:2").
 	Why string
+	// Until, when set, is when a closed gate opens by itself (the end of
+	// a bake time): the planner looks again then rather than polling Git.
+	Until time.Time
 }
 
 // fleetHolds returns why the first closed fleet gate guarding step (or an
-// earlier one) holds it.
-func (o *Observed) fleetHolds(step int32) (string, bool) {
+// earlier one) holds it, and when to look again: at the end of its bake
+// time, or within fleetPoll.
+func (o *Observed) fleetHolds(step int32, now time.Time) (string, time.Duration, bool) {
 	for _, g := range o.Fleet {
 		if !g.Open && g.BeforeStep <= step {
-			return g.Why, true
+			wait := fleetPoll
+			if !g.Until.IsZero() {
+				wait = max(g.Until.Sub(now), time.Second)
+			}
+			return g.Why, wait, true
 		}
 	}
-	return "", false
+	return "", 0, false
 }
 
 // freezeHolds returns why the freezes hold (joined with "; "), and when

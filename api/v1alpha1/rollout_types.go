@@ -143,6 +143,7 @@ type FleetSpec struct {
 }
 
 // FleetWait is one upstream release this Rollout waits for.
+// +kubebuilder:validation:XValidation:rule="!(has(self.step) && has(self.bakeTime))",message="spec.fleet.waitFor[].bakeTime counts from the upstream release's completion: remove step, or bakeTime"
 type FleetWait struct {
 	// Cluster is the name the upstream cluster writes its status under:
 	// spec.status.cluster of its Repository, which must share this
@@ -171,6 +172,12 @@ type FleetWait struct {
 	// +kubebuilder:default=1
 	// +optional
 	BeforeStep *int32 `json:"beforeStep,omitempty"`
+	// BakeTime, when set, is how long the upstream release must have been
+	// complete (Healthy with the same version) before this one goes on:
+	// "prod waits 2h after staging released". It counts from the
+	// completion time the upstream's controller wrote to its status file.
+	// +optional
+	BakeTime *metav1.Duration `json:"bakeTime,omitempty"`
 }
 
 // WorkloadRef identifies the workload a Rollout releases.

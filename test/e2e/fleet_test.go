@@ -53,11 +53,13 @@ spec: {url: %q, branch: main, interval: 1s, status: {cluster: %s, window: 1s}, %
 // status file in the shared status branch, signed by staging's controller
 // and checked against staging's key (spec.fleet.trust); a release that
 // staging aborts (rolled back there) holds prod with a message naming the
-// cluster.
+// cluster. prod bakes staging's release for 15 s (bakeTime), counted from
+// the completion time staging's controller wrote.
 func TestFleetWaveThroughGit(t *testing.T) {
 	t.Parallel()
 	git := gitserver.Start(t, gitserver.Options{})
-	waitFor := "  fleet: {waitFor: [{cluster: staging}]}\n"
+	const bake = 15 * time.Second
+	waitFor := "  fleet: {waitFor: [{cluster: staging, bakeTime: 15s}]}\n"
 	url, err := git.CreateRepo("fleet", map[string]string{
 		"clusters/staging/web.yaml": fleetRollout("staging", ""),
 		"clusters/prod/web.yaml":    fleetRollout("prod", waitFor),
@@ -149,15 +151,20 @@ func TestFleetWaveThroughGit(t *testing.T) {
 		stagingDone = time.Now()
 		return conditions.IsReady(r) && staging.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
 	})
-	// Then prod releases it, starting only after staging completed.
+	// staging's completion, as its controller writes it to its status file.
+	completed := staging.rollout("demo", "web").Status.StepStartedAt.Time
+	// Then prod bakes it, saying until when, and releases it only after.
+	prod.eventually(bake, "prod baking staging's release", func(ctx context.Context) (bool, error) {
+		return strings.Contains(prod.rollout("demo", "web").Status.Message, "baking for 15s, until "+completed.Add(bake).UTC().Format(time.RFC3339)), nil
+	})
 	prod.eventually(120*time.Second, "prod released web:2", func(ctx context.Context) (bool, error) {
 		return conditions.IsReady(prod.rollout("demo", "web")) && prod.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
 	})
 	first := prodPods.first()
-	t.Logf("staging completed by %s; prod's first web:2 pod at %s (%s later)", stagingDone.Format(time.StampMilli),
-		first.Format(time.StampMilli), first.Sub(stagingDone).Round(time.Millisecond))
-	if first.Before(stagingDone.Add(-time.Second)) { // the poll that saw staging done ran up to 1 s late
-		t.Fatalf("prod's first web:2 pod at %s, before staging completed (%s)", first, stagingDone)
+	t.Logf("staging completed at %s (ready by %s); prod's first web:2 pod at %s (%s after the completion)", completed.Format(time.StampMilli),
+		stagingDone.Format(time.StampMilli), first.Format(time.StampMilli), first.Sub(completed).Round(time.Millisecond))
+	if first.Before(completed.Add(bake)) {
+		t.Fatalf("prod's first web:2 pod at %s, before staging's release baked %s (completed %s)", first, bake, completed)
 	}
 	if file, _ := git.ReadFile("fleet", "rollgate/status", "prod/demo/web.yaml"); !strings.Contains(file, "web=web:2") {
 		t.Fatalf("prod's status file does not name its images:\n%s", file)
