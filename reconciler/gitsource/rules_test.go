@@ -73,7 +73,7 @@ func TestFreezesNameWhoMergedThem(t *testing.T) {
 	e = openForRules(t, url, "freezes.yaml")
 	_, err = e.Rules(ctx)
 	if err == nil || !strings.Contains(err.Error(), "the release rules file freezes.yaml (spec.releaseRules.path) at "+head[:7]+" of main") ||
-		!strings.Contains(err.Error(), `unknown field "namespace"`) {
+		!strings.Contains(err.Error(), `unknown field "freezes[0].namespace"`) {
 		t.Fatalf("error %v, want one naming the file, the head and the field", err)
 	}
 
