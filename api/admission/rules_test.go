@@ -161,7 +161,7 @@ func ruleCases() []ruleCase {
 			[]string{"spec.metrics[0]={name: rate, provider: {prometheus: {address: 'http://p:9090', query: up}}}"}, nil, ""},
 		{"Repository", "spec.status.path", "spec.status.path must be a relative", baseRepository,
 			[]string{"spec.status.path=../up"}, nil, ""},
-		{"Rollout", "spec.fleet.waitFor[*]", "bakeTime counts from the upstream release's completion", baseCanary,
+		{"Rollout", "spec.fleet.waitFor[*]", "spec.fleet.waitFor[].bakeTime counts from", baseCanary,
 			[]string{"spec.fleet={waitFor: [{cluster: staging, step: 1, bakeTime: 1h}]}"}, nil, ""},
 		{"Repository", "spec.releaseRules.path", "spec.releaseRules.path is relative to the root", baseRepository,
 			[]string{"spec.releaseRules={path: 'clusters/../freezes.yaml'}"}, nil, ""},
