@@ -59,6 +59,14 @@ type RolloutState struct {
 	LastTransitionTime time.Time `json:"lastTransitionTime,omitzero"`
 	// Message is a human-readable explanation of the current state.
 	Message string `json:"message,omitempty"`
+	// Reason says what the release waits for, in one word, when it waits:
+	// the reason of the Rollout's Progressing condition (WaitingForApproval,
+	// WaitingForFleet, WaitingForFreeze, WaitingForBudget or
+	// WaitingForHook); empty otherwise.
+	Reason string `json:"reason,omitempty"`
+	// Queue is the release's place in the queue of a budget of the
+	// release rules, while it waits there.
+	Queue *QueueState `json:"queue,omitempty"`
 	// Analysis holds the latest analysis measurements, newest last,
 	// bounded by the Writer (DefaultMaxMeasurements).
 	Analysis []Measurement `json:"analysis,omitempty"`
@@ -68,6 +76,13 @@ type RolloutState struct {
 	// for, "<cluster>/<namespace>/<name>" each: other clusters read it to
 	// find a cycle in the graph of waves.
 	WaitsFor []string `json:"waitsFor,omitempty"`
+}
+
+// QueueState is a release's place in a budget's queue.
+type QueueState struct {
+	Budget   string    `json:"budget"`
+	Position int       `json:"position"`
+	Since    time.Time `json:"since"`
 }
 
 // StepState is the position in the step list.

@@ -191,6 +191,18 @@ func stateOf(ro *v1alpha1.Rollout, sc *scope) gitsync.RolloutState {
 		st.Approvals = append(st.Approvals, gitApproval(a.Revision, a.Attempt, a.Step))
 	}
 	st.ApprovalRecord = approvalRecord(ro)
+	if sc.plan != nil {
+		// Only the waits: each comes with a message of its own, so the
+		// reason never makes a status write of its own.
+		switch r := sc.plan.Conditions.Progressing.Reason; r {
+		case v1alpha1.ReasonWaitingForApproval, v1alpha1.ReasonWaitingForFleet, v1alpha1.ReasonWaitingForFreeze,
+			v1alpha1.ReasonWaitingForBudget, v1alpha1.ReasonWaitingForHook:
+			st.Reason = r
+		}
+	}
+	if q := s.Queue; q != nil {
+		st.Queue = &gitsync.QueueState{Budget: q.Budget, Position: int(q.Position), Since: q.Since.Time}
+	}
 	if f := ro.Spec.Fleet; f != nil {
 		for _, w := range f.WaitFor {
 			st.WaitsFor = append(st.WaitsFor, w.Cluster+"/"+upstreamName(w, ro))

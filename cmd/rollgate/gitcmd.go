@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
 )
 
@@ -164,6 +165,9 @@ func pods(v gitsync.VersionState) string {
 	return fmt.Sprintf("%s (%d/%d ready)", v.Revision, v.ReadyReplicas, v.Replicas)
 }
 
+// waitingFor says in a few words what a release waits for, from its
+// status file alone: an approval, a place in a budget's queue, the
+// upstream waves it waits for, a freeze or window, or a hook.
 func waitingFor(s gitsync.RolloutState) string {
 	if a := s.AwaitingApproval; a != nil {
 		if a.PullRequestURL != "" {
@@ -171,7 +175,27 @@ func waitingFor(s gitsync.RolloutState) string {
 		}
 		return "approval: merge branch " + a.Branch
 	}
+	if q := s.Queue; q != nil {
+		return fmt.Sprintf("budget %s: position %d in the queue", q.Budget, q.Position)
+	}
+	switch s.Reason {
+	case v1alpha1.ReasonWaitingForFleet:
+		return "fleet: " + strings.Join(s.WaitsFor, ", ")
+	case v1alpha1.ReasonWaitingForFreeze:
+		return "freeze: " + afterColon(s.Message)
+	case v1alpha1.ReasonWaitingForHook:
+		return "hook: " + afterColon(s.Message)
+	}
 	return "-"
+}
+
+// afterColon is a message without the "revision X waits to be released:"
+// or "step 1/3 of X waits before step 2:" it starts with.
+func afterColon(msg string) string {
+	if _, rest, ok := strings.Cut(msg, ": "); ok {
+		return rest
+	}
+	return msg
 }
 
 func dash(s string) string {

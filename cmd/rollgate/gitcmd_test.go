@@ -60,3 +60,44 @@ spec:
 		t.Fatalf("approve --repo once approved: exit %d\n%s", code, out)
 	}
 }
+
+// TestStatusFromGitSaysWhatEachReleaseWaitsFor: `rollgate status --repo`
+// shows, from the status files alone, what each release waits for: a
+// place in a budget's queue, the upstream waves, a freeze, an approval.
+func TestStatusFromGitSaysWhatEachReleaseWaitsFor(t *testing.T) {
+	srv := gitserver.Start(t, gitserver.Options{})
+	url, err := srv.CreateRepo("app", map[string]string{"README.md": "app\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, st := range []gitsync.RolloutState{
+		{Namespace: "shop", Name: "cart", Phase: "Paused", Reason: "WaitingForBudget",
+			Queue: &gitsync.QueueState{Budget: "one-at-a-time", Position: 2, Since: time.Now()}},
+		{Namespace: "shop", Name: "web", Phase: "Paused", Reason: "WaitingForFleet", WaitsFor: []string{"staging/shop/web", "canary/shop/web"}},
+		{Namespace: "shop", Name: "pay", Phase: "Paused", Reason: "WaitingForFreeze",
+			Message: "revision 6d4f9c waits to be released: freeze black-friday (peak), merged in 1a2b3c4 by Jane <jane@example.com>"},
+		{Namespace: "shop", Name: "search", Phase: "Progressing", Step: gitsync.StepState{Current: 1, Total: 2, State: "StepPaused"},
+			AwaitingApproval: &gitsync.AwaitingApproval{Revision: "new", Step: 1, Attempt: 1, Branch: "rollgate/approve/shop/search/new-step-1"}},
+	} {
+		data, err := gitsync.RenderStatus(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[st.Namespace+"/"+st.Name+".yaml"] = string(data)
+	}
+	if _, err := srv.Commit("app", gitsync.DefaultStatusBranch, "status", files); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, "", "status", "--repo", url)
+	for _, want := range []string{
+		"budget one-at-a-time: position 2 in the queue",
+		"fleet: staging/shop/web, canary/shop/web",
+		"freeze: freeze black-friday (peak), merged in 1a2b3c4 by Jane <jane@example.com>",
+		"approval: merge branch rollgate/approve/shop/search/new-step-1",
+	} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("status --repo: exit %d, want %q in:\n%s", code, want, out)
+		}
+	}
+}
