@@ -216,23 +216,11 @@ func (p *planner) ready() bool {
 		return false
 	}
 	if why, wait, held := p.obs.fleetHolds(idx+1, p.now); held {
-		next := fmt.Sprintf("step %d", idx+1)
-		if int(idx) >= len(p.steps) {
-			next = "completion"
-		}
-		p.reason = v1alpha1.ReasonWaitingForFleet
-		p.next.Message = fmt.Sprintf("step %d/%d of %s waits before %s: %s", idx, len(p.steps), p.canary, next, why)
-		p.requeue(wait)
+		p.waitBeforeNext(v1alpha1.ReasonWaitingForFleet, why, wait)
 		return false
 	}
 	if why, wait, held := p.obs.freezeHolds(true, p.now); held && !p.pastLastGate(idx) {
-		next := fmt.Sprintf("step %d", idx+1)
-		if int(idx) >= len(p.steps) {
-			next = "completion"
-		}
-		p.reason = v1alpha1.ReasonWaitingForFreeze
-		p.next.Message = fmt.Sprintf("step %d/%d of %s waits before %s: %s", idx, len(p.steps), p.canary, next, why)
-		p.requeue(wait)
+		p.waitBeforeNext(v1alpha1.ReasonWaitingForFreeze, why, wait)
 		return false
 	}
 	if int(idx) < len(p.steps) {
@@ -242,6 +230,20 @@ func (p *planner) ready() bool {
 	}
 	p.enter(v1alpha1.StepCompleted)
 	return false
+}
+
+// waitBeforeNext holds a release done with its current step before the
+// next one (or its completion), for reason, saying why, and looks again
+// after wait.
+func (p *planner) waitBeforeNext(reason, why string, wait time.Duration) {
+	idx := p.next.CurrentStepIndex
+	next := fmt.Sprintf("step %d", idx+1)
+	if int(idx) >= len(p.steps) {
+		next = "completion"
+	}
+	p.reason = reason
+	p.next.Message = fmt.Sprintf("step %d/%d of %s waits before %s: %s", idx, len(p.steps), p.canary, next, why)
+	p.requeue(wait)
 }
 
 // pastLastGate reports whether a release done with step idx passed a
