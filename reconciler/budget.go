@@ -114,34 +114,61 @@ func (l *budgetLedger) release(id string, key types.NamespacedName) {
 	}
 }
 
-// budget is a budget of the release rules covering the Rollout.
+// budget is a budget covering the Rollout: one of the release rules, or
+// the cluster's (--max-releases-in-flight).
 type budget struct {
-	id string // <namespace>/<repository>/<name>
+	id string // <namespace>/<repository>/<name>, or "cluster"
 	rules.Budget
+}
+
+// clusterBudget is the name of the budget of --max-releases-in-flight.
+const clusterBudget = "cluster"
+
+// budgetsOf are the budgets covering the Rollout: the release rules'
+// and the cluster's.
+func (r *RolloutReconciler) budgetsOf(sc *scope) []budget {
+	out := sc.budgets
+	if n := r.Options.MaxReleasesInFlight; n > 0 {
+		out = append(out, budget{id: clusterBudget, Budget: rules.Budget{Name: clusterBudget, MaxInFlight: n}})
+	}
+	return out
+}
+
+// members are the Rollouts of list that budget b covers: for the
+// cluster's, every one; for a budget of the release rules, those of the
+// same Repository its selector picks.
+func (sc *scope) members(b budget, list []v1alpha1.Rollout) []budgetMember {
+	var out []budgetMember
+	for i := range list {
+		ro := &list[i]
+		if b.id != clusterBudget && (ro.Namespace != sc.ro.Namespace || ro.Spec.Git == nil || sc.ro.Spec.Git == nil ||
+			ro.Spec.Git.Repository != sc.ro.Spec.Git.Repository || !b.Rollouts.Covers(ro.Namespace, ro.Labels)) {
+			continue
+		}
+		out = append(out, budgetMember{key: client.ObjectKeyFromObject(ro), inFlight: strategy.InFlight(&ro.Status), queue: ro.Status.Queue})
+	}
+	return out
 }
 
 // queueTicket asks the ledger for a place in every budget covering the
 // Rollout, for a plan that starts a release; nil when each gave one.
 func (r *RolloutReconciler) queueTicket(ctx context.Context, sc *scope) *strategy.QueueTicket {
-	if len(sc.budgets) == 0 {
+	budgets := r.budgetsOf(sc)
+	if len(budgets) == 0 {
 		return nil
 	}
 	var list v1alpha1.RolloutList
-	if err := r.List(ctx, &list, client.InNamespace(sc.ro.Namespace)); err != nil {
-		return &strategy.QueueTicket{Budget: sc.budgets[0].Name, Why: "cannot count the releases in flight: " + err.Error()}
+	var opts []client.ListOption
+	if r.Options.MaxReleasesInFlight == 0 {
+		opts = append(opts, client.InNamespace(sc.ro.Namespace)) // budgets of the release rules only
+	}
+	if err := r.List(ctx, &list, opts...); err != nil {
+		return &strategy.QueueTicket{Budget: budgets[0].Name, Why: "cannot count the releases in flight: " + err.Error()}
 	}
 	key := client.ObjectKeyFromObject(sc.ro)
 	var given []string
-	for _, b := range sc.budgets {
-		var members []budgetMember
-		for i := range list.Items {
-			ro := &list.Items[i]
-			if ro.Spec.Git == nil || ro.Spec.Git.Repository != sc.ro.Spec.Git.Repository || !b.Rollouts.Covers(ro.Namespace, ro.Labels) {
-				continue
-			}
-			members = append(members, budgetMember{key: client.ObjectKeyFromObject(ro), inFlight: strategy.InFlight(&ro.Status), queue: ro.Status.Queue})
-		}
-		ok, pos, flying := r.budgets.admit(b.id, b.Name, b.MaxInFlight, key, members, sc.now)
+	for _, b := range budgets {
+		ok, pos, flying := r.budgets.admit(b.id, b.Name, b.MaxInFlight, key, sc.members(b, list.Items), sc.now)
 		if ok {
 			given = append(given, b.id)
 			continue
@@ -151,7 +178,10 @@ func (r *RolloutReconciler) queueTicket(ctx context.Context, sc *scope) *strateg
 		}
 		names := make([]string, len(flying))
 		for i, k := range flying {
-			names[i] = k.Name
+			names[i] = k.String()
+			if k.Namespace == sc.ro.Namespace {
+				names[i] = k.Name
+			}
 		}
 		if len(names) > 5 {
 			names = append(names[:5], fmt.Sprintf("and %d more", len(flying)-5))

@@ -18,6 +18,10 @@ type Options struct {
 	NoEndpointSlices bool
 	// Concurrent is the number of Rollouts reconciled in parallel.
 	Concurrent int
+	// MaxReleasesInFlight is the cluster's budget: at most this many
+	// releases in flight at once among every Rollout watched (0: no
+	// limit); a budget named "cluster" beside those of the release rules.
+	MaxReleasesInFlight int
 	// LuaConfigMap names the ConfigMap in Namespace with user Lua scripts.
 	LuaConfigMap string
 	// WebhookService is the Service in front of the webhook server

@@ -76,6 +76,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"--webhook-timeout-seconds", "0"}, exitUsage},
 		{[]string{"--webhook-timeout-seconds", "31"}, exitUsage},
 		{[]string{"--webhook-timeout-seconds", "10s"}, exitUsage},
+		{[]string{"--max-releases-in-flight", "-1"}, exitUsage},
 		{[]string{"--help"}, 0},
 	} {
 		if got := run(c.args); got != c.want {

@@ -229,6 +229,9 @@ func Parse(data []byte) (*Parsed, error) {
 		if err := named("budgets", i, b.Name); err != nil {
 			return nil, err
 		}
+		if b.Name == "cluster" {
+			return nil, fmt.Errorf("budgets[%d].name cluster is the name of the cluster's budget (the controller's --max-releases-in-flight): choose another", i)
+		}
 		if b.MaxInFlight < 1 {
 			return nil, fmt.Errorf("budgets[%d] (%s).maxInFlight is %d: allow at least 1 release in flight (to stop every release, declare a freeze)",
 				i, b.Name, b.MaxInFlight)

@@ -272,6 +272,7 @@ budgets:
 	for file, want := range map[string]string{
 		"budgets:\n- name: b\n  maxInFlight: 0\n":                      "budgets[0] (b).maxInFlight is 0: allow at least 1 release in flight (to stop every release, declare a freeze)",
 		"budgets:\n- name: b\n":                                        "budgets[0] (b).maxInFlight is 0",
+		"budgets:\n- name: cluster\n  maxInFlight: 1\n":                "budgets[0].name cluster is the name of the cluster's budget",
 		"budgets:\n- name: b\n  maxInFlight: -1\n":                     "maxInFlight is -1",
 		"budgets:\n- name: b\n  maxInflight: 2\n":                      `unknown field "budgets[0].maxInflight"`,
 		"freezes:\n- name: b\nbudgets:\n- name: b\n  maxInFlight: 1\n": `budgets[0].name "b" is also the name of freezes[0]`,

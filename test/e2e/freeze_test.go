@@ -103,9 +103,30 @@ func (w *world) heldBeforeItsFirstPod(what, why string) {
 // A reader sampling every 50 ms never sees two releases in flight.
 func TestBudgetReleasesOneAtATimeInTheOrderTheyCame(t *testing.T) {
 	t.Parallel()
+	budgetStory(t, "one-at-a-time")
+}
+
+// TestClusterBudgetReleasesOneAtATime: the same with the controller's
+// --max-releases-in-flight=1 instead of release rules in Git.
+func TestClusterBudgetReleasesOneAtATime(t *testing.T) {
+	t.Parallel()
+	budgetStory(t, "cluster")
+}
+
+// budgetStory runs the releases of three Rollouts under a budget of one:
+// "cluster" is the controller's, another name a budget of the release
+// rules.
+func budgetStory(t *testing.T, budget string) {
 	w := newWorld(t)
 	names := []string{"alpha", "beta", "gamma"}
 	files := map[string]string{"release/rules.yaml": "budgets:\n- name: one-at-a-time\n  maxInFlight: 1\n"}
+	rules := ", releaseRules: {path: release/rules.yaml}"
+	if budget == "cluster" {
+		files, rules = map[string]string{}, ""
+		w.stopController()
+		w.ctrlOpts.MaxReleasesInFlight = 1
+		w.startController()
+	}
 	rollouts := map[string]string{}
 	for _, n := range names {
 		rollouts[n] = rig.Rollout{Name: n, Namespace: "demo", GitPath: "apps/" + n + "/rollout.yaml", WithoutTraffic: true,
@@ -120,8 +141,8 @@ func TestBudgetReleasesOneAtATimeInTheOrderTheyCame(t *testing.T) {
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: app-repo, namespace: demo}
-spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}, releaseRules: {path: release/rules.yaml}}
-`, repoURL))
+spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}%s}
+`, repoURL, rules))
 	for _, n := range names {
 		w.applyYAML(rig.App("demo", n, "echo:1.0", 2))
 		w.applyYAML(rollouts[n])
@@ -171,7 +192,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}, releaseRules: 
 		w.eventually(30*time.Second, fmt.Sprintf("%s waiting at position %d", n, position), func(ctx context.Context) (bool, error) {
 			ro := w.rollout(w.ns, n)
 			q := ro.Status.Queue
-			return q != nil && q.Budget == "one-at-a-time" && q.Position == position &&
+			return q != nil && q.Budget == budget && q.Position == position &&
 				conditions.GetReason(ro, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForBudget &&
 				strings.Contains(ro.Status.Message, fmt.Sprintf("position %d in its queue", position)) &&
 				w.pods(w.ns, n)["echo:2.0"] == [2]int{}, nil
@@ -185,7 +206,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}, releaseRules: 
 	queued("beta", 1)
 	w.applyYAML(rig.App("demo", "gamma", "echo:2.0", 2))
 	queued("gamma", 2)
-	if msg := w.rollout(w.ns, "gamma").Status.Message; !strings.Contains(msg, "budget one-at-a-time allows 1 release(s) in flight and 1 are (alpha)") {
+	if msg := w.rollout(w.ns, "gamma").Status.Message; !strings.Contains(msg, "budget "+budget+" allows 1 release(s) in flight and 1 are (alpha)") {
 		t.Fatalf("gamma says %q, want the budget and what is in flight", msg)
 	}
 

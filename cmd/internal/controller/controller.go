@@ -40,6 +40,7 @@ type Flags struct {
 	watchLabelSelector string
 	watchAllNamespaces bool
 	concurrent         int
+	maxInFlight        int
 	luaConfigMap       string
 	webhookPort        int
 	webhookHost        string
@@ -73,6 +74,7 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "Run as one shard of several (Flux's sharding convention): reconcile only the Rollouts and Repositories whose labels match, e.g. \"sharding.fluxcd.io/key in (shard1)\" for a shard and \"!sharding.fluxcd.io/key\" for the main instance; empty: all of them (docs/sharding.md)")
 	fs.BoolVar(&f.watchAllNamespaces, "watch-all-namespaces", true, "Watch every namespace; false: only --namespace (Flux's convention): the controller caches and releases that namespace's Rollouts only, and its webhooks are registered for that namespace only; give each such instance its own --webhook-config-name (docs/namespaced.md)")
 	fs.IntVar(&f.concurrent, "concurrent", 4, "Number of Rollouts reconciled in parallel")
+	fs.IntVar(&f.maxInFlight, "max-releases-in-flight", 0, "At most this many releases in flight at once among every Rollout this controller watches; the others wait in a queue, first come first served (docs/coordination.md); 0: no limit")
 	fs.StringVar(&f.luaConfigMap, "lua-configmap", "rollgate-lua", "ConfigMap in --namespace with user Lua scripts (keys lua.traffic.routing.<Kind>.<group>, lua.traffic.routing.ingress.<class>); they override built-ins of the same key")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server")
 	fs.StringVar(&f.webhookHost, "webhook-bind-host", "", "Host the admission webhook server binds to (e.g. 127.0.0.1 when running outside the cluster)")
@@ -153,6 +155,9 @@ func Run(f *Flags) error {
 // validate refuses flag values the controller cannot use, as a UsageError
 // naming the flag.
 func (f *Flags) validate() error {
+	if f.maxInFlight < 0 {
+		return UsageError{fmt.Errorf("--max-releases-in-flight %d: use 0 (no limit) or more (to stop every release, declare a freeze)", f.maxInFlight)}
+	}
 	if t := f.webhookTimeout; t < webhook.MinTimeoutSeconds || t > webhook.MaxTimeoutSeconds {
 		return UsageError{fmt.Errorf("--webhook-timeout-seconds %d: use %d to %d (the API server's range for a webhook's timeoutSeconds)",
 			t, webhook.MinTimeoutSeconds, webhook.MaxTimeoutSeconds)}
@@ -164,6 +169,7 @@ func (f *Flags) options() reconciler.Options {
 	return reconciler.Options{
 		Namespace:             f.namespace,
 		Concurrent:            f.concurrent,
+		MaxReleasesInFlight:   f.maxInFlight,
 		LuaConfigMap:          f.luaConfigMap,
 		WebhookService:        f.webhookService,
 		WebhookSecret:         f.webhookSecret,
