@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,8 @@ type Rules struct {
 	// brought it and who authored that commit (on a branch changed by
 	// merging pull requests, who merged it), or why that is not known.
 	MergedBy map[string]string
+	// data is the file as read.
+	data []byte
 }
 
 // Rules reads the release rules file at the head of the tracked branch the
@@ -50,12 +53,25 @@ func (e *Repo) Rules(ctx context.Context) (*Rules, error) {
 	if cached != nil && cached.Commit == snap.Commit {
 		return cached, nil
 	}
+	if cached != nil && bytes.Equal(cached.data, data) {
+		// The same file at a new head (a status commit into the tracked
+		// branch, another app's merge): the branch moved forward past the
+		// commits that brought each freeze, which stay the same, so the
+		// history is not walked again. (After a force push that rewrote
+		// them, the message names the old commit until the file changes.)
+		f := *cached
+		f.Commit = snap.Commit
+		e.mu.Lock()
+		e.rules = &f
+		e.mu.Unlock()
+		return &f, nil
+	}
 	parsed, err := rules.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("the release rules file %s (spec.releaseRules.path) at %s of %s %v; fix it with a merge",
 			path, shortHash(snap.Commit), e.branch, err)
 	}
-	f := &Rules{Parsed: parsed, Commit: snap.Commit, MergedBy: e.mergedBy(ctx, snap, path, parsed)}
+	f := &Rules{Parsed: parsed, Commit: snap.Commit, MergedBy: e.mergedBy(ctx, snap, path, parsed), data: data}
 	e.mu.Lock()
 	e.rules = f
 	e.mu.Unlock()

@@ -64,6 +64,18 @@ func TestFreezesNameWhoMergedThem(t *testing.T) {
 	if again, _ := e.Rules(ctx); again != f {
 		t.Fatal("the same head was read and parsed again")
 	}
+	// A new head with the same file: the attribution stays, the history
+	// is not walked again.
+	if _, err := srv.Commit("app", "main", "another app's change", map[string]string{"app.yaml": "a: 3\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.clone.Fetch(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.Rules(ctx)
+	if err != nil || again.Commit == f.Commit || again.MergedBy["black-friday"] != want {
+		t.Fatalf("at the next head: %+v %v, want the same attribution at a new commit", again, err)
+	}
 
 	// Broken by a merge: an error naming the field, the file and the head.
 	head, err := srv.Commit("app", "main", "typo", map[string]string{"freezes.yaml": "freezes:\n- name: x\n  namespace: shop\n"})
