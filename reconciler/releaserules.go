@@ -33,7 +33,7 @@ func (r *RolloutReconciler) observeReleaseRules(ctx context.Context, sc *scope) 
 		return
 	}
 	for _, b := range f.Parsed.Budgets(ro.Namespace, ro.Labels) {
-		sc.budgets = append(sc.budgets, budget{id: ro.Namespace + "/" + sc.repository.Name + "/" + b.Name, Budget: b})
+		sc.budgets = append(sc.budgets, coveringBudget{id: ro.Namespace + "/" + sc.repository.Name + "/" + b.Name, Budget: b})
 	}
 	for _, h := range f.Parsed.Holds(ro.Namespace, ro.Labels, sc.now) {
 		if by, ok := f.MergedBy[h.Name]; ok && !h.Window {

@@ -19,6 +19,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/reconciler/analysis"
+	"github.com/rollgate/rollgate/reconciler/budget"
 	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/strategy"
@@ -97,7 +98,7 @@ type RolloutReconciler struct {
 	// statusWrites are the times of the last status writes (countsEvery).
 	statusWrites statusWrites
 	// budgets gives places in the budgets of the release rules.
-	budgets budgetLedger
+	budgets budget.Ledger
 }
 
 // Reconcile moves one Rollout one step closer to its spec.

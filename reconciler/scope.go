@@ -52,7 +52,7 @@ type scope struct {
 	// freezes are the freezes and windows that hold the Rollout now.
 	freezes []rules.Hold
 	// budgets are the budgets of the release rules covering the Rollout.
-	budgets []budget
+	budgets []coveringBudget
 
 	// What the act… phases did.
 

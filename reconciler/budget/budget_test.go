@@ -1,4 +1,4 @@
-package reconciler
+package budget
 
 import (
 	"fmt"
@@ -12,10 +12,10 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 )
 
-func member(name string, inFlight bool, since time.Time) budgetMember {
-	m := budgetMember{key: types.NamespacedName{Namespace: "shop", Name: name}, inFlight: inFlight}
+func member(name string, inFlight bool, since time.Time) Member {
+	m := Member{Key: types.NamespacedName{Namespace: "shop", Name: name}, InFlight: inFlight}
 	if !since.IsZero() {
-		m.queue = &v1alpha1.QueueStatus{Budget: "shop", Since: metav1.NewTime(since)}
+		m.Queue = &v1alpha1.QueueStatus{Budget: "shop", Since: metav1.NewTime(since)}
 	}
 	return m
 }
@@ -25,8 +25,8 @@ func member(name string, inFlight bool, since time.Time) budgetMember {
 // position and what is in flight.
 func TestBudgetLedgerIsFirstComeFirstServed(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	var l budgetLedger
-	members := []budgetMember{
+	var l Ledger
+	members := []Member{
 		member("cart", true, time.Time{}),
 		member("search", false, t0.Add(2*time.Second)),
 		member("web", false, t0.Add(time.Second)),
@@ -34,31 +34,31 @@ func TestBudgetLedgerIsFirstComeFirstServed(t *testing.T) {
 	key := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "shop", Name: n} }
 	now := t0.Add(time.Minute)
 
-	ok, pos, flying := l.admit("shop/repo/shop", "shop", 1, key("search"), members, now)
+	ok, pos, flying := l.Admit("shop/repo/shop", "shop", 1, key("search"), members, now)
 	if ok || pos != 2 || fmt.Sprint(flying) != "[shop/cart]" {
 		t.Fatalf("search with cart in flight: ok %v position %d flying %v, want queued second behind web", ok, pos, flying)
 	}
 	// cart is done: one place, web waited first.
-	members[0].inFlight = false
-	if ok, pos, _ := l.admit("shop/repo/shop", "shop", 1, key("search"), members, now); ok || pos != 2 {
+	members[0].InFlight = false
+	if ok, pos, _ := l.Admit("shop/repo/shop", "shop", 1, key("search"), members, now); ok || pos != 2 {
 		t.Fatalf("search: ok %v position %d, want still behind web", ok, pos)
 	}
-	if ok, pos, _ := l.admit("shop/repo/shop", "shop", 1, key("web"), members, now); !ok || pos != 1 {
+	if ok, pos, _ := l.Admit("shop/repo/shop", "shop", 1, key("web"), members, now); !ok || pos != 1 {
 		t.Fatalf("web: ok %v position %d, want the place", ok, pos)
 	}
 	// web's place counts before the cache shows web in flight.
-	members[2].queue = nil
-	if ok, pos, flying := l.admit("shop/repo/shop", "shop", 1, key("search"), members, now); ok || pos != 1 || fmt.Sprint(flying) != "[shop/web]" {
+	members[2].Queue = nil
+	if ok, pos, flying := l.Admit("shop/repo/shop", "shop", 1, key("search"), members, now); ok || pos != 1 || fmt.Sprint(flying) != "[shop/web]" {
 		t.Fatalf("search after web was given the place: ok %v position %d flying %v", ok, pos, flying)
 	}
 	// ... until its reservation expires without web ever starting.
-	if ok, _, _ := l.admit("shop/repo/shop", "shop", 1, key("search"), members, now.Add(reservationTTL+time.Second)); !ok {
+	if ok, _, _ := l.Admit("shop/repo/shop", "shop", 1, key("search"), members, now.Add(ReservationTTL+time.Second)); !ok {
 		t.Fatal("search: the place reserved for web never came back")
 	}
 	// A new comer without a queue entry goes after those waiting; search,
 	// given its place, counts as in flight and no longer waits.
-	later := now.Add(reservationTTL + 2*time.Second)
-	ok, pos, flying = l.admit("shop/repo/shop", "shop", 2, key("new"), append(members, member("x", false, t0.Add(3*time.Second))), later)
+	later := now.Add(ReservationTTL + 2*time.Second)
+	ok, pos, flying = l.Admit("shop/repo/shop", "shop", 2, key("new"), append(members, member("x", false, t0.Add(3*time.Second))), later)
 	if ok || pos != 2 || fmt.Sprint(flying) != "[shop/search]" {
 		t.Fatalf("a new comer: ok %v position %d flying %v, want second behind x with search in flight", ok, pos, flying)
 	}
@@ -66,9 +66,9 @@ func TestBudgetLedgerIsFirstComeFirstServed(t *testing.T) {
 
 // Rollouts asking at once never get more places than the budget has.
 func TestBudgetLedgerNeverGivesMorePlacesThanItHas(t *testing.T) {
-	var l budgetLedger
+	var l Ledger
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	var members []budgetMember
+	var members []Member
 	for i := range 50 {
 		members = append(members, member(fmt.Sprintf("app-%02d", i), false, time.Time{}))
 	}
@@ -79,7 +79,7 @@ func TestBudgetLedgerNeverGivesMorePlacesThanItHas(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if ok, _, _ := l.admit("shop/repo/shop", "shop", 3, m.key, members, now); ok {
+			if ok, _, _ := l.Admit("shop/repo/shop", "shop", 3, m.Key, members, now); ok {
 				mu.Lock()
 				given++
 				mu.Unlock()
@@ -90,5 +90,5 @@ func TestBudgetLedgerNeverGivesMorePlacesThanItHas(t *testing.T) {
 	if given != 3 {
 		t.Fatalf("%d places given by a budget of 3 to 50 Rollouts asking at once", given)
 	}
-	l.release("shop/repo/shop", members[0].key)
+	l.Release("shop/repo/shop", members[0].Key)
 }
