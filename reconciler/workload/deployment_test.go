@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/workload"
@@ -47,7 +46,6 @@ func waitDeploymentComplete(t *testing.T, d *appsv1.Deployment) {
 // finalised the Deployment controller adopts rollgate's ReplicaSet and
 // finishes the rollout with it.
 func TestDeploymentPartitionStyle(t *testing.T) {
-	ctx := context.Background()
 	ns := namespace(t)
 	d := newDeployment(t, ns, "web", 10)
 	_, a := cover(t, d, nil)
@@ -86,12 +84,11 @@ func TestDeploymentPartitionStyle(t *testing.T) {
 	// Argo CD self-heal puts the declared strategy back mid-release: the
 	// stored object never carries it, so the Deployment controller never
 	// sees an unpaused RollingUpdate.
-	get(t, d)
-	d.Spec.Paused = false
-	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType}
-	if err := suite.c.Update(ctx, d, client.FieldOwner("argocd-controller")); err != nil {
-		t.Fatal(err)
-	}
+	writeAs(t, d, "argocd-controller", func() error {
+		d.Spec.Paused = false
+		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType}
+		return nil
+	})
 	if !d.Spec.Paused || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Fatalf("self-heal went through mid-release: paused=%v strategy=%s", d.Spec.Paused, d.Spec.Strategy.Type)
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -107,14 +108,38 @@ func cover(t *testing.T, obj client.Object, mutate func(*v1alpha1.Rollout)) (*v1
 // GitOps tool applying a new commit would.
 func setImage(t *testing.T, obj client.Object, image string) {
 	t.Helper()
-	get(t, obj)
-	tpl, err := workload.PodTemplate(obj)
-	if err != nil {
-		t.Fatal(err)
+	writeAs(t, obj, "", func() error {
+		tpl, err := workload.PodTemplate(obj)
+		if err != nil {
+			return err
+		}
+		tpl.Spec.Containers[0].Image = image
+		return nil
+	})
+}
+
+// writeAs reads obj, changes it with mutate and writes it back as field
+// owner (the client's default when empty), reading it again when another
+// writer came first, as a GitOps tool does: the workload's own
+// controller writes its status at any time, and a conflict with that
+// write is not what a test asserts.
+func writeAs(t *testing.T, obj client.Object, owner string, mutate func() error) {
+	t.Helper()
+	var opts []client.UpdateOption
+	if owner != "" {
+		opts = append(opts, client.FieldOwner(owner))
 	}
-	tpl.Spec.Containers[0].Image = image
-	if err := suite.c.Update(context.Background(), obj); err != nil {
-		t.Fatalf("set image %s: %v", image, err)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := suite.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		if err := mutate(); err != nil {
+			return err
+		}
+		return suite.c.Update(context.Background(), obj, opts...)
+	})
+	if err != nil {
+		t.Fatalf("update %s: %v", obj.GetName(), err)
 	}
 }
 
