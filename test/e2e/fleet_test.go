@@ -53,13 +53,13 @@ spec: {url: %q, branch: main, interval: 1s, status: {cluster: %s, window: 1s}, %
 // status file in the shared status branch, signed by staging's controller
 // and checked against staging's key (spec.fleet.trust); a release that
 // staging aborts (rolled back there) holds prod with a message naming the
-// cluster. prod bakes staging's release for 15 s (bakeTime), counted from
+// cluster. prod bakes staging's release for 30 s (bakeTime), counted from
 // the completion time staging's controller wrote.
 func TestFleetWaveThroughGit(t *testing.T) {
 	t.Parallel()
 	git := gitserver.Start(t, gitserver.Options{})
-	const bake = 15 * time.Second
-	waitFor := "  fleet: {waitFor: [{cluster: staging, bakeTime: 15s}]}\n"
+	const bake = 30 * time.Second
+	waitFor := "  fleet: {waitFor: [{cluster: staging, bakeTime: 30s}]}\n"
 	url, err := git.CreateRepo("fleet", map[string]string{
 		"clusters/staging/web.yaml": fleetRollout("staging", ""),
 		"clusters/prod/web.yaml":    fleetRollout("prod", waitFor),
@@ -155,7 +155,7 @@ func TestFleetWaveThroughGit(t *testing.T) {
 	completed := staging.rollout("demo", "web").Status.StepStartedAt.Time
 	// Then prod bakes it, saying until when, and releases it only after.
 	prod.eventually(bake, "prod baking staging's release", func(ctx context.Context) (bool, error) {
-		return strings.Contains(prod.rollout("demo", "web").Status.Message, "baking for 15s, until "+completed.Add(bake).UTC().Format(time.RFC3339)), nil
+		return strings.Contains(prod.rollout("demo", "web").Status.Message, "baking for 30s, until "+completed.Add(bake).UTC().Format(time.RFC3339)), nil
 	})
 	prod.eventually(120*time.Second, "prod released web:2", func(ctx context.Context) (bool, error) {
 		return conditions.IsReady(prod.rollout("demo", "web")) && prod.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil

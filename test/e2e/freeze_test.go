@@ -97,10 +97,11 @@ func (w *world) heldBeforeItsFirstPod(what, why string) {
 
 // TestBudgetReleasesOneAtATimeInTheOrderTheyCame: three Rollouts of one
 // Repository whose release rules allow one release in flight. Their new
-// images arrive one after the other while the first releases: the second
-// and the third wait before their first pod, at positions 1 and 2 of the
-// queue (status.queue, the message), and release in the order they came.
-// A reader sampling every 50 ms never sees two releases in flight.
+// images arrive one after the other while the first waits at its gate:
+// the second and the third wait before their first pod, at positions 1
+// and 2 of the queue (status.queue, the message). Once the first is
+// approved they release in the order they came. A reader sampling every
+// 50 ms never sees two releases in flight.
 func TestBudgetReleasesOneAtATimeInTheOrderTheyCame(t *testing.T) {
 	t.Parallel()
 	budgetStory(t, "one-at-a-time")
@@ -129,8 +130,14 @@ func budgetStory(t *testing.T, budget string) {
 	}
 	rollouts := map[string]string{}
 	for _, n := range names {
+		// alpha waits at a gate, so the others queue behind it for as long
+		// as the story needs, whatever the machine's load.
+		first := `{replicas: 1, pause: {duration: 2}}`
+		if n == "alpha" {
+			first = `{replicas: 1, pause: {}}`
+		}
 		rollouts[n] = rig.Rollout{Name: n, Namespace: "demo", GitPath: "apps/" + n + "/rollout.yaml", WithoutTraffic: true,
-			Steps: []string{`{replicas: 1, pause: {duration: 4}}`, `{replicas: "100%"}`}}.YAML()
+			Steps: []string{first, `{replicas: "100%"}`}}.YAML()
 		files["apps/"+n+"/rollout.yaml"] = w.inNS(rollouts[n])
 	}
 	repoURL, err := w.git.CreateRepo("app", files)
@@ -199,8 +206,10 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}%s}
 		})
 	}
 	w.applyYAML(rig.App("demo", "alpha", "echo:2.0", 2))
-	w.eventually(30*time.Second, "alpha in flight", func(ctx context.Context) (bool, error) {
-		return strategy.InFlight(&w.rollout(w.ns, "alpha").Status), nil
+	var alpha *v1alpha1.Rollout
+	w.eventually(30*time.Second, "alpha at its gate", func(ctx context.Context) (bool, error) {
+		alpha = w.rollout(w.ns, "alpha")
+		return strategy.InFlight(&alpha.Status) && alpha.Status.AwaitingApproval != nil, nil
 	})
 	w.applyYAML(rig.App("demo", "beta", "echo:2.0", 2))
 	queued("beta", 1)
@@ -210,6 +219,10 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}%s}
 		t.Fatalf("gamma says %q, want the budget and what is in flight", msg)
 	}
 
+	// alpha's gate approved: alpha completes, then beta, then gamma.
+	w.update(alpha, func() {
+		alpha.Spec.Approvals = append(alpha.Spec.Approvals, v1alpha1.Approval{Revision: alpha.Status.CanaryRevision, Step: 1})
+	})
 	w.eventually(120*time.Second, "the three released", func(ctx context.Context) (bool, error) {
 		for _, n := range names {
 			ro := w.rollout(w.ns, n)
