@@ -416,6 +416,29 @@ func TestWebhookTimeout(t *testing.T) {
 	}
 }
 
+// TestWebhookDrain: webhook.drainSeconds (default 5) is a preStop sleep of
+// every controller, main and shard, so a stopping pod keeps answering the
+// webhooks while its removal reaches kube-proxy and the API server; 0 renders
+// no hook.
+func TestWebhookDrain(t *testing.T) {
+	for _, tc := range []struct {
+		values string
+		want   int64 // 0: no hook
+	}{{"sharding: {shards: [s1]}", 5}, {"sharding: {shards: [s1]}\nwebhook: {drainSeconds: 20}", 20}, {"sharding: {shards: [s1]}\nwebhook: {drainSeconds: 0}", 0}} {
+		r := mustRender(t, tc.values)
+		for _, name := range []string{"rg-rollgate", "rg-rollgate-s1"} {
+			c := controller(t, r.deployment(name))
+			var got int64
+			if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+				got = c.Lifecycle.PreStop.Sleep.Seconds
+			}
+			if got != tc.want || (tc.want == 0 && c.Lifecycle != nil) {
+				t.Errorf("%q: Deployment %s lifecycle %+v, want a preStop sleep of %d s", tc.values, name, c.Lifecycle, tc.want)
+			}
+		}
+	}
+}
+
 // TestBadValuesRefused: a value that cannot work fails the rendering (so
 // `helm install`, `helm template`, Argo CD and Flux) with a message that
 // names it.
@@ -452,6 +475,8 @@ func TestBadValuesRefused(t *testing.T) {
 		{"webhook timeout zero", "webhook: {timeoutSeconds: 0}", []string{"/webhook/timeoutSeconds", "minimum"}},
 		{"webhook timeout above the API server's 30", "webhook: {timeoutSeconds: 31}", []string{"/webhook/timeoutSeconds", "maximum"}},
 		{"webhook timeout as a duration", "webhook: {timeoutSeconds: 10s}", []string{"/webhook/timeoutSeconds", "want integer"}},
+		{"webhook drain past the grace period", "webhook: {drainSeconds: 26}", []string{"/webhook/drainSeconds", "maximum"}},
+		{"webhook drain below zero", "webhook: {drainSeconds: -1}", []string{"/webhook/drainSeconds", "minimum"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(t, tc.values)

@@ -1,8 +1,12 @@
 package realnode
 
 import (
+	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +20,13 @@ import (
 type Image struct {
 	// Ref is the reference written in the tarball, e.g. localhost/verserver:v1.
 	Ref string
-	// Tar is the path of the docker-save tarball.
+	// Tar is the path of the docker-save tarball, or of an OCI archive
+	// when Index is set.
 	Tar string
+	// Index says Tar is an OCI archive of an image index named Ref: the
+	// node keeps the index, and its containerd runs the index's image of
+	// the node's platform, as it would from a registry.
+	Index bool
 }
 
 // ImageSpec says how to build an image FROM scratch holding one static Go
@@ -75,6 +84,83 @@ func BuildImage(ctx context.Context, dir string, spec ImageSpec) (Image, error) 
 	return Image{Ref: spec.Ref, Tar: tar}, nil
 }
 
+// ControllerIndex builds the controller image as `make dist` does, under
+// ref: an OCI image index of a linux/amd64 and a linux/arm64 image, each
+// holding the controller and the notifier cross-built for its architecture
+// (bin/mkimage -layout reads each binary's architecture from its ELF
+// header), written as an OCI archive for the node to import.
+func ControllerIndex(ctx context.Context, dir, ref string) (Image, error) {
+	mkimage, err := repo.LookTool("mkimage")
+	if err != nil {
+		return Image{}, err
+	}
+	root, err := repo.FindRoot()
+	if err != nil {
+		return Image{}, err
+	}
+	name := strings.NewReplacer("/", "_", ":", "_").Replace(ref)
+	layoutDir := filepath.Join(dir, name+".layout")
+	args := []string{"-layout", layoutDir, "-path", "/rollgate-controller", "-tag", ref, "-user", "65532",
+		"-ca", "/etc/ssl/certs/ca-certificates.crt", "-created", "0",
+		"-label", "org.opencontainers.image.version=test", "-label", "org.opencontainers.image.revision=working-tree",
+		"-label", "org.opencontainers.image.source=https://github.com/rollgate/rollgate"}
+	for _, arch := range []string{"amd64", "arm64"} {
+		bins := map[string]string{}
+		for _, cmd := range []string{"rollgate-controller", "rollgate-notifier"} {
+			bins[cmd] = filepath.Join(dir, fmt.Sprintf("%s-%s-linux-%s", name, cmd, arch))
+			build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bins[cmd], "./cmd/"+cmd)
+			build.Dir = root
+			build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+			if out, err := build.CombinedOutput(); err != nil {
+				return Image{}, fmt.Errorf("go build %s for linux/%s: %v\n%s", cmd, arch, err, out)
+			}
+		}
+		args = append(args, "-binary", bins["rollgate-controller"], "-add", "/rollgate-notifier="+bins["rollgate-notifier"])
+	}
+	if out, err := exec.CommandContext(ctx, mkimage, args...).CombinedOutput(); err != nil {
+		return Image{}, fmt.Errorf("mkimage -layout %s: %v\n%s", ref, err, out)
+	}
+	tar := filepath.Join(dir, name+".oci.tar")
+	if err := tarDir(layoutDir, tar); err != nil {
+		return Image{}, err
+	}
+	return Image{Ref: ref, Tar: tar, Index: true}, nil
+}
+
+// tarDir writes the files under dir into a tar archive at out, with paths
+// relative to dir (an OCI layout becomes an OCI archive).
+func tarDir(dir, out string) error {
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(rel), Mode: 0o644, Size: info.Size(), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		src, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		_, err = io.Copy(tw, src)
+		return err
+	})
+	return errors.Join(err, tw.Close(), f.Close())
+}
+
 // SampleApp builds the sample application (verserver) at version.
 func SampleApp(ctx context.Context, dir, version string) (Image, error) {
 	return BuildImage(ctx, dir, ImageSpec{
@@ -82,22 +168,6 @@ func SampleApp(ctx context.Context, dir, version string) (Image, error) {
 		Ref:     "localhost/verserver:" + version,
 		LDFlags: "-X main.version=" + version,
 		User:    65532,
-	})
-}
-
-// ControllerImage builds the rollgate controller image from the working tree
-// as `make image` does, under ref.
-func ControllerImage(ctx context.Context, dir, ref string) (Image, error) {
-	return BuildImage(ctx, dir, ImageSpec{
-		Package: "./cmd/rollgate-controller",
-		Ref:     ref,
-		User:    65532,
-		CA:      true,
-		Labels: map[string]string{
-			"org.opencontainers.image.version":  "test",
-			"org.opencontainers.image.revision": "working-tree",
-			"org.opencontainers.image.source":   "https://github.com/rollgate/rollgate",
-		},
 	})
 }
 

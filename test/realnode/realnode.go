@@ -466,10 +466,26 @@ func (c *Cluster) waitFor(ctx context.Context, comp *component, what string, lim
 
 // Import imports an image tarball into containerd's k8s.io namespace (the
 // CRI's), as `ctr -n k8s.io images import` does.
+//
+// An image index (img.Index) is named img.Ref by its OCI archive; the node
+// keeps the index with the content of its own platform only, and the import
+// is checked: containerd must list img.Ref as an image index naming
+// linux/amd64 and linux/arm64.
 func (c *Cluster) Import(ctx context.Context, img Image) error {
 	out, err := exec.CommandContext(ctx, c.bins["ctr"], "--address", c.Containerd, "-n", "k8s.io", "images", "import", img.Tar).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("import %s (ctr -n k8s.io images import %s): %v: %s", img.Ref, img.Tar, err, out)
+	}
+	if !img.Index {
+		return nil
+	}
+	out, err = exec.CommandContext(ctx, c.bins["ctr"], "--address", c.Containerd, "-n", "k8s.io", "images", "ls", "name=="+img.Ref).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr images ls %s: %v: %s", img.Ref, err, out)
+	}
+	listed := string(out)
+	if !strings.Contains(listed, "application/vnd.oci.image.index.v1+json") || !strings.Contains(listed, "linux/amd64") || !strings.Contains(listed, "linux/arm64") {
+		return fmt.Errorf("containerd does not keep %s as an image index of linux/amd64 and linux/arm64:\n%s", img.Ref, listed)
 	}
 	return nil
 }

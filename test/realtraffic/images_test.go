@@ -21,7 +21,9 @@ import (
 var storyImages = &imageSet{}
 
 // imageSet builds the sample application's four versions and the
-// controller's image the first time they are asked for.
+// controller's image the first time they are asked for. The controller's
+// is an image index of linux/amd64 and linux/arm64 built as `make dist`
+// builds it: the node runs the image of its own platform from the index.
 type imageSet struct {
 	once   sync.Once
 	dir    string
@@ -42,7 +44,7 @@ func (s *imageSet) get(ctx context.Context) ([]realnode.Image, error) {
 			}
 			s.images = append(s.images, img)
 		}
-		ctrl, err := realnode.ControllerImage(ctx, s.dir, controllerImage)
+		ctrl, err := realnode.ControllerIndex(ctx, s.dir, controllerImage)
 		if err != nil {
 			s.err = err
 			return
@@ -62,7 +64,7 @@ func buildImages() int {
 		return 0
 	}
 	start := time.Now()
-	fmt.Fprintln(os.Stderr, "realtraffic: building the story images (the sample app v1-v4 and the controller)")
+	fmt.Fprintln(os.Stderr, "realtraffic: building the story images (the sample app v1-v4, and the controller's image index for linux/amd64 and linux/arm64)")
 	ctx, cancel := context.WithTimeout(context.Background(), nodeSetupBudget)
 	defer cancel()
 	done := make(chan struct{})

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -112,7 +111,7 @@ func installRollgate(ctx context.Context, node *realnode.Cluster, helm string) e
 	}
 	if out, err := runHelm(ctx, node, helm, "install", release, chartDir(), "-n", releaseNS, "--create-namespace",
 		"--set", "image.repository=localhost/rollgate", "--set", "image.tag=test", "--set", "image.pullPolicy=Never",
-		"--set", "replicaCount=1", "--wait", "--timeout=3m"); err != nil {
+		"--wait", "--timeout=3m"); err != nil {
 		return fmt.Errorf("helm install: %v\n%s", err, out)
 	}
 	return waitWebhook(ctx, node.Client)
@@ -147,15 +146,7 @@ func waitWebhook(ctx context.Context, c client.Client) error {
 	// moment later: until then the API server's calls are refused. A
 	// server-side dry run of an AnalysisTemplate (whose webhook fails
 	// closed) succeeds only once the webhook answers through the Service.
-	probe := &unstructured.Unstructured{}
-	probe.SetAPIVersion(v1alpha1.GroupVersion.String())
-	probe.SetKind("AnalysisTemplate")
-	probe.SetNamespace(releaseNS)
-	probe.SetName("webhook-probe")
-	_ = unstructured.SetNestedSlice(probe.Object, []any{map[string]any{
-		"name": "probe", "successCondition": "result[0] == 0",
-		"provider": map[string]any{"prometheus": map[string]any{"address": "http://127.0.0.1:9090", "query": "vector(0)"}},
-	}}, "spec", "metrics")
+	probe := webhookProbe(releaseNS)
 	return poll(ctx, time.Minute, "the webhook answers through its Service", func() (bool, string) {
 		err := c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
 		return err == nil, fmt.Sprint(err)
