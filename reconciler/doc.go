@@ -1,15 +1,9 @@
-// Package reconciler holds rollgate's Rollout controller and the wiring of
-// the manager (NewManager, Setup). The Rollout reconciler observes a
-// workload, asks the pure strategy package for the next action and
-// carries it out through the workload adapters (reconciler/workload), the
-// traffic routers (traffic) and Git, which it reads and writes only
-// through the Repository its spec.git names (reconciler/gitsource: the
-// only package that fetches, pools clones, verifies approvals, wakes
-// gates and runs the Repository controller). The admission webhooks that
-// hold workloads and check routes live in reconciler/webhook,
-// reconciler/routehook and reconciler/validation.
-//
-// It is the only package that writes Rollout status, conditions and
-// events. The packages it calls return values and wrapped errors; the
-// reconciler maps them to condition reasons from api/v1alpha1.
+// Package reconciler wires rollgate's manager (NewManager, Setup): the
+// scheme, the cache, leader election and shards, and the controllers and
+// webhooks of its packages. The Rollout controller is reconciler/rollout;
+// Git, and the Repository controller, are reconciler/gitsource (the only
+// package that fetches, pools clones, verifies approvals and wakes
+// gates). The admission webhooks that hold workloads and check routes
+// live in reconciler/webhook, reconciler/routehook and
+// reconciler/validation.
 package reconciler

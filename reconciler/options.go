@@ -5,6 +5,7 @@ import (
 
 	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/metrics"
+	"github.com/rollgate/rollgate/reconciler/rollout"
 )
 
 // Options configure the controllers. cmd/rollgate fills them from flags.
@@ -74,9 +75,12 @@ func (o Options) gitOptions() gitsource.Options {
 	}
 }
 
-func (o Options) now() time.Time {
-	if o.Now != nil {
-		return o.Now()
+// rolloutOptions are the options of the Rollout controller (package
+// rollout).
+func (o Options) rolloutOptions() rollout.Options {
+	return rollout.Options{
+		Namespace: o.Namespace, NoEndpointSlices: o.NoEndpointSlices, Concurrent: o.Concurrent,
+		MaxReleasesInFlight: o.MaxReleasesInFlight, LuaConfigMap: o.LuaConfigMap, InsecureHTTP: o.GitInsecureHTTP,
+		EventsAddr: o.EventsAddr, Now: o.Now, Metrics: o.Metrics,
 	}
-	return time.Now()
 }

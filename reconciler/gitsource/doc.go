@@ -8,10 +8,10 @@
 // the Rollouts waiting at a gate whose manifest it changed, and the push
 // endpoint (reconciler/gitpush) makes a Repository fetch at once.
 //
-// The Rollout controller (package reconciler) consumes a Repo through a
+// The Rollout controller (package rollout) consumes a Repo through a
 // small interface (the approvals its gate reads at a head, the status
 // writer, approval branches, reverts, the fleet's progress) and is woken
 // through the sources the Pool hands out (Woken, Written, Proposed). This
 // package writes the status and conditions of Repositories only; those of
-// Rollouts are package reconciler's.
+// Rollouts are package rollout's.
 package gitsource

@@ -14,7 +14,7 @@ import (
 // Cleaning up revert branches (gitsync.CleanupRevertBranches deletes the
 // revert branches of a Rollout whose change the tracked branch holds).
 // The Rollout controller asks for it when a release of the Rollout has
-// ended (Completed, or RolledBack) — see reconciler.cleanupReverts for
+// ended (Completed, or RolledBack) — see rollout.cleanupReverts for
 // why then — naming the occasion; each occasion is served once, in the
 // background, so neither the reconcile nor the release waits for Git.
 // A cleanup that failed is logged and tried again at the next ask, at

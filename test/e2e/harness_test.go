@@ -30,6 +30,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
+	"github.com/rollgate/rollgate/reconciler/rollout"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/inproc"
 	"github.com/rollgate/rollgate/test/kube"
@@ -150,11 +151,11 @@ func (w *world) releaseNamespace() {
 	}
 	for i := range ros.Items {
 		ro := &ros.Items[i]
-		if !controllerutil.ContainsFinalizer(ro, reconciler.Finalizer) {
+		if !controllerutil.ContainsFinalizer(ro, rollout.Finalizer) {
 			continue
 		}
 		patch := client.MergeFrom(ro.DeepCopy())
-		controllerutil.RemoveFinalizer(ro, reconciler.Finalizer)
+		controllerutil.RemoveFinalizer(ro, rollout.Finalizer)
 		if err := w.c.Patch(ctx, ro, patch); err != nil && !apierrors.IsNotFound(err) {
 			w.t.Errorf("cleanup: remove the finalizer of Rollout %s: %v", ro.Name, err)
 		}

@@ -523,7 +523,7 @@ func (s *trafficStory) reassert(ro *v1alpha1.Rollout, k routedKey, v routeView, 
 	// flap). How long it took is printed above.
 	if !backAndHeld(samples) {
 		t.Fatalf("%s after the write: %s; the step must be re-asserted on the watch event of the written object "+
-			"(reconciler/setup.go, reconciler/routewatch.go), without a grace period (traffic/entry.go), not at the %s "+
+			"(reconciler/rollout/setup.go, reconciler/rollout/routewatch.go), without a grace period (traffic/entry.go), not at the %s "+
 			"resync, and then hold", k, runsOf(samples), 30*time.Second)
 	}
 	for _, w := range re.of(rolloutKey) {

@@ -122,7 +122,7 @@ func (f *fixture) propose(t *testing.T, name, revision string, step int) gitsync
 }
 
 // approvalRequest is the pull request rollgate asks for at the gate of
-// step (reconciler/forge.go builds it the same way).
+// step (reconciler/rollout/forge.go builds it the same way).
 func approvalRequest(p gitsync.Proposal, name, revision string, step int) forge.PullRequest {
 	facts := map[string]string{
 		forge.FactReplicas:       "4",

@@ -13,7 +13,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/gitsync/forge"
-	"github.com/rollgate/rollgate/reconciler"
+	"github.com/rollgate/rollgate/reconciler/rollout"
 	"github.com/rollgate/rollgate/test/gitea"
 )
 
@@ -21,7 +21,7 @@ import (
 // the level of its decision: the approval is found on main and the commit
 // that brought it is found in main's history (gitsync's verifier, as the
 // controller's history clone runs it), the forge client reads the pull
-// request and its reviews from Gitea, and reconciler.JudgeReviews decides.
+// request and its reviews from Gitea, and rollout.JudgeReviews decides.
 type reviewGate struct {
 	f        *fixture
 	history  *gitsync.Repository
@@ -61,7 +61,7 @@ func (g *reviewGate) judge(t *testing.T, p gitsync.Proposal, revision string, st
 	if err != nil {
 		t.Fatalf("PullRequestReviews(%s): %v", p.Branch, err)
 	}
-	return reconciler.JudgeReviews(policy, rec, "main", v.Commit)
+	return rollout.JudgeReviews(policy, rec, "main", v.Commit)
 }
 
 // open opens the approval pull request of p into base and returns its
@@ -239,7 +239,7 @@ func TestReviewPolicyOnGitea(t *testing.T) {
 		if err != nil || rec.State != forge.StateClosed {
 			t.Fatalf("PullRequestReviews = %+v, %v; want it closed", rec, err)
 		}
-		got, err := reconciler.JudgeReviews(byReviewer, rec, "main", p.Commit)
+		got, err := rollout.JudgeReviews(byReviewer, rec, "main", p.Commit)
 		holds(t, got, err, u, "was closed without merge")
 	})
 	t.Run("merged into another branch", func(t *testing.T) {
@@ -257,7 +257,7 @@ func TestReviewPolicyOnGitea(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := reconciler.JudgeReviews(byReviewer, rec, "main", rec.MergeCommit)
+		got, err := rollout.JudgeReviews(byReviewer, rec, "main", rec.MergeCommit)
 		holds(t, got, err, u, "was merged into release, not into the tracked branch main")
 	})
 }

@@ -1,7 +1,6 @@
-package reconciler
+package rollout
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +15,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/gitsync/forge"
-	"github.com/rollgate/rollgate/test/envtest"
+	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 )
 
 // TestJudgeReviews is the review policy's decision on review sets: only
@@ -87,12 +86,7 @@ func TestJudgeReviews(t *testing.T) {
 // forge is not asked again before its Retry-After; a passing check is
 // never remembered, so it is asked again at every reconcile.
 func TestReviewCheckHoldsWhileTheForgeCannotAnswer(t *testing.T) {
-	scheme, err := NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, c := envtest.Start(t, envtest.WithScheme(scheme))
-	ctx := context.Background()
+	ctx, _, c, _ := rollouttest.StartAPIServer(t)
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "forge", Namespace: "default"},
 		Data: map[string][]byte{"token": []byte("t0ken")}}); err != nil {
 		t.Fatal(err)
@@ -131,7 +125,7 @@ func TestReviewCheckHoldsWhileTheForgeCannotAnswer(t *testing.T) {
 	}}
 	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}}
 	ro.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "abc", Step: 1, Branch: branch, PullRequestURL: "https://git.example/acme/app/pulls/7"}
-	r := &RolloutReconciler{APIReader: c, Options: Options{GitInsecureHTTP: true}}
+	r := &RolloutReconciler{APIReader: c, Options: Options{InsecureHTTP: true}}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	sc := &scope{ro: ro, repository: repo, now: t0}
 	git := &gitsync.Verdict{Approval: gitsync.Approval{Revision: "abc", Step: 1}, Commit: "merge1"}

@@ -1,4 +1,4 @@
-package reconciler
+package rollout
 
 import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"

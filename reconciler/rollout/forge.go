@@ -1,4 +1,4 @@
-package reconciler
+package rollout
 
 import (
 	"cmp"
@@ -34,7 +34,7 @@ func (r *RolloutReconciler) forgeClient(ctx context.Context, repo *v1alpha1.Repo
 		return nil, fmt.Errorf("getting Secret %s/%s named by Repository %s spec.forge.secretRef: %w", repo.Namespace, f.SecretRef.Name, repo.Name, err)
 	}
 	var opts []forge.Option
-	if r.Options.GitInsecureHTTP {
+	if r.Options.InsecureHTTP {
 		opts = append(opts, forge.AllowHTTP())
 	}
 	hc := &http.Client{Timeout: 30 * time.Second}
