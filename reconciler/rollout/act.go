@@ -15,7 +15,7 @@ import (
 
 // actOnWorkload carries out the plan's workload action and records the
 // adapter's answer (done: nothing left to move for this action).
-func (r *RolloutReconciler) actOnWorkload(ctx context.Context, sc *scope) error {
+func (r *Reconciler) actOnWorkload(ctx context.Context, sc *scope) error {
 	ro, p := sc.ro, sc.plan
 	done, err := true, error(nil)
 	switch p.Workload {
@@ -51,7 +51,7 @@ func (r *RolloutReconciler) actOnWorkload(ctx context.Context, sc *scope) error 
 
 // actOnTraffic sends the plan's traffic to the routers when it differs from
 // what this reconcile already asked for.
-func (r *RolloutReconciler) actOnTraffic(ctx context.Context, sc *scope) error {
+func (r *Reconciler) actOnTraffic(ctx context.Context, sc *scope) error {
 	if sc.router == nil {
 		if sc.routerErr != nil && hasRouting(sc.ro) {
 			return sc.routerErr
@@ -66,7 +66,7 @@ func (r *RolloutReconciler) actOnTraffic(ctx context.Context, sc *scope) error {
 
 // sendTraffic makes the routers carry t and records their answer. A grace
 // period is not an error.
-func (r *RolloutReconciler) sendTraffic(ctx context.Context, sc *scope, t strategy.Traffic) {
+func (r *Reconciler) sendTraffic(ctx context.Context, sc *scope, t strategy.Traffic) {
 	ro := sc.ro
 	var done bool
 	var err error

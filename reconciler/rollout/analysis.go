@@ -24,7 +24,7 @@ import (
 // merged results for status.analysis, in the scope. A template that cannot
 // be used is kept as sc.analysis.invalid: the planner holds the release
 // and reports it.
-func (r *RolloutReconciler) observeAnalysis(ctx context.Context, sc *scope) error {
+func (r *Reconciler) observeAnalysis(ctx context.Context, sc *scope) error {
 	ro := sc.ro
 	st := ro.Status
 	inRelease := st.CanaryRevision != "" && st.CanaryRevision != st.StableRevision && st.Phase == v1alpha1.PhaseProgressing
@@ -88,7 +88,7 @@ func strategyField(ro *v1alpha1.Rollout) string {
 // runAnalysis measures analysis a (its templates read from the cluster)
 // and, when set, the in-memory template extra (a step's traffic
 // verification).
-func (r *RolloutReconciler) runAnalysis(ctx context.Context, sc *scope, a *v1alpha1.RolloutAnalysis, step int32, started time.Time, prev []v1alpha1.MetricResult, extra *v1alpha1.AnalysisTemplate) (analysis.Report, error) {
+func (r *Reconciler) runAnalysis(ctx context.Context, sc *scope, a *v1alpha1.RolloutAnalysis, step int32, started time.Time, prev []v1alpha1.MetricResult, extra *v1alpha1.AnalysisTemplate) (analysis.Report, error) {
 	ro := sc.ro
 	in := analysis.Input{Args: a.Args, Step: step, StartedAt: started, Previous: prev, Now: sc.now, Facts: facts(ro),
 		Owner: metav1.NewControllerRef(ro, v1alpha1.GroupVersion.WithKind("Rollout"))}
@@ -128,7 +128,7 @@ func (r *RolloutReconciler) runAnalysis(ctx context.Context, sc *scope, a *v1alp
 // actStartChecks creates the Jobs the analysis' Job checks asked for and
 // deletes those they are done with (a pod that cannot start, the history
 // bound). A failure is logged: the check asks again at its next look.
-func (r *RolloutReconciler) actStartChecks(ctx context.Context, sc *scope) {
+func (r *Reconciler) actStartChecks(ctx context.Context, sc *scope) {
 	for _, w := range sc.analysis.jobs {
 		if err := analysis.ApplyWrites(ctx, r.Client, w); err != nil {
 			log.FromContext(ctx).Error(err, "Job checks")

@@ -80,7 +80,7 @@ func (m *reviewMemo) put(key string, err error, until time.Time) {
 // the forge must say that the approval branch's pull request was merged
 // into the tracked branch with the reviews asked for. It returns the
 // verdict to use (a copy; v is the verifier's cached one).
-func (r *RolloutReconciler) checkReviews(ctx context.Context, sc *scope, v *gitsync.Verdict) *gitsync.Verdict {
+func (r *Reconciler) checkReviews(ctx context.Context, sc *scope, v *gitsync.Verdict) *gitsync.Verdict {
 	repo := sc.repository
 	if v == nil || !v.Counts() || repo == nil || repo.Spec.Approvals == nil || repo.Spec.Approvals.Reviews == nil {
 		return v

@@ -125,7 +125,7 @@ func TestReviewCheckHoldsWhileTheForgeCannotAnswer(t *testing.T) {
 	}}
 	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}}
 	ro.Status.AwaitingApproval = &v1alpha1.ApprovalRequest{Revision: "abc", Step: 1, Branch: branch, PullRequestURL: "https://git.example/acme/app/pulls/7"}
-	r := &RolloutReconciler{APIReader: c, Options: Options{InsecureHTTP: true}}
+	r := &Reconciler{APIReader: c, Options: Options{InsecureHTTP: true}}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	sc := &scope{ro: ro, repository: repo, now: t0}
 	git := &gitsync.Verdict{Approval: gitsync.Approval{Revision: "abc", Step: 1}, Commit: "merge1"}

@@ -25,7 +25,7 @@ const clusterBudget = "cluster"
 
 // budgetsOf are the budgets covering the Rollout: the release rules'
 // and the cluster's.
-func (r *RolloutReconciler) budgetsOf(sc *scope) []coveringBudget {
+func (r *Reconciler) budgetsOf(sc *scope) []coveringBudget {
 	out := sc.budgets
 	if n := r.Options.MaxReleasesInFlight; n > 0 {
 		out = append(out, coveringBudget{id: clusterBudget, Budget: rules.Budget{Name: clusterBudget, MaxInFlight: n}})
@@ -51,7 +51,7 @@ func (sc *scope) members(b coveringBudget, list []v1alpha1.Rollout) []budget.Mem
 
 // queueTicket asks the ledger for a place in every budget covering the
 // Rollout, for a plan that starts a release; nil when each gave one.
-func (r *RolloutReconciler) queueTicket(ctx context.Context, sc *scope) *strategy.QueueTicket {
+func (r *Reconciler) queueTicket(ctx context.Context, sc *scope) *strategy.QueueTicket {
 	budgets := r.budgetsOf(sc)
 	if len(budgets) == 0 {
 		return nil

@@ -28,7 +28,7 @@ import (
 // missing goes into sc.missing, each with the field that names it; the
 // planner starts no release until the list is empty and reports it while
 // idle.
-func (r *RolloutReconciler) observeDependencies(ctx context.Context, sc *scope) error {
+func (r *Reconciler) observeDependencies(ctx context.Context, sc *scope) error {
 	ro := sc.ro
 	if ro.Spec.Disabled || !ro.DeletionTimestamp.IsZero() {
 		return nil
@@ -123,7 +123,7 @@ func (r *RolloutReconciler) observeDependencies(ctx context.Context, sc *scope) 
 
 // exists reports whether the object named name exists in namespace; a
 // kind whose CRD is not installed does not exist either.
-func (r *RolloutReconciler) exists(ctx context.Context, obj client.Object, namespace, name string) (bool, error) {
+func (r *Reconciler) exists(ctx context.Context, obj client.Object, namespace, name string) (bool, error) {
 	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
 	var noKind *apierrors.NoKindMatchError
 	switch {

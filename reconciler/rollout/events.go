@@ -28,7 +28,7 @@ type inMotionFirst struct {
 
 // eventsOf maps an event to Rollouts with fn and queues them as
 // inMotionFirst does.
-func (r *RolloutReconciler) eventsOf(fn handler.MapFunc) handler.EventHandler {
+func (r *Reconciler) eventsOf(fn handler.MapFunc) handler.EventHandler {
 	return inMotionFirst{EventHandler: handler.EnqueueRequestsFromMapFunc(fn), rollouts: r.Client}
 }
 

@@ -19,7 +19,7 @@ import (
 // point asked for with the version this Rollout is about to release (the
 // same container images), and after its bake time. It fails closed: when
 // Git cannot be read, every gate is closed and says why.
-func (r *RolloutReconciler) observeFleet(ctx context.Context, sc *scope) {
+func (r *Reconciler) observeFleet(ctx context.Context, sc *scope) {
 	ro := sc.ro
 	if ro.Spec.Fleet == nil || ro.Spec.Disabled || !ro.DeletionTimestamp.IsZero() {
 		return

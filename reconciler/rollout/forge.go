@@ -24,7 +24,7 @@ import (
 // forgeClient returns the pull-request client of a Repository, or nil
 // when it configures no forge. The token is read from the Secret on every
 // call and never kept beyond it.
-func (r *RolloutReconciler) forgeClient(ctx context.Context, repo *v1alpha1.Repository) (forge.Client, error) {
+func (r *Reconciler) forgeClient(ctx context.Context, repo *v1alpha1.Repository) (forge.Client, error) {
 	f := repo.Spec.Forge
 	if f == nil {
 		return nil, nil
@@ -57,7 +57,7 @@ func (r *RolloutReconciler) forgeClient(ctx context.Context, repo *v1alpha1.Repo
 // openApprovalRequest opens the pull request of the gate the Rollout waits
 // at, once, with the step's numbers in its body, and closes the approval
 // pull requests of earlier gates that were never merged.
-func (r *RolloutReconciler) openApprovalRequest(ctx context.Context, sc *scope) error {
+func (r *Reconciler) openApprovalRequest(ctx context.Context, sc *scope) error {
 	ro := sc.ro
 	a := ro.Status.AwaitingApproval
 	if a == nil || a.Branch == "" || a.PullRequestURL != "" {
@@ -84,7 +84,7 @@ func (r *RolloutReconciler) openApprovalRequest(ctx context.Context, sc *scope) 
 }
 
 // openRevertRequest opens the pull request of a proposed revert.
-func (r *RolloutReconciler) openRevertRequest(ctx context.Context, sc *scope, reason string) error {
+func (r *Reconciler) openRevertRequest(ctx context.Context, sc *scope, reason string) error {
 	ro := sc.ro
 	g := ro.Status.Git
 	if g == nil || g.RevertBranch == "" || g.RevertBranch == trackedBranch(ro, sc.repository) || g.RevertPullRequestURL != "" {
@@ -224,7 +224,7 @@ func nextGateStatus(s *v1alpha1.RolloutStatus) (next v1alpha1.GateStatus, desc s
 // each change is reported once, also across restarts (a report repeated
 // after a restart replaces the same status). A gate whose pull request is
 // gone is recorded without a report.
-func (r *RolloutReconciler) reportGateStatus(ctx context.Context, sc *scope) error {
+func (r *Reconciler) reportGateStatus(ctx context.Context, sc *scope) error {
 	ro := sc.ro
 	next, desc, ok := nextGateStatus(&ro.Status)
 	if !ok {

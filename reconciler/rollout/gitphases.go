@@ -41,7 +41,7 @@ type gitRepository interface {
 
 // actOpenRepository opens (or finds open) the clone and status writer of
 // the Repository spec.git names.
-func (r *RolloutReconciler) actOpenRepository(ctx context.Context, sc *scope) error {
+func (r *Reconciler) actOpenRepository(ctx context.Context, sc *scope) error {
 	if sc.ro.Spec.Git == nil {
 		return nil
 	}
@@ -61,7 +61,7 @@ func (r *RolloutReconciler) actOpenRepository(ctx context.Context, sc *scope) er
 // Repository controller fetches the branch every interval while a gate
 // waits on it (at once after a push webhook) and wakes the Rollouts whose
 // manifest changed.
-func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) error {
+func (r *Reconciler) observeApprovals(ctx context.Context, sc *scope) error {
 	ro, git := sc.ro, sc.git
 	if git == nil || ro.Status.AwaitingApproval == nil {
 		return nil
@@ -93,7 +93,7 @@ func (r *RolloutReconciler) observeApprovals(ctx context.Context, sc *scope) err
 // status branch (queued once the status is persisted: QueueProgress).
 // The progress goes out even when a proposal or the revert failed: other
 // clusters (spec.fleet) and people read it there.
-func (r *RolloutReconciler) actOnGit(ctx context.Context, sc *scope) error {
+func (r *Reconciler) actOnGit(ctx context.Context, sc *scope) error {
 	ro := sc.ro
 	if sc.git == nil {
 		return nil
@@ -131,7 +131,7 @@ func (r *RolloutReconciler) actOnGit(ctx context.Context, sc *scope) error {
 // The branch's commit also prunes spec.approvals down to the entries of
 // the stable and canary revisions, so the list never outgrows the CRD's
 // cap, and the approval branches of earlier gates are removed.
-func (r *RolloutReconciler) proposeApproval(_ context.Context, sc *scope) error {
+func (r *Reconciler) proposeApproval(_ context.Context, sc *scope) error {
 	ro := sc.ro
 	a := ro.Status.AwaitingApproval
 	if a == nil || a.Branch != "" {

@@ -46,7 +46,7 @@ type hookPayload struct {
 // within the hooks of one point and the onRollback hooks). A hook is
 // called at least once per answer recorded: a crash between the call and
 // the status write calls it again.
-func (r *RolloutReconciler) actHooks(ctx context.Context, sc *scope) {
+func (r *Reconciler) actHooks(ctx context.Context, sc *scope) {
 	call := sc.plan.Hooks
 	if call == nil {
 		return
@@ -106,7 +106,7 @@ func (r *RolloutReconciler) actHooks(ctx context.Context, sc *scope) {
 }
 
 // callHook makes one call of hook h at call.
-func (r *RolloutReconciler) callHook(ctx context.Context, sc *scope, h *v1alpha1.Hook, call strategy.HookCall) analysis.HookAnswer {
+func (r *Reconciler) callHook(ctx context.Context, sc *scope, h *v1alpha1.Hook, call strategy.HookCall) analysis.HookAnswer {
 	ro := sc.ro
 	url, err := verdict.Expand(h.URL, nil, facts(ro))
 	if err != nil {

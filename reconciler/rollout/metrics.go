@@ -10,7 +10,7 @@ import (
 
 // recordMetrics sets the Rollout's gauges from the status a reconcile
 // leaves, or removes its series once the finalizer is gone.
-func (r *RolloutReconciler) recordMetrics(ro *v1alpha1.Rollout) {
+func (r *Reconciler) recordMetrics(ro *v1alpha1.Rollout) {
 	if !ro.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(ro, Finalizer) {
 		r.Options.Metrics.Forget(ro.Namespace, ro.Name)
 		return
@@ -21,7 +21,7 @@ func (r *RolloutReconciler) recordMetrics(ro *v1alpha1.Rollout) {
 // recordTransition hands the planner's move from before to the Rollout's
 // new status to the metrics (steps and releases that ended, gates
 // approved).
-func (r *RolloutReconciler) recordTransition(sc *scope, before *v1alpha1.RolloutStatus, obs strategy.Observed) {
+func (r *Reconciler) recordTransition(sc *scope, before *v1alpha1.RolloutStatus, obs strategy.Observed) {
 	ro := sc.ro
 	r.Options.Metrics.Transition(metrics.Transition{
 		Namespace: ro.Namespace, Name: ro.Name,

@@ -104,7 +104,7 @@ spec:
 	}
 	// A bare API server has no EndpointSlice controller: no canary
 	// Service would ever list a ready endpoint.
-	r := &RolloutReconciler{Client: cached, APIReader: c, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(),
+	r := &Reconciler{Client: cached, APIReader: c, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(),
 		repos: gitsource.NewPool(c, gitsource.Options{}), Options: Options{NoEndpointSlices: true}}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	// inCache waits until the cache shows what the API server has.
@@ -223,7 +223,7 @@ func TestEventsOfReleasesInMotionGoFirst(t *testing.T) {
 		"routing":   {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 2, CurrentStepState: v1alpha1.StepTrafficRouting},
 		"reverting": {Phase: v1alpha1.PhaseFailed, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepRollingBack},
 	})
-	r := &RolloutReconciler{Client: c}
+	r := &Reconciler{Client: c}
 	// Each event names one Rollout: a pod named after it.
 	h := r.eventsOf(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: o.GetName()}}}
@@ -272,7 +272,7 @@ func TestAReconcileWaitsForTheCacheToShowItsOwnWrite(t *testing.T) {
 	}
 	// The first reconcile writes (the finalizer, the status).
 	reads := &laggingRollouts{Client: c}
-	r := &RolloutReconciler{Client: reads, APIReader: c, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(),
+	r := &Reconciler{Client: reads, APIReader: c, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(),
 		repos: gitsource.NewPool(c, gitsource.Options{})}
 	_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
 	written := &v1alpha1.Rollout{}
@@ -336,7 +336,7 @@ func TestASpecChangeGoesBeforeReleasesInMotion(t *testing.T) {
 		"upgrading": {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepUpgrade},
 		"approved":  {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepPaused},
 	})
-	r := &RolloutReconciler{Client: c}
+	r := &Reconciler{Client: c}
 	pods := r.eventsOf(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: o.GetName()}}}
 	})

@@ -15,7 +15,7 @@ import (
 // fails closed: when the file cannot be read or does not parse, one hold
 // says why, and no release starts or steps on until the file is fixed in
 // Git.
-func (r *RolloutReconciler) observeReleaseRules(ctx context.Context, sc *scope) {
+func (r *Reconciler) observeReleaseRules(ctx context.Context, sc *scope) {
 	ro := sc.ro
 	if sc.repository == nil || sc.repository.Spec.ReleaseRules == nil || ro.Spec.Disabled || !ro.DeletionTimestamp.IsZero() {
 		return

@@ -23,7 +23,7 @@ import (
 // revert branch or, with revertPolicy Commit, on the tracked branch. Until
 // Git changes, the workload stays held at the stable revision, so a
 // re-apply of the bad version by the GitOps tool moves no pod.
-func (r *RolloutReconciler) revertInGit(ctx context.Context, sc *scope) error {
+func (r *Reconciler) revertInGit(ctx context.Context, sc *scope) error {
 	ro := sc.ro
 	cleanupReverts(ctx, sc)
 	if sc.git == nil || ro.Status.Phase != v1alpha1.PhaseFailed || ro.Status.StableRevision == "" ||
@@ -115,7 +115,7 @@ func cleanupReverts(ctx context.Context, sc *scope) {
 // stableImages returns container name -> image of the stable revision's
 // pod template, read from the workload's history (the ReplicaSet or the
 // ControllerRevision of that revision).
-func (r *RolloutReconciler) stableImages(ctx context.Context, ro *v1alpha1.Rollout) (map[string]string, error) {
+func (r *Reconciler) stableImages(ctx context.Context, ro *v1alpha1.Rollout) (map[string]string, error) {
 	tpl, err := r.templateOf(ctx, ro, ro.Status.StableRevision)
 	if err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ func (r *RolloutReconciler) stableImages(ctx context.Context, ro *v1alpha1.Rollo
 	return images, nil
 }
 
-func (r *RolloutReconciler) templateOf(ctx context.Context, ro *v1alpha1.Rollout, revision string) (*corev1.PodTemplateSpec, error) {
+func (r *Reconciler) templateOf(ctx context.Context, ro *v1alpha1.Rollout, revision string) (*corev1.PodTemplateSpec, error) {
 	ref := ro.Spec.WorkloadRef
 	key := client.ObjectKey{Namespace: ro.Namespace, Name: ref.Name}
 	if ref.Kind == "Deployment" {

@@ -72,8 +72,8 @@ const (
 // handed back to the workload's own controller.
 const Finalizer = "rollgate.dev/finalizer"
 
-// RolloutReconciler releases the workload of each Rollout step by step.
-type RolloutReconciler struct {
+// Reconciler releases the workload of each Rollout step by step.
+type Reconciler struct {
 	client.Client
 	// APIReader reads Secrets and the Lua ConfigMap without a cache.
 	APIReader client.Reader
@@ -102,7 +102,7 @@ type RolloutReconciler struct {
 }
 
 // Reconcile moves one Rollout one step closer to its spec.
-func (r *RolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
 	ro := &v1alpha1.Rollout{}
 	if err := r.Get(ctx, req.NamespacedName, ro); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -179,7 +179,7 @@ func lookAgainBy(res reconcile.Result, d time.Duration) reconcile.Result {
 // traffic, start the Jobs of Job checks, call the hooks the plan asks for,
 // and write to Git. updateStatus (deferred in Reconcile) writes the
 // conditions from what the phases found.
-func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, patcher *statusPatcher) (reconcile.Result, error) {
+func (r *Reconciler) reconcileRelease(ctx context.Context, sc *scope, patcher *statusPatcher) (reconcile.Result, error) {
 	if err := r.observeWorkload(ctx, sc); err != nil {
 		if deleting(sc.ro) && workloadGone(err) {
 			return r.actLetGoWithoutWorkload(ctx, sc)
@@ -245,7 +245,7 @@ func (r *RolloutReconciler) reconcileRelease(ctx context.Context, sc *scope, pat
 
 // persist writes the Rollout's status and finalizers if they changed, and
 // records the version a write replaced (ownWrites).
-func (r *RolloutReconciler) persist(ctx context.Context, sc *scope, patcher *statusPatcher) error {
+func (r *Reconciler) persist(ctx context.Context, sc *scope, patcher *statusPatcher) error {
 	version := sc.ro.ResourceVersion
 	err := patcher.patch(ctx, sc.ro)
 	if sc.ro.ResourceVersion != version {
@@ -267,7 +267,7 @@ const planRounds = 2
 // before, nil in the first round): the cache may not show the first
 // round's writes yet, and the same action taken again from it would be
 // taken on stale objects.
-func (r *RolloutReconciler) actOnRelease(ctx context.Context, sc *scope, previous *strategy.Plan) (again bool, err error) {
+func (r *Reconciler) actOnRelease(ctx context.Context, sc *scope, previous *strategy.Plan) (again bool, err error) {
 	if previous == nil || !sameWorkloadAction(previous, sc.plan) {
 		if err := r.actOnWorkload(ctx, sc); err != nil {
 			return false, err
@@ -290,7 +290,7 @@ func sameWorkloadAction(a, b *strategy.Plan) bool {
 
 // observeWorkload reads the workload, after making sure this Rollout is
 // the one that releases it.
-func (r *RolloutReconciler) observeWorkload(ctx context.Context, sc *scope) error {
+func (r *Reconciler) observeWorkload(ctx context.Context, sc *scope) error {
 	if err := r.observeOwnership(ctx, sc.ro); err != nil {
 		return err
 	}
@@ -311,7 +311,7 @@ func (r *RolloutReconciler) observeWorkload(ctx context.Context, sc *scope) erro
 // Rollout names the same workload: only that one releases it (the
 // admission webhook holds the workload for it too), and this one must not
 // touch the workload at all.
-func (r *RolloutReconciler) observeOwnership(ctx context.Context, ro *v1alpha1.Rollout) error {
+func (r *Reconciler) observeOwnership(ctx context.Context, ro *v1alpha1.Rollout) error {
 	if ro.Spec.Disabled || !ro.DeletionTimestamp.IsZero() {
 		return nil
 	}
@@ -330,7 +330,7 @@ func (r *RolloutReconciler) observeOwnership(ctx context.Context, ro *v1alpha1.R
 
 // actClaimWorkload labels the workload so that the admission webhook
 // holds its next template change.
-func (r *RolloutReconciler) actClaimWorkload(ctx context.Context, sc *scope) error {
+func (r *Reconciler) actClaimWorkload(ctx context.Context, sc *scope) error {
 	ro := sc.ro
 	if !ro.DeletionTimestamp.IsZero() || ro.Spec.Disabled {
 		return nil
@@ -345,7 +345,7 @@ func (r *RolloutReconciler) actClaimWorkload(ctx context.Context, sc *scope) err
 // (a route re-applied by the GitOps tool is put back here), so the planner
 // knows whether it is. It first makes sure the kinds the routing names
 // are watched.
-func (r *RolloutReconciler) actKeepTraffic(ctx context.Context, sc *scope) {
+func (r *Reconciler) actKeepTraffic(ctx context.Context, sc *scope) {
 	r.routes.ensure(ctx, sc.ro)
 	router, err := r.Routers.New(r.Client, sc.ro, r.trafficOptions(ctx))
 	if err != nil {
@@ -376,7 +376,7 @@ func nothingToRestore(err error) bool {
 
 // plan asks the planner for the next action and records its status and
 // event; the planner's conditions are written by updateStatus.
-func (r *RolloutReconciler) plan(ctx context.Context, sc *scope) error {
+func (r *Reconciler) plan(ctx context.Context, sc *scope) error {
 	ro := sc.ro
 	obs := observed(sc)
 	before := ro.Status.DeepCopy()
@@ -446,7 +446,7 @@ func observed(sc *scope) strategy.Observed {
 // missing workload or route is looked at again in 30 s, anything else is
 // retried with backoff. updateStatus turns it into conditions, except for
 // a conflict (an object changed since it was read), retried silently.
-func (r *RolloutReconciler) stallOrRetry(sc *scope, err error) (reconcile.Result, error) {
+func (r *Reconciler) stallOrRetry(sc *scope, err error) (reconcile.Result, error) {
 	f := &failure{message: err.Error()}
 	var res reconcile.Result
 	var retErr error
@@ -483,7 +483,7 @@ func (r *RolloutReconciler) stallOrRetry(sc *scope, err error) (reconcile.Result
 // (disabled Rollout) once the workload is back with its own controller,
 // or marked to stay held (WorkloadLeaveHeld: the label stays, so the
 // webhook keeps holding it).
-func (r *RolloutReconciler) actLetGo(ctx context.Context, sc *scope) (reconcile.Result, error) {
+func (r *Reconciler) actLetGo(ctx context.Context, sc *scope) (reconcile.Result, error) {
 	if sc.plan.Workload != strategy.WorkloadLeaveHeld {
 		if err := sc.adapter.Uncover(ctx); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
@@ -498,7 +498,7 @@ func (r *RolloutReconciler) actLetGo(ctx context.Context, sc *scope) (reconcile.
 // removeFinalizer lets a deleted Rollout go: its status file leaves the
 // status branch with the next flush, and the finalizer goes with the
 // deferred status patch.
-func (r *RolloutReconciler) removeFinalizer(sc *scope) {
+func (r *Reconciler) removeFinalizer(sc *scope) {
 	if sc.git != nil {
 		sc.git.Writer().Remove(sc.ro.Namespace, sc.ro.Name)
 	}
@@ -520,7 +520,7 @@ func workloadGone(err error) bool {
 // gone: the routes go back to what Git declares where the routers can
 // carry them (routes already deleted have nothing to restore), then the
 // finalizer goes. A router that is only slow is waited for.
-func (r *RolloutReconciler) actLetGoWithoutWorkload(ctx context.Context, sc *scope) (reconcile.Result, error) {
+func (r *Reconciler) actLetGoWithoutWorkload(ctx context.Context, sc *scope) (reconcile.Result, error) {
 	if err := r.actOpenRepository(ctx, sc); err != nil {
 		sc.gitReadErr = err // the status file stays in Git; deletion does not wait for Git
 	}
@@ -542,7 +542,7 @@ func (r *RolloutReconciler) actLetGoWithoutWorkload(ctx context.Context, sc *sco
 // moved, and the workload or the routers are still moving, or only the
 // resync is due) waits behind every other ready reconcile; a timer or a
 // release that moved does not.
-func (r *RolloutReconciler) requeueResult(sc *scope) reconcile.Result {
+func (r *Reconciler) requeueResult(sc *scope) reconcile.Result {
 	d := r.requeue(sc)
 	if d == 0 {
 		return reconcile.Result{}
@@ -575,7 +575,7 @@ func inMotion(st *v1alpha1.RolloutStatus) bool {
 // again soon: its own status changes trigger no watch event, and the next
 // state may already hold. A workload still moving is looked at again only
 // after workloadPoll: its pods and ReplicaSets are watched.
-func (r *RolloutReconciler) requeue(sc *scope) time.Duration {
+func (r *Reconciler) requeue(sc *scope) time.Duration {
 	d := sc.plan.RequeueAfter
 	if w := sc.traffic.wait; w > 0 && (d == 0 || w < d) {
 		d = w

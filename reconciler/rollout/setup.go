@@ -86,7 +86,7 @@ func Setup(mgr ctrl.Manager, opts Options, repos *gitsource.Pool) error {
 	if err != nil {
 		return fmt.Errorf("clientset for Job checks' logs: %w", err)
 	}
-	r := &RolloutReconciler{
+	r := &Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: repos,
 		Jobs:         &analysis.JobProvider{Reader: mgr.GetAPIReader(), Logs: analysis.PodLogs(cs)},
@@ -95,7 +95,7 @@ func Setup(mgr ctrl.Manager, opts Options, repos *gitsource.Pool) error {
 	return r.setupWithManager(mgr, opts)
 }
 
-func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
+func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
 	workloadEvents := r.eventsOf(r.rolloutsOfWorkload)
 	// A route or Service re-applied by the GitOps tool mid-release is
 	// re-asserted at once: watch them (HTTPRoutes only where the CRD is;
@@ -130,14 +130,14 @@ func (r *RolloutReconciler) setupWithManager(mgr ctrl.Manager, opts Options) err
 
 // rolloutsOfRoute maps an event of a routing object to the Rollouts that
 // route through it.
-func (r *RolloutReconciler) rolloutsOfRoute(kind string) handler.MapFunc {
+func (r *Reconciler) rolloutsOfRoute(kind string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		return r.rolloutsBy(ctx, o.GetNamespace(), routeIndex, kind+"/"+o.GetName())
 	}
 }
 
 // rolloutsOfWorkload maps a workload event to the Rollouts pointing at it.
-func (r *RolloutReconciler) rolloutsOfWorkload(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) rolloutsOfWorkload(ctx context.Context, o client.Object) []reconcile.Request {
 	if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "Rollout" && ref.APIVersion == v1alpha1.GroupVersion.String() {
 		// A canary Deployment (canary style) belongs to its Rollout.
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
@@ -156,7 +156,7 @@ func (r *RolloutReconciler) rolloutsOfWorkload(ctx context.Context, o client.Obj
 
 // rolloutsOfReplicaSet maps a ReplicaSet event to the Rollouts of the
 // Deployment owning it (or of the canary Deployment's Rollout).
-func (r *RolloutReconciler) rolloutsOfReplicaSet(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) rolloutsOfReplicaSet(ctx context.Context, o client.Object) []reconcile.Request {
 	for _, ref := range o.GetOwnerReferences() {
 		if ref.Kind == "Deployment" && ref.Controller != nil && *ref.Controller {
 			reqs := r.rolloutsBy(ctx, o.GetNamespace(), workload.RolloutWorkloadIndex, workload.WorkloadKey("Deployment", ref.Name))
@@ -180,7 +180,7 @@ func (r *RolloutReconciler) rolloutsOfReplicaSet(ctx context.Context, o client.O
 // it: a pod becoming ready or going away can finish a batch, and the
 // workload's own status event may have been handled before the pod cache
 // saw the change.
-func (r *RolloutReconciler) rolloutsOfPod(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) rolloutsOfPod(ctx context.Context, o client.Object) []reconcile.Request {
 	ref := metav1.GetControllerOf(o)
 	if ref == nil {
 		return nil
@@ -198,7 +198,7 @@ func (r *RolloutReconciler) rolloutsOfPod(ctx context.Context, o client.Object) 
 	return nil
 }
 
-func (r *RolloutReconciler) rolloutsBy(ctx context.Context, ns, index, value string) []reconcile.Request {
+func (r *Reconciler) rolloutsBy(ctx context.Context, ns, index, value string) []reconcile.Request {
 	var list v1alpha1.RolloutList
 	if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value}); err != nil {
 		log.FromContext(ctx).Error(err, "listing Rollouts", "index", index, "value", value)
@@ -213,7 +213,7 @@ func (r *RolloutReconciler) rolloutsBy(ctx context.Context, ns, index, value str
 
 // trafficOptions reads the user's Lua scripts from the controller's
 // ConfigMap (missing ConfigMap: none).
-func (r *RolloutReconciler) trafficOptions(ctx context.Context) traffic.Options {
+func (r *Reconciler) trafficOptions(ctx context.Context) traffic.Options {
 	o := traffic.Options{FieldOwner: "rollgate", Now: r.Options.Now, Scripts: r.Scripts, LuaObserve: r.Options.Metrics.LuaObserver()}
 	if !r.Options.NoEndpointSlices {
 		o.Endpoints = r.APIReader

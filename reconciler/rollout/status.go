@@ -21,7 +21,7 @@ const (
 // the plan's event (transitions only). It reports whether the release
 // moved: another step, state, phase, revision or traffic. Conditions are
 // left to updateStatus.
-func (r *RolloutReconciler) applyPlan(sc *scope) bool {
+func (r *Reconciler) applyPlan(sc *scope) bool {
 	ro, p := sc.ro, sc.plan
 	keep := ro.Status
 	moved := keep.CurrentStepIndex != p.Status.CurrentStepIndex || keep.CurrentStepState != p.Status.CurrentStepState ||
@@ -47,7 +47,7 @@ func (r *RolloutReconciler) applyPlan(sc *scope) bool {
 // same scope changes nothing. In order: the planner's conditions, the
 // error the reconcile stopped on (which overrides the kstatus ones), then
 // the domain conditions TrafficShifted, Analysis and GitSynced.
-func (r *RolloutReconciler) updateStatus(sc *scope) {
+func (r *Reconciler) updateStatus(sc *scope) {
 	ro := sc.ro
 	if sc.plan != nil {
 		for t, c := range sc.plan.Conditions.ByType() {
@@ -73,7 +73,7 @@ func (r *RolloutReconciler) updateStatus(sc *scope) {
 // markApproval sets ApprovalVerified from the verdict on the waiting
 // gate's approval in Git, with an event when it changes (a rejected
 // approval is a Warning naming the commit).
-func (r *RolloutReconciler) markApproval(sc *scope) {
+func (r *Reconciler) markApproval(sc *scope) {
 	v := sc.approvalVerdict
 	if v == nil {
 		return

@@ -44,7 +44,7 @@ func TestRecordKeepsTheRevertOfTheFailedReleaseOnly(t *testing.T) {
 			g := reverted
 			tc.prev.Git = &g
 			ro := &v1alpha1.Rollout{Status: tc.prev}
-			(&RolloutReconciler{}).applyPlan(&scope{ro: ro, plan: &strategy.Plan{Status: tc.next}})
+			(&Reconciler{}).applyPlan(&scope{ro: ro, plan: &strategy.Plan{Status: tc.next}})
 
 			got := ro.Status.Git
 			if got == nil || got.StatusBranch != reverted.StatusBranch || got.StatusCommit != reverted.StatusCommit ||
@@ -82,7 +82,7 @@ func TestAStableRevisionChangeIsAMove(t *testing.T) {
 		{"nothing changed", promoted, promoted, false},
 	} {
 		ro := &v1alpha1.Rollout{Status: tc.prev}
-		if got := (&RolloutReconciler{}).applyPlan(&scope{ro: ro, plan: &strategy.Plan{Status: tc.next}}); got != tc.moved {
+		if got := (&Reconciler{}).applyPlan(&scope{ro: ro, plan: &strategy.Plan{Status: tc.next}}); got != tc.moved {
 			t.Errorf("%s: moved = %v, want %v", tc.name, got, tc.moved)
 		}
 	}
@@ -93,7 +93,7 @@ func TestAStableRevisionChangeIsAMove(t *testing.T) {
 // but recorded as no failure, so the conditions do not flip to
 // "retrying" and back (two status writes) for it; another error is.
 func TestAConflictIsRetriedWithoutConditions(t *testing.T) {
-	r := &RolloutReconciler{}
+	r := &Reconciler{}
 	conflict := fmt.Errorf("Deployment web: scale ReplicaSet web-1 to 3: %w",
 		apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "replicasets"}, "web-1", errors.New("the object has been modified")))
 	sc := newScope(&v1alpha1.Rollout{}, time.Now())
