@@ -51,7 +51,7 @@ type Options struct {
 	// GitStatusWindow is the coalescing window when a Repository sets none.
 	GitStatusWindow time.Duration
 	// GitInsecureHTTP allows credentials over http:// (tests, in-cluster
-	// Git servers).
+	// Git servers), and a forge's API (rollout.Options.InsecureHTTP).
 	GitInsecureHTTP bool
 	// EventsAddr forwards events to Flux's notification-controller.
 	EventsAddr string
