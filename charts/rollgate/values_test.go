@@ -334,6 +334,7 @@ sharding: {shards: [shard1]}
 networkPolicy:
   enabled: true
   metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
+  gitWebhookFrom: [{ipBlock: {cidr: 192.0.2.0/24}}]
 `)
 	var np networkingv1.NetworkPolicy
 	if !r.get("NetworkPolicy", "rg-rollgate", &np) {
@@ -363,6 +364,13 @@ networkPolicy:
 	if from := ports["metrics"]; len(from) != 1 || from[0].NamespaceSelector == nil ||
 		from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" {
 		t.Errorf("metrics port open to %+v, want the monitoring namespace only", from)
+	}
+	// The push port admits the forge's peers and the controller pods, so
+	// that a replica that does not lead can forward a call to the leader.
+	if from := ports["git-webhook"]; len(from) != 2 || from[0].IPBlock == nil || from[0].IPBlock.CIDR != "192.0.2.0/24" || from[1].PodSelector == nil {
+		t.Errorf("git-webhook port open to %+v, want 192.0.2.0/24 and the controller pods", from)
+	} else if podSel, err := metav1.LabelSelectorAsSelector(from[1].PodSelector); err != nil || !podSel.Matches(labels.Set(r.deployment("rg-rollgate-shard1").Spec.Template.Labels)) {
+		t.Errorf("git-webhook port's pod peer %v (%v) does not select the controller pods", from[1].PodSelector, err)
 	}
 	if from := ports["webhook"]; from != nil {
 		t.Errorf("webhook port open to %+v only, want any source (the API server)", from)

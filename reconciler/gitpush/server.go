@@ -4,14 +4,17 @@
 package gitpush
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +59,17 @@ type Server struct {
 	// Interval is the least time between two calls for one Repository;
 	// zero sets no limit (Setup sets DefaultInterval).
 	Interval time.Duration
+	// Elected is closed once this process leads (the manager's Elected);
+	// nil means it always leads. Only the leader holds the repositories:
+	// another replica forwards a call it accepted to the leader's endpoint
+	// (Leader), so that a push reaching any replica is fetched at once.
+	Elected <-chan struct{}
+	// Leader returns the base URL of the leader's endpoint, such as
+	// "http://10.1.2.3:9292".
+	Leader func(context.Context) (string, error)
+	// Forwarder sends forwarded calls; nil uses a client with a 10 s
+	// timeout.
+	Forwarder *http.Client
 
 	mu   sync.Mutex
 	last map[types.NamespacedName]time.Time
@@ -135,12 +149,80 @@ func (s *Server) serveHook(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
+	if !s.leads() {
+		s.forward(w, req, body, logger)
+		return
+	}
 	s.Stale(key)
 	select {
 	case s.Pushed <- key:
 	default: // a burst of pushes: one pending event is enough
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// HeaderForwarded marks a call one replica forwarded to the leader; such
+// a call is never forwarded again.
+const HeaderForwarded = "X-Rollgate-Forwarded"
+
+// leads says whether this process holds the repositories.
+func (s *Server) leads() bool {
+	if s.Elected == nil {
+		return true
+	}
+	select {
+	case <-s.Elected:
+		return true
+	default:
+		return false
+	}
+}
+
+// forward sends a call this replica accepted to the leader, with its body
+// and the headers the leader checks, and answers with the leader's
+// answer. The leader checks the call again (its own rate, the signature).
+// A call already forwarded, or a leader that cannot be reached, is
+// answered 503: the forge shows a failed delivery, and the leader sees the
+// push at its next fetch.
+func (s *Server) forward(w http.ResponseWriter, req *http.Request, body []byte, logger logr.Logger) {
+	if req.Header.Get(HeaderForwarded) != "" || s.Leader == nil {
+		http.Error(w, "not the leader", http.StatusServiceUnavailable)
+		return
+	}
+	base, err := s.Leader(req.Context())
+	if err != nil {
+		logger.Error(err, "push webhook: this replica does not lead and cannot forward the call to the leader")
+		http.Error(w, "the leader cannot be reached", http.StatusServiceUnavailable)
+		return
+	}
+	out, err := http.NewRequestWithContext(req.Context(), http.MethodPost, base+req.URL.EscapedPath(), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, "the leader cannot be reached", http.StatusServiceUnavailable)
+		return
+	}
+	for _, name := range []string{"Content-Type", HeaderGitHub, HeaderGitea, HeaderForgejo, HeaderGitLab} {
+		if v := req.Header.Get(name); v != "" {
+			out.Header.Set(name, v)
+		}
+	}
+	out.Header.Set(HeaderForwarded, "1")
+	c := s.Forwarder
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := c.Do(out)
+	if err != nil {
+		logger.Error(err, "push webhook: forwarding the call to the leader", "leader", base)
+		http.Error(w, "the leader cannot be reached", http.StatusServiceUnavailable)
+		return
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		w.Header().Set("Retry-After", v)
+	}
+	logger.V(1).Info("push webhook: call forwarded to the leader", "leader", base, "status", resp.StatusCode)
+	w.WriteHeader(resp.StatusCode)
 }
 
 // reserve takes the call slot of key at now: 0 when the call may go on,
@@ -170,8 +252,6 @@ func (s *Server) reserve(key types.NamespacedName, now time.Time) time.Duration 
 	return 0
 }
 
-// NeedLeaderElection is false: every replica answers the forge (202), and
-// only the leader, which holds the repositories, fetches at once; on the
-// others the call changes nothing and the leader sees the push at its next
-// fetch interval.
+// NeedLeaderElection is false: every replica answers the forge; the
+// leader fetches at once, and the others forward the call to it.
 func (s *Server) NeedLeaderElection() bool { return false }

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -53,6 +54,13 @@ func (s *stale) count() int {
 // signed (its webhook Secret holds token) and open, and what it marked stale.
 func newServer(t *testing.T, interval time.Duration) (*httptest.Server, *stale) {
 	t.Helper()
+	return newServerWith(t, interval, nil)
+}
+
+// newServerWith is newServer with set changing the Server before it
+// serves.
+func newServerWith(t *testing.T, interval time.Duration, set func(*Server)) (*httptest.Server, *stale) {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -79,6 +87,9 @@ func newServer(t *testing.T, interval time.Duration) (*httptest.Server, *stale) 
 	).Build()
 	st := &stale{}
 	s := &Server{Repositories: c, Secrets: c, Stale: st.mark, Interval: interval}
+	if set != nil {
+		set(s)
+	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv, st
@@ -240,5 +251,47 @@ func TestStart(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Start: %v", err)
+	}
+}
+
+// TestFollowerForwardsToTheLeader: a replica that does not lead checks a
+// call as the leader would and forwards what it accepts to the leader,
+// signature included, which checks it again and fetches; it forwards
+// nothing it refused, never forwards a forwarded call again, and says 503
+// when the leader cannot be reached. The leader's answer (429 with its
+// Retry-After) reaches the forge.
+func TestFollowerForwardsToTheLeader(t *testing.T) {
+	leader, leaderStale := newServerWith(t, time.Hour, nil)
+	var mu sync.Mutex
+	leaderURL, leaderErr := leader.URL, error(nil)
+	setLeader := func(url string, err error) { mu.Lock(); defer mu.Unlock(); leaderURL, leaderErr = url, err }
+	follower, followerStale := newServerWith(t, 0, func(s *Server) {
+		s.Elected = make(chan struct{}) // never closed: it never leads
+		s.Leader = func(context.Context) (string, error) { mu.Lock(); defer mu.Unlock(); return leaderURL, leaderErr }
+	})
+	gitea := map[string]string{HeaderGitea: hmacHex(token, body)}
+
+	if code, _ := call(t, follower, signed, body, map[string]string{HeaderGitea: hmacHex("other", body)}); code != http.StatusUnauthorized || leaderStale.count() != 0 {
+		t.Fatalf("a call signed with another secret: %d, leader fetched %d times; want 401 and nothing forwarded", code, leaderStale.count())
+	}
+	if code, _ := call(t, follower, signed, body, gitea); code != http.StatusAccepted || leaderStale.count() != 1 || followerStale.count() != 0 {
+		t.Fatalf("a signed call: %d, leader fetched %d times, follower %d; want 202, 1, 0", code, leaderStale.count(), followerStale.count())
+	}
+	// The leader's own rate: its next call within the hour is refused,
+	// and the forge is told when to come back.
+	if code, retry := call(t, follower, signed, body, gitea); code != http.StatusTooManyRequests || retry == "" || leaderStale.count() != 1 {
+		t.Fatalf("a second call within the leader's interval: %d (Retry-After %q), leader fetched %d times; want 429 with Retry-After, 1", code, retry, leaderStale.count())
+	}
+	forwarded := map[string]string{HeaderGitea: hmacHex(token, body), HeaderForwarded: "1"}
+	if code, _ := call(t, follower, open, body, forwarded); code != http.StatusServiceUnavailable || leaderStale.count() != 1 {
+		t.Fatalf("a forwarded call reaching a replica that does not lead: %d, leader fetched %d times; want 503 and no second forward", code, leaderStale.count())
+	}
+	setLeader("", errors.New("no replica holds the Lease"))
+	if code, _ := call(t, follower, open, body, nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("with no leader to reach: %d, want 503", code)
+	}
+	setLeader("http://127.0.0.1:1", nil)
+	if code, _ := call(t, follower, open, body, nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("with the leader's endpoint refusing connections: %d, want 503", code)
 	}
 }

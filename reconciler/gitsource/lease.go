@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,4 +104,39 @@ func (g *Pool) rolloutExists(ctx context.Context, namespace, name string) (bool,
 		return false, nil
 	}
 	return false, err
+}
+
+// leaderPushEndpoint returns the gitpush.Server Leader of a replica
+// serving its push endpoint on port: the endpoint of the pod that holds l.
+// A replica's identity in the Lease is "<hostname>_<uuid>" and a pod's
+// hostname is its name, so the leader is the pod of that name in the
+// Lease's namespace (the chart's Deployment), listening on the same port.
+// r reads live (the Lease changes hands; Pods of this namespace are not
+// all cached).
+func leaderPushEndpoint(r client.Reader, l Lease, port string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		var lease coordinationv1.Lease
+		if err := r.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, &lease); err != nil {
+			return "", fmt.Errorf("reading leader election Lease %s: %w", l, err)
+		}
+		holder := ""
+		if lease.Spec.HolderIdentity != nil {
+			holder = *lease.Spec.HolderIdentity
+		}
+		switch holder {
+		case "":
+			return "", fmt.Errorf("no replica holds the Lease %s", l)
+		case l.Identity:
+			return "", fmt.Errorf("this replica holds the Lease %s but does not lead yet", l)
+		}
+		name, _, _ := strings.Cut(holder, "_")
+		var pod corev1.Pod
+		if err := r.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: name}, &pod); err != nil {
+			return "", fmt.Errorf("the leader %q is not a pod of namespace %s: %w", holder, l.Namespace, err)
+		}
+		if pod.Status.PodIP == "" {
+			return "", fmt.Errorf("the leader's pod %s/%s has no IP", l.Namespace, name)
+		}
+		return "http://" + net.JoinHostPort(pod.Status.PodIP, port), nil
+	}
 }

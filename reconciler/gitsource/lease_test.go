@@ -2,13 +2,16 @@ package gitsource
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 )
@@ -79,4 +82,64 @@ func TestTheEpochIsReadFromTheLeaseThisProcessHolds(t *testing.T) {
 	if _, err := NewPool(c, Options{Lease: &theirs}).fence(ctx); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("fence of a Lease held by another identity: %v, want ErrNotLeader", err)
 	}
+}
+
+// TestThePushEndpointOfTheLeaderIsItsPod: a replica that does not lead
+// finds the leader's push endpoint from the Lease: the pod named by the
+// holder's identity ("<pod>_<uuid>") in the Lease's namespace, its IP and
+// this replica's port. No holder, this replica itself, a holder that is
+// no pod, and a pod without an IP are errors naming what is missing.
+func TestThePushEndpointOfTheLeaderIsItsPod(t *testing.T) {
+	ctx, _, c, _ := rollouttest.StartAPIServer(t)
+	const ns = "rollgate-system"
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	holder := func(id string) {
+		t.Helper()
+		var l coordinationv1.Lease
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rollgate.dev"}, &l)
+		if apierrors.IsNotFound(err) {
+			rollouttest.MustCreate(t, c, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rollgate.dev"},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(id)}})
+			return
+		}
+		l.Spec.HolderIdentity = ptr.To(id)
+		if err := c.Update(ctx, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := func(name, ip string) {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "controller", Image: "rollgate"}}}}
+		rollouttest.MustCreate(t, c, p)
+		if ip != "" {
+			p.Status.PodIP = ip
+			if err := c.Status().Update(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	leader := leaderPushEndpoint(c, Lease{Namespace: ns, Name: "rollgate.dev", Identity: "rollgate-7d9f-b_5678"}, "9292")
+	want := func(what, url, errText string) {
+		t.Helper()
+		got, err := leader(ctx)
+		if errText == "" && (err != nil || got != url) {
+			t.Fatalf("%s: %q, %v; want %q", what, got, err, url)
+		}
+		if errText != "" && (err == nil || !strings.Contains(err.Error(), errText)) {
+			t.Fatalf("%s: %q, %v; want an error saying %q", what, got, err, errText)
+		}
+	}
+	want("no Lease", "", "reading leader election Lease rollgate-system/rollgate.dev")
+	holder("")
+	want("a Lease nobody holds", "", "no replica holds the Lease")
+	holder("rollgate-7d9f-b_5678")
+	want("this replica holds the Lease", "", "does not lead yet")
+	holder("rollgate-7d9f-a_1234")
+	want("a holder that is no pod", "", `the leader "rollgate-7d9f-a_1234" is not a pod of namespace rollgate-system`)
+	pod("rollgate-7d9f-a", "")
+	want("a pod without an IP", "", "has no IP")
+	pod("rollgate-7d9f-c", "10.244.0.17")
+	holder("rollgate-7d9f-c_9abc")
+	want("the leader's pod", "http://10.244.0.17:9292", "")
 }

@@ -3,6 +3,7 @@ package gitsource
 import (
 	"context"
 	"fmt"
+	"net"
 
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,6 +47,15 @@ func Setup(mgr ctrl.Manager, opts Options) (*Pool, error) {
 	// wakes the Rollouts whose approval it brought (wakeGated).
 	if opts.PushAddr != "" && opts.PushAddr != "0" {
 		push := &gitpush.Server{Addr: opts.PushAddr, Repositories: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Stale: g.MarkStale, Interval: gitpush.DefaultInterval}
+		if opts.Lease != nil {
+			// Another replica forwards a push to the leader's pod.
+			_, port, err := net.SplitHostPort(opts.PushAddr)
+			if err != nil {
+				return nil, fmt.Errorf("push webhook address %q: %w", opts.PushAddr, err)
+			}
+			push.Elected = mgr.Elected()
+			push.Leader = leaderPushEndpoint(mgr.GetAPIReader(), *opts.Lease, port)
+		}
 		if err := mgr.Add(push); err != nil {
 			return nil, err
 		}

@@ -298,3 +298,38 @@ func (s *Server) FileAt(ctx context.Context, r Repo, branch, path string) (strin
 	b, err := base64.StdEncoding.DecodeString(out.Content)
 	return string(b), err
 }
+
+// Hook is a repository webhook: Gitea POSTs a signed JSON payload to URL
+// on every push (Gitea's own type: X-Gitea-Signature, the HMAC-SHA256 of
+// the body with Secret).
+type Hook struct {
+	ID          int64
+	URL, Secret string
+	repo        Repo
+}
+
+// CreateHook adds a push webhook to url signed with secret, as the
+// repository's owner does in its settings.
+func (s *Server) CreateHook(ctx context.Context, r Repo, url, secret string) (Hook, error) {
+	var out struct {
+		ID int64 `json:"id"`
+	}
+	in := map[string]any{"type": "gitea", "active": true, "events": []string{"push"},
+		"config": map[string]string{"url": url, "content_type": "json", "secret": secret}}
+	if err := s.Call(ctx, s.Admin.Token, http.MethodPost, r.path()+"/hooks", in, &out); err != nil {
+		return Hook{}, err
+	}
+	return Hook{ID: out.ID, URL: url, Secret: secret, repo: r}, nil
+}
+
+// DeleteHook removes h. (Gitea's API cannot change a webhook's secret: a
+// person changes it in the settings page; a new webhook stands in.)
+func (s *Server) DeleteHook(ctx context.Context, h Hook) error {
+	return s.Call(ctx, s.Admin.Token, http.MethodDelete, fmt.Sprintf("%s/hooks/%d", h.repo.path(), h.ID), nil, nil)
+}
+
+// TestHook makes Gitea deliver h's push event of the default branch's head
+// now (the "Test Delivery" button).
+func (s *Server) TestHook(ctx context.Context, h Hook) error {
+	return s.Call(ctx, s.Admin.Token, http.MethodPost, fmt.Sprintf("%s/hooks/%d/tests", h.repo.path(), h.ID), nil, nil)
+}

@@ -37,6 +37,9 @@ type cluster struct {
 	c client.Client
 	// kubeconfig is the cluster's, for the processes a story runs.
 	kubeconfig string
+	// pushURL is the controller's push-webhook endpoint, to which a
+	// Repository's name is appended as <namespace>/<name>.
+	pushURL string
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -45,12 +48,15 @@ func startCluster(t *testing.T) *cluster {
 	kube.ApplyFiles(t, kc.Client, filepath.Join(repo.Root(), "charts", "rollgate", "crds"), "gitea")
 	kube.EnsureNamespace(t, kc.Client, "rollgate-system")
 	log := &testlog.Buffer{}
-	stop := inproc.Start(t, kc.RESTConfig, kc.Client, reconciler.ManagerOptions{}, inproc.Options("rollgate-system", "rollgate"), log)
+	opts := inproc.Options("rollgate-system", "rollgate")
+	pushPort := rig.FreePort(t)
+	opts.GitWebhookAddr = fmt.Sprintf("127.0.0.1:%d", pushPort)
+	stop := inproc.Start(t, kc.RESTConfig, kc.Client, reconciler.ManagerOptions{}, opts, log)
 	t.Cleanup(func() {
 		stop()
 		log.Report(t, "controller of cluster "+kc.Name)
 	})
-	return &cluster{t: t, c: kc.Client, kubeconfig: kc.Kubeconfig}
+	return &cluster{t: t, c: kc.Client, kubeconfig: kc.Kubeconfig, pushURL: fmt.Sprintf("http://127.0.0.1:%d/hook/", pushPort)}
 }
 
 func (k *cluster) apply(docs string) {
@@ -100,8 +106,13 @@ func (k *cluster) createSecret(ns, name string, data map[string][]byte) {
 // the approval branch, opens its pull request and sets a pending commit
 // status on it; the pull request cannot be merged before a review. A
 // second user approves and merges through the API, as a person does in
-// the UI; rollgate reads the merge from Git, releases the step, and the
-// pull request's status turns to success.
+// the UI. The Repository fetches every 10 minutes: only Gitea's push
+// webhook can make rollgate see the merge within the story. Signed with
+// the wrong secret, its delivery is refused and the gate holds; once a
+// webhook with the Repository's secret replaces it, Gitea's delivery wakes
+// rollgate,
+// which reads the merge from Git, releases the step, and the pull
+// request's status turns to success.
 func TestApprovalPullRequestOnARealForge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -131,6 +142,14 @@ func TestApprovalPullRequestOnARealForge(t *testing.T) {
 	w := startCluster(t)
 	kube.EnsureNamespace(t, w.c, "demo")
 	w.createSecret("demo", "shop-git", map[string][]byte{"username": []byte(s.Admin.Name), "token": []byte(token), "ca.crt": s.CA})
+	// The push webhook, set up in Gitea with a secret that is not the
+	// Repository's.
+	pushSecret := "push-secret-of-the-shop"
+	w.createSecret("demo", "shop-push", map[string][]byte{"token": []byte(pushSecret)})
+	hook, err := s.CreateHook(ctx, repo, w.pushURL+"demo/shop", "a-wrong-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
 	w.apply(fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
@@ -138,10 +157,11 @@ metadata: {name: shop, namespace: demo}
 spec:
   url: %q
   branch: main
-  interval: 1s
+  interval: 10m
   secretRef: {name: shop-git}
   status: {window: 1s}
   forge: {provider: gitea, url: %q, project: %q, secretRef: {name: shop-git}}
+  webhook: {secretRef: {name: shop-push}}
 `, repo.CloneURL, s.URL, repo.Project()))
 	w.apply(rig.Deployment("demo", "web", "web:1", 3))
 	w.apply(rollout)
@@ -221,19 +241,38 @@ spec:
 		return nil
 	})
 
-	// When the reviewer approves and merges,
+	// When the reviewer approves and merges, and Gitea's push webhook is
+	// signed with the wrong secret, the delivery is refused and the gate
+	// holds (the Repository fetches every 10 minutes);
 	if err := s.Review(ctx, s.Reviewer, repo, pr.Number, "APPROVED", "Canary looks right."); err != nil {
 		t.Fatal(err)
 	}
-	merged := time.Now()
 	if err := s.Merge(ctx, s.Reviewer, repo, pr.Number); err != nil {
 		t.Fatalf("merge after approval: %v", err)
 	}
-	// then rollgate releases the step from the merge in Git,
+	w.holds(10*time.Second, "the gate holds while the push webhook's signature is wrong", func(ctx context.Context) error {
+		if got := w.pods("demo", "web")["web:2"]; got[0] > 1 {
+			return fmt.Errorf("web:2 has %d pods, want 1: a push signed with the wrong secret woke rollgate", got[0])
+		}
+		return nil
+	})
+	// once a webhook signs with the Repository's secret, Gitea's
+	// delivery wakes rollgate, which releases the step from the merge in
+	// Git,
+	if err := s.DeleteHook(ctx, hook); err != nil {
+		t.Fatal(err)
+	}
+	if hook, err = s.CreateHook(ctx, repo, w.pushURL+"demo/shop", pushSecret); err != nil {
+		t.Fatal(err)
+	}
+	delivered := time.Now()
+	if err := s.TestHook(ctx, hook); err != nil {
+		t.Fatal(err)
+	}
 	w.eventually(90*time.Second, "web:2 released", func(ctx context.Context) (bool, error) {
 		return conditions.IsReady(w.rollout("demo", "web")) && w.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
 	})
-	t.Logf("merge on Gitea → web:2 released in %v", time.Since(merged).Round(100*time.Millisecond))
+	t.Logf("Gitea's signed push delivery → web:2 released in %v", time.Since(delivered).Round(100*time.Millisecond))
 	// and the pull request's status says so.
 	statusIs(pr.Head.SHA, forge.StatusSuccess)
 

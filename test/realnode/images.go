@@ -54,17 +54,10 @@ func BuildImage(ctx context.Context, dir string, spec ImageSpec) (Image, error) 
 	if err != nil {
 		return Image{}, err
 	}
-	root, err := repo.FindRoot()
-	if err != nil {
-		return Image{}, err
-	}
-	name := strings.NewReplacer("/", "_", ":", "_").Replace(spec.Ref)
+	name := fileName(spec.Ref)
 	bin := filepath.Join(dir, name+".bin")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w "+spec.LDFlags, "-o", bin, spec.Package)
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if out, err := build.CombinedOutput(); err != nil {
-		return Image{}, fmt.Errorf("go build %s: %v\n%s", spec.Package, err, out)
+	if err := goBuild(ctx, spec.Package, "amd64", spec.LDFlags, bin); err != nil {
+		return Image{}, err
 	}
 	tar := filepath.Join(dir, name+".tar")
 	args := []string{"-binary", bin, "-path", "/" + filepath.Base(strings.TrimSuffix(spec.Package, "/")),
@@ -94,11 +87,7 @@ func ControllerIndex(ctx context.Context, dir, ref string) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	root, err := repo.FindRoot()
-	if err != nil {
-		return Image{}, err
-	}
-	name := strings.NewReplacer("/", "_", ":", "_").Replace(ref)
+	name := fileName(ref)
 	layoutDir := filepath.Join(dir, name+".layout")
 	args := []string{"-layout", layoutDir, "-path", "/rollgate-controller", "-tag", ref, "-user", "65532",
 		"-ca", "/etc/ssl/certs/ca-certificates.crt", "-created", "0",
@@ -108,11 +97,8 @@ func ControllerIndex(ctx context.Context, dir, ref string) (Image, error) {
 		bins := map[string]string{}
 		for _, cmd := range []string{"rollgate-controller", "rollgate-notifier"} {
 			bins[cmd] = filepath.Join(dir, fmt.Sprintf("%s-%s-linux-%s", name, cmd, arch))
-			build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bins[cmd], "./cmd/"+cmd)
-			build.Dir = root
-			build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-			if out, err := build.CombinedOutput(); err != nil {
-				return Image{}, fmt.Errorf("go build %s for linux/%s: %v\n%s", cmd, arch, err, out)
+			if err := goBuild(ctx, "./cmd/"+cmd, arch, "", bins[cmd]); err != nil {
+				return Image{}, err
 			}
 		}
 		args = append(args, "-binary", bins["rollgate-controller"], "-add", "/rollgate-notifier="+bins["rollgate-notifier"])
@@ -125,6 +111,25 @@ func ControllerIndex(ctx context.Context, dir, ref string) (Image, error) {
 		return Image{}, err
 	}
 	return Image{Ref: ref, Tar: tar, Index: true}, nil
+}
+
+// fileName is ref as a file name.
+func fileName(ref string) string { return strings.NewReplacer("/", "_", ":", "_").Replace(ref) }
+
+// goBuild compiles pkg (relative to the repository root) for linux/arch,
+// static and -trimpath, with ldflags beside -s -w, into out.
+func goBuild(ctx context.Context, pkg, arch, ldflags, out string) error {
+	root, err := repo.FindRoot()
+	if err != nil {
+		return err
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", strings.TrimSpace("-s -w "+ldflags), "-o", out, pkg)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if b, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s for linux/%s: %v\n%s", pkg, arch, err, b)
+	}
+	return nil
 }
 
 // tarDir writes the files under dir into a tar archive at out, with paths

@@ -314,3 +314,33 @@ func podNames(pods []corev1.Pod) []string {
 	}
 	return names
 }
+
+// pushToFollower delivers a forge's push call for the story's Repository to
+// the push endpoint of the controller replica that does not lead (on its
+// pod IP, the chart's git.webhookPort 9292), and returns when it did. The
+// replica must answer 202: it forwarded the call to the leader, which
+// accepted it.
+func (w *world) pushToFollower(ctx context.Context) time.Time {
+	w.t.Helper()
+	leader := w.leader(ctx)
+	for _, p := range w.readyControllerPods(ctx) {
+		if p.Name == leader {
+			continue
+		}
+		url := fmt.Sprintf("http://%s:9292/hook/%s/app-repo", p.Status.PodIP, w.ns)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"ref":"refs/heads/main"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			w.t.Fatalf("push to %s: %v", p.Name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			w.t.Fatalf("push to %s, which does not lead (%s does): %s, want 202 Accepted (forwarded to the leader)\ncontroller log:\n%s", p.Name, leader, resp.Status, w.controllerLog(20))
+		}
+		w.t.Logf("push delivered to %s, which does not lead (%s does): %s", p.Name, leader, resp.Status)
+		return time.Now()
+	}
+	w.t.Fatalf("no ready controller replica besides the leader %s", leader)
+	return time.Time{}
+}

@@ -53,7 +53,9 @@ type figure struct {
 func TestReleaseUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	w := newWorld(t, ctx, steps)
+	// The Repository fetches every 10 minutes: the approval's merge is
+	// seen through the push webhook.
+	w := newWorldOf(t, ctx, worldOptions{rollout: rollout(steps), fetchInterval: "10m"})
 	l := startLoad(w.url, rate, nil)
 	t0 := time.Now()
 	at := func(what string) { t.Logf("+%.2fs %s", time.Since(t0).Seconds(), what) }
@@ -92,11 +94,16 @@ func TestReleaseUnderLoad(t *testing.T) {
 	t.Logf("step 1 (20%%) reported done %s after the image bump", time.Since(start).Round(time.Millisecond))
 	measure("v2 step 1, declared 20%", "v2", 20)
 
-	// The approval: the approval branch merged in Git.
-	w.approveInGit(ctx)
+	// The approval: the approval branch merged in Git, and the forge's
+	// push delivered to the replica that does not lead; it forwards the
+	// call to the leader, which fetches at once.
+	w.mergeApproval(ctx)
 	at("approval merged in Git")
-	w.waitStep(ctx, 2, 60)
+	pushed := w.pushToFollower(ctx)
+	w.waitStepWithin(ctx, 2, 60, 20*time.Second)
 	at("step 2 reported done")
+	t.Logf("step 2 done %s after the push reached the replica that does not lead", time.Since(pushed).Round(time.Millisecond))
+	w.applyDeclared(ctx)
 	t.Logf("step 2 (60%%) reported done %s after the image bump", time.Since(start).Round(time.Millisecond))
 	// The controller's leader loses its pod in the middle of the step; the
 	// other replica serves the webhooks throughout and takes over.
@@ -178,8 +185,14 @@ func report(figures []figure, all tally) string {
 // pods in place) at weight.
 func (w *world) waitStep(ctx context.Context, n, weight int32) *v1alpha1.Rollout {
 	w.t.Helper()
+	return w.waitStepWithin(ctx, n, weight, 3*time.Minute)
+}
+
+// waitStepWithin is waitStep failing past limit.
+func (w *world) waitStepWithin(ctx context.Context, n, weight int32, limit time.Duration) *v1alpha1.Rollout {
+	w.t.Helper()
 	var ro *v1alpha1.Rollout
-	w.eventually(ctx, 3*time.Minute, fmt.Sprintf("step %d at %d%% reported done", n, weight), func() (bool, string) {
+	w.eventually(ctx, limit, fmt.Sprintf("step %d at %d%% reported done", n, weight), func() (bool, string) {
 		ro = w.rollout(ctx)
 		st := ro.Status
 		if st.Phase == v1alpha1.PhaseFailed {

@@ -1,6 +1,7 @@
 package realtraffic
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -77,6 +78,8 @@ type worldOptions struct {
 	// extra returns more documents to apply with the application, once the
 	// world's addresses (w.gwPort, w.metricsPort) are known.
 	extra func(w *world) string
+	// fetchInterval is the Repository's spec.interval; "" is 1s.
+	fetchInterval string
 }
 
 // newWorldOf is newWorld with what opts declares: the story's application
@@ -143,8 +146,8 @@ func newWorldOf(t *testing.T, ctx context.Context, opts worldOptions) *world {
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: app-repo, namespace: demo}
-spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
-`, repoURL))
+spec: {url: %q, branch: main, interval: %s, status: {window: 1s}}
+`, repoURL, cmp.Or(opts.fetchInterval, "1s")))
 	// Traefik on loopback, with the Gateway API provider and its own
 	// CRDs' provider (IngressRoute, TraefikService), reading the story's
 	// namespace only.
@@ -382,6 +385,14 @@ const rolloutPath = "apps/echoserver/rollout.yaml"
 // declares it, as Flux would.
 func (w *world) approveInGit(ctx context.Context) {
 	w.t.Helper()
+	w.mergeApproval(ctx)
+	w.applyDeclared(ctx)
+}
+
+// mergeApproval merges the approval branch of the gate the Rollout waits
+// at into main, as a reviewer merges its pull request.
+func (w *world) mergeApproval(ctx context.Context) {
+	w.t.Helper()
 	var branch string
 	w.eventually(ctx, time.Minute, "the approval branch is in Git", func() (bool, string) {
 		ro := w.rollout(ctx)
@@ -395,6 +406,12 @@ func (w *world) approveInGit(ctx context.Context) {
 	if _, err := w.git.Merge("app", "main", branch, "Merge approval "+branch); err != nil {
 		w.t.Fatal(err)
 	}
+}
+
+// applyDeclared applies the Rollout as main declares it, as the GitOps
+// tool does after a merge.
+func (w *world) applyDeclared(ctx context.Context) {
+	w.t.Helper()
 	declared, err := w.git.ReadFile("app", "main", rolloutPath)
 	if err != nil {
 		w.t.Fatal(err)
