@@ -88,7 +88,8 @@ func (f *dashboardFlags) handler() (http.Handler, string, error) {
 			return nil, "", err
 		}
 		o.Namespace = f.cluster.namespace
-		o.Source = dashboard.GitSource{Status: status, History: history, URL: f.git.repo, Branch: f.git.statusBranch, Prefix: f.git.pathPrefix, Since: f.since}
+		o.Source = dashboard.GitSource{Status: status, History: history, URL: f.git.repo, Branch: f.git.statusBranch, Prefix: f.git.pathPrefix, Since: f.since,
+			Cache: &dashboard.GitCache{MaxAge: time.Minute}}
 	} else {
 		c, ns, err := f.cluster.client()
 		if err != nil {

@@ -338,18 +338,42 @@ func TestDashboardGit(t *testing.T) {
 	last.AwaitingApproval = &gitsync.AwaitingApproval{Revision: "c3", Step: 2, Since: at(5),
 		Branch: gitsync.ApprovalBranch("shop", "web", gitsync.Approval{Revision: "c3", Step: 2})}
 	last.Analysis = []gitsync.Measurement{{Name: "success-rate", Phase: "Successful", Value: "0.999", Time: at(5)}}
-	repoURL := writeStatusHistory(t, versions)
+	repoURL, git := writeStatusHistoryOn(t, versions)
 	withToken := strings.Replace(repoURL, "http://", "http://dash-s3cret-token@", 1)
 
 	srv := serveDashboardFlags(t, dashboardFlags{git: gitFlags{repo: withToken}})
 	start := time.Now()
+	adverts, packs := git.Fetches()
 	code, body := fetch(t, srv, "GET", "/")
-	t.Logf("first GET / from Git: %s", time.Since(start))
-	start = time.Now()
-	fetch(t, srv, "GET", "/")
-	t.Logf("second GET / from Git: %s", time.Since(start))
+	a1, p1 := git.Fetches()
+	t.Logf("first GET / from Git: %s, %d reads of the branch heads, %d packs", time.Since(start), a1-adverts, p1-packs)
 	if code != 200 {
 		t.Fatalf("GET /: %d\n%s", code, body)
+	}
+	// A second load at the same heads reads them once and downloads
+	// nothing: the page is served from what the first load read.
+	start = time.Now()
+	if code, again := fetch(t, srv, "GET", "/"); code != 200 || again != body {
+		t.Errorf("second GET /: %d, and a page other than the first", code)
+	}
+	if a2, p2 := git.Fetches(); a2 != a1+1 || p2 != p1 {
+		t.Errorf("second GET / at the same heads: %d reads of the heads, %d packs; want 1 and 0", a2-a1, p2-p1)
+	}
+	t.Logf("second GET / from Git: %s", time.Since(start))
+	// A status commit moves the head: the next load reads it.
+	file := strings.TrimPrefix(gitsync.StatusPath("", "shop", "web"), "/")
+	text, err := git.ReadFile("app", gitsync.DefaultStatusBranch, file)
+	if err != nil || !strings.Contains(text, "StepPaused") {
+		t.Fatalf("status file %s: %v\n%s", file, err, text)
+	}
+	if _, err := git.Commit("app", gitsync.DefaultStatusBranch, "status: shop/web", map[string]string{file: strings.Replace(text, "StepPaused", "StepReady", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if code, moved := fetch(t, srv, "GET", "/"); code != 200 || !strings.Contains(moved, "StepReady") {
+		t.Errorf("GET / after a status commit: %d, the new state not shown\n%s", code, moved)
+	}
+	if _, err := git.Commit("app", gitsync.DefaultStatusBranch, "status: shop/web", map[string]string{file: text}); err != nil {
+		t.Fatal(err)
 	}
 	mustContain(t, "the page", body, "Git "+repoURL+", branch rollgate/status", "every namespace",
 		`<td class="step">2/3</td>`, "StepPaused",

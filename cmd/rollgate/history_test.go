@@ -17,6 +17,13 @@ import (
 // repository URL.
 func writeStatusHistory(t *testing.T, versions []gitsync.StatusVersion) string {
 	t.Helper()
+	url, _ := writeStatusHistoryOn(t, versions)
+	return url
+}
+
+// writeStatusHistoryOn is writeStatusHistory returning the Git server too.
+func writeStatusHistoryOn(t *testing.T, versions []gitsync.StatusVersion) (string, *gitserver.Server) {
+	t.Helper()
 	srv := gitserver.Start(t, gitserver.Options{})
 	url, err := srv.CreateRepo("app", map[string]string{"apps/web/deploy.yaml": "image: web:1\n"})
 	if err != nil {
@@ -44,7 +51,7 @@ func writeStatusHistory(t *testing.T, versions []gitsync.StatusVersion) string {
 			t.Fatal(err)
 		}
 	}
-	return url
+	return url, srv
 }
 
 // TestHistoryCommand: release b2 is rolled back at step 1, release a1 is

@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -48,6 +49,28 @@ type Server struct {
 	srv     *http.Server
 	done    chan error
 	ownRoot bool
+	// adverts and packs count the fetches served: each read of a
+	// repository's branch heads (GET info/refs, as ls-remote and every
+	// fetch begin) and each pack sent (POST git-upload-pack).
+	adverts, packs atomic.Int64
+}
+
+// Fetches returns how many times the server advertised a repository's
+// branch heads to a reader (ls-remote, and the start of every fetch) and
+// how many packs it sent (fetches that downloaded objects).
+func (s *Server) Fetches() (adverts, packs int64) { return s.adverts.Load(), s.packs.Load() }
+
+// count counts the fetches next serves.
+func (s *Server) count(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/info/refs") && r.URL.Query().Get("service") == "git-upload-pack":
+			s.adverts.Add(1)
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack"):
+			s.packs.Add(1)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Start starts a Server for the length of a test: it fails the test when the
@@ -115,10 +138,10 @@ func newServer(opts Options, root string, ownRoot bool) (*Server, error) {
 	s := &Server{
 		URL:     "http://" + ln.Addr().String(),
 		Root:    root,
-		srv:     &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
 		done:    make(chan error, 1),
 		ownRoot: ownRoot,
 	}
+	s.srv = &http.Server{Handler: s.count(h), ReadHeaderTimeout: 10 * time.Second}
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil
 }

@@ -66,9 +66,10 @@ type leaderChange struct {
 // any write was refused.
 //
 // The API server keeps its connection to the webhook Service open, so
-// before the change every call may reach the leader; the replica that does
-// not lead is asked directly (an AdmissionReview to its pod), and after
-// the delete the API server's calls can only reach it until it leads.
+// every call may reach one pod: the replica that does not lead is asked
+// directly (an AdmissionReview to its pod). After the delete the calls go
+// on through the API server while the old pod drains
+// (webhook.drainSeconds) and another takes the Lease.
 func (w *world) changeLeader(ctx context.Context) leaderChange {
 	w.t.Helper()
 	pods := w.readyControllerPods(ctx)

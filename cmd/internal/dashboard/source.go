@@ -10,11 +10,14 @@ package dashboard
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -179,6 +182,10 @@ type GitSource struct {
 	Since time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Cache, when set, keeps what was read at the remote's current branch
+	// heads: a page load that finds them unchanged (one ls-remote) reads
+	// nothing else.
+	Cache *GitCache
 }
 
 // Describe implements Source.
@@ -188,6 +195,10 @@ func (g GitSource) Describe() string {
 
 // List implements Source.
 func (g GitSource) List(ctx context.Context, namespace string) ([]Rollout, error) {
+	return cached(ctx, g, "list "+namespace, func() ([]Rollout, error) { return g.list(ctx, namespace) })
+}
+
+func (g GitSource) list(ctx context.Context, namespace string) ([]Rollout, error) {
 	states, err := gitsync.ReadStatusAt(ctx, g.Status, g.Branch, g.Prefix)
 	if err != nil {
 		return nil, gitError{err}
@@ -211,6 +222,10 @@ func (g GitSource) List(ctx context.Context, namespace string) ([]Rollout, error
 
 // Get implements Source.
 func (g GitSource) Get(ctx context.Context, namespace, name string) (Rollout, error) {
+	return cached(ctx, g, "get "+namespace+"/"+name, func() (Rollout, error) { return g.get(ctx, namespace, name) })
+}
+
+func (g GitSource) get(ctx context.Context, namespace, name string) (Rollout, error) {
 	states, err := gitsync.ReadStatusAt(ctx, g.Status, g.Branch, g.Prefix)
 	if err != nil {
 		return Rollout{}, gitError{err}
@@ -221,6 +236,75 @@ func (g GitSource) Get(ctx context.Context, namespace, name string) (Rollout, er
 		}
 	}
 	return Rollout{}, gitError{fmt.Errorf("%w: no status file for Rollout %s/%s on %s", gitsync.ErrFileNotFound, namespace, name, g.Branch)}
+}
+
+// GitCache keeps the last reads of a GitSource, valid while every branch
+// head of the remote is what it was when they were made (the status
+// branch; the revert branches its history names) and for at most MaxAge.
+// It holds at most maxCached reads; the first read past that empties it.
+type GitCache struct {
+	// MaxAge bounds how long a read is kept when no head moves (the
+	// history window, --since, is counted from the time of the read).
+	MaxAge time.Duration
+
+	mu    sync.Mutex
+	heads string // the digest of every branch head at the time of the reads
+	at    time.Time
+	reads map[string]any
+}
+
+// maxCached bounds the reads a GitCache holds: one per namespace listed
+// and per Rollout read.
+const maxCached = 1000
+
+// cached returns the read of key that g.Cache holds at the remote's
+// current heads, or makes it with read and keeps it. Without a cache, or
+// when the heads cannot be listed, it reads.
+func cached[T any](ctx context.Context, g GitSource, key string, read func() (T, error)) (T, error) {
+	c := g.Cache
+	if c == nil {
+		return read()
+	}
+	heads, err := g.Status.Branches(ctx, "")
+	if err != nil {
+		var zero T
+		return zero, gitError{err}
+	}
+	digest := headsDigest(heads)
+	now := time.Now()
+	c.mu.Lock()
+	if c.heads != digest || now.Sub(c.at) > c.MaxAge || len(c.reads) >= maxCached {
+		c.heads, c.at, c.reads = digest, now, map[string]any{}
+	}
+	if v, ok := c.reads[key]; ok {
+		c.mu.Unlock()
+		return v.(T), nil
+	}
+	c.mu.Unlock()
+	v, err := read()
+	if err != nil {
+		return v, err
+	}
+	c.mu.Lock()
+	if c.heads == digest {
+		c.reads[key] = v
+	}
+	c.mu.Unlock()
+	return v, nil
+}
+
+// headsDigest is one string for a set of branch heads.
+func headsDigest(heads map[string]string) string {
+	names := make([]string, 0, len(heads))
+	for n := range heads {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		fmt.Fprintf(h, "%s %s\n", n, heads[n])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func (g GitSource) withHistory(ctx context.Context, s gitsync.RolloutState) (Rollout, error) {
