@@ -96,11 +96,14 @@ func TestReleaseUnderLoad(t *testing.T) {
 
 	// The approval: the approval branch merged in Git, and the forge's
 	// push delivered to the replica that does not lead; it forwards the
-	// call to the leader, which fetches at once.
+	// call to the leader, which fetches at once. Without the push the
+	// merge would be seen at the next fetch, 10 minutes on; 45 s leaves
+	// room for a loaded node and stays under the Repository's 1-minute
+	// status check.
 	w.mergeApproval(ctx)
 	at("approval merged in Git")
 	pushed := w.pushToFollower(ctx)
-	w.waitStepWithin(ctx, 2, 60, 20*time.Second)
+	w.waitStepWithin(ctx, 2, 60, 45*time.Second)
 	at("step 2 reported done")
 	t.Logf("step 2 done %s after the push reached the replica that does not lead", time.Since(pushed).Round(time.Millisecond))
 	w.applyDeclared(ctx)
