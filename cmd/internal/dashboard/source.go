@@ -258,8 +258,9 @@ type GitCache struct {
 const maxCached = 1000
 
 // cached returns the read of key that g.Cache holds at the remote's
-// current heads, or makes it with read and keeps it. Without a cache, or
-// when the heads cannot be listed, it reads.
+// current heads, or makes it with read and keeps it (errors are not
+// kept). Without a cache it reads; heads that cannot be listed are the
+// error of a read (the Git server cannot be read).
 func cached[T any](ctx context.Context, g GitSource, key string, read func() (T, error)) (T, error) {
 	c := g.Cache
 	if c == nil {
