@@ -129,6 +129,9 @@ func (p *planner) newRelease() error {
 	if p.obs.Invalid != nil {
 		return p.obs.Invalid
 	}
+	if err := p.groupMismatch(); err != nil {
+		return err
+	}
 	if len(p.obs.Missing) > 0 {
 		p.hold(fmt.Sprintf("revision %s waits to be released: %s", p.canary, missingList(p.obs.Missing)))
 		p.reason = v1alpha1.ReasonDependencyNotFound
@@ -178,8 +181,15 @@ func (p *planner) continueRelease() error {
 		p.fail(v1alpha1.ReasonAnalysisFailed, cause)
 		return nil
 	}
+	if cause, failed := p.groupFailure(); failed {
+		p.fail(v1alpha1.ReasonGroupFailed, cause)
+		return nil
+	}
 	if p.obs.Invalid != nil {
 		return p.obs.Invalid
+	}
+	if err := p.groupMismatch(); err != nil {
+		return err
 	}
 	if p.spec.Strategy.Paused {
 		p.hold(fmt.Sprintf("release of %s held at step %d/%d (%s): spec.strategy.paused is true",
@@ -195,6 +205,12 @@ func (p *planner) continueRelease() error {
 	if p.in.CurrentStepState == v1alpha1.StepCompleted {
 		p.finalize()
 		return nil
+	}
+	if pr := p.spec.Promote; pr != nil && pr.Revision == p.canary && p.obs.Group != nil {
+		err := p.runSteps()
+		p.next.Message += fmt.Sprintf("; spec.promote is not followed by a member of group %s: the members release as one, "+
+			"so approve the group's gates on its coordinator instead", p.obs.Group.Name)
+		return err
 	}
 	if pr := p.spec.Promote; pr != nil && pr.Revision == p.canary {
 		missing := p.unprovenGates()

@@ -219,6 +219,10 @@ func (p *planner) ready() bool {
 		p.waitBeforeNext(v1alpha1.ReasonWaitingForFleet, why, wait)
 		return false
 	}
+	if why, held := p.groupHolds(idx); held {
+		p.waitBeforeNext(v1alpha1.ReasonWaitingForGroup, why, groupPoll)
+		return false
+	}
 	if why, wait, held := p.obs.freezeHolds(true, p.now); held && !p.pastLastGate(idx) {
 		p.waitBeforeNext(v1alpha1.ReasonWaitingForFreeze, why, wait)
 		return false
@@ -273,6 +277,11 @@ const (
 // is approved, and records the wait otherwise.
 func (p *planner) gate(kind, detail string, then v1alpha1.StepState) bool {
 	idx := p.next.CurrentStepIndex
+	if kind == approvalManual {
+		if moved, handled := p.groupGate(idx, then); handled {
+			return moved
+		}
+	}
 	if p.approved(idx) {
 		p.enter(then)
 		return true
@@ -298,6 +307,9 @@ func (p *planner) gate(kind, detail string, then v1alpha1.StepState) bool {
 	}
 	p.next.Message = fmt.Sprintf("step %d/%d of %s %s: approve revision %s%s step %d in spec.approvals (merge the approval pull request)",
 		idx, len(p.steps), p.canary, why, p.canary, attempt, idx)
+	if g := p.obs.Group; g != nil && kind == approvalManual {
+		p.next.Message += fmt.Sprintf("; the gate of group %s: its approval lets every member pass step %d", g.Name, idx)
+	}
 	return false
 }
 

@@ -112,6 +112,14 @@ type Observed struct {
 	// gated (the reconciler plans again with Queue set).
 	Queue *QueueTicket
 
+	// Group is the lockstep group of spec.group as observed: the other
+	// members' specs and statuses. A step starts only when every member
+	// in release finished the step before; a member other than the
+	// group's coordinator passes a gate when the coordinator did; a
+	// failure of a member during this release rolls this one back. Nil
+	// without spec.group.
+	Group *Group
+
 	// Invalid is a spec problem found while observing (an analysis
 	// template that cannot be used). A release in progress holds where it
 	// is and the plan reports it as an invalid spec; rollbacks, deletion

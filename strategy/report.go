@@ -132,7 +132,7 @@ func cond(s metav1.ConditionStatus, reason, msg string) Condition {
 func isWarning(reason string) bool {
 	switch reason {
 	case v1alpha1.ReasonInvalidSpec, v1alpha1.ReasonAborted, v1alpha1.ReasonAnalysisFailed,
-		v1alpha1.ReasonProgressDeadlineExceeded, v1alpha1.ReasonRollingBack, v1alpha1.ReasonRolledBack:
+		v1alpha1.ReasonProgressDeadlineExceeded, v1alpha1.ReasonRollingBack, v1alpha1.ReasonRolledBack, v1alpha1.ReasonGroupFailed:
 		return true
 	}
 	return false

@@ -70,6 +70,14 @@ const (
 	// for another release in flight; the release waits in its queue
 	// (status.queue), first come first served.
 	ReasonWaitingForBudget = "WaitingForBudget"
+	// ReasonWaitingForGroup: a member of a lockstep group (spec.group)
+	// finished its step and waits for the other members to finish theirs,
+	// or waits at a gate the group's coordinator is approved at; the
+	// message names the members it waits for.
+	ReasonWaitingForGroup = "WaitingForGroup"
+	// ReasonGroupFailed: another member of the lockstep group failed or
+	// was aborted during this release, so this member rolls back too.
+	ReasonGroupFailed = "GroupFailed"
 	// ReasonIdle: no release is in progress.
 	ReasonIdle = "Idle"
 	// ReasonProgressing: a release is moving forward.

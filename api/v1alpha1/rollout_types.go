@@ -117,6 +117,26 @@ type RolloutSpec struct {
 	// point.
 	// +optional
 	Fleet *FleetSpec `json:"fleet,omitempty"`
+
+	// Group makes this Rollout a member of a lockstep group: the Rollouts
+	// of this namespace naming the same group release as one. A step of a
+	// release starts only when every member in release finished the step
+	// before; the gates are the group's, approved once on one member (its
+	// coordinator, see docs/coordination.md); a failure or abort of any
+	// member rolls every member back. Members need the same number of
+	// steps with gates at the same steps.
+	// +optional
+	Group *GroupReference `json:"group,omitempty"`
+}
+
+// GroupReference names the lockstep group of a Rollout.
+type GroupReference struct {
+	// Name of the group, shared by its members (Rollouts of one
+	// namespace). A DNS label.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
 }
 
 // OnDeletePolicy is what deleting a Rollout does to a release in progress.

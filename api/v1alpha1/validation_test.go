@@ -119,6 +119,10 @@ func TestRolloutRefusedWithHelpfulMessage(t *testing.T) {
 		{"unknown workload apiVersion", func(u *unstructured.Unstructured) {
 			spec(u)["workloadRef"].(map[string]any)["apiVersion"] = "apps/v1beta1"
 		}, []string{"spec.workloadRef.apiVersion", "supported values: \"apps/v1\""}},
+		{"group not a DNS label", func(u *unstructured.Unstructured) { spec(u)["group"] = map[string]any{"name": "Checkout_API"} },
+			[]string{"spec.group.name", "should match"}},
+		{"group without a name", func(u *unstructured.Unstructured) { spec(u)["group"] = map[string]any{} },
+			[]string{"spec.group.name", "Required value"}},
 		{"empty steps", func(u *unstructured.Unstructured) { canary(u)["steps"] = []any{} },
 			[]string{"spec.strategy.canary.steps", "at least 1 items"}},
 		{"too many steps", func(u *unstructured.Unstructured) {

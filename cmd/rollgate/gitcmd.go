@@ -185,6 +185,8 @@ func waitingFor(s gitsync.RolloutState) string {
 		return "freeze: " + afterColon(s.Message)
 	case v1alpha1.ReasonWaitingForHook:
 		return "hook: " + afterColon(s.Message)
+	case v1alpha1.ReasonWaitingForGroup:
+		return "group: " + afterColon(s.Message)
 	}
 	return "-"
 }

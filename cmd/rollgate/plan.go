@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/luascripts"
+	"github.com/rollgate/rollgate/strategy"
 )
 
 // exitInvalid: `plan` found an object the API server would refuse.
@@ -199,6 +201,7 @@ func readBase(head *manifestSet, args []string, sources []planSource, ref, names
 func buildPlan(ctx context.Context, v *admission.Validator, head, base *manifestSet, f *planFlags) planReport {
 	report := planReport{Base: f.base + f.baseFile, Warnings: duplicateRollouts(head)}
 	lib := luascripts.NewLibrary()
+	var rollouts []*v1alpha1.Rollout
 	for _, m := range head.objects {
 		if !v.Handles(m.obj.GroupVersionKind()) {
 			continue
@@ -227,8 +230,61 @@ func buildPlan(ctx context.Context, v *admission.Validator, head, base *manifest
 		}
 		report.Rollouts = append(report.Rollouts, planRollout(ro, m.source, head, base, f.nodes))
 		report.Warnings = append(report.Warnings, rolloutWarnings(ro, m.source, head, lib)...)
+		rollouts = append(rollouts, ro)
 	}
+	planGroups(&report, rollouts)
 	return report
+}
+
+// planGroups shows the lockstep groups of the Rollouts (report.Rollouts[i]
+// plans rollouts[i]): the members, the coordinator whose gates are the
+// group's (the others' gates name it instead of an approval branch of
+// their own), and a warning on each member whose steps or gates differ
+// from another's.
+func planGroups(report *planReport, rollouts []*v1alpha1.Rollout) {
+	byGroup := map[[2]string][]int{}
+	var keys [][2]string
+	for i, ro := range rollouts {
+		if g := ro.Spec.Group; g != nil {
+			k := [2]string{ro.Namespace, g.Name}
+			if _, ok := byGroup[k]; !ok {
+				keys = append(keys, k)
+			}
+			byGroup[k] = append(byGroup[k], i)
+		}
+	}
+	for _, k := range keys {
+		idx := byGroup[k]
+		var names []string
+		for _, i := range idx {
+			names = append(names, rollouts[i].Name)
+		}
+		coord := strategy.GroupCoordinator(names)
+		sort.Strings(names)
+		report.Groups = append(report.Groups, groupPlan{Namespace: k[0], Name: k[1], Members: names, Coordinator: coord})
+		for _, i := range idx {
+			ro, p := rollouts[i], &report.Rollouts[i]
+			p.Group, p.Coordinator = k[1], coord
+			if ro.Name != coord {
+				for j := range p.Steps {
+					if p.Steps[j].ApprovalBranch != "" {
+						p.Steps[j].ApprovalBranch = ""
+						p.Steps[j].Pause = "the group's gate, approved on " + coord
+					}
+				}
+			}
+			g := &strategy.Group{Name: k[1], Self: ro.Name}
+			for _, o := range idx {
+				if o != i {
+					g.Members = append(g.Members, strategy.GroupMember{Name: rollouts[o].Name, Spec: &rollouts[o].Spec})
+				}
+			}
+			if err := strategy.CheckGroup(g, &ro.Spec); err != nil {
+				report.Warnings = append(report.Warnings, planWarning{Source: p.Source, Kind: "Rollout", Namespace: ro.Namespace, Name: ro.Name,
+					Message: err.Error() + ": no member of the group will start a release"})
+			}
+		}
+	}
 }
 
 // summary is the first error of an invalid object, for the exit message.

@@ -497,3 +497,49 @@ func TestPlanRendersHelmCharts(t *testing.T) {
 		t.Fatalf("--base: exit %d, want %q:\n%s\n%s", code, want, out, stderr)
 	}
 }
+
+// TestPlanShowsLockstepGroups: examples/lockstep-group.yaml's two members
+// are shown as one group whose gates are its coordinator's (the first by
+// name): only the coordinator's gate names an approval branch, the other
+// member's names the coordinator. A member whose gates are at other steps
+// gets a warning naming the other member (so --strict fails on it).
+func TestPlanShowsLockstepGroups(t *testing.T) {
+	example := filepath.Join("..", "..", "examples", "lockstep-group.yaml")
+	r, _ := planJSON(t, example)
+	if len(r.Groups) != 1 || r.Groups[0].Coordinator != "checkout-api" || strings.Join(r.Groups[0].Members, ",") != "checkout-api,checkout-worker" {
+		t.Fatalf("groups %+v, want checkout of checkout-api (coordinator) and checkout-worker", r.Groups)
+	}
+	for _, p := range r.Rollouts {
+		s := p.Steps[0]
+		switch p.Name {
+		case "checkout-api":
+			if s.ApprovalBranch != "rollgate/approve/shop/checkout-api/<revision>-step-1" {
+				t.Errorf("coordinator's gate: branch %q", s.ApprovalBranch)
+			}
+		default:
+			if s.ApprovalBranch != "" || s.Pause != "the group's gate, approved on checkout-api" {
+				t.Errorf("%s's gate: branch %q pause %q, want the coordinator's gate", p.Name, s.ApprovalBranch, s.Pause)
+			}
+		}
+	}
+
+	dir := t.TempDir()
+	data, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The worker's gate moves to step 2.
+	moved := strings.Replace(string(data), "- {replicas: 1, pause: {}}\n      - {replicas: \"50%\", pause: {duration: 2m}}",
+		"- {replicas: 1}\n      - {replicas: \"50%\", pause: {}}", 1)
+	write(t, filepath.Join(dir, "group.yaml"), moved)
+	r, _ = planJSON(t, dir)
+	found := 0
+	for _, w := range r.Warnings {
+		if strings.Contains(w.Message, "has gates (pause without duration) at steps") && strings.Contains(w.Message, "no member of the group will start") {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Errorf("warnings %+v, want one on each member naming the other's gates", r.Warnings)
+	}
+}

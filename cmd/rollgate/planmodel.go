@@ -25,6 +25,18 @@ type planReport struct {
 	// Warnings are what the API server accepts that will not work as
 	// written.
 	Warnings []planWarning `json:"warnings,omitempty"`
+	// Groups are the lockstep groups the Rollouts name (spec.group).
+	Groups []groupPlan `json:"groups,omitempty"`
+}
+
+// groupPlan is a lockstep group as the files declare it.
+type groupPlan struct {
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Members   []string `json:"members"`
+	// Coordinator is the member whose gates are the group's (the first
+	// by name, when all members release together).
+	Coordinator string `json:"coordinator"`
 }
 
 // invalidObject is an object the API server would refuse, and why.
@@ -55,6 +67,10 @@ type rolloutPlan struct {
 	Steps    []stepPlan `json:"steps"`
 	// Release says whether the change releases it (with --base).
 	Release *releaseChange `json:"release,omitempty"`
+	// Group is spec.group.name; Coordinator the member whose gates are
+	// the group's.
+	Group       string `json:"group,omitempty"`
+	Coordinator string `json:"coordinator,omitempty"`
 	// Notes are what the plan could not know from the files.
 	Notes []string `json:"notes,omitempty"`
 	// Error is why the steps could not be resolved.

@@ -66,6 +66,9 @@ func printTable(w io.Writer, r planReport) error {
 			return err
 		}
 	}
+	for _, g := range r.Groups {
+		fmt.Fprintf(w, "\n%s\n", strings.ToUpper(g.text()[:1])+g.text()[1:])
+	}
 	return nil
 }
 
@@ -118,6 +121,9 @@ func printMarkdown(w io.Writer, r planReport) {
 		plantext.MarkdownTable(w, rows, 0)
 		fmt.Fprintln(w)
 	}
+	for _, g := range r.Groups {
+		fmt.Fprintf(w, "> %s\n\n", plantext.Cell(strings.ToUpper(g.text()[:1])+g.text()[1:]))
+	}
 }
 
 // describe is the Rollout's one-line summary.
@@ -135,7 +141,20 @@ func (p rolloutPlan) describe() string {
 	if len(p.Analysis) > 0 {
 		s += "; analysis throughout: " + strings.Join(p.Analysis, ", ")
 	}
+	switch {
+	case p.Group != "" && p.Coordinator == p.Name:
+		s += "; lockstep group " + p.Group + ", its coordinator: its gates are the group's"
+	case p.Group != "":
+		s += "; lockstep group " + p.Group + ": its gates open with " + p.Coordinator + "'s"
+	}
 	return s
+}
+
+// text is the group's summary.
+func (g groupPlan) text() string {
+	return fmt.Sprintf("lockstep group %s/%s: %s release as one; each step starts for all once all finished the one before; "+
+		"the gates are %s's (one approval pull request each); a failure of one rolls back all",
+		g.Namespace, g.Name, strings.Join(g.Members, ", "), g.Coordinator)
 }
 
 // counts prints the new and old pods of a step; when the size is not

@@ -71,7 +71,7 @@ func (r *Reconciler) openApprovalRequest(ctx context.Context, sc *scope) error {
 		Head: a.Branch, Base: trackedBranch(ro, sc.repository),
 		Title: forge.ApprovalTitle(ro.Namespace, ro.Name, a.Revision, int(a.Attempt), int(a.Step), int(ro.Status.StepCount)),
 		Body: forge.ApprovalBody(ro.Namespace, ro.Name, a.Revision, int(a.Attempt), int(a.Step), int(ro.Status.StepCount), facts4PR(ro)) +
-			approvalPlan(ro, int(a.Step), statusFileURL(sc, fc)),
+			approvalPlan(ro, int(a.Step), statusFileURL(sc, fc)) + groupNote(sc.group, int(a.Step)),
 		Labels: []string{"rollgate"},
 	})
 	if err != nil {

@@ -196,7 +196,7 @@ func stateOf(ro *v1alpha1.Rollout, sc *scope) gitsync.RolloutState {
 		// reason never makes a status write of its own.
 		switch r := sc.plan.Conditions.Progressing.Reason; r {
 		case v1alpha1.ReasonWaitingForApproval, v1alpha1.ReasonWaitingForFleet, v1alpha1.ReasonWaitingForFreeze,
-			v1alpha1.ReasonWaitingForBudget, v1alpha1.ReasonWaitingForHook:
+			v1alpha1.ReasonWaitingForBudget, v1alpha1.ReasonWaitingForHook, v1alpha1.ReasonWaitingForGroup:
 			st.Reason = r
 		}
 	}

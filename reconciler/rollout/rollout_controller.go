@@ -195,6 +195,9 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, sc *scope, patcher *s
 	if err := r.observeAnalysis(ctx, sc); err != nil {
 		return r.stallOrRetry(sc, err)
 	}
+	if err := r.observeGroup(ctx, sc); err != nil {
+		return r.stallOrRetry(sc, err)
+	}
 	if err := r.actOpenRepository(ctx, sc); err != nil {
 		sc.gitReadErr = err // without Git no approval from Git counts: gates hold
 	} else if err := r.observeApprovals(ctx, sc); err != nil {
@@ -413,6 +416,7 @@ func observed(sc *scope) strategy.Observed {
 		Invalid:            sc.analysis.invalid,
 		Fleet:              sc.fleet,
 		Freezes:            sc.freezes,
+		Group:              sc.group,
 	}
 	if o.Held {
 		obs.StableRevision = o.StableRevision

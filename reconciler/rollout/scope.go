@@ -53,6 +53,8 @@ type scope struct {
 	freezes []rules.Hold
 	// budgets are the budgets of the release rules covering the Rollout.
 	budgets []coveringBudget
+	// group is the lockstep group of spec.group: the other members.
+	group *strategy.Group
 
 	// What the act… phases did.
 

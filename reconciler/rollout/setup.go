@@ -63,6 +63,9 @@ func Setup(mgr ctrl.Manager, opts Options, repos *gitsource.Pool) error {
 	}); err != nil {
 		return err
 	}
+	if err := indexGroups(ctx, idx); err != nil {
+		return err
+	}
 	// Observing a workload lists its own pods and ReplicaSets through
 	// this index, not every one of its namespace.
 	if err := workload.IndexOwners(ctx, idx); err != nil {
@@ -111,6 +114,8 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// A spec change goes before the events of releases in motion.
 		Watches(&v1alpha1.Rollout{}, specChanged(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A member of a lockstep group waits for the others' steps.
+		Watches(&v1alpha1.Rollout{}, r.groupMembers(), builder.WithPredicates(groupStatusChanged())).
 		Watches(&appsv1.Deployment{}, workloadEvents).
 		Watches(&appsv1.StatefulSet{}, workloadEvents).
 		Watches(&appsv1.DaemonSet{}, workloadEvents).

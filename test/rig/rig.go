@@ -182,6 +182,10 @@ type Rollout struct {
 	GitPath string
 	// GitRepository is spec.git.repository, "app-repo" when empty.
 	GitRepository string
+	// Kind is the workload's kind, Deployment when empty.
+	Kind string
+	// Group is spec.group.name; none when empty.
+	Group string
 }
 
 // YAML is the Rollout as a document, starting with a newline.
@@ -203,11 +207,11 @@ apiVersion: rollgate.dev/v1alpha1
 kind: Rollout
 metadata: %s
 spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %s}
+  workloadRef: {apiVersion: apps/v1, kind: %s, name: %s}
   strategy:
     %s:
       steps:
-`, meta, r.Name, strategy)
+`, meta, cmp.Or(r.Kind, "Deployment"), r.Name, strategy)
 	for _, s := range r.Steps {
 		fmt.Fprintf(&b, "      - %s\n", s)
 	}
@@ -220,6 +224,9 @@ spec:
 	}
 	if r.GitPath != "" {
 		fmt.Fprintf(&b, "  git: {repository: %s, path: %s}\n", cmp.Or(r.GitRepository, "app-repo"), r.GitPath)
+	}
+	if r.Group != "" {
+		fmt.Fprintf(&b, "  group: {name: %s}\n", r.Group)
 	}
 	return b.String()
 }
