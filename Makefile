@@ -147,7 +147,7 @@ check: tools-demo tools-k8s-oldest ## The fast loop for every change: vet, gofmt
 
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no external process
-	go test -count=1 ./strategy/... ./luascripts/... ./api/...
+	go test -count=1 ./strategy/... ./luascripts/... ./charts/argocd-resource-customizations ./api/...
 
 .PHONY: bench
 bench: tools tools-bench ## Run benchmarks and print the numbers (ROLLGATE_BENCH_SCALE=1000 for the P2 row at 1,000 Rollouts; ROLLGATE_P5_SIZES=50,200,500 for P5's fleet sizes)

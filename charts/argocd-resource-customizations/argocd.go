@@ -13,10 +13,14 @@
 // (Settings, ConfigMapData), the copy in docs/argocd.md (a test fails when
 // that copy drifts from the files) and anything that installs them.
 //
-// The scripts run inside Argo CD, never inside rollgate. The tests run them
-// the way Argo CD does: a fresh Lua state with only the libraries Argo CD
-// gives argocd-cm scripts, the live object as the global obj, and the
-// returned table converted back through JSON with Argo CD's rules.
+// The scripts run inside Argo CD, never inside rollgate: no product code
+// imports this package. It sits beside the chart because, like the chart,
+// it is something users install (docs/argocd.md says how).
+//
+// The tests run the scripts the way Argo CD does: a fresh Lua state with
+// only the libraries Argo CD gives argocd-cm scripts, the live object as
+// the global obj, and the returned table converted back through JSON with
+// Argo CD's rules.
 package argocd
 
 import (

@@ -17,7 +17,7 @@ import (
 var docsPath = filepath.Join("..", "..", "docs", "argocd.md")
 
 const (
-	docsBegin = "<!-- argocd-cm: generated from luascripts/argocd by `go test ./luascripts/argocd -run TestDocsCarryTheScripts -update`; edit the .lua files, not this block -->"
+	docsBegin = "<!-- argocd-cm: generated from charts/argocd-resource-customizations by `go test ./charts/argocd-resource-customizations -run TestDocsCarryTheScripts -update`; edit the .lua files, not this block -->"
 	docsEnd   = "<!-- end argocd-cm -->"
 )
 
@@ -144,5 +144,5 @@ func TestDocsCarryTheScripts(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("the argocd-cm block of %s differs from the scripts: run go test ./luascripts/argocd -run TestDocsCarryTheScripts -update", docsPath)
+	t.Errorf("the argocd-cm block of %s differs from the scripts: run go test ./charts/argocd-resource-customizations -run TestDocsCarryTheScripts -update", docsPath)
 }
