@@ -34,7 +34,7 @@ type Step struct {
 	Analysis bool
 	// Verify is true when the step's traffic share is measured from the
 	// data plane (a traffic routing sets verify and the step's traffic is
-	// a weight).
+	// a weight; not a mirror step, whose copies the data plane may count).
 	Verify bool
 }
 
@@ -62,7 +62,7 @@ func ResolveSteps(spec *v1alpha1.RolloutSpec, replicas int32) ([]Step, error) {
 				"step %d resolves to %d of %d pods, fewer than the %d of step %d: replicas must not decrease from one step to the next",
 				i+1, s.Replicas, replicas, out[i-1].Replicas, i)
 		}
-		if verify && s.Traffic.Mode == TrafficCanary && len(s.Traffic.Matches) == 0 {
+		if verify && s.Traffic.Mode == TrafficCanary && len(s.Traffic.Matches) == 0 && s.Traffic.Mirror == 0 {
 			s.Verify, s.Analysis = true, true
 		}
 		if h := raw[i].Hooks; h != nil {
@@ -143,10 +143,23 @@ func stepTraffic(st *v1alpha1.CanaryStep, field string, prev Traffic, routed boo
 		return Traffic{Mode: TrafficOriginal}, nil
 	}
 	ts := &st.TrafficRoutingStrategy
-	if ts.Traffic == nil && len(ts.Matches) == 0 && ts.RequestHeaderModifier == nil {
+	if ts.Traffic == nil && len(ts.Matches) == 0 && ts.RequestHeaderModifier == nil && ts.Mirror == nil {
 		return prev, nil
 	}
 	t := Traffic{Mode: TrafficCanary}
+	if ts.Mirror != nil {
+		// A mirror step sends no live request to the canary; the API
+		// refuses traffic, matches and requestHeaderModifier beside it.
+		if ts.Traffic != nil || len(ts.Matches) > 0 || ts.RequestHeaderModifier != nil {
+			return t, specErrorf(field+".mirror", "a mirror step answers every request from the old revision: remove traffic, matches and requestHeaderModifier")
+		}
+		m, err := parsePercent(*ts.Mirror)
+		if err != nil || m == 0 {
+			return t, specErrorf(field+".mirror", "%q is not a percentage from \"1%%\" to \"100%%\"", *ts.Mirror)
+		}
+		t.Mirror = m
+		return t, nil
+	}
 	if ts.Traffic != nil {
 		w, err := parsePercent(*ts.Traffic)
 		if err != nil {

@@ -299,3 +299,44 @@ func TestDesiredTraffic(t *testing.T) {
 		t.Errorf("without trafficRoutings: DesiredTraffic = %+v, want Original", got)
 	}
 }
+
+// TestResolveStepsMirror: a mirror step carries no weight and no matches,
+// its copies in Traffic.Mirror; the step after it without traffic keeps
+// the mirror, a weighted step ends it; a mirror step is never verified
+// (the data plane may count the copies); a mirror beside traffic is a
+// spec error naming the field.
+func TestResolveStepsMirror(t *testing.T) {
+	mirror := step("", num(1), gatePause())
+	mirror.Mirror = ptr("30%")
+	spec := routedSpec(mirror, step("", num(1), nil), step("20%", num(2), nil))
+	spec.Strategy.Canary.TrafficRoutings[0].Verify = &v1alpha1.TrafficVerification{}
+	got, err := ResolveSteps(spec, 10)
+	if err != nil {
+		t.Fatalf("ResolveSteps: %v", err)
+	}
+	var traffic []string
+	for _, s := range got {
+		traffic = append(traffic, fmt.Sprintf("%s/%d/%d/verify=%t", s.Traffic.String(), s.Traffic.Weight, s.Traffic.Mirror, s.Verify))
+	}
+	want := "[mirror 30%/0/30/verify=false mirror 30%/0/30/verify=false 20%/20/0/verify=true]"
+	if fmt.Sprint(traffic) != want {
+		t.Errorf("steps %v, want %s", traffic, want)
+	}
+	if got[0].Replicas != 1 {
+		t.Errorf("mirror step replicas = %d, want 1", got[0].Replicas)
+	}
+	st := &v1alpha1.RolloutStatus{CanaryRevision: "b", StableRevision: "a", CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepPaused}
+	if d := DesiredTraffic(spec, st); d.Mode != TrafficCanary || d.Weight != 0 || d.Mirror != 30 || d.weight() != 0 {
+		t.Errorf("DesiredTraffic at the mirror step = %+v, want canary mode with mirror 30 and weight 0", d)
+	}
+
+	for _, bad := range []struct{ traffic, mirror string }{{"10%", "30%"}, {"", "0%"}, {"", "30"}} {
+		s := step(bad.traffic, num(1), nil)
+		s.Mirror = ptr(bad.mirror)
+		_, err := ResolveSteps(routedSpec(s), 10)
+		var se *SpecError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), "spec.strategy.canary.steps[0].mirror") {
+			t.Errorf("traffic %q mirror %q: error %v, want a spec error naming spec.strategy.canary.steps[0].mirror", bad.traffic, bad.mirror, err)
+		}
+	}
+}

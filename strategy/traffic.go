@@ -51,13 +51,17 @@ type Traffic struct {
 	// RequestHeaderModifier changes requests routed to the canary, in mode
 	// Canary.
 	RequestHeaderModifier *gatewayv1.HTTPHeaderFilter
+	// Mirror is the percentage (1-100) of requests copied to the canary
+	// while stable answers every one (a mirror step), in mode Canary with
+	// Weight 0 and no matches.
+	Mirror int32
 }
 
 // Equal reports whether two traffic states are the same.
 func (t Traffic) Equal(o Traffic) bool { return reflect.DeepEqual(t, o) }
 
 // String describes the traffic for status.traffic: "" for the original
-// routes, "0%" for all to stable, "5%", or "matches".
+// routes, "0%" for all to stable, "5%", "matches", or "mirror 20%".
 func (t Traffic) String() string {
 	switch {
 	case t.Mode == TrafficOriginal:
@@ -66,6 +70,8 @@ func (t Traffic) String() string {
 		return "0%"
 	case len(t.Matches) > 0:
 		return "matches"
+	case t.Mirror > 0:
+		return "mirror " + strconv.Itoa(int(t.Mirror)) + "%"
 	}
 	return strconv.Itoa(int(t.Weight)) + "%"
 }

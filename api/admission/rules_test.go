@@ -198,6 +198,10 @@ func ruleCases() []ruleCase {
 		add(p+".trafficRoutings[*].gracePeriodSeconds", "must be 0 or more", p+".trafficRoutings[0].gracePeriodSeconds=-1")
 		add(p+".trafficRoutings[*]", "a trafficRoutings entry must set exactly one", p+".trafficRoutings[0].ingress={name: web}")
 		add(p, p+".steps set traffic", p+".trafficRoutings=[]")
+		add(p+".steps[*].mirror", "mirror must be a percentage", p+".steps[0]={replicas: 1, mirror: '0%'}")
+		add(p+".steps[*]", "a mirror step answers every request", p+".steps[0]={replicas: 1, mirror: '20%', traffic: '5%'}")
+		add(p+".steps[*]", "a mirror step needs replicas", p+".steps[0]={mirror: '20%'}")
+		add(p, p+".steps set mirror", p+".steps=[{replicas: 1, mirror: '20%'}]", p+".trafficRoutings=[]")
 		add(p, p+".steps[].replicas must not decrease", p+".steps=[{replicas: 3}, {replicas: 1}]")
 		add(p, p+".steps[].replicas percentages", p+".steps=[{replicas: '50%'}, {replicas: '20%'}]")
 		add(p+".steps[*].matches[*]", "a match needs at least one", p+".steps[0].matches=[{headers: []}]")
@@ -325,4 +329,19 @@ func set(obj map[string]any, path string, val any) error {
 		cur = list[idx]
 	}
 	return nil
+}
+
+// TestMirrorStepIsAccepted: a mirror step with replicas, followed by
+// weighted steps, passes every rule.
+func TestMirrorStepIsAccepted(t *testing.T) {
+	v, err := admission.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ base, p string }{{baseCanary, "spec.strategy.canary"}, {baseBlueGreen, "spec.strategy.blueGreen"}} {
+		obj := object(t, c.base, []string{c.p + ".steps[0]={replicas: 1, mirror: '30%', pause: {}}"})
+		if errs := v.Validate(context.Background(), obj, nil); len(errs) > 0 {
+			t.Errorf("%s: a mirror step refused: %v", c.p, errs)
+		}
+	}
 }

@@ -246,6 +246,7 @@ type RolloutStrategy struct {
 // share of traffic.
 //
 // +kubebuilder:validation:XValidation:rule="!self.steps.exists(s, has(s.traffic) || has(s.matches) || has(s.requestHeaderModifier)) || (has(self.trafficRoutings) && size(self.trafficRoutings) > 0)",message="spec.strategy.canary.steps set traffic, matches or requestHeaderModifier but spec.strategy.canary.trafficRoutings is empty: add a trafficRoutings entry or remove them from the steps"
+// +kubebuilder:validation:XValidation:rule="!self.steps.exists(s, has(s.mirror)) || (has(self.trafficRoutings) && size(self.trafficRoutings) > 0)",message="spec.strategy.canary.steps set mirror but spec.strategy.canary.trafficRoutings is empty: add a trafficRoutings entry (a router copies the requests) or remove mirror from the steps"
 // +kubebuilder:validation:XValidation:rule="self.steps.filter(s, has(s.replicas) && type(s.replicas) == int).map(s, int(s.replicas)).isSorted()",message="spec.strategy.canary.steps[].replicas must not decrease from one step to the next"
 // +kubebuilder:validation:XValidation:rule="self.steps.filter(s, has(s.replicas) && type(s.replicas) == string).map(s, s.replicas).map(p, size(p) == 2 ? '00' + p : (size(p) == 3 ? '0' + p : p)).isSorted()",message="spec.strategy.canary.steps[].replicas percentages must not decrease from one step to the next"
 type CanaryStrategy struct {
@@ -291,6 +292,7 @@ type CanaryStrategy struct {
 // traffic to it step by step; the old pods stay until the last step.
 //
 // +kubebuilder:validation:XValidation:rule="!self.steps.exists(s, has(s.traffic) || has(s.matches) || has(s.requestHeaderModifier)) || (has(self.trafficRoutings) && size(self.trafficRoutings) > 0)",message="spec.strategy.blueGreen.steps set traffic, matches or requestHeaderModifier but spec.strategy.blueGreen.trafficRoutings is empty: add a trafficRoutings entry or remove them from the steps"
+// +kubebuilder:validation:XValidation:rule="!self.steps.exists(s, has(s.mirror)) || (has(self.trafficRoutings) && size(self.trafficRoutings) > 0)",message="spec.strategy.blueGreen.steps set mirror but spec.strategy.blueGreen.trafficRoutings is empty: add a trafficRoutings entry (a router copies the requests) or remove mirror from the steps"
 // +kubebuilder:validation:XValidation:rule="self.steps.filter(s, has(s.replicas) && type(s.replicas) == int).map(s, int(s.replicas)).isSorted()",message="spec.strategy.blueGreen.steps[].replicas must not decrease from one step to the next"
 // +kubebuilder:validation:XValidation:rule="self.steps.filter(s, has(s.replicas) && type(s.replicas) == string).map(s, s.replicas).map(p, size(p) == 2 ? '00' + p : (size(p) == 3 ? '0' + p : p)).isSorted()",message="spec.strategy.blueGreen.steps[].replicas percentages must not decrease from one step to the next"
 type BlueGreenStrategy struct {
@@ -322,6 +324,8 @@ type BlueGreenStrategy struct {
 // CanaryStep is one step of a release: how many new pods, how much traffic,
 // what to check and whether to wait.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.mirror) || (!has(self.traffic) && !has(self.matches) && !has(self.requestHeaderModifier))",message="a mirror step answers every request from the old revision: remove traffic, matches and requestHeaderModifier from a step that sets mirror (or move them to a step of their own)"
+// +kubebuilder:validation:XValidation:rule="!has(self.mirror) || has(self.replicas)",message="a mirror step needs replicas: the number (or percentage) of new pods that receive the copies",fieldPath=".replicas"
 // +kubebuilder:validation:XValidation:rule="has(self.replicas) || has(self.traffic)",message="each step needs replicas (a number or a percentage of the workload's replicas) or traffic (then replicas follow the traffic percentage)"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || (type(self.replicas) == int ? self.replicas >= 1 : self.replicas in ['1%','2%','3%','4%','5%','6%','7%','8%','9%','10%','11%','12%','13%','14%','15%','16%','17%','18%','19%','20%','21%','22%','23%','24%','25%','26%','27%','28%','29%','30%','31%','32%','33%','34%','35%','36%','37%','38%','39%','40%','41%','42%','43%','44%','45%','46%','47%','48%','49%','50%','51%','52%','53%','54%','55%','56%','57%','58%','59%','60%','61%','62%','63%','64%','65%','66%','67%','68%','69%','70%','71%','72%','73%','74%','75%','76%','77%','78%','79%','80%','81%','82%','83%','84%','85%','86%','87%','88%','89%','90%','91%','92%','93%','94%','95%','96%','97%','98%','99%','100%'])",message="replicas must be a number of pods (>= 1) or a percentage from \"1%\" to \"100%\"",fieldPath=".replicas"
 type CanaryStep struct {
@@ -365,6 +369,18 @@ type TrafficRoutingStrategy struct {
 	// +kubebuilder:validation:MaxLength=4
 	// +optional
 	Traffic *string `json:"traffic,omitempty"`
+
+	// Mirror copies this share of requests, as a percentage such as
+	// "20%", to the new revision, while every response still comes from
+	// the old one (a shadow step). The copies' answers are thrown away;
+	// the new pods' own metrics show how they did. A mirror step sends no
+	// live request to the new revision: it sets replicas, and neither
+	// traffic, matches nor requestHeaderModifier. Routers that cannot
+	// mirror refuse the step with a message naming this field.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(100|[1-9][0-9]?)%$')",message="mirror must be a percentage from \"1%\" to \"100%\", such as \"20%\""
+	// +kubebuilder:validation:MaxLength=4
+	// +optional
+	Mirror *string `json:"mirror,omitempty"`
 
 	// RequestHeaderModifier changes the headers of requests routed to the
 	// new revision (where the router supports it).

@@ -1442,6 +1442,11 @@ func (in *TrafficRoutingStrategy) DeepCopyInto(out *TrafficRoutingStrategy) {
 		*out = new(string)
 		**out = **in
 	}
+	if in.Mirror != nil {
+		in, out := &in.Mirror, &out.Mirror
+		*out = new(string)
+		**out = **in
+	}
 	if in.RequestHeaderModifier != nil {
 		in, out := &in.RequestHeaderModifier, &out.RequestHeaderModifier
 		*out = new(apisv1.HTTPHeaderFilter)
