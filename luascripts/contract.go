@@ -122,6 +122,12 @@ type CustomInput struct {
 	Matches []v1alpha1.HttpRouteMatch
 	// RequestHeaderModifier of the step, or nil.
 	RequestHeaderModifier *gatewayv1.HTTPHeaderFilter
+	// MirrorPercent (1-100) is the share of requests a mirror step copies
+	// to the canary while stable answers every one (CanaryWeight is then
+	// 0); 0 when the step mirrors nothing. Scripts see it as obj.mirror
+	// (nil when 0). A script that leaves the object unchanged at a mirror
+	// step does not mirror: RunCustom refuses its result.
+	MirrorPercent int32
 	Target
 }
 
@@ -157,6 +163,20 @@ func StepWeight(step v1alpha1.TrafficRoutingStrategy) (int32, error) {
 	return int32(n), nil
 }
 
+// StepMirror is the share of requests a step copies to the canary: mirror
+// as 1-100, or 0 when the step does not mirror.
+func StepMirror(step v1alpha1.TrafficRoutingStrategy) (int32, error) {
+	if step.Mirror == nil {
+		return 0, nil
+	}
+	s := strings.TrimSpace(*step.Mirror)
+	n, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+	if err != nil || !strings.HasSuffix(s, "%") || n < 1 || n > 100 {
+		return 0, fmt.Errorf("%w: mirror %q is not a percentage from 1%% to 100%%", ErrInput, s)
+	}
+	return int32(n), nil
+}
+
 // StableWeight is the stable weight scripts see for canary weight w:
 // 100 - w, so 101 for the sentinel -1, exactly as Kruise Rollout computes it.
 func StableWeight(w int32) int32 { return 100 - w }
@@ -167,9 +187,13 @@ func NewCustomInput(data ObjectData, step v1alpha1.TrafficRoutingStrategy, t Tar
 	if err != nil {
 		return CustomInput{}, err
 	}
+	m, err := StepMirror(step)
+	if err != nil {
+		return CustomInput{}, err
+	}
 	return CustomInput{
 		Data: data, CanaryWeight: w, StableWeight: StableWeight(w), Matches: step.Matches,
-		RequestHeaderModifier: step.RequestHeaderModifier, Target: t,
+		RequestHeaderModifier: step.RequestHeaderModifier, MirrorPercent: m, Target: t,
 	}, nil
 }
 
@@ -310,6 +334,9 @@ func (in CustomInput) encode(e *encoder) (lua.LValue, error) {
 	obj.RawSetString("data", data)
 	if len(in.Matches) > 0 {
 		obj.RawSetString("matches", e.matches(in.Matches))
+	}
+	if in.MirrorPercent > 0 {
+		obj.RawSetString("mirror", lua.LNumber(in.MirrorPercent))
 	}
 	if p := in.PatchPodMetadata; p != nil {
 		meta := e.L.CreateTable(0, 2)

@@ -1,6 +1,8 @@
 package luascripts
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -227,6 +229,11 @@ func guardFor(key string) guardReader {
 // kind comes from the script's key, so a ConfigMap override is checked
 // exactly as the built-in it replaces.
 func checkCustom(s Script, in CustomInput, out ObjectData) error {
+	if in.MirrorPercent > 0 && sameJSON(in.Data.Spec, out.Spec) {
+		return scriptErr(s.Name, ErrInput, 0, "the step mirrors %d%% of requests (mirror) but the script left the spec "+
+			"as declared: it does not copy requests to the canary; remove mirror from the step or use a script that reads obj.mirror",
+			in.MirrorPercent)
+	}
 	read := guardFor(strings.TrimPrefix(s.Key, KeyPrefix))
 	if read == nil {
 		return nil
@@ -235,6 +242,14 @@ func checkCustom(s Script, in CustomInput, out ObjectData) error {
 		return scriptErr(s.Name, ErrMisroute, 0, "refused before writing: %v", err)
 	}
 	return nil
+}
+
+// sameJSON reports whether two specs encode to the same JSON (a number
+// decoded from Lua may be a float where the input held an integer).
+func sameJSON(a, b map[string]any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // checkIngress runs the guard on an Ingress dialect's annotations.

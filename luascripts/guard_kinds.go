@@ -245,11 +245,18 @@ func apisixConds(match map[string]any) []ruleConds {
 	return out
 }
 
-// guardTraefikService reads spec.weighted.services: weight only.
+// guardTraefikService reads spec.weighted.services (weight only) and the
+// main service of spec.mirroring, which answers every request (its mirrors
+// only get copies).
 func guardTraefikService(g guardStep, spec map[string]any, t Target) error {
 	services := list(field(spec, "weighted", "services"))
 	isCanary := func(s map[string]any) bool {
 		return t.CanaryService != t.StableService && str(s["name"]) == t.CanaryService
+	}
+	if m := object(spec["mirroring"]); m != nil && isCanary(m) {
+		if err := g.check("TraefikService mirroring (its main service answers every request)", 1, nil); err != nil {
+			return err
+		}
 	}
 	share := shareOf(services, isCanary, func(s map[string]any) (float64, bool) { return number(s["weight"]) }, func(int) float64 { return 1 })
 	return g.check("TraefikService weighted services", share, nil)
