@@ -81,7 +81,7 @@ func NewCustomRouter(t Target) (Router, error) {
 type customRoutes []Router
 
 func (c customRoutes) EnsureRoutes(ctx context.Context, d Desired) (bool, error) {
-	if d.CanaryWeight != 0 || len(d.Matches) > 0 {
+	if d.sendsToCanary() {
 		return sequence(c).EnsureRoutes(ctx, d)
 	}
 	for i := len(c) - 1; i >= 0; i-- {

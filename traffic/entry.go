@@ -57,6 +57,9 @@ func (e *entry) EnsureRoutes(ctx context.Context, d Desired) (bool, error) {
 	if d.CanaryWeight < 0 || d.CanaryWeight > 100 {
 		return false, fmt.Errorf("%w: canary weight %d is not within 0-100", ErrInvalid, d.CanaryWeight)
 	}
+	if err := d.checkMirror(); err != nil {
+		return false, err
+	}
 	changed, canary, err := e.svc.ensure(ctx, d)
 	if err != nil {
 		return false, err
@@ -79,6 +82,8 @@ func (e *entry) EnsureRoutes(ctx context.Context, d Desired) (bool, error) {
 	reason := fmt.Sprintf("routes send %d%% to the canary", d.CanaryWeight)
 	if len(d.Matches) > 0 {
 		reason = fmt.Sprintf("routes send %d matches to the canary", len(d.Matches))
+	} else if d.MirrorPercent > 0 {
+		reason = fmt.Sprintf("routes copy %d%% of requests to the canary", d.MirrorPercent)
 	}
 	err = e.settleOnce(ctx, canary, progress{Stage: stageRoutes, Desired: shortHash(d)}, reason)
 	return err == nil, err
@@ -88,7 +93,7 @@ func (e *entry) EnsureRoutes(ctx context.Context, d Desired) (bool, error) {
 // until its EndpointSlices list a ready endpoint (Options.Endpoints). Once
 // the routes carry d (recorded on the canary Service), it looks no more.
 func (e *entry) canaryServes(ctx context.Context, canary *corev1.Service, d Desired) error {
-	if e.opts.Endpoints == nil || canary == nil || (d.CanaryWeight == 0 && len(d.Matches) == 0) {
+	if e.opts.Endpoints == nil || canary == nil || !d.sendsToCanary() {
 		return nil
 	}
 	if last := e.read(canary); last.Stage == stageRoutes && last.Desired == shortHash(d) {

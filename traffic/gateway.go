@@ -181,12 +181,17 @@ func (g *GatewayRouter) Restore(ctx context.Context) (bool, error) {
 	return accepted(route)
 }
 
-// stripService removes backendRefs to Service name and rules left with
-// none; stable backendRefs set to weight 0 get weight 1 back.
+// stripService removes backendRefs to Service name, rules left with none,
+// and filters mirroring to it; stable backendRefs set to weight 0 get
+// weight 1 back.
 func stripService(rules []gatewayv1.HTTPRouteRule, ns, name string) []gatewayv1.HTTPRouteRule {
 	out := make([]gatewayv1.HTTPRouteRule, 0, len(rules))
 	for _, r := range rules {
 		r = *r.DeepCopy()
+		r.Filters = slices.DeleteFunc(r.Filters, mirrorsTo(ns, name))
+		if len(r.Filters) == 0 {
+			r.Filters = nil
+		}
 		drop := serviceRefs(r.BackendRefs, ns, name)
 		if len(drop) == 0 {
 			out = append(out, r)

@@ -50,6 +50,12 @@ const (
 //     specific than the declared one, and ties go to the earlier rule, so
 //     the new rule takes precedence. d.RequestHeaderModifier becomes a
 //     rule filter (merged into a declared RequestHeaderModifier filter).
+//   - mirror (d.MirrorPercent > 0, without matches): the rule gets a
+//     RequestMirror filter that copies d.MirrorPercent percent of its
+//     requests to d.CanaryService (the port of its first stable
+//     backendRef); its backendRefs stay as declared (with a weight, too,
+//     though the API never asks for both), so stable answers every
+//     request. A declared RequestMirror filter is kept beside it.
 //
 // Rules that do not reach the stable Service are kept as declared. The
 // result must fit the CRD's limits (16 rules, 64 matches per rule, 128 in
@@ -58,6 +64,9 @@ const (
 func HTTPRouteRules(declared []gatewayv1.HTTPRouteRule, namespace string, d Desired) ([]gatewayv1.HTTPRouteRule, error) {
 	if d.CanaryWeight < 0 || d.CanaryWeight > 100 {
 		return nil, fmt.Errorf("%w: canary weight %d is not within 0-100", ErrInvalid, d.CanaryWeight)
+	}
+	if err := d.checkMirror(); err != nil {
+		return nil, err
 	}
 	var canaryRules, weighted []gatewayv1.HTTPRouteRule
 	found := false
@@ -78,7 +87,7 @@ func HTTPRouteRules(declared []gatewayv1.HTTPRouteRule, namespace string, d Desi
 			}
 			weighted = append(weighted, *r.DeepCopy())
 		} else {
-			weighted = append(weighted, weightRule(r, stable, d))
+			weighted = append(weighted, mirrorRule(weightRule(r, stable, d), r.BackendRefs[stable[0]], d))
 		}
 	}
 	if !found {
@@ -106,14 +115,24 @@ func isServiceRef(ref gatewayv1.BackendObjectReference, ns, name string) bool {
 		(ref.Namespace == nil || string(*ref.Namespace) == ns)
 }
 
-// referencesService reports whether any rule has a backendRef to name.
+// referencesService reports whether any rule has a backendRef to name or
+// mirrors requests to it.
 func referencesService(rules []gatewayv1.HTTPRouteRule, ns, name string) bool {
 	for _, r := range rules {
-		if len(serviceRefs(r.BackendRefs, ns, name)) > 0 {
+		if len(serviceRefs(r.BackendRefs, ns, name)) > 0 || slices.ContainsFunc(r.Filters, mirrorsTo(ns, name)) {
 			return true
 		}
 	}
 	return false
+}
+
+// mirrorsTo matches a RequestMirror filter copying requests to Service
+// name in ns.
+func mirrorsTo(ns, name string) func(gatewayv1.HTTPRouteFilter) bool {
+	return func(f gatewayv1.HTTPRouteFilter) bool {
+		return f.Type == gatewayv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil &&
+			isServiceRef(f.RequestMirror.BackendRef, ns, name)
+	}
 }
 
 // canaryRef is a copy of a stable backendRef that points at the canary.
@@ -148,6 +167,24 @@ func weightRule(r gatewayv1.HTTPRouteRule, stable []int, d Desired) gatewayv1.HT
 	}
 	out.BackendRefs = scaleWeights(refs)
 	return out
+}
+
+// mirrorRule adds to r a RequestMirror filter copying d.MirrorPercent
+// percent of its requests to the canary Service, at the port of the stable
+// backendRef ref; with no mirror it returns r.
+func mirrorRule(r gatewayv1.HTTPRouteRule, ref gatewayv1.HTTPBackendRef, d Desired) gatewayv1.HTTPRouteRule {
+	if d.MirrorPercent == 0 {
+		return r
+	}
+	target := canaryRef(ref, d.CanaryService).BackendObjectReference
+	r.Filters = append(r.Filters, gatewayv1.HTTPRouteFilter{
+		Type: gatewayv1.HTTPRouteFilterRequestMirror,
+		RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{
+			BackendRef: target,
+			Percent:    ptr.To(d.MirrorPercent),
+		},
+	})
+	return r
 }
 
 // scaleWeights divides all weights when one exceeds the CRD's maximum,

@@ -40,6 +40,8 @@ type Held struct {
 	CanaryWeight          int32                       `json:"canaryWeight"`
 	Matches               []v1alpha1.HttpRouteMatch   `json:"matches,omitempty"`
 	RequestHeaderModifier *gatewayv1.HTTPHeaderFilter `json:"requestHeaderModifier,omitempty"`
+	// Mirror is the step's MirrorPercent.
+	Mirror int32 `json:"mirror,omitempty"`
 	// StableService and CanaryService name the Services of the release.
 	StableService string `json:"stableService"`
 	CanaryService string `json:"canaryService"`
@@ -56,8 +58,8 @@ type Held struct {
 func heldFor(ro *v1alpha1.Rollout, o Options, d Desired) Held {
 	return Held{
 		Rollout: ro.Name, CanaryWeight: d.CanaryWeight, Matches: d.Matches,
-		RequestHeaderModifier: d.RequestHeaderModifier,
-		StableService:         d.StableService, CanaryService: d.CanaryService,
+		RequestHeaderModifier: d.RequestHeaderModifier, Mirror: d.MirrorPercent,
+		StableService: d.StableService, CanaryService: d.CanaryService,
 		StableRevision: d.StableRevision, CanaryRevision: d.CanaryRevision,
 		RevisionLabel: o.revisionLabel(), PatchPodMetadata: d.PatchPodMetadata,
 	}
@@ -68,7 +70,7 @@ func heldFor(ro *v1alpha1.Rollout, o Options, d Desired) Held {
 // recorded on the Service too, they would cost a Service write at every
 // step that changes nothing the Service does.
 func (h Held) forService() Held {
-	h.CanaryWeight, h.Matches, h.RequestHeaderModifier, h.PatchPodMetadata = 0, nil, nil, nil
+	h.CanaryWeight, h.Matches, h.RequestHeaderModifier, h.PatchPodMetadata, h.Mirror = 0, nil, nil, nil, 0
 	return h
 }
 
@@ -76,6 +78,7 @@ func (h Held) forService() Held {
 func (h Held) Desired() Desired {
 	return Desired{
 		CanaryWeight: h.CanaryWeight, Matches: h.Matches, RequestHeaderModifier: h.RequestHeaderModifier,
+		MirrorPercent: h.Mirror,
 		StableService: h.StableService, CanaryService: h.CanaryService,
 		StableRevision: h.StableRevision, CanaryRevision: h.CanaryRevision,
 		PatchPodMetadata: h.PatchPodMetadata,

@@ -76,6 +76,9 @@ func (r *IngressRouter) EnsureRoutes(ctx context.Context, d Desired) (bool, erro
 	if d.CanaryService == "" {
 		d.CanaryService = CanaryServiceName(r.stable)
 	}
+	if d.MirrorPercent > 0 {
+		return false, errNoMirror(fmt.Sprintf("the Ingress router (classType %s)", r.classType))
+	}
 	user := &networkingv1.Ingress{}
 	if err := r.c.Get(ctx, r.key(r.name), user); err != nil {
 		return false, notFound(err, "Ingress", r.ro.Namespace, r.name)

@@ -79,8 +79,8 @@ func customScript(ctx context.Context, o Options, kind, group string, original o
 			Spec: original.Spec, Labels: original.Labels, Annotations: original.Annotations,
 		},
 		CanaryWeight: w, StableWeight: luascripts.StableWeight(w), Matches: d.Matches,
-		RequestHeaderModifier: d.RequestHeaderModifier,
-		Target:                scriptTarget(o, d),
+		RequestHeaderModifier: d.RequestHeaderModifier, MirrorPercent: d.MirrorPercent,
+		Target: scriptTarget(o, d),
 	}
 	out, err := luascripts.Runner{Limits: o.Lua, Observe: o.LuaObserve, Pool: o.library().Pool()}.RunCustom(ctx, script, in)
 	if err != nil {
@@ -99,7 +99,7 @@ func customScript(ctx context.Context, o Options, kind, group string, original o
 // real node: 559 requests answered 404 in 4 s at the start of a release);
 // a broken script would hold a rollback.
 func routeScript(ctx context.Context, o Options, kind, group string, declared objectState, d Desired) (objectState, error) {
-	if d.CanaryWeight == 0 && len(d.Matches) == 0 {
+	if !d.sendsToCanary() {
 		return declared, nil
 	}
 	return customScript(ctx, o, kind, group, declared, d)

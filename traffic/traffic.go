@@ -111,6 +111,11 @@ type Desired struct {
 	// RequestHeaderModifier changes the headers of requests sent to the
 	// canary revision, where the router supports it.
 	RequestHeaderModifier *gatewayv1.HTTPHeaderFilter
+	// MirrorPercent (1-100) copies that share of requests to the canary
+	// revision while the stable one answers every request (a mirror step:
+	// CanaryWeight 0, no matches). Routers that cannot mirror return an
+	// error wrapping ErrInvalid that names the step's mirror field.
+	MirrorPercent int32
 	// StableService and CanaryService name the Services in front of the
 	// stable and the canary pods. The Router that New returns fills both
 	// from its trafficRoutings entry ("<service>" and "<service>-canary")
@@ -196,6 +201,27 @@ func RetryAfter(err error) (time.Duration, bool) {
 		return w.After, true
 	}
 	return 0, false
+}
+
+// sendsToCanary reports whether d sends the canary any request: a weight,
+// matches, or copies.
+func (d Desired) sendsToCanary() bool {
+	return d.CanaryWeight != 0 || len(d.Matches) > 0 || d.MirrorPercent > 0
+}
+
+// checkMirror refuses a mirror percentage outside 1-100 (0 is no mirror).
+func (d Desired) checkMirror() error {
+	if d.MirrorPercent < 0 || d.MirrorPercent > 100 {
+		return fmt.Errorf("%w: mirror %d%% is not within 1-100", ErrInvalid, d.MirrorPercent)
+	}
+	return nil
+}
+
+// errNoMirror is the error of a router that cannot copy requests.
+func errNoMirror(router string) error {
+	return fmt.Errorf("%w: %s cannot copy requests to the canary: remove mirror from the step "+
+		"(spec.strategy.*.steps[].mirror), or route through gateway (an HTTPRoute) or the built-in TraefikService script",
+		ErrInvalid, router)
 }
 
 // CanaryServiceName is the name of the canary Service rollgate creates for

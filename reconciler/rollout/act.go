@@ -86,6 +86,7 @@ func (r *Reconciler) sendTraffic(ctx context.Context, sc *scope, t strategy.Traf
 			CanaryWeight:          weightOf(t),
 			Matches:               t.Matches,
 			RequestHeaderModifier: t.RequestHeaderModifier,
+			MirrorPercent:         mirrorOf(t),
 			StableRevision:        stable,
 			CanaryRevision:        ro.Status.CanaryRevision,
 			PatchPodMetadata:      ro.Spec.Strategy.PatchPodTemplateMetadata(),
@@ -103,6 +104,14 @@ func (r *Reconciler) sendTraffic(ctx context.Context, sc *scope, t strategy.Traf
 func weightOf(t strategy.Traffic) int32 {
 	if t.Mode == strategy.TrafficCanary || t.Mode == strategy.TrafficPromoted {
 		return t.Weight
+	}
+	return 0
+}
+
+// mirrorOf is the percentage of requests t copies to the canary.
+func mirrorOf(t strategy.Traffic) int32 {
+	if t.Mode == strategy.TrafficCanary {
+		return t.Mirror
 	}
 	return 0
 }
