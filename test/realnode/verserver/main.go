@@ -1,6 +1,9 @@
 // Command verserver is the sample application of the real-node tests: a tiny
 // HTTP server answering every request with its version and its pod's name
 // ("v2 web-7d9f-abcde"), with a readiness endpoint and a graceful shutdown.
+// GET /requests answers how many requests it answered so far (not counting
+// /readyz and /requests): a test counts with it what a pod received, such
+// as the copies a gateway mirrors to it, whose answers nobody reads.
 //
 // The version is set at build time (-ldflags "-X main.version=v2"). On
 // SIGTERM it first reports not ready and keeps serving for -drain (so the
@@ -44,7 +47,11 @@ func main() {
 		pod, _ = os.Hostname()
 	}
 	var stopping atomic.Bool
+	var served atomic.Int64
 	mux := http.NewServeMux()
+	mux.HandleFunc("/requests", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, served.Load())
+	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if stopping.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
@@ -53,6 +60,7 @@ func main() {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		served.Add(1)
 		w.Header().Set("X-Version", version)
 		fmt.Fprintf(w, "%s %s\n", version, pod)
 	})
