@@ -55,6 +55,7 @@ type caseRun struct {
 	ingress bool
 	steps   []v1alpha1.CanaryStep
 	target  Target
+	sticky  string
 }
 
 // RunCases runs every case file under dir against the scripts of lib (a
@@ -182,6 +183,7 @@ func (tc testCase) prepare(lib *Library, overrides map[string]string) (caseRun, 
 		return run, fmt.Errorf("expected has %d entries for %d steps", len(tc.Expected), len(run.steps))
 	}
 	tr := routings[0]
+	run.sticky = tr.StickyCookie()
 	run.target.StableService, run.target.CanaryService = tr.Service, tr.Service+"-canary"
 	if tc.CanaryService != "" {
 		run.target.CanaryService = tc.CanaryService
@@ -231,6 +233,7 @@ func (run caseRun) step(runner Runner, tc testCase, step v1alpha1.CanaryStep) (m
 		if err != nil {
 			return nil, err
 		}
+		in.StickyCookie = run.sticky
 		res, err := runner.RunCustom(ctx, run.script, in)
 		if err != nil {
 			return nil, err

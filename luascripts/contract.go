@@ -128,6 +128,10 @@ type CustomInput struct {
 	// (nil when 0). A script that leaves the object unchanged at a mirror
 	// step does not mirror: RunCustom refuses its result.
 	MirrorPercent int32
+	// StickyCookie names the session cookie that keeps a client on the
+	// revision it first got (trafficRoutings[].sticky), or "". Scripts see
+	// it as obj.stickyCookie (nil when "").
+	StickyCookie string
 	Target
 }
 
@@ -337,6 +341,9 @@ func (in CustomInput) encode(e *encoder) (lua.LValue, error) {
 	}
 	if in.MirrorPercent > 0 {
 		obj.RawSetString("mirror", lua.LNumber(in.MirrorPercent))
+	}
+	if in.StickyCookie != "" {
+		obj.RawSetString("stickyCookie", lua.LString(in.StickyCookie))
 	}
 	if p := in.PatchPodMetadata; p != nil {
 		meta := e.L.CreateTable(0, 2)

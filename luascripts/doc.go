@@ -55,6 +55,8 @@
 //	obj.stableRevision        revision label values, and the label key
 //	obj.canaryRevision        (pod-template-hash or controller-revision-hash)
 //	obj.revisionLabelKey
+//	obj.mirror                nil, or 1-100 at a mirror step (canaryWeight 0)
+//	obj.stickyCookie          nil, or the cookie of trafficRoutings[].sticky
 //
 // and return {spec=..., labels=..., annotations=...}; spec is required,
 // labels or annotations left out stay as they were. Ingress dialects

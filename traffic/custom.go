@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,6 +61,12 @@ type CustomRouter struct {
 func NewCustomRouter(t Target) (Router, error) {
 	if len(t.Ref.CustomNetworkRefs) == 0 {
 		return nil, nil
+	}
+	if t.Ref.Sticky != nil && !slices.ContainsFunc(t.Ref.CustomNetworkRefs, func(ref v1alpha1.ObjectRef) bool {
+		return ref.Kind == stickyKind && strings.HasPrefix(ref.APIVersion, stickyGroup+"/")
+	}) {
+		return nil, fmt.Errorf("%w: sticky: no customNetworkRefs entry keeps sessions; only a %s (%s) does: "+
+			"remove sticky, or route through one", ErrInvalid, stickyKind, stickyGroup)
 	}
 	routers := make([]Router, 0, len(t.Ref.CustomNetworkRefs))
 	for i, ref := range t.Ref.CustomNetworkRefs {

@@ -48,12 +48,14 @@ type entry struct {
 	svc    *services
 	routes Router
 	grace  time.Duration
+	sticky string
 	opts   Options
 }
 
 func (e *entry) EnsureRoutes(ctx context.Context, d Desired) (bool, error) {
 	d.StableService = e.svc.stable
 	d.CanaryService = e.svc.canaryName()
+	d.StickyCookie = e.sticky
 	if d.CanaryWeight < 0 || d.CanaryWeight > 100 {
 		return false, fmt.Errorf("%w: canary weight %d is not within 0-100", ErrInvalid, d.CanaryWeight)
 	}

@@ -98,6 +98,9 @@ func (g *GatewayRouter) EnsureRoutes(ctx context.Context, d Desired) (bool, erro
 		if err != nil {
 			return err
 		}
+		if err := g.sessionsKept(ctx, route, want, d); err != nil {
+			return err
+		}
 		held := heldFor(g.ro, g.opts, d)
 		return g.write(ctx, route, want, string(raw), &held)
 	})
@@ -105,6 +108,29 @@ func (g *GatewayRouter) EnsureRoutes(ctx context.Context, d Desired) (bool, erro
 		return false, err
 	}
 	return accepted(route)
+}
+
+// sessionsKept asks the API server (a dry run) whether it would store the
+// sessionPersistence of a sticky step, before any weight moves: the
+// HTTPRoute CRD of Gateway API's standard channel has no such field, and
+// the API server drops it without a word.
+func (g *GatewayRouter) sessionsKept(ctx context.Context, route *gatewayv1.HTTPRoute, rules []gatewayv1.HTTPRouteRule, d Desired) error {
+	if d.StickyCookie == "" || d.CanaryWeight == 0 || len(d.Matches) > 0 {
+		return nil
+	}
+	probe := route.DeepCopy()
+	probe.Spec.Rules = rules
+	if err := g.c.Patch(ctx, probe, client.MergeFrom(route), client.DryRunAll, g.opts.fieldOwner()); err != nil {
+		return fmt.Errorf("dry run of HTTPRoute %s/%s: %w", route.Namespace, route.Name, err)
+	}
+	for _, r := range probe.Spec.Rules {
+		if len(serviceRefs(r.BackendRefs, route.Namespace, d.CanaryService)) > 0 && r.SessionPersistence == nil {
+			return fmt.Errorf("%w: sticky: HTTPRoute %s/%s would be stored without spec.rules[].sessionPersistence: this "+
+				"cluster's HTTPRoute CRD has no such field (Gateway API's standard channel); install the experimental "+
+				"channel's CRD, or remove sticky", ErrInvalid, route.Namespace, route.Name)
+		}
+	}
+	return nil
 }
 
 // declared returns the route's declared rules: the saved ones while the

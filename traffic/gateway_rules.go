@@ -50,6 +50,9 @@ const (
 //     specific than the declared one, and ties go to the earlier rule, so
 //     the new rule takes precedence. d.RequestHeaderModifier becomes a
 //     rule filter (merged into a declared RequestHeaderModifier filter).
+//     With d.StickyCookie, the rule also gets a cookie-based
+//     sessionPersistence of that name (unless it declares one), so that
+//     the gateway keeps a client on the backend it first got.
 //   - mirror (d.MirrorPercent > 0, without matches): the rule gets a
 //     RequestMirror filter that copies d.MirrorPercent percent of its
 //     requests to d.CanaryService (the port of its first stable
@@ -166,6 +169,12 @@ func weightRule(r gatewayv1.HTTPRouteRule, stable []int, d Desired) gatewayv1.HT
 		refs = append(refs, ref, c)
 	}
 	out.BackendRefs = scaleWeights(refs)
+	if d.StickyCookie != "" && out.SessionPersistence == nil {
+		out.SessionPersistence = &gatewayv1.SessionPersistence{
+			SessionName: ptr.To(d.StickyCookie),
+			Type:        ptr.To(gatewayv1.CookieBasedSessionPersistence),
+		}
+	}
 	return out
 }
 

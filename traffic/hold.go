@@ -42,6 +42,8 @@ type Held struct {
 	RequestHeaderModifier *gatewayv1.HTTPHeaderFilter `json:"requestHeaderModifier,omitempty"`
 	// Mirror is the step's MirrorPercent.
 	Mirror int32 `json:"mirror,omitempty"`
+	// Sticky is the session cookie of the entry (StickyCookie).
+	Sticky string `json:"sticky,omitempty"`
 	// StableService and CanaryService name the Services of the release.
 	StableService string `json:"stableService"`
 	CanaryService string `json:"canaryService"`
@@ -58,7 +60,7 @@ type Held struct {
 func heldFor(ro *v1alpha1.Rollout, o Options, d Desired) Held {
 	return Held{
 		Rollout: ro.Name, CanaryWeight: d.CanaryWeight, Matches: d.Matches,
-		RequestHeaderModifier: d.RequestHeaderModifier, Mirror: d.MirrorPercent,
+		RequestHeaderModifier: d.RequestHeaderModifier, Mirror: d.MirrorPercent, Sticky: d.StickyCookie,
 		StableService: d.StableService, CanaryService: d.CanaryService,
 		StableRevision: d.StableRevision, CanaryRevision: d.CanaryRevision,
 		RevisionLabel: o.revisionLabel(), PatchPodMetadata: d.PatchPodMetadata,
@@ -70,7 +72,7 @@ func heldFor(ro *v1alpha1.Rollout, o Options, d Desired) Held {
 // recorded on the Service too, they would cost a Service write at every
 // step that changes nothing the Service does.
 func (h Held) forService() Held {
-	h.CanaryWeight, h.Matches, h.RequestHeaderModifier, h.PatchPodMetadata, h.Mirror = 0, nil, nil, nil, 0
+	h.CanaryWeight, h.Matches, h.RequestHeaderModifier, h.PatchPodMetadata, h.Mirror, h.Sticky = 0, nil, nil, nil, 0, ""
 	return h
 }
 
@@ -78,7 +80,7 @@ func (h Held) forService() Held {
 func (h Held) Desired() Desired {
 	return Desired{
 		CanaryWeight: h.CanaryWeight, Matches: h.Matches, RequestHeaderModifier: h.RequestHeaderModifier,
-		MirrorPercent: h.Mirror,
+		MirrorPercent: h.Mirror, StickyCookie: h.Sticky,
 		StableService: h.StableService, CanaryService: h.CanaryService,
 		StableRevision: h.StableRevision, CanaryRevision: h.CanaryRevision,
 		PatchPodMetadata: h.PatchPodMetadata,

@@ -56,6 +56,10 @@ func NewIngressRouter(t Target) (Router, error) {
 	if t.Ref.Ingress.Name == "" {
 		return nil, fmt.Errorf("%w: ingress.name is empty", ErrInvalid)
 	}
+	if t.Ref.Sticky != nil {
+		return nil, fmt.Errorf("%w: sticky: the Ingress router cannot keep sessions on one revision: "+
+			"remove sticky, or route through gateway or a TraefikService", ErrInvalid)
+	}
 	class := t.Ref.Ingress.ClassType
 	if class == "" {
 		class = DefaultIngressClassType

@@ -79,7 +79,7 @@ func customScript(ctx context.Context, o Options, kind, group string, original o
 			Spec: original.Spec, Labels: original.Labels, Annotations: original.Annotations,
 		},
 		CanaryWeight: w, StableWeight: luascripts.StableWeight(w), Matches: d.Matches,
-		RequestHeaderModifier: d.RequestHeaderModifier, MirrorPercent: d.MirrorPercent,
+		RequestHeaderModifier: d.RequestHeaderModifier, MirrorPercent: d.MirrorPercent, StickyCookie: d.StickyCookie,
 		Target: scriptTarget(o, d),
 	}
 	out, err := luascripts.Runner{Limits: o.Lua, Observe: o.LuaObserve, Pool: o.library().Pool()}.RunCustom(ctx, script, in)
@@ -102,7 +102,33 @@ func routeScript(ctx context.Context, o Options, kind, group string, declared ob
 	if !d.sendsToCanary() {
 		return declared, nil
 	}
-	return customScript(ctx, o, kind, group, declared, d)
+	out, err := customScript(ctx, o, kind, group, declared, d)
+	if err != nil {
+		return out, err
+	}
+	return out, checkSticky(kind, group, out, d)
+}
+
+// Kind and group of the one custom resource that keeps sessions sticky.
+const (
+	stickyKind  = "TraefikService"
+	stickyGroup = "traefik.io"
+)
+
+// checkSticky refuses the result of a TraefikService script that splits
+// requests by weight without the sticky cookie trafficRoutings[].sticky
+// asks for (a user's script that does not read obj.stickyCookie).
+func checkSticky(kind, group string, out objectState, d Desired) error {
+	if d.StickyCookie == "" || kind != stickyKind || group != stickyGroup || len(d.Matches) > 0 || d.CanaryWeight == 0 {
+		return nil
+	}
+	weighted, _ := out.Spec["weighted"].(map[string]any)
+	sticky, _ := weighted["sticky"].(map[string]any)
+	if _, ok := sticky["cookie"].(map[string]any); !ok {
+		return fmt.Errorf("%w: the %s.%s script split requests without spec.weighted.sticky.cookie, which "+
+			"trafficRoutings[].sticky asks for: have the script set it from obj.stickyCookie, or remove sticky", ErrInvalid, kind, group)
+	}
+	return nil
 }
 
 // scriptError classifies a luascripts error: a missing script or an

@@ -77,6 +77,7 @@ func (r Registry) New(c client.Client, ro *v1alpha1.Rollout, opts Options) (Rout
 			svc:    &services{c: c, ro: ro, stable: ref.Service, opts: opts},
 			routes: routes,
 			grace:  ref.GracePeriod(),
+			sticky: ref.StickyCookie(),
 			opts:   opts,
 		})
 	}

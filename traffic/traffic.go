@@ -116,6 +116,10 @@ type Desired struct {
 	// CanaryWeight 0, no matches). Routers that cannot mirror return an
 	// error wrapping ErrInvalid that names the step's mirror field.
 	MirrorPercent int32
+	// StickyCookie, when set, names the session cookie that keeps a client
+	// on the revision it first got at a weighted step (trafficRoutings[]
+	// .sticky). The Router that New returns fills it from its entry.
+	StickyCookie string
 	// StableService and CanaryService name the Services in front of the
 	// stable and the canary pods. The Router that New returns fills both
 	// from its trafficRoutings entry ("<service>" and "<service>-canary")

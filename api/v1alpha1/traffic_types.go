@@ -73,6 +73,37 @@ type TrafficRoutingRef struct {
 	// after a failed analysis) when too many measurements are outside it.
 	// +optional
 	Verify *TrafficVerification `json:"verify,omitempty"`
+
+	// Sticky keeps each client on the revision it first got while a step
+	// splits requests by weight, with a session cookie the data plane sets.
+	// Routers that cannot keep sessions refuse the release with a message
+	// naming this field.
+	// +optional
+	Sticky *StickySessions `json:"sticky,omitempty"`
+}
+
+// StickySessions names the session cookie that keeps a client on one
+// revision.
+type StickySessions struct {
+	// CookieName is the name of the cookie.
+	// +kubebuilder:default=rollgate-sticky
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+$`
+	// +optional
+	CookieName string `json:"cookieName,omitempty"`
+}
+
+// StickyCookie returns the session cookie's name, or "" when the entry is
+// not sticky.
+func (r TrafficRoutingRef) StickyCookie() string {
+	switch {
+	case r.Sticky == nil:
+		return ""
+	case r.Sticky.CookieName == "":
+		return "rollgate-sticky"
+	}
+	return r.Sticky.CookieName
 }
 
 // TrafficVerification is a Prometheus query answering the percentage (0 to

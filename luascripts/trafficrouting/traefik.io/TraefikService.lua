@@ -7,6 +7,10 @@
 -- share: their weights are scaled by 100 (Traefik weights are relative,
 -- default 1).
 --
+-- With trafficRoutings[].sticky (obj.stickyCookie), a weight step also
+-- sets spec.weighted.sticky.cookie.name, so that Traefik keeps each client
+-- on the service it first got; a sticky cookie declared in Git is kept.
+--
 -- Mirror steps (obj.mirror, a percentage): the TraefikService becomes a
 -- mirroring one whose main service is the stable entry (every response
 -- comes from it) and whose one mirror is the canary, with the same port
@@ -83,5 +87,10 @@ if w > 0 and weighted ~= nil and weighted.services ~= nil then
     error("a TraefikService needs a canary Service different from the stable one", 0)
   end
   weighted.services = rollgate.splitWeighted(weighted.services, stable, canary, w)
+  if obj.stickyCookie ~= nil and weighted.sticky == nil then
+    weighted.sticky = rollgate.object()
+    weighted.sticky.cookie = rollgate.object()
+    weighted.sticky.cookie.name = obj.stickyCookie
+  end
 end
 return { spec = spec }
