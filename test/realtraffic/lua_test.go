@@ -310,12 +310,24 @@ func TestIngressRouteThroughLua(t *testing.T) {
 	}
 }
 
-// stickyTraefikServiceApp is traefikServiceApp with a sticky cookie on the
-// weighted TraefikService, as Git declares it: the Lua script splits the
-// services and keeps the rest of the object, cookie included.
-func stickyTraefikServiceApp(image string, port int) string {
-	return strings.Replace(traefikServiceApp(image, port), "  weighted:\n    services:",
-		"  weighted:\n    sticky: {cookie: {name: rollgate-sticky}}\n    services:", 1)
+// stickyRollout is luaRollout through the TraefikService echoserver-wrr
+// with trafficRoutings[].sticky: the built-in script writes the sticky
+// cookie on the weighted TraefikService at each weight step.
+func stickyRollout() string {
+	return strings.Replace(luaRollout(steps, "TraefikService", "echoserver-wrr"), "        customNetworkRefs:\n",
+		"        sticky: {cookieName: rollgate-sticky}\n        customNetworkRefs:\n", 1)
+}
+
+// stickyCookie reads the live TraefikService's sticky cookie name.
+func (w *world) stickyCookie(ctx context.Context, name string) string {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("traefik.io/v1alpha1")
+	u.SetKind("TraefikService")
+	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, u); err != nil {
+		return err.Error()
+	}
+	cookie, _, _ := unstructured.NestedString(u.Object, "spec", "weighted", "sticky", "cookie", "name")
+	return cookie
 }
 
 // stickyClients sends n fresh clients (each with its own cookie jar) to
@@ -400,9 +412,11 @@ func getWith(c *http.Client, url string) (string, error) {
 	return strings.TrimSpace(string(body)), nil
 }
 
-// TestStickyCanaryThroughTraefikService: a TraefikService declared in Git
-// with a sticky cookie keeps it through the release (the built-in script
-// splits the services and keeps the rest): at the 20% gate, of 250 new
+// TestStickyCanaryThroughTraefikService: a Rollout with
+// trafficRoutings[].sticky shifts a weighted TraefikService that Git
+// declares without a cookie; the built-in script writes the sticky cookie
+// with each weight step (one declared in Git would be kept, as the golden
+// cases show): at the 20% gate, of 250 new
 // clients sending 20 requests each, 20% get the canary first (±3 points)
 // and not one is answered by both versions; after the approval, at 60%,
 // 200 more new clients the same (4,000 requests at 150/s, within the
@@ -412,7 +426,7 @@ func TestStickyCanaryThroughTraefikService(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	w := newWorldOf(t, ctx, worldOptions{rollout: luaRollout(steps, "TraefikService", "echoserver-wrr"), app: stickyTraefikServiceApp})
+	w := newWorldOf(t, ctx, worldOptions{rollout: stickyRollout(), app: traefikServiceApp})
 	check := func(step string, declared float64, n int) ([]*http.Client, []string) {
 		t.Helper()
 		share, switched, failed, clients, first := stickyClients(t, w.url, "v2", n, 20)
@@ -427,9 +441,13 @@ func TestStickyCanaryThroughTraefikService(t *testing.T) {
 		return clients, first
 	}
 	stable := w.rollout(ctx).Status.StableRevision
-	w.applyYAML(ctx, stickyTraefikServiceApp("localhost/verserver:v2", w.port()))
+	w.applyYAML(ctx, traefikServiceApp("localhost/verserver:v2", w.port()))
 	ro := w.waitStep(ctx, 1, 20)
-	t.Logf("step 1: TraefikService %s", w.weightedServices(ctx, "echoserver-wrr"))
+	cookie := w.stickyCookie(ctx, "echoserver-wrr")
+	t.Logf("step 1: TraefikService %s, sticky cookie %q", w.weightedServices(ctx, "echoserver-wrr"), cookie)
+	if cookie != "rollgate-sticky" {
+		t.Errorf("TraefikService echoserver-wrr at step 1: sticky cookie %q, want rollgate-sticky (trafficRoutings[].sticky)", cookie)
+	}
 	gateClients, gateFirst := check("step 1 (gate), declared 20%", 20, 250)
 	w.approveInGit(ctx)
 	w.waitStep(ctx, 2, 60)
