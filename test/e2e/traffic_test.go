@@ -203,6 +203,25 @@ func TestGatewayAPIHeaderMatch(t *testing.T) {
 	s.assertAsApplied(httpRouteGVK, "echoserver")
 }
 
+// TestGatewayAPIMirror: a mirror step gives the HTTPRoute's stable rule a
+// RequestMirror filter copying 30% of its requests to the canary Service,
+// its backendRefs as declared; the weight steps after it drop the filter,
+// and everything is as declared at the end.
+func TestGatewayAPIMirror(t *testing.T) {
+	t.Parallel()
+	// threeSteps, step 1 mirroring 30% instead of sending 20%.
+	steps := strings.Replace(threeSteps, `- traffic: "20%"`, `- mirror: "30%"`, 1)
+	mirrored := assetsRule + `
+- backendRefs: [{group: "", kind: Service, name: echoserver, port: 80, weight: 1}]
+  filters: [{type: RequestMirror, requestMirror: {backendRef: {group: "", kind: Service, name: echoserver-canary, port: 80}, percent: 30}}]
+  matches: [{path: {type: PathPrefix, value: /}}]`
+	s := givenRoutedApp(t, routedRollout(steps, noGrace+gatewayRouting), httpRoute, httpRouteGVK)
+	want := serviceStates()
+	want[routedKey{"HTTPRoute", "echoserver"}] = routePhases{declaredRules, declaredRules, mirrored, weightedRules(60), weightedRules(100), weightedRules(100), declaredRules}
+	s.release(want, map[string]routeView{"HTTPRoute": rulesView, "Service": selectorView})
+	s.assertAsApplied(httpRouteGVK, "echoserver")
+}
+
 const userIngress = `
 apiVersion: networking.k8s.io/v1
 kind: Ingress
