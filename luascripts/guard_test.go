@@ -89,6 +89,10 @@ http:
   backends: [{serviceName: app, servicePort: 80, weight: 9000}, {serviceName: app-canary, servicePort: 80, weight: 1000}]`, ""},
 		{"traefik weights", "TraefikService.traefik.io", 10, nil, `
 weighted: {services: [{name: app, port: 80, weight: 50}, {name: app-canary, port: 80, weight: 50}]}`, "TraefikService weighted services sends 50%"},
+		{"traefik mirroring from stable to the canary", "TraefikService.traefik.io", 0, nil, `
+mirroring: {name: app, port: 80, mirrors: [{name: app-canary, port: 80, percent: 30}]}`, ""},
+		{"traefik mirroring answered by the canary", "TraefikService.traefik.io", 0, nil, `
+mirroring: {name: app-canary, port: 80, mirrors: [{name: app, port: 80, percent: 30}]}`, "TraefikService mirroring (its main service answers every request) sends 100%"},
 		{"ingressroute weights within the step", "IngressRoute.traefik.io", 20, nil, `
 routes:
 - {match: PathPrefix(` + "`/`" + `), services: [{name: app, port: 80, weight: 80}, {name: app-canary, port: 80, weight: 20}]}`, ""},
