@@ -50,6 +50,21 @@ func TestPlanExamples(t *testing.T) {
 	if a := echo.Steps[1].Analysis; len(a) != 1 || a[0] != "success-rate" {
 		t.Errorf("analysis of step 2 = %v", a)
 	}
+	mirrored := 0
+	for i := range r.Rollouts {
+		if ro := r.Rollouts[i]; ro.Name == "payments" {
+			mirrored++
+			if got := ro.Steps[0].Traffic[0].Split; got != "100% old, 20% copied to new" {
+				t.Errorf("payments (examples/rollout-mirror-sticky.yaml): step 1 traffic %q, want the mirror step's", got)
+			}
+			if ro.Steps[0].NewDeclared != "1" {
+				t.Errorf("payments: step 1 has %q new pods, want 1", ro.Steps[0].NewDeclared)
+			}
+		}
+	}
+	if mirrored != 1 {
+		t.Errorf("found %d plans of examples/rollout-mirror-sticky.yaml, want 1", mirrored)
+	}
 	verified := 0
 	for i := range r.Rollouts {
 		if ro := r.Rollouts[i]; ro.Name == "shop" && strings.HasPrefix(ro.Steps[0].Traffic[0].Router, "HTTPRoute") {

@@ -53,6 +53,9 @@ func TrafficOn(router string, t strategy.Traffic) Traffic {
 		if len(t.Matches) > 0 {
 			rt.Split = "matching requests new, others old"
 		}
+		if t.Mirror > 0 {
+			rt.Split = fmt.Sprintf("100%% old, %d%% copied to new", t.Mirror)
+		}
 	}
 	for _, m := range t.Matches {
 		rt.Matches = append(rt.Matches, matchText(m))
