@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/envtest"
+	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/traffic"
 )
 
@@ -101,7 +102,7 @@ func TestStickyRefusedByRoutersWithoutSessions(t *testing.T) {
 // rules it splits, records the cookie for the route webhook, and Restore
 // gives the declared rules back.
 func TestGatewayStickyOnTheExperimentalCRD(t *testing.T) {
-	env, err := envtest.New(envtest.WithScheme(k8s.Scheme()), envtest.WithExtraCRDDirs("traffic/testdata/crds-experimental"))
+	env, err := envtest.New(envtest.WithScheme(k8s.Scheme()), envtest.WithExtraCRDDirs(repo.HTTPRouteCRD("experimental")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/envtest"
+	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/traffic"
 )
 
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	env, err := envtest.New(envtest.WithScheme(scheme), envtest.WithExtraCRDDirs("traffic/testdata/crds"))
+	env, err := envtest.New(envtest.WithScheme(scheme), envtest.WithExtraCRDDirs("traffic/testdata/crds", repo.HTTPRouteCRD("standard")))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

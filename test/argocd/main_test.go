@@ -101,7 +101,7 @@ func start() (*env, func(), error) {
 	stops = append(stops, func() { _ = e.git.Close() })
 	for _, f := range []string{
 		filepath.Join(repo.Root(), "charts", "rollgate", "crds"),
-		filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"),
+		repo.HTTPRouteCRD("standard"),
 	} {
 		if _, err := e.kubectl(ctx, "", "apply", "--server-side", "-f", f); err != nil {
 			return nil, stop, err

@@ -110,7 +110,7 @@ func startFleetWith(b *testing.B, n int, opts fleetOptions) *fleet {
 	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n*replicas/80+1), Scheme: scheme, ClientQPS: opts.clientQPS})
 	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: opts}
 	f.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
-	f.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
+	f.applyFiles(repo.HTTPRouteCRD("standard"))
 	f.ensureNamespace("rollgate-system")
 	f.ensureNamespace(ns)
 	f.heapBase = heapMiB()

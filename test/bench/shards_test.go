@@ -75,7 +75,7 @@ func benchmarkShards(b *testing.B, bin string, n int, instances map[string]strin
 	cl := kwok.Start(b, kwok.Options{Nodes: max(3, n/80+1), Scheme: scheme})
 	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: 1}}
 	f.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
-	f.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
+	f.applyFiles(repo.HTTPRouteCRD("standard"))
 	f.ensureNamespace("rollgate-system")
 	f.ensureNamespace(ns)
 	_, sharded := instances["shard1"]

@@ -202,7 +202,7 @@ func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
 	for i := range n {
 		f.names = append(f.names, fmt.Sprintf("app-%03d", i))
 	}
-	f.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
+	f.applyFiles(repo.HTTPRouteCRD("standard"))
 	c.install(f)
 	f.ensureNamespace(ns)
 	f.parallel(func(name string) { f.applyYAML(appYAML(name, sbsImageStart, sbsReplicas)) })

@@ -100,7 +100,7 @@ func (w *world) startCluster(ctx context.Context) error {
 	root := repo.Root()
 	for _, path := range []string{
 		filepath.Join(root, "charts", "rollgate", "crds"),
-		filepath.Join(root, "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"),
+		repo.HTTPRouteCRD("standard"),
 	} {
 		if err := w.applyFiles(ctx, path); err != nil {
 			return err

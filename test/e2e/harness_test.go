@@ -189,7 +189,7 @@ func newWorldWith(t *testing.T, git *gitserver.Server) *world {
 // installCRDs applies rollgate's CRDs and Gateway API's HTTPRoute.
 func installCRDs(t testing.TB, c client.Client) {
 	kube.ApplyFiles(t, c, filepath.Join(repo.Root(), "charts", "rollgate", "crds"), "e2e")
-	kube.ApplyFiles(t, c, filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"), "e2e")
+	kube.ApplyFiles(t, c, repo.HTTPRouteCRD("standard"), "e2e")
 }
 
 // sharedCluster is the package's kwok cluster, started by the first story

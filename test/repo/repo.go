@@ -11,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -115,4 +117,37 @@ func isRoot(goMod string) bool {
 		}
 	}
 	return false
+}
+
+// HTTPRouteCRD returns the path of Gateway API's HTTPRoute CRD of channel
+// ("standard" or "experimental"), of the version rollgate is built with
+// (go.mod's sigs.k8s.io/gateway-api), from the Go module cache: the CRD
+// the tests install is the one the project's Go types were generated
+// from, and no copy of it lives in the repository. It panics when the
+// module cannot be found (a broken setup, as in Root).
+func HTTPRouteCRD(channel string) string {
+	gatewayAPI.once.Do(func() {
+		cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
+		cmd.Dir = Root()
+		out, err := cmd.Output()
+		if err != nil {
+			gatewayAPI.err = fmt.Errorf("finding module sigs.k8s.io/gateway-api: %w", err)
+			return
+		}
+		gatewayAPI.dir = strings.TrimSpace(string(out))
+	})
+	if gatewayAPI.err != nil {
+		panic(gatewayAPI.err)
+	}
+	p := filepath.Join(gatewayAPI.dir, "config", "crd", channel, "gateway.networking.k8s.io_httproutes.yaml")
+	if _, err := os.Stat(p); err != nil {
+		panic(fmt.Errorf("the HTTPRoute CRD of channel %s: %w", channel, err))
+	}
+	return p
+}
+
+var gatewayAPI struct {
+	once sync.Once
+	dir  string
+	err  error
 }

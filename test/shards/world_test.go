@@ -74,7 +74,7 @@ func newWorld(t *testing.T, selectors map[string]string) *world {
 	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}),
 		instances: map[string]*instance{}, log: &testlog.Buffer{}}
 	w.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
-	w.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml"))
+	w.applyFiles(repo.HTTPRouteCRD("standard"))
 	w.ensureNamespace("rollgate-system")
 	w.ensureNamespace(ns)
 	w.lb = StartBalancer(t)

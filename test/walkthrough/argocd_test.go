@@ -88,7 +88,7 @@ func pageHooks(ctx context.Context, t *testing.T, kubeconfig string) (map[string
 	var controller *chartrun.Controller
 	hooks := map[string]func() error{
 		"gateway-api-crds": func() error {
-			crd := filepath.Join(repo.Root(), "traffic", "testdata", "crds", "gateway.networking.k8s.io_httproutes.yaml")
+			crd := repo.HTTPRouteCRD("standard")
 			out, err := exec.CommandContext(ctx, tool(t, "kubectl"), "--kubeconfig", kubeconfig,
 				"apply", "--server-side", "-f", crd).CombinedOutput()
 			if err != nil {
