@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/rig"
@@ -44,7 +42,7 @@ func TestLockstepGroupReleasesAsOne(t *testing.T) {
 		return w.groupAt("shop:1"), nil
 	})
 
-	rec := w.recordGroup()
+	rec := rig.RecordGroup(w.c, w.ns, 50*time.Millisecond)
 	for _, m := range groupMembers {
 		w.applyYAML(groupWorkload(w.ns, m.kind, m.name, "shop:2"))
 	}
@@ -92,11 +90,14 @@ func TestLockstepGroupReleasesAsOne(t *testing.T) {
 		return w.groupAt("shop:2"), nil
 	})
 	t.Logf("the group's approval to every member released: %s", time.Since(start).Round(100*time.Millisecond))
-	samples, steps2 := rec.stop()
-	if steps2 < 3 {
-		t.Fatalf("the reader saw %d members at step 2 or later in %d samples: it did not watch the release", steps2, samples)
+	samples, past1, violations := rec.Stop()
+	for _, v := range violations {
+		t.Error(v)
 	}
-	t.Logf("lockstep held in %d samples, %d member-samples past step 1", samples, steps2)
+	if past1 < 3 {
+		t.Fatalf("the reader saw %d members at step 2 or later in %d samples: it did not watch the release", past1, samples)
+	}
+	t.Logf("lockstep held in %d samples, %d member-samples past step 1", samples, past1)
 
 	// A member aborted at the gate of the next release rolls back the group.
 	for _, m := range groupMembers {
@@ -147,74 +148,6 @@ func (w *world) groupAt(image string) bool {
 		}
 	}
 	return true
-}
-
-// groupRecorder lists the members' statuses every 50 ms (one list: one
-// consistent snapshot) and fails the story when a member in release is at
-// a step another member in release has not reached the end of the step
-// before.
-type groupRecorder struct {
-	stopped chan struct{}
-	cancel  context.CancelFunc
-	mu      sync.Mutex
-	samples int
-	past1   int
-	errors  int
-}
-
-func (w *world) recordGroup() *groupRecorder {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &groupRecorder{stopped: make(chan struct{}), cancel: cancel}
-	go func() {
-		defer close(r.stopped)
-		for ctx.Err() == nil {
-			var list v1alpha1.RolloutList
-			if err := w.c.List(ctx, &list, client.InNamespace(w.ns)); err == nil {
-				r.judge(w.t, list.Items)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	return r
-}
-
-func (r *groupRecorder) judge(t *testing.T, items []v1alpha1.Rollout) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.samples++
-	releasing := func(s *v1alpha1.RolloutStatus) bool {
-		return s.CanaryRevision != "" && s.CanaryRevision != s.StableRevision && s.Phase != v1alpha1.PhaseFailed
-	}
-	for _, m := range items {
-		s := &m.Status
-		if !releasing(s) || s.CurrentStepIndex < 2 {
-			continue
-		}
-		r.past1++
-		for _, o := range items {
-			os := &o.Status
-			if o.Name == m.Name || !releasing(os) {
-				continue
-			}
-			done := os.CurrentStepIndex >= s.CurrentStepIndex ||
-				(os.CurrentStepIndex == s.CurrentStepIndex-1 && (os.CurrentStepState == v1alpha1.StepReady || os.CurrentStepState == v1alpha1.StepCompleted))
-			if !done && r.errors < 5 {
-				r.errors++
-				t.Errorf("%s is at step %d (%s) while %s is at step %d (%s): a member started a step before the group finished the one before",
-					m.Name, s.CurrentStepIndex, s.CurrentStepState, o.Name, os.CurrentStepIndex, os.CurrentStepState)
-			}
-		}
-	}
-}
-
-// stop ends the reader and returns its samples and the member-samples
-// past step 1.
-func (r *groupRecorder) stop() (int, int) {
-	r.cancel()
-	<-r.stopped
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.samples, r.past1
 }
 
 // groupWorkload is the YAML of a workload of kind running image, labelled

@@ -11,12 +11,14 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -270,4 +272,94 @@ func (r *recorder) fail(msg string) {
 	if r.failed == "" {
 		r.failed = msg
 	}
+}
+
+// LockstepViolations judges one consistent list of the members of a
+// lockstep group (spec.group): it names each member in release that is at
+// a step another member in release has not finished the step before of
+// (a step is finished once it is Ready for the next, or past it).
+func LockstepViolations(members []v1alpha1.Rollout) []string {
+	releasing := func(s *v1alpha1.RolloutStatus) bool {
+		return s.CanaryRevision != "" && s.CanaryRevision != s.StableRevision && s.Phase != v1alpha1.PhaseFailed
+	}
+	var out []string
+	for _, m := range members {
+		s := &m.Status
+		if !releasing(s) || s.CurrentStepIndex < 2 {
+			continue
+		}
+		for _, o := range members {
+			os := &o.Status
+			if o.Name == m.Name || !releasing(os) {
+				continue
+			}
+			done := os.CurrentStepIndex >= s.CurrentStepIndex ||
+				(os.CurrentStepIndex == s.CurrentStepIndex-1 && (os.CurrentStepState == v1alpha1.StepReady || os.CurrentStepState == v1alpha1.StepCompleted))
+			if !done {
+				out = append(out, fmt.Sprintf("%s is at step %d (%s) while %s is at step %d (%s): a member started a step before the group finished the one before",
+					m.Name, s.CurrentStepIndex, s.CurrentStepState, o.Name, os.CurrentStepIndex, os.CurrentStepState))
+			}
+		}
+	}
+	return out
+}
+
+// PastFirstStep counts the members in release at step 2 or later.
+func PastFirstStep(members []v1alpha1.Rollout) int {
+	n := 0
+	for _, m := range members {
+		s := &m.Status
+		if s.CanaryRevision != "" && s.CanaryRevision != s.StableRevision && s.Phase != v1alpha1.PhaseFailed && s.CurrentStepIndex >= 2 {
+			n++
+		}
+	}
+	return n
+}
+
+// GroupRecorder lists the Rollouts of a namespace every interval (one list:
+// one consistent snapshot) and keeps the first lockstep violations
+// (LockstepViolations) it sees.
+type GroupRecorder struct {
+	stopped    chan struct{}
+	cancel     context.CancelFunc
+	mu         sync.Mutex
+	samples    int
+	past1      int
+	violations []string
+}
+
+// RecordGroup starts a GroupRecorder on the Rollouts of ns.
+func RecordGroup(c client.Reader, ns string, interval time.Duration) *GroupRecorder {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &GroupRecorder{stopped: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(r.stopped)
+		for ctx.Err() == nil {
+			var list v1alpha1.RolloutList
+			if err := c.List(ctx, &list, client.InNamespace(ns)); err == nil {
+				r.mu.Lock()
+				r.samples++
+				r.past1 += PastFirstStep(list.Items)
+				if v := LockstepViolations(list.Items); len(v) > 0 && len(r.violations) < 5 {
+					r.violations = append(r.violations, v...)
+				}
+				r.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(interval):
+			}
+		}
+	}()
+	return r
+}
+
+// Stop ends the recorder and returns its samples, the member-samples past
+// step 1 (how much of the release it watched) and the violations seen.
+func (r *GroupRecorder) Stop() (samples, past1 int, violations []string) {
+	r.cancel()
+	<-r.stopped
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.samples, r.past1, r.violations
 }
