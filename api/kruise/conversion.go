@@ -393,15 +393,11 @@ func stepNodes(spec *yaml.Node, st string) []*yaml.Node {
 	return steps.Content
 }
 
-// mapGet returns the key and value nodes of key in mapping m, or nils.
+// mapGet returns the key and value nodes of key in mapping m, or nils
+// (kyaml's RNode.Field).
 func mapGet(m *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil, nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i], m.Content[i+1]
-		}
+	if f := yaml.NewRNode(m).Field(key); f != nil {
+		return f.Key.YNode(), f.Value.YNode()
 	}
 	return nil, nil
 }
