@@ -117,18 +117,38 @@ const (
 
 // checkSticky refuses the result of a TraefikService script that splits
 // requests by weight without the sticky cookie trafficRoutings[].sticky
-// asks for (a user's script that does not read obj.stickyCookie).
+// asks for (a user's script that does not read obj.stickyCookie). A
+// result that sends every request to one service (the last step at 100%)
+// splits nothing and needs no cookie.
 func checkSticky(kind, group string, out objectState, d Desired) error {
 	if d.StickyCookie == "" || kind != stickyKind || group != stickyGroup || len(d.Matches) > 0 || d.CanaryWeight == 0 {
 		return nil
 	}
 	weighted, _ := out.Spec["weighted"].(map[string]any)
+	if splitsAcross(weighted) < 2 {
+		return nil
+	}
 	sticky, _ := weighted["sticky"].(map[string]any)
 	if _, ok := sticky["cookie"].(map[string]any); !ok {
 		return fmt.Errorf("%w: the %s.%s script split requests without spec.weighted.sticky.cookie, which "+
 			"trafficRoutings[].sticky asks for: have the script set it from obj.stickyCookie, or remove sticky", ErrInvalid, kind, group)
 	}
 	return nil
+}
+
+// splitsAcross counts the services of a weighted TraefikService spec that
+// get requests: all but those whose weight is 0 (without a weight,
+// Traefik gives 1).
+func splitsAcross(weighted map[string]any) int {
+	services, _ := weighted["services"].([]any)
+	n := 0
+	for _, s := range services {
+		svc, _ := s.(map[string]any)
+		if w, ok := svc["weight"]; !ok || fmt.Sprint(w) != "0" {
+			n++
+		}
+	}
+	return n
 }
 
 // scriptError classifies a luascripts error: a missing script or an
