@@ -589,19 +589,9 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 		}
 		all[k] = s
 	}
-	for _, k := range removed {
-		ns, name, _ := strings.Cut(k, "/")
-		p := StatusPath(w.opts.PathPrefix, ns, name)
-		if old, err := base.ReadFile(p); err == nil && isStatusFile(old) {
-			files[p] = nil
-			if _, signed := base.blobHash(p + StatusSignatureExt); signed {
-				files[p+StatusSignatureExt] = nil
-			}
-			data.Removed = append(data.Removed, k)
-			keys = append(keys, k)
-		}
-		delete(all, k)
-	}
+	gone := w.dropRemoved(base, removed, files, all)
+	data.Removed = append(data.Removed, gone...)
+	keys = append(keys, gone...)
 	if len(files) == 0 {
 		if leader == nil {
 			return nil, nil, nil
@@ -629,6 +619,27 @@ func (w *Writer) build(base *Snapshot, states map[string]RolloutState, removed [
 	}
 	sort.Strings(keys)
 	return &Change{Files: files, Message: msg.String(), Author: w.opts.Author}, keys, nil
+}
+
+// dropRemoved deletes, in files, the status files (and signatures) of the
+// removed Rollouts that base holds, drops them from all, and returns the
+// keys of those it deleted. A file there that is not a status file is
+// left alone.
+func (w *Writer) dropRemoved(base *Snapshot, removed []string, files map[string][]byte, all map[string]RolloutState) []string {
+	var gone []string
+	for _, k := range removed {
+		ns, name, _ := strings.Cut(k, "/")
+		p := StatusPath(w.opts.PathPrefix, ns, name)
+		if old, err := base.ReadFile(p); err == nil && isStatusFile(old) {
+			files[p] = nil
+			if _, signed := base.blobHash(p + StatusSignatureExt); signed {
+				files[p+StatusSignatureExt] = nil
+			}
+			gone = append(gone, k)
+		}
+		delete(all, k)
+	}
+	return gone
 }
 
 // Start flushes every Window while states are pending, until ctx ends,

@@ -89,25 +89,9 @@ func (r *Reconciler) observeDependencies(ctx context.Context, sc *scope) error {
 		}
 	}
 	templates := func(field string, a *v1alpha1.RolloutAnalysis) error {
-		if a == nil {
-			return nil
-		}
-		for k, name := range a.Templates {
-			t := &v1alpha1.AnalysisTemplate{}
-			ok, err := r.exists(ctx, t, ro.Namespace, name)
-			switch {
-			case err != nil:
-				return err
-			case !ok:
-				missing = append(missing, fmt.Sprintf("AnalysisTemplate %s/%s named by %s.templates[%d] does not exist", ro.Namespace, name, field, k))
-			case sc.analysis.invalid == nil:
-				if _, err := verdict.ResolveArgs(t.Spec.Args, a.Args); err != nil {
-					sc.analysis.invalid = &strategy.SpecError{Field: field + ".args",
-						Detail: fmt.Sprintf("AnalysisTemplate %s: %v", name, err)}
-				}
-			}
-		}
-		return nil
+		m, err := r.missingTemplates(ctx, sc, field, a)
+		missing = append(missing, m...)
+		return err
 	}
 	if err := templates(base+".analysis", ro.Spec.Strategy.BackgroundAnalysis()); err != nil {
 		return err
@@ -119,6 +103,33 @@ func (r *Reconciler) observeDependencies(ctx context.Context, sc *scope) error {
 	}
 	sc.missing = missing
 	return nil
+}
+
+// missingTemplates names the AnalysisTemplates of analysis a (at field)
+// that do not exist, and records in sc.analysis.invalid the first whose
+// arguments a does not resolve.
+func (r *Reconciler) missingTemplates(ctx context.Context, sc *scope, field string, a *v1alpha1.RolloutAnalysis) ([]string, error) {
+	if a == nil {
+		return nil, nil
+	}
+	ns := sc.ro.Namespace
+	var missing []string
+	for k, name := range a.Templates {
+		t := &v1alpha1.AnalysisTemplate{}
+		ok, err := r.exists(ctx, t, ns, name)
+		switch {
+		case err != nil:
+			return missing, err
+		case !ok:
+			missing = append(missing, fmt.Sprintf("AnalysisTemplate %s/%s named by %s.templates[%d] does not exist", ns, name, field, k))
+		case sc.analysis.invalid == nil:
+			if _, err := verdict.ResolveArgs(t.Spec.Args, a.Args); err != nil {
+				sc.analysis.invalid = &strategy.SpecError{Field: field + ".args",
+					Detail: fmt.Sprintf("AnalysisTemplate %s: %v", name, err)}
+			}
+		}
+	}
+	return missing, nil
 }
 
 // exists reports whether the object named name exists in namespace; a

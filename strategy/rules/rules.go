@@ -198,30 +198,9 @@ func Parse(data []byte) (*Parsed, error) {
 		if err := named("windows", i, w.Name); err != nil {
 			return nil, err
 		}
-		at := fmt.Sprintf("windows[%d] (%s)", i, w.Name)
-		if err := checkHolds(at, w.Holds); err != nil {
+		pw, err := parseWindow(fmt.Sprintf("windows[%d] (%s)", i, w.Name), w)
+		if err != nil {
 			return nil, err
-		}
-		loc, err := time.LoadLocation(orDefault(w.TimeZone, "UTC"))
-		if err != nil || w.TimeZone == "Local" {
-			return nil, fmt.Errorf("%s.timeZone %q is not a time zone: use an IANA name such as Europe/Berlin or America/New_York", at, w.TimeZone)
-		}
-		spans, field := w.Closed, "closed"
-		switch {
-		case len(w.Closed) > 0 && len(w.Open) > 0:
-			return nil, fmt.Errorf("%s sets both closed and open: a window holds releases inside its closed spans or outside its open spans; split it in two windows", at)
-		case len(w.Open) > 0:
-			spans, field = w.Open, "open"
-		case len(w.Closed) == 0:
-			return nil, fmt.Errorf("%s has no spans: set closed (releases held inside) or open (releases held outside)", at)
-		}
-		pw := window{Window: w, loc: loc}
-		for j, s := range spans {
-			ivs, err := s.intervals()
-			if err != nil {
-				return nil, fmt.Errorf("%s.%s[%d]: %v", at, field, j, err)
-			}
-			pw.spans = append(pw.spans, ivs...)
 		}
 		p.windows = append(p.windows, pw)
 	}
@@ -239,6 +218,36 @@ func Parse(data []byte) (*Parsed, error) {
 		p.budgets = append(p.budgets, b)
 	}
 	return p, nil
+}
+
+// parseWindow checks window w, named at in messages, and resolves its
+// time zone and spans.
+func parseWindow(at string, w Window) (window, error) {
+	if err := checkHolds(at, w.Holds); err != nil {
+		return window{}, err
+	}
+	loc, err := time.LoadLocation(orDefault(w.TimeZone, "UTC"))
+	if err != nil || w.TimeZone == "Local" {
+		return window{}, fmt.Errorf("%s.timeZone %q is not a time zone: use an IANA name such as Europe/Berlin or America/New_York", at, w.TimeZone)
+	}
+	spans, field := w.Closed, "closed"
+	switch {
+	case len(w.Closed) > 0 && len(w.Open) > 0:
+		return window{}, fmt.Errorf("%s sets both closed and open: a window holds releases inside its closed spans or outside its open spans; split it in two windows", at)
+	case len(w.Open) > 0:
+		spans, field = w.Open, "open"
+	case len(w.Closed) == 0:
+		return window{}, fmt.Errorf("%s has no spans: set closed (releases held inside) or open (releases held outside)", at)
+	}
+	pw := window{Window: w, loc: loc}
+	for j, s := range spans {
+		ivs, err := s.intervals()
+		if err != nil {
+			return window{}, fmt.Errorf("%s.%s[%d]: %v", at, field, j, err)
+		}
+		pw.spans = append(pw.spans, ivs...)
+	}
+	return pw, nil
 }
 
 // Budgets returns the budgets covering a Rollout in namespace with labels,
