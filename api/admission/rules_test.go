@@ -163,6 +163,12 @@ func ruleCases() []ruleCase {
 			[]string{"spec.status.path=../up"}, nil, ""},
 		{"Rollout", "spec.fleet.waitFor[*]", "spec.fleet.waitFor[].bakeTime counts from", baseCanary,
 			[]string{"spec.fleet={waitFor: [{cluster: staging, step: 1, bakeTime: 1h}]}"}, nil, ""},
+		{"Rollout", "spec.fleet.waitFor[*]", "a spec.fleet.waitFor entry names one cluster", baseCanary,
+			[]string{"spec.fleet={waitFor: [{cluster: staging, clusters: [prod-eu]}]}"}, nil, ""},
+		{"Rollout", "spec.fleet.waitFor[*]", "spec.fleet.waitFor[].atLeast counts the clusters", baseCanary,
+			[]string{"spec.fleet={waitFor: [{cluster: staging, atLeast: 1}]}"}, nil, ""},
+		{"Rollout", "spec.fleet.waitFor[*].atLeast", "atLeast must be a number of clusters", baseCanary,
+			[]string{"spec.fleet={waitFor: [{clusters: ['prod-*'], atLeast: '0%'}]}"}, nil, ""},
 		{"Repository", "spec.releaseRules.path", "spec.releaseRules.path is relative to the root", baseRepository,
 			[]string{"spec.releaseRules={path: 'clusters/../freezes.yaml'}"}, nil, ""},
 		{"Repository", "spec", "spec.approvals.reviews needs spec.forge", baseRepository,
@@ -342,6 +348,39 @@ func TestMirrorStepIsAccepted(t *testing.T) {
 		obj := object(t, c.base, []string{c.p + ".steps[0]={replicas: 1, mirror: '30%', pause: {}}"})
 		if errs := v.Validate(context.Background(), obj, nil); len(errs) > 0 {
 			t.Errorf("%s: a mirror step refused: %v", c.p, errs)
+		}
+	}
+}
+
+// TestFleetWaitForms: a wait names one cluster or a share of a set of
+// clusters (names or "*" patterns, atLeast a count or a percentage);
+// anything else is refused.
+func TestFleetWaitForms(t *testing.T) {
+	v, err := admission.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		wait    string
+		refused string // "" when accepted
+	}{
+		{"{cluster: staging, bakeTime: 1h}", ""},
+		{"{clusters: [prod-eu, 'prod-us-*']}", ""},
+		{"{clusters: ['prod-*'], atLeast: '10%', bakeTime: 10m}", ""},
+		{"{clusters: [prod-eu-1, prod-eu-2, prod-eu-3], atLeast: 2, step: 1}", ""},
+		{"{rollout: web}", "names one cluster (cluster) or a set"},
+		{"{clusters: ['prod-*'], atLeast: 0}", "atLeast must be a number of clusters"},
+		{"{clusters: ['prod-*'], atLeast: '101%'}", "atLeast must be a number of clusters"},
+		{"{clusters: ['prod-*'], atLeast: '10'}", "atLeast must be a number of clusters"},
+		{"{clusters: ['Prod_*']}", "should match"},
+		{"{clusters: []}", "should have at least 1 items"},
+	} {
+		errs := v.Validate(context.Background(), object(t, baseCanary, []string{"spec.fleet={waitFor: [" + c.wait + "]}"}), nil)
+		switch {
+		case c.refused == "" && len(errs) > 0:
+			t.Errorf("%s refused: %v", c.wait, errs)
+		case c.refused != "" && !strings.Contains(fmt.Sprint(errs), c.refused):
+			t.Errorf("%s: errors %v, want one saying %q", c.wait, errs, c.refused)
 		}
 	}
 }

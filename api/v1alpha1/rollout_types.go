@@ -152,9 +152,10 @@ const (
 
 // FleetSpec lists the releases in other clusters this Rollout waits for.
 type FleetSpec struct {
-	// WaitFor names upstream Rollouts in other clusters. Every one must
-	// have released the version this Rollout is about to release (same
-	// container images) before the step it guards starts. An upstream
+	// WaitFor names upstream Rollouts in other clusters, one cluster or a
+	// share of a set of clusters per entry. Every entry must be met (the
+	// upstream released the version this Rollout is about to release, the
+	// same container images) before the step it guards starts. An upstream
 	// release that failed or was rolled back holds this Rollout.
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
@@ -162,8 +163,11 @@ type FleetSpec struct {
 	WaitFor []FleetWait `json:"waitFor"`
 }
 
-// FleetWait is one upstream release this Rollout waits for.
+// FleetWait is one upstream release this Rollout waits for, in one
+// cluster (cluster) or in a share of a set of clusters (clusters, atLeast).
 // +kubebuilder:validation:XValidation:rule="!(has(self.step) && has(self.bakeTime))",message="spec.fleet.waitFor[].bakeTime counts from the upstream release's completion: remove step, or bakeTime"
+// +kubebuilder:validation:XValidation:rule="has(self.cluster) != has(self.clusters)",message="a spec.fleet.waitFor entry names one cluster (cluster) or a set of clusters (clusters, with atLeast): set exactly one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.atLeast) || has(self.clusters)",message="spec.fleet.waitFor[].atLeast counts the clusters of clusters: name the set with clusters, or remove atLeast",fieldPath=".atLeast"
 type FleetWait struct {
 	// Cluster is the name the upstream cluster writes its status under:
 	// spec.status.cluster of its Repository, which must share this
@@ -171,7 +175,34 @@ type FleetWait struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	Cluster string `json:"cluster"`
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+	// Clusters is a set of upstream clusters, of which atLeast must have
+	// released: cluster names, or patterns where "*" stands for any
+	// characters ("prod-eu-*"). A name is in the set whether or not it
+	// wrote a status file; a pattern adds the clusters whose status file
+	// of the upstream Rollout is on the status branch, except this
+	// Rollout's own cluster.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=50
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9*]([-a-z0-9*]*[a-z0-9*])?$`
+	// +optional
+	Clusters []string `json:"clusters,omitempty"`
+	// AtLeast is how many clusters of clusters must have released: a
+	// number, or a percentage of the set rounded up ("10%" of 25 clusters
+	// is 3). Unset: all of them.
+	//
+	// Its rule lists the percentages rather than matching a regular
+	// expression, which Kubernetes 1.30 estimates over its cost budget
+	// inside the waitFor list (as for the steps' replicas).
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self in ['1%','2%','3%','4%','5%','6%','7%','8%','9%','10%','11%','12%','13%','14%','15%','16%','17%','18%','19%','20%','21%','22%','23%','24%','25%','26%','27%','28%','29%','30%','31%','32%','33%','34%','35%','36%','37%','38%','39%','40%','41%','42%','43%','44%','45%','46%','47%','48%','49%','50%','51%','52%','53%','54%','55%','56%','57%','58%','59%','60%','61%','62%','63%','64%','65%','66%','67%','68%','69%','70%','71%','72%','73%','74%','75%','76%','77%','78%','79%','80%','81%','82%','83%','84%','85%','86%','87%','88%','89%','90%','91%','92%','93%','94%','95%','96%','97%','98%','99%','100%']",message="atLeast must be a number of clusters (>= 1) or a percentage from \"1%\" to \"100%\", such as \"10%\""
+	// +optional
+	AtLeast *intstr.IntOrString `json:"atLeast,omitempty"`
 	// Rollout is the upstream Rollout, "<name>" or "<namespace>/<name>";
 	// by default the same namespace and name as this Rollout.
 	// +kubebuilder:validation:MaxLength=317

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -184,7 +185,18 @@ func fleetNotes(ro *v1alpha1.Rollout, steps int) []string {
 		if w.Step != nil {
 			until = fmt.Sprintf("to reach step %d with the same images", *w.Step)
 		}
-		out = append(out, fmt.Sprintf("%s waits for cluster %s's %s %s (read from the status branch in Git)", before, w.Cluster, who, until))
+		where := "cluster " + w.Cluster + "'s"
+		if len(w.Clusters) > 0 {
+			n := "all"
+			if w.AtLeast != nil {
+				n = "at least " + w.AtLeast.String()
+			}
+			where = fmt.Sprintf("%s of clusters %s for their", n, strings.Join(w.Clusters, ", "))
+		}
+		if w.BakeTime != nil {
+			until += fmt.Sprintf(" and bake %s", w.BakeTime.Duration)
+		}
+		out = append(out, fmt.Sprintf("%s waits for %s %s %s (read from the status branch in Git)", before, where, who, until))
 	}
 	return out
 }

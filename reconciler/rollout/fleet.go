@@ -41,7 +41,7 @@ func (r *Reconciler) observeFleet(ctx context.Context, sc *scope) {
 			g.BeforeStep = *w.BeforeStep
 		}
 		if err != nil {
-			g.Why = fmt.Sprintf("cluster %s: cannot read its progress from Git: %v", w.Cluster, err)
+			g.Why = fmt.Sprintf("%s: cannot read the status branch in Git: %v", waitName(w), err)
 		} else {
 			u := upstream{wait: w, ro: ro, states: states, images: sc.workload.Images, now: sc.now, self: self}
 			g.Open, g.Why, g.Until = u.judge()
@@ -74,19 +74,42 @@ func upstreamName(w v1alpha1.FleetWait, ro *v1alpha1.Rollout) string {
 	return ro.Namespace + "/" + w.Rollout
 }
 
+// judgement is what a wait concluded about one upstream release.
+type judgement struct {
+	open bool
+	// why says why it is closed, naming the cluster.
+	why string
+	// until is when a closed wait opens by itself (the end of a bake).
+	until time.Time
+	// failed is true when the upstream release of the same images failed.
+	failed bool
+}
+
 // judge reports whether the upstream release has released the images as
 // far as the wait asks (and baked as long as it asks), why not, and when
-// a bake ends.
+// a bake ends. A wait on a set of clusters (clusters) is judged in
+// fleetshare.go.
 func (u upstream) judge() (bool, string, time.Time) {
+	if len(u.wait.Clusters) > 0 {
+		v := u.judgeShare()
+		return v.open, v.why, v.until
+	}
+	v := u.judgeOne(u.wait.Cluster)
+	return v.open, v.why, v.until
+}
+
+// judgeOne judges the upstream release in cluster.
+func (u upstream) judgeOne(cluster string) judgement {
 	w := u.wait
-	key := w.Cluster + "/" + upstreamName(w, u.ro)
-	who := fmt.Sprintf("cluster %s: %s", w.Cluster, upstreamName(w, u.ro))
+	name := upstreamName(w, u.ro)
+	key := cluster + "/" + name
+	who := fmt.Sprintf("cluster %s: %s", cluster, name)
 	f, ok := u.states[key]
 	if !ok {
-		return false, who + " has no status in Git (is its Repository's spec.status.cluster " + w.Cluster + ", on the same status branch?)", time.Time{}
+		return judgement{why: who + " has no status in Git: " + u.missing(cluster, name)}
 	}
 	if f.Distrust != "" {
-		return false, who + ": " + f.Distrust, time.Time{}
+		return judgement{why: who + ": " + f.Distrust}
 	}
 	s := f.RolloutState
 	want := strings.Join(u.images, ",")
@@ -95,35 +118,124 @@ func (u upstream) judge() (bool, string, time.Time) {
 	switch {
 	case released && w.BakeTime != nil:
 		if s.LastTransitionTime.IsZero() {
-			return false, fmt.Sprintf("%s released %s but wrote no completion time to Git, so its bake time of %s cannot be counted", who, want, w.BakeTime.Duration), time.Time{}
+			return judgement{why: fmt.Sprintf("%s released %s but wrote no completion time to Git, so its bake time of %s cannot be counted", who, want, w.BakeTime.Duration)}
 		}
 		end := s.LastTransitionTime.Add(w.BakeTime.Duration)
 		if u.now.Before(end) {
-			return false, fmt.Sprintf("%s released %s at %s; baking for %s, until %s", who, want,
-				s.LastTransitionTime.UTC().Format(time.RFC3339), w.BakeTime.Duration, end.UTC().Format(time.RFC3339)), end
+			return judgement{why: fmt.Sprintf("%s released %s at %s; baking for %s, until %s", who, want,
+				s.LastTransitionTime.UTC().Format(time.RFC3339), w.BakeTime.Duration, end.UTC().Format(time.RFC3339)), until: end}
 		}
-		return true, "", time.Time{}
+		return judgement{open: true}
 	case released:
-		return true, "", time.Time{}
+		return judgement{open: true}
 	case canary == want && v1alpha1.RolloutPhase(s.Phase) == v1alpha1.PhaseFailed:
-		return false, fmt.Sprintf("%s: the release of %s failed there: %s", who, want, s.Message), time.Time{}
+		return judgement{why: fmt.Sprintf("%s: the release of %s failed there: %s", who, want, s.Message), failed: true}
 	case w.Step != nil && canary == want && reachedStep(s, int(*w.Step)):
-		return true, "", time.Time{}
+		return judgement{open: true}
 	}
 	if cycle := u.cycle(key); cycle != "" {
-		return false, fmt.Sprintf("%s waits for this Rollout in turn (%s): the waves form a cycle and none can start; remove one of these spec.fleet.waitFor entries", who, cycle), time.Time{}
+		return judgement{why: fmt.Sprintf("%s waits for this Rollout in turn (%s): the waves form a cycle and none can start; remove one of these spec.fleet.waitFor entries", who, cycle)}
+	}
+	if cause := u.failedUpstream(key, want); cause != "" {
+		return judgement{why: fmt.Sprintf("%s is held by a failed release upstream of it: %s", who, cause)}
 	}
 	switch {
 	case canary == want && s.Step.Total > 0:
-		return false, fmt.Sprintf("%s is at step %d/%d (%s) of %s, %s", who, s.Step.Current, s.Step.Total,
-			s.Step.State, want, untilText(w)), time.Time{}
+		return judgement{why: fmt.Sprintf("%s is at step %d/%d (%s) of %s, %s", who, s.Step.Current, s.Step.Total,
+			s.Step.State, want, untilText(w))}
 	case stable == want && v1alpha1.RolloutPhase(s.Phase) == v1alpha1.PhaseProgressing:
 		// Every pod runs it; the declared routes are coming back.
-		return false, fmt.Sprintf("%s is finishing the release of %s; %s", who, want, untilText(w)), time.Time{}
+		return judgement{why: fmt.Sprintf("%s is finishing the release of %s; %s", who, want, untilText(w))}
 	case stable == "":
-		return false, fmt.Sprintf("%s (%s) wrote no images to Git; %s", who, s.Phase, untilText(w)), time.Time{}
+		return judgement{why: fmt.Sprintf("%s (%s) wrote no images to Git; %s", who, s.Phase, untilText(w))}
 	}
-	return false, fmt.Sprintf("%s runs %s (%s), not %s", who, stable, s.Phase, want), time.Time{}
+	return judgement{why: fmt.Sprintf("%s runs %s (%s), not %s", who, stable, s.Phase, want)}
+}
+
+// missing says why no status file of name in cluster is on the status
+// branch: the cluster wrote none at all (a typo, another status branch,
+// or a controller that never ran), or none of that Rollout.
+func (u upstream) missing(cluster, name string) string {
+	var rollouts []string
+	for k := range u.states {
+		if c, n, _ := strings.Cut(k, "/"); c == cluster {
+			rollouts = append(rollouts, n)
+		}
+	}
+	if len(rollouts) > 0 {
+		return fmt.Sprintf("cluster %s wrote the status of %s only; check spec.fleet.waitFor[].rollout", cluster, listed(rollouts))
+	}
+	return fmt.Sprintf("no cluster named %s wrote a status file on the status branch (%s); check the name, "+
+		"and that its Repository's spec.status.cluster is %s, on the same status branch", cluster, u.clustersThere(), cluster)
+}
+
+// failedUpstream looks for a failed release of images among the
+// releases key waits for, and theirs in turn (as their status files
+// record them), nearest first. It returns what failed, where and the path
+// to it; "" when nothing upstream failed.
+func (u upstream) failedUpstream(key, images string) string {
+	type hop struct {
+		key  string
+		path []string
+	}
+	seen := map[string]bool{key: true}
+	queue := []hop{{key, []string{key}}}
+	for len(queue) > 0 {
+		h := queue[0]
+		queue = queue[1:]
+		for _, next := range u.waitsOf(h.key) {
+			if seen[next] {
+				continue
+			}
+			seen[next] = true
+			path := append(slices.Clone(h.path), next)
+			f, ok := u.states[next]
+			if !ok || f.Distrust != "" {
+				continue
+			}
+			if strings.Join(f.Canary.Images, ",") == images && v1alpha1.RolloutPhase(f.Phase) == v1alpha1.PhaseFailed {
+				c, n, _ := strings.Cut(next, "/")
+				return fmt.Sprintf("cluster %s: %s: the release of %s failed there: %s (%s)", c, n, images, f.Message, strings.Join(path, " waits for "))
+			}
+			queue = append(queue, hop{next, path})
+		}
+	}
+	return ""
+}
+
+// waitsOf is what the release at key waits for, as its status file
+// records it, with the patterns of a share expanded to the releases on
+// the status branch (and this Rollout) they match, the release's own
+// cluster excepted.
+func (u upstream) waitsOf(key string) []string {
+	own, _, _ := strings.Cut(key, "/")
+	var out []string
+	for _, w := range u.states[key].WaitsFor {
+		pattern, name, _ := strings.Cut(w, "/")
+		if !strings.Contains(pattern, "*") {
+			out = append(out, w)
+			continue
+		}
+		for k := range u.states {
+			if c, n, _ := strings.Cut(k, "/"); c != own && n == name && matchCluster(pattern, c) {
+				out = append(out, k)
+			}
+		}
+		if c, n, _ := strings.Cut(u.self, "/"); u.self != "" && c != own && n == name && matchCluster(pattern, c) && !slices.Contains(out, u.self) {
+			out = append(out, u.self)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// listed is names, sorted, at most five and how many more.
+func listed(names []string) string {
+	names = slices.Sorted(slices.Values(names))
+	if len(names) > 5 {
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:5], ", "), len(names)-5)
+	}
+	return strings.Join(names, ", ")
 }
 
 // cycle follows the waits the status files record (WaitsFor) from the
@@ -144,7 +256,7 @@ func (u upstream) cycle(key string) string {
 			return nil
 		}
 		seen[k] = true
-		for _, next := range u.states[k].WaitsFor {
+		for _, next := range u.waitsOf(k) {
 			if p := walk(next, append(path, next)); p != nil {
 				return p
 			}

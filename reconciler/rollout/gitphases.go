@@ -205,7 +205,13 @@ func stateOf(ro *v1alpha1.Rollout, sc *scope) gitsync.RolloutState {
 	}
 	if f := ro.Spec.Fleet; f != nil {
 		for _, w := range f.WaitFor {
-			st.WaitsFor = append(st.WaitsFor, w.Cluster+"/"+upstreamName(w, ro))
+			for _, c := range append([]string{w.Cluster}, w.Clusters...) {
+				if c != "" {
+					// A pattern of a share as written ("prod-*/demo/web"):
+					// readers match it against the branch.
+					st.WaitsFor = append(st.WaitsFor, c+"/"+upstreamName(w, ro))
+				}
+			}
 		}
 	}
 	if a := s.AwaitingApproval; a != nil {
