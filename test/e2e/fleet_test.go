@@ -19,12 +19,13 @@ import (
 	"github.com/rollgate/rollgate/test/rig"
 )
 
-// fleetRollout is the Rollout of cluster (staging or prod): staging's
-// first step is a gate; prod waits for staging's release to complete.
-func fleetRollout(cluster, extra string) string {
-	first := "pause: {}"
-	if cluster == "prod" {
-		first = "pause: {duration: 1}"
+// fleetRollout is the Rollout of cluster in the fleet stories: its first
+// step is a gate (approval) with gate, else a pause of 1 s; extra is
+// appended to its spec (fleet, approvals, abort).
+func fleetRollout(cluster string, gate bool, extra string) string {
+	first := "pause: {duration: 1}"
+	if gate {
+		first = "pause: {}"
 	}
 	return rig.Rollout{Name: "web", Namespace: "demo", WithoutTraffic: true, GitRepository: "fleet", GitPath: "clusters/" + cluster + "/web.yaml",
 		Steps: []string{"{replicas: 1, " + first + "}", `{replicas: "100%"}`}}.YAML() + extra
@@ -61,8 +62,8 @@ func TestFleetWaveThroughGit(t *testing.T) {
 	const bake = 30 * time.Second
 	waitFor := "  fleet: {waitFor: [{cluster: staging, bakeTime: 30s}]}\n"
 	url, err := git.CreateRepo("fleet", map[string]string{
-		"clusters/staging/web.yaml": fleetRollout("staging", ""),
-		"clusters/prod/web.yaml":    fleetRollout("prod", waitFor),
+		"clusters/staging/web.yaml": fleetRollout("staging", true, ""),
+		"clusters/prod/web.yaml":    fleetRollout("prod", false, waitFor),
 		"clusters/staging/app.yaml": fleetApp("staging", "web:1"),
 		"clusters/prod/app.yaml":    fleetApp("prod", "web:1"),
 	})
@@ -73,22 +74,7 @@ func TestFleetWaveThroughGit(t *testing.T) {
 	// staging signs its status files; prod believes only what staging's
 	// key signed (spec.fleet.trust).
 	signing, public := gitserver.OpenPGPKeyPair(t, "staging")
-	defer func() {
-		if !t.Failed() {
-			return
-		}
-		for name, w := range map[string]*world{"staging": staging, "prod": prod} {
-			ro := &v1alpha1.Rollout{}
-			_ = w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, ro)
-			file, _ := git.ReadFile("fleet", "rollgate/status", name+"/demo/web.yaml")
-			d := &appsv1.Deployment{}
-			_ = w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, d)
-			t.Logf("%s's Rollout: phase %s, step %v, message %q, conditions %+v\n%s's status file in Git:\n%s\n"+
-				"%s's Deployment: paused %v, status %+v\n%s's cluster, last log lines:\n%s",
-				name, ro.Status.Phase, ro.Status.CurrentStepIndex, ro.Status.Message, ro.Status.Conditions, name, file,
-				name, d.Spec.Paused, d.Status, name, w.cluster.LogTails(8))
-		}
-	}()
+	reportFleet(t, git, map[string]*world{"staging": staging, "prod": prod})
 	staging.ensureNamespace("demo")
 	staging.createSecret("demo", "staging-signing", map[string][]byte{"git.asc": signing})
 	staging.applyYAML(fleetRepository(url, "staging", "commit: {signingKeyRef: {name: staging-signing}}"))
@@ -98,8 +84,8 @@ func TestFleetWaveThroughGit(t *testing.T) {
 	for name, w := range map[string]*world{"staging": staging, "prod": prod} {
 		w.applyYAML(fleetApp(name, "web:1"))
 	}
-	staging.applyYAML(fleetRollout("staging", ""))
-	prod.applyYAML(fleetRollout("prod", waitFor))
+	staging.applyYAML(fleetRollout("staging", true, ""))
+	prod.applyYAML(fleetRollout("prod", false, waitFor))
 	for _, w := range []*world{staging, prod} {
 		w.eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
 			return w.pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(w.rollout("demo", "web")), nil
@@ -144,7 +130,7 @@ func TestFleetWaveThroughGit(t *testing.T) {
 
 	// When staging's gate is approved and its release completes.
 	canary := ro.Status.CanaryRevision
-	staging.applyYAML(fleetRollout("staging", fmt.Sprintf("  approvals: [{revision: %s, step: 1}]\n", canary)))
+	staging.applyYAML(fleetRollout("staging", true, fmt.Sprintf("  approvals: [{revision: %s, step: 1}]\n", canary)))
 	var stagingDone time.Time
 	staging.eventually(90*time.Second, "staging released web:2", func(ctx context.Context) (bool, error) {
 		r := staging.rollout("demo", "web")
@@ -177,7 +163,7 @@ func TestFleetWaveThroughGit(t *testing.T) {
 		ro = staging.rollout("demo", "web")
 		return ro.Status.AwaitingApproval != nil && ro.Status.CanaryRevision != canary, nil
 	})
-	staging.applyYAML(fleetRollout("staging", fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", ro.Status.CanaryRevision)))
+	staging.applyYAML(fleetRollout("staging", true, fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", ro.Status.CanaryRevision)))
 	revert := gitsync.RevertBranch("demo", "web", ro.Status.CanaryRevision)
 	staging.eventually(60*time.Second, "staging rolled back, and its revert proposed in Git", func(ctx context.Context) (bool, error) {
 		app, _ := git.ReadFile("fleet", revert, "clusters/staging/app.yaml")
@@ -214,6 +200,27 @@ func TestFleetWaveThroughGit(t *testing.T) {
 	if first := prodPods.first(); !first.IsZero() {
 		t.Fatalf("prod ran a web:3 pod at %s while staging runs web:2", first)
 	}
+}
+
+// reportFleet logs, when the story failed, each cluster's Rollout, its
+// status file in Git, its Deployment and its controller's last lines.
+func reportFleet(t *testing.T, git *gitserver.Server, clusters map[string]*world) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for name, w := range clusters {
+			ro := &v1alpha1.Rollout{}
+			_ = w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, ro)
+			file, _ := git.ReadFile("fleet", "rollgate/status", name+"/demo/web.yaml")
+			d := &appsv1.Deployment{}
+			_ = w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, d)
+			t.Logf("%s's Rollout: phase %s, step %v, message %q, conditions %+v\n%s's status file in Git:\n%s\n"+
+				"%s's Deployment: paused %v, status %+v\n%s's cluster, last log lines:\n%s",
+				name, ro.Status.Phase, ro.Status.CurrentStepIndex, ro.Status.Message, ro.Status.Conditions, name, file,
+				name, d.Spec.Paused, d.Status, name, w.cluster.LogTails(8))
+		}
+	})
 }
 
 // imageWatch records when a pod running an image first showed up.
@@ -263,7 +270,7 @@ func TestFleetGateBelievesOnlySignedStatus(t *testing.T) {
 	git := gitserver.Start(t, gitserver.Options{})
 	waitFor := "  fleet: {waitFor: [{cluster: staging}]}\n"
 	url, err := git.CreateRepo("fleet", map[string]string{
-		"clusters/prod/web.yaml": fleetRollout("prod", waitFor),
+		"clusters/prod/web.yaml": fleetRollout("prod", false, waitFor),
 		"clusters/prod/app.yaml": fleetApp("prod", "web:1"),
 	})
 	if err != nil {
@@ -276,7 +283,7 @@ func TestFleetGateBelievesOnlySignedStatus(t *testing.T) {
 	prod.createSecret("demo", "staging-keys", map[string][]byte{"staging.asc": []byte(stagingPublic)})
 	prod.applyYAML(fleetRepository(url, "prod", "fleet: {trust: [{cluster: staging, signedBy: {name: staging-keys}}]}"))
 	prod.applyYAML(fleetApp("prod", "web:1"))
-	prod.applyYAML(fleetRollout("prod", waitFor))
+	prod.applyYAML(fleetRollout("prod", false, waitFor))
 	prod.eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
 		return prod.pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(prod.rollout("demo", "web")), nil
 	})

@@ -293,10 +293,13 @@ func (w *world) stopController() {
 	}
 }
 
-// eventually polls cond until it holds or timeout passes.
+// eventually polls cond until it holds or timeout passes, and logs how
+// long it took.
 func (w *world) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	w.t.Helper()
+	start := time.Now()
 	kube.Eventually(w.t, timeout, what, cond)
+	w.t.Logf("%s: after %s", what, time.Since(start).Round(100*time.Millisecond))
 }
 
 // holds checks that check passes for d, from now on (see kube.Holds).
