@@ -250,11 +250,19 @@ func TestFleetGraphThroughGit(t *testing.T) {
 	canary.applyYAML(f.rollout("canary", fmt.Sprintf("  approvals: [{revision: %s, step: 1}]\n", rev)))
 	f.healthy("canary", "web:2")
 	completed := f.completedAt("canary")
-	f.says("prod-eu", "baking for 10s, until "+completed.Add(bake).UTC().Format(time.RFC3339))
 	for _, name := range []string{"prod-us", "prod-eu", "prod-rest"} {
 		f.healthy(name, "web:2")
 	}
 	stop()
+	// The bake is proven by prod-eu's first pod (below). Its message is a
+	// state of at most 10 s that prod-eu shows only if it read canary's
+	// completion before the bake ended (it looks at Git every 5 s): a
+	// loaded machine may skip it, so it is reported, not required; the
+	// message itself is unit-tested (reconciler/rollout TestBakeTime).
+	baking := "baking for 10s, until " + completed.Add(bake).UTC().Format(time.RFC3339)
+	if !slices.ContainsFunc(order.messages["prod-eu"], func(m string) bool { return strings.Contains(m, baking) }) {
+		t.Logf("prod-eu was not seen saying %q: it read canary's completion after the bake", baking)
+	}
 	t.Logf("web:2 released by all four %s after the commit; %d samples of the order; messages seen: %q",
 		time.Since(phase).Round(100*time.Millisecond), order.samples, order.messages)
 	if len(order.broken) > 0 {
