@@ -124,6 +124,13 @@ spec: {url: "https://git.example.com/app.git", status: {path: rollgate}}
 `
 )
 
+// hookCases break the rules of a hook (url or job), by message.
+var hookCases = map[string]string{
+	"a hook sets exactly one of url":                            "{name: h, url: 'http://h', job: {spec: {template: {spec: {containers: [{name: c, image: i}]}}}}}",
+	"confirm is for url hooks":                                  "{name: h, confirm: true, job: {spec: {template: {spec: {containers: [{name: c, image: i}]}}}}}",
+	"successCondition, headers and secretRef are for url hooks": "{name: h, successCondition: 'status == 200', job: {spec: {template: {spec: {containers: [{name: c, image: i}]}}}}}",
+}
+
 // ruleCase breaks one rule: base with edits (path=YAML value) applied;
 // old, when set, makes it an update from base with those edits.
 type ruleCase struct {
@@ -179,6 +186,10 @@ func ruleCases() []ruleCase {
 		{"Rollout", "spec.progressDeadlineSeconds", "must be at least 1", baseCanary, []string{"spec.progressDeadlineSeconds=0"}, nil, ""},
 		{"Rollout", "spec.strategy.onRollback[*].headers[*]", "header name is managed", baseCanary,
 			[]string{"spec.strategy.onRollback=[{name: page, url: 'http://pager', headers: [{name: Connection, value: close}]}]"}, nil, ""},
+		{"Rollout", "spec.strategy.onRollback[*]", "a hook sets exactly one of url", baseCanary, []string{"spec.strategy.onRollback=[" + hookCases["a hook sets exactly one of url"] + "]"}, nil, ""},
+		{"Rollout", "spec.strategy.onRollback[*]", "confirm is for url hooks", baseCanary, []string{"spec.strategy.onRollback=[" + hookCases["confirm is for url hooks"] + "]"}, nil, ""},
+		{"Rollout", "spec.strategy.onRollback[*]", "successCondition, headers and secretRef are for url hooks", baseCanary,
+			[]string{"spec.strategy.onRollback=[" + hookCases["successCondition, headers and secretRef are for url hooks"] + "]"}, nil, ""},
 		{"Rollout", "spec.retry.attempt", "must be 2 or more", baseCanary, []string{"spec.retry={revision: abc, attempt: 1}"}, nil, ""},
 		{"Rollout", "spec.strategy", "spec.strategy must set exactly one", baseCanary,
 			[]string{"spec.strategy.blueGreen={steps: [{replicas: 1}]}"}, nil, ""},
@@ -216,6 +227,9 @@ func ruleCases() []ruleCase {
 		for _, point := range []string{"before", "after"} {
 			add(p+".steps[*].hooks."+point+"[*].headers[*]", "header name is managed",
 				p+".steps[0].hooks={"+point+": [{name: h, url: 'http://h', headers: [{name: Content-Type, value: x}]}]}")
+			for msg, hook := range hookCases {
+				add(p+".steps[*].hooks."+point+"[*]", msg, p+".steps[0].hooks={"+point+": ["+hook+"]}")
+			}
 		}
 		cs = append(cs, ruleCase{"Rollout", p + ".steps[*].matches[*].path", "type must be one of", st.base,
 			[]string{p + ".steps[0].matches=[{path: {type: Glob, value: /a}}]"}, nil,

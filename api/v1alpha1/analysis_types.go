@@ -136,11 +136,12 @@ type MetricProvider struct {
 	Job *JobMetric `json:"job,omitempty"`
 }
 
-// JobMetric is a Job run for each measurement.
+// JobMetric is a Job run for each measurement of a Job check, or for
+// each ask of a Job hook.
 type JobMetric struct {
 	// Spec is the Job's spec (batch/v1 JobSpec). Every string in it may use
 	// the placeholders of a Prometheus query ({{rollout.canaryService}},
-	// {{args.x}}, ...). rollgate sets what it must: restartPolicy Never
+	// {{rollout.step}}, and {{args.x}} in a Job check, ...). rollgate sets what it must: restartPolicy Never
 	// when unset, backoffLimit 0 when unset (a failed try is a failed
 	// measurement), activeDeadlineSeconds 600 when unset (a Job that runs
 	// longer fails), and ttlSecondsAfterFinished 3600 when unset. Keep the

@@ -29,6 +29,13 @@ type HookAnswer struct {
 // maxHookMessage bounds HookAnswer.Message (HookStatus.message holds 512).
 const maxHookMessage = 500
 
+// JobAnswer is the answer of a Job hook whose Job ended (JobProvider.Run:
+// yes and the note), or that could not ask (yes false, why), bounded as a
+// call's.
+func JobAnswer(yes bool, note string) HookAnswer {
+	return HookAnswer{Yes: yes, Message: cut(note, maxHookMessage)}
+}
+
 // CallHook POSTs payload (JSON) to url, the hook's URL with its
 // placeholders expanded, with the hook's headers and the credentials and
 // TLS settings of secret, and judges the answer with cond. Redirects are

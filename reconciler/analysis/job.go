@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/strategy/verdict"
 )
 
@@ -27,16 +28,17 @@ import (
 // measured again PendingPoll later.
 var ErrPending = errors.New("measurement under way")
 
-// Labels of a Job check's Jobs.
+// Labels of the Jobs of Job checks and Job hooks.
 const (
-	// LabelCheckRollout names the Rollout a Job measures for.
+	// LabelCheckRollout names the Rollout a Job measures or answers for.
 	LabelCheckRollout = "rollgate.dev/check-rollout"
-	// LabelCheck names the template and metric ("<template>.<metric>").
+	// LabelCheck names the template and metric ("<template>.<metric>"),
+	// or the hook ("hook.<point>.<name>", point in lower case).
 	LabelCheck = "rollgate.dev/check"
 )
 
-// JobHistory is how many finished Jobs of a Rollout's checks are kept;
-// older ones are deleted (with their pods) when a measurement ends.
+// JobHistory is how many finished Jobs of a Rollout's checks and hooks are
+// kept; older ones are deleted (with their pods) when a Job ends.
 const JobHistory = 5
 
 // logTailLines and logTailBytes bound the log a measurement's message
@@ -46,9 +48,10 @@ const (
 	logTailBytes = 2048
 )
 
-// Check says which measurement a Job takes: it names the Job, so that the
-// reconcile that finds it running and the one that reads its outcome agree,
-// also after a controller restart.
+// Check says which measurement a Job takes, or which ask of a Job hook it
+// answers: it names the Job, so that the reconcile that finds it running
+// and the one that reads its outcome agree, also after a controller
+// restart.
 type Check struct {
 	// Namespace and Rollout the check measures for.
 	Namespace, Rollout string
@@ -57,24 +60,51 @@ type Check struct {
 	// metric has taken so far.
 	Revision, Template, Metric string
 	Step, Index                int32
+	// Hook, for a Job hook, is its point: Metric is then the hook's name,
+	// Step the step it is declared on (0: onRollback), Index how many
+	// Jobs it ran before, and Attempt the release's attempt (a retried
+	// release asks its hooks again).
+	Hook    v1alpha1.HookPoint
+	Attempt int32
 }
 
 // JobName is the Job of check c: the Rollout's name (cut) and a hash of
 // the rest, within the 63 characters a Job's name may have.
 func (c Check) JobName() string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%s/%s/%s/%d/%d", c.Namespace, c.Rollout, c.Revision, c.Template, c.Metric, c.Step, c.Index)))
+	id, kind := fmt.Sprintf("%s/%s/%s/%s/%s/%d/%d", c.Namespace, c.Rollout, c.Revision, c.Template, c.Metric, c.Step, c.Index), "-check-"
+	if c.Hook != "" {
+		id, kind = fmt.Sprintf("hook/%s/%s/%s/%s/%s/%d/%d/%d", c.Namespace, c.Rollout, c.Revision, c.Hook, c.Metric, c.Step, c.Attempt, c.Index), "-hook-"
+	}
+	h := sha256.Sum256([]byte(id))
 	prefix := c.Rollout
 	if len(prefix) > 40 {
 		prefix = strings.TrimRight(prefix[:40], "-.")
 	}
-	return prefix + "-check-" + hex.EncodeToString(h[:6])
+	return prefix + kind + hex.EncodeToString(h[:6])
 }
 
-// JobProvider runs Job checks: the first measurement of a check creates its
-// Job and answers ErrPending until the Job ends; a Job that succeeded is
-// [1], one that failed (or whose pod cannot start: an image that cannot be
-// pulled, a missing ConfigMap) is [0]. The measurement's note holds the
-// reason and the last lines of the pod's log.
+// label is the LabelCheck value of c's Jobs: "<template>.<metric>", or
+// "hook.<point>.<name>" for a Job hook.
+func (c Check) label() string {
+	if c.Hook != "" {
+		return labelValue("hook." + strings.ToLower(string(c.Hook)) + "." + c.Metric)
+	}
+	return labelValue(c.Template + "." + c.Metric)
+}
+
+// describe says what c's Job is for, in its annotation.
+func (c Check) describe() string {
+	if c.Hook != "" {
+		return fmt.Sprintf("%s hook %s of step %d, Job %d of revision %s (attempt %d)", strings.ToLower(string(c.Hook)), c.Metric, c.Step, c.Index+1, c.Revision, c.Attempt)
+	}
+	return fmt.Sprintf("template %s, metric %s, step %d, measurement %d of revision %s", c.Template, c.Metric, c.Step, c.Index+1, c.Revision)
+}
+
+// JobProvider runs the Jobs of Job checks and Job hooks: the first look at
+// a check creates its Job and answers ErrPending until the Job ends; a Job
+// that succeeded is a yes ([1] for a check), one that failed (or whose pod
+// cannot start: an image that cannot be pulled, a missing ConfigMap) a no
+// ([0]). The note holds the reason and the last lines of the pod's log.
 type JobProvider struct {
 	// Reader reads Jobs and lists pods, uncached. The provider writes
 	// nothing: the Jobs to create and delete go to Query.Writes, for the
@@ -93,25 +123,41 @@ func PodLogs(cs kubernetes.Interface) func(ctx context.Context, namespace, pod, 
 	}
 }
 
-// Measure implements Provider.
+// Measure implements Provider: [1] when the Job succeeded, [0] when it
+// failed.
 func (p *JobProvider) Measure(ctx context.Context, q Query) (Value, error) {
+	ok, note, err := p.Run(ctx, q)
+	if q.Note != nil {
+		*q.Note = note
+	}
+	if err != nil {
+		return Value{}, err
+	}
+	if ok {
+		return verdict.List([]float64{1}), nil
+	}
+	return verdict.List([]float64{0}), nil
+}
+
+// Run looks at the Job of q.Check (q.Job its spec): ErrPending while it
+// runs, its creation asked in q.Writes when it does not exist yet;
+// otherwise whether it succeeded, with the outcome in words (the reason,
+// the last lines of its pod's log) in note. A Job whose pod cannot start
+// is a no at once, and is deleted (q.Writes). Finished Jobs of the Rollout
+// beyond JobHistory are deleted when one ends.
+func (p *JobProvider) Run(ctx context.Context, q Query) (ok bool, note string, err error) {
 	if q.Job == nil || q.Check == nil {
-		return Value{}, errors.New("job check: no Job spec")
+		return false, "", errors.New("no Job spec")
 	}
 	c := q.Check
 	key := types.NamespacedName{Namespace: c.Namespace, Name: c.JobName()}
 	var job batchv1.Job
-	err := p.Reader.Get(ctx, key, &job)
+	err = p.Reader.Get(ctx, key, &job)
 	if apierrors.IsNotFound(err) {
-		return Value{}, p.create(q, key)
+		return false, "", p.create(q, key)
 	}
 	if err != nil {
-		return Value{}, fmt.Errorf("job check: reading Job %s: %w", key, err)
-	}
-	note := func(s string) {
-		if q.Note != nil {
-			*q.Note = s
-		}
+		return false, "", fmt.Errorf("reading Job %s: %w", key, err)
 	}
 	for _, cond := range job.Status.Conditions {
 		if cond.Status != corev1.ConditionTrue {
@@ -119,21 +165,18 @@ func (p *JobProvider) Measure(ctx context.Context, q Query) (Value, error) {
 		}
 		switch cond.Type {
 		case batchv1.JobComplete:
-			note(fmt.Sprintf("Job %s succeeded%s", key.Name, p.tail(ctx, &job)))
 			p.prune(ctx, q)
-			return verdict.List([]float64{1}), nil
+			return true, fmt.Sprintf("Job %s succeeded%s", key.Name, p.tail(ctx, &job)), nil
 		case batchv1.JobFailed:
-			note(fmt.Sprintf("Job %s failed: %s: %s%s", key.Name, cond.Reason, cond.Message, p.tail(ctx, &job)))
 			p.prune(ctx, q)
-			return verdict.List([]float64{0}), nil
+			return false, fmt.Sprintf("Job %s failed: %s: %s%s", key.Name, cond.Reason, cond.Message, p.tail(ctx, &job)), nil
 		}
 	}
 	if why := p.cannotStart(ctx, &job); why != "" {
-		note(fmt.Sprintf("Job %s cannot start: %s", key.Name, why))
 		q.Writes.delete(&job)
-		return verdict.List([]float64{0}), nil
+		return false, fmt.Sprintf("Job %s cannot start: %s", key.Name, why), nil
 	}
-	return Value{}, ErrPending
+	return false, "", ErrPending
 }
 
 // create asks for the Job of q, owned by the Rollout.
@@ -142,10 +185,8 @@ func (p *JobProvider) create(q Query, key types.NamespacedName) error {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: key.Namespace, Name: key.Name,
-			Labels: map[string]string{LabelCheckRollout: labelValue(c.Rollout), LabelCheck: labelValue(c.Template + "." + c.Metric)},
-			Annotations: map[string]string{
-				"rollgate.dev/check": fmt.Sprintf("template %s, metric %s, step %d, measurement %d of revision %s", c.Template, c.Metric, c.Step, c.Index+1, c.Revision),
-			},
+			Labels:      map[string]string{LabelCheckRollout: labelValue(c.Rollout), LabelCheck: c.label()},
+			Annotations: map[string]string{"rollgate.dev/check": c.describe()},
 		},
 		Spec: *q.Job.DeepCopy(),
 	}
@@ -279,13 +320,13 @@ func ApplyWrites(ctx context.Context, c client.Writer, w *Writes) error {
 	var errs []error
 	for _, j := range w.Create {
 		if err := c.Create(ctx, j); err != nil && !apierrors.IsAlreadyExists(err) {
-			errs = append(errs, fmt.Errorf("job check: creating Job %s/%s: %w", j.Namespace, j.Name, err))
+			errs = append(errs, fmt.Errorf("creating Job %s/%s: %w", j.Namespace, j.Name, err))
 		}
 	}
 	background := metav1.DeletePropagationBackground
 	for _, j := range w.Delete {
 		if err := c.Delete(ctx, j, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("job check: deleting Job %s/%s: %w", j.Namespace, j.Name, err))
+			errs = append(errs, fmt.Errorf("deleting Job %s/%s: %w", j.Namespace, j.Name, err))
 		}
 	}
 	return errors.Join(errs...)

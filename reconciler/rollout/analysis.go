@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -138,6 +139,9 @@ func (r *Reconciler) actStartChecks(ctx context.Context, sc *scope) {
 
 func facts(ro *v1alpha1.Rollout) verdict.Facts {
 	f := verdict.Facts{Namespace: ro.Namespace, Name: ro.Name, CanaryRevision: ro.Status.CanaryRevision, StableRevision: ro.Status.StableRevision}
+	if ro.Status.CurrentStepIndex > 0 {
+		f.Step = strconv.Itoa(int(ro.Status.CurrentStepIndex))
+	}
 	if rs := ro.Spec.Strategy.TrafficRoutings(); len(rs) > 0 {
 		f.StableService, f.CanaryService = rs[0].Service, traffic.CanaryServiceName(rs[0].Service)
 	}

@@ -77,12 +77,22 @@ func (c HookCondition) Yes(status int, body any) (bool, error) {
 	return b, nil
 }
 
-// ValidateHooks checks hooks declared at path: a condition that compiles,
-// known placeholders in the URL.
+// ValidateHooks checks hooks declared at path: one of url or job, a
+// condition that compiles, known placeholders in the URL, and a Job spec
+// as a Job check's (with the {{rollout.*}} placeholders only: a hook has
+// no args).
 func ValidateHooks(hooks []v1alpha1.Hook, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, h := range hooks {
 		hp := p.Index(i)
+		switch {
+		case (h.URL == "") == (h.Job == nil):
+			errs = append(errs, field.Invalid(hp, h.Name, "set exactly one of url (an HTTP call) or job (a Kubernetes Job)"))
+		case h.Job != nil && h.Confirm:
+			errs = append(errs, field.Invalid(hp.Child("confirm"), true, "confirm is for url hooks: a Job hook answers once per Job"))
+		case h.Job != nil:
+			errs = append(errs, validateJob(h.Job, hp.Child("job"), nil)...)
+		}
 		if _, err := CompileHookCondition(h.SuccessCondition); err != nil {
 			errs = append(errs, field.Invalid(hp.Child("successCondition"), h.SuccessCondition, err.Error()))
 		}

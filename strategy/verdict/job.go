@@ -92,8 +92,9 @@ func expandStrings(v any, expand func(string) (string, error)) (any, error) {
 	return v, nil
 }
 
-// validateJob checks a Job check's spec: it decodes as a JobSpec, has a
-// container, a restart policy a Job accepts, and only known placeholders.
+// validateJob checks the spec of a Job check or a Job hook: it decodes
+// as a JobSpec, has a container, a restart policy a Job accepts, and only
+// known placeholders.
 func validateJob(jm *v1alpha1.JobMetric, p *field.Path, args map[string]bool) field.ErrorList {
 	sp := p.Child("spec")
 	var bad error
@@ -109,11 +110,11 @@ func validateJob(jm *v1alpha1.JobMetric, p *field.Path, args map[string]bool) fi
 	case bad != nil:
 		return field.ErrorList{field.Invalid(sp, "(JobSpec)", bad.Error())}
 	case len(spec.Template.Spec.Containers) == 0:
-		return field.ErrorList{field.Required(sp.Child("template", "spec", "containers"), "a Job check needs a container")}
+		return field.ErrorList{field.Required(sp.Child("template", "spec", "containers"), "the Job needs a container")}
 	case spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever && spec.Template.Spec.RestartPolicy != corev1.RestartPolicyOnFailure:
 		return field.ErrorList{field.NotSupported(sp.Child("template", "spec", "restartPolicy"), spec.Template.Spec.RestartPolicy, []string{"Never", "OnFailure"})}
 	case spec.Parallelism != nil && *spec.Parallelism != 1, spec.Completions != nil && *spec.Completions != 1:
-		return field.ErrorList{field.Invalid(sp, "(JobSpec)", "a Job check runs one pod to completion: leave parallelism and completions unset or 1")}
+		return field.ErrorList{field.Invalid(sp, "(JobSpec)", "a Job check or hook runs one pod to completion: leave parallelism and completions unset or 1")}
 	}
 	return nil
 }

@@ -23,10 +23,13 @@ type Facts struct {
 	CanaryService string
 	// StableService is {{rollout.stableService}}.
 	StableService string
+	// Step is {{rollout.step}}: the 1-based step the release is at (for
+	// a hook, the step it is declared on).
+	Step string
 }
 
 // rolloutFields lists the {{rollout.*}} placeholders, for messages.
-const rolloutFields = "namespace, name, canaryRevision, stableRevision, canaryService, stableService"
+const rolloutFields = "namespace, name, canaryRevision, stableRevision, canaryService, stableService, step"
 
 func (f Facts) lookup(field string) (string, bool) {
 	switch field {
@@ -42,6 +45,8 @@ func (f Facts) lookup(field string) (string, bool) {
 		return f.CanaryService, true
 	case "stableService":
 		return f.StableService, true
+	case "step":
+		return f.Step, true
 	}
 	return "", false
 }

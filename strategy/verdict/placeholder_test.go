@@ -10,14 +10,14 @@ import (
 func strp(s string) *string { return &s }
 
 func TestExpand(t *testing.T) {
-	facts := Facts{Namespace: "demo", Name: "echo", CanaryRevision: "7d9f", StableRevision: "5c4b", CanaryService: "echo-canary", StableService: "echo"}
+	facts := Facts{Namespace: "demo", Name: "echo", CanaryRevision: "7d9f", StableRevision: "5c4b", CanaryService: "echo-canary", StableService: "echo", Step: "2"}
 	args := map[string]string{"window": "5m", "svc": "echo"}
 	for _, tc := range []struct {
 		name, in, want, err string
 	}{
 		{"no placeholder", `up{job="x"}`, `up{job="x"}`, ""},
 		{"args and rollout", `rate(x{ns="{{rollout.namespace}}",svc="{{args.svc}}"}[{{ args.window }}])`, `rate(x{ns="demo",svc="echo"}[5m])`, ""},
-		{"every rollout field", "{{rollout.name}} {{rollout.canaryRevision}} {{rollout.stableRevision}} {{rollout.canaryService}} {{rollout.stableService}}", "echo 7d9f 5c4b echo-canary echo", ""},
+		{"every rollout field", "{{rollout.name}} {{rollout.canaryRevision}} {{rollout.stableRevision}} {{rollout.canaryService}} {{rollout.stableService}} {{rollout.step}}", "echo 7d9f 5c4b echo-canary echo 2", ""},
 		{"single braces untouched", `sum by (pod) (x{a="b"})`, `sum by (pod) (x{a="b"})`, ""},
 		{"unknown arg", "{{args.nope}}", "", `{{args.nope}}: no arg "nope"`},
 		{"unknown rollout field", "{{rollout.image}}", "", "unknown placeholder {{rollout.image}}"},

@@ -116,7 +116,7 @@ func TestValidateJobCheck(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, spec, want string }{
 		{"unknown field", `{"template": {"spec": {"containerz": []}}}`, `spec.metrics[1].provider.job.spec: Invalid value: "(JobSpec)": not a batch/v1 JobSpec: json: unknown field "containerz"`},
-		{"no container", `{"template": {"spec": {}}}`, "spec.metrics[1].provider.job.spec.template.spec.containers: Required value: a Job check needs a container"},
+		{"no container", `{"template": {"spec": {}}}`, "spec.metrics[1].provider.job.spec.template.spec.containers: Required value: the Job needs a container"},
 		{"restart policy Always", `{"template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": "i"}]}}}`,
 			`spec.metrics[1].provider.job.spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "Never", "OnFailure"`},
 		{"parallel pods", `{"parallelism": 3, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}`, "runs one pod to completion"},

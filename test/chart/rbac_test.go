@@ -68,7 +68,7 @@ func TestRBACCoversWhatTheControllerDoes(t *testing.T) {
 		{"networking.istio.io", "virtualservices", "update"}, {"networking.istio.io", "virtualservices", "watch"},
 		{"networking.istio.io", "destinationrules", "update"}, {"networking.istio.io", "destinationrules", "watch"},
 		{"", "secrets", "get"}, {"", "events", "create"},
-		// Job checks.
+		// Job checks and Job hooks.
 		{"batch", "jobs", "create"}, {"batch", "jobs", "delete"}, {"batch", "jobs", "list"}, {"", "pods/log", "get"},
 		{"coordination.k8s.io", "leases", "update"},
 		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"},

@@ -142,13 +142,13 @@ func TestJobCheckOnTheRealNode(t *testing.T) {
 
 // waitFailedCheck waits until the release of version (a canary revision
 // other than before, the one released or failed before it) failed its
-// check and rolled back to stable revision stable, and returns its
-// revision. Without the revision, the previous release's failure would
-// pass for this one's.
+// Job check or Job hook and rolled back to stable revision stable, and
+// returns its revision. Without the revision, the previous release's
+// failure would pass for this one's.
 func (w *world) waitFailedCheck(ctx context.Context, stable, version, before string) string {
 	w.t.Helper()
 	var canary string
-	w.eventually(ctx, 3*time.Minute, version+" rolled back after its Job check failed", func() (bool, string) {
+	w.eventually(ctx, 3*time.Minute, version+" rolled back after its Job (a check or a hook) failed", func() (bool, string) {
 		ro := w.rollout(ctx)
 		st := ro.Status
 		if st.Phase == v1alpha1.PhaseHealthy && st.StableRevision != stable {
