@@ -263,9 +263,9 @@ type RolloutStrategy struct {
 	// +optional
 	BlueGreen *BlueGreenStrategy `json:"blueGreen,omitempty"`
 
-	// OnRollback are HTTP calls made once when a release fails or is
-	// aborted (each retried up to its retries); their answers are
-	// recorded, never awaited: the rollback does not wait for them.
+	// OnRollback are hooks (HTTP calls or Jobs) run once when a release
+	// fails or is aborted (each retried up to its retries); their answers
+	// are recorded, never awaited: the rollback does not wait for them.
 	// +kubebuilder:validation:MaxItems=4
 	// +listType=map
 	// +listMapKey=name

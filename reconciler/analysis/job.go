@@ -62,8 +62,8 @@ type Check struct {
 	Step, Index                int32
 	// Hook, for a Job hook, is its point: Metric is then the hook's name,
 	// Step the step it is declared on (0: onRollback), Index how many
-	// Jobs it ran before, and Attempt the release's attempt (a retried
-	// release asks its hooks again).
+	// Jobs it ran before. Attempt is the release's attempt: a retried
+	// release measures and asks its hooks again, with Jobs of its own.
 	Hook    v1alpha1.HookPoint
 	Attempt int32
 }
@@ -72,6 +72,11 @@ type Check struct {
 // the rest, within the 63 characters a Job's name may have.
 func (c Check) JobName() string {
 	id, kind := fmt.Sprintf("%s/%s/%s/%s/%s/%d/%d", c.Namespace, c.Rollout, c.Revision, c.Template, c.Metric, c.Step, c.Index), "-check-"
+	if c.Attempt > 1 {
+		// A retried release measures afresh (the first attempt's names
+		// are kept as they were).
+		id += fmt.Sprintf("/attempt-%d", c.Attempt)
+	}
 	if c.Hook != "" {
 		id, kind = fmt.Sprintf("hook/%s/%s/%s/%s/%s/%d/%d/%d", c.Namespace, c.Rollout, c.Revision, c.Hook, c.Metric, c.Step, c.Attempt, c.Index), "-hook-"
 	}

@@ -231,3 +231,20 @@ func TestJobCheck(t *testing.T) {
 		t.Errorf("without a Job provider: %+v, %v", rep.Results, err)
 	}
 }
+
+// TestJobNamesOfARetriedRelease: a retried release's Job check runs Jobs
+// of its own (the first attempt's finished Jobs are kept for an hour and
+// must not answer for the retry); the first attempt's names stay as they
+// were, so an upgrade finds the Jobs under way.
+func TestJobNamesOfARetriedRelease(t *testing.T) {
+	c := analysis.Check{Namespace: "demo", Rollout: "web", Revision: "abc", Template: "smoke", Metric: "smoke", Step: 1, Index: 0}
+	first := c.JobName()
+	c.Attempt = 1
+	if c.JobName() != first {
+		t.Errorf("attempt 1 names its Job %s, attempt unset %s: want the same", c.JobName(), first)
+	}
+	c.Attempt = 2
+	if c.JobName() == first {
+		t.Errorf("attempt 2 names its Job %s, as attempt 1 does: the retry would read the first attempt's answer", first)
+	}
+}

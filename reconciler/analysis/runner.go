@@ -32,6 +32,10 @@ type Input struct {
 	Facts verdict.Facts
 	// Step is the 1-based step of a step analysis, 0 for background.
 	Step int32
+	// Attempt is the release's attempt (status.attempt): a Job check of a
+	// retried release runs Jobs of its own, never reading the finished
+	// Jobs of an attempt before it.
+	Attempt int32
 	// StartedAt is when the analysis began (initialDelay counts from here).
 	StartedAt time.Time
 	// Previous is status.analysis; entries are matched by template, metric
@@ -155,7 +159,7 @@ func prepare(in Input) ([]*job, error) {
 			if j.query.Job != nil {
 				p := j.prev
 				j.query.Check = &Check{Namespace: in.Facts.Namespace, Rollout: in.Facts.Name, Revision: in.Facts.CanaryRevision,
-					Template: t.Name, Metric: m.Name, Step: in.Step, Index: p.Successful + p.Failed + p.Inconclusive + p.Errors}
+					Template: t.Name, Metric: m.Name, Step: in.Step, Attempt: in.Attempt, Index: p.Successful + p.Failed + p.Inconclusive + p.Errors}
 				j.query.Owner = in.Owner
 			}
 			jobs = append(jobs, j)

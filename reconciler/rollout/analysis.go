@@ -91,7 +91,7 @@ func strategyField(ro *v1alpha1.Rollout) string {
 // verification).
 func (r *Reconciler) runAnalysis(ctx context.Context, sc *scope, a *v1alpha1.RolloutAnalysis, step int32, started time.Time, prev []v1alpha1.MetricResult, extra *v1alpha1.AnalysisTemplate) (analysis.Report, error) {
 	ro := sc.ro
-	in := analysis.Input{Args: a.Args, Step: step, StartedAt: started, Previous: prev, Now: sc.now, Facts: facts(ro),
+	in := analysis.Input{Args: a.Args, Step: step, Attempt: ro.Status.Attempt, StartedAt: started, Previous: prev, Now: sc.now, Facts: facts(ro),
 		Owner: metav1.NewControllerRef(ro, v1alpha1.GroupVersion.WithKind("Rollout"))}
 	for _, name := range a.Templates {
 		var t v1alpha1.AnalysisTemplate
