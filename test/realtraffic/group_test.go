@@ -145,24 +145,13 @@ func TestLockstepGroupUnderLoad(t *testing.T) {
 	t.Logf("the group released %s after its approval", time.Since(approved).Round(time.Millisecond))
 	measure("after completion", 100)
 
-	samples, past1, violations := rec.Stop()
-	for _, v := range violations {
-		t.Error(v)
-	}
-	if past1 < 2 {
-		t.Errorf("the reader saw %d member-samples past step 1 in %d samples: it did not watch the release", past1, samples)
-	}
-	t.Logf("lockstep held in %d samples (%d member-samples past step 1)", samples, past1)
+	rec.Check(t, 2)
 	for _, l := range loads {
 		l.stop()
 	}
 	stopped = true
 	for _, m := range []string{"echoserver", "frontend"} {
-		all := count(loads[m].all(), false)
-		t.Logf("%s, whole story: %d requests, %d failed, by version %v", m, all.total, all.failed, all.byVersion)
-		if all.failed > 0 {
-			t.Errorf("%s: %d of %d requests failed: %v\nwhen (UTC):%s", m, all.failed, all.total, topErrors(all.errs), burstsAt(loads[m].all()))
-		}
+		wholeStory(t, m+", whole story", loads[m])
 	}
 }
 

@@ -133,11 +133,7 @@ func TestJobCheckOnTheRealNode(t *testing.T) {
 	}
 
 	l.stop()
-	all := count(l.all(), false)
-	t.Logf("whole story: %d requests, %d failed, by version %v", all.total, all.failed, all.byVersion)
-	if all.failed > 0 {
-		t.Errorf("%d of %d requests failed: %v\nwhen (UTC, to read beside the controller's log):%s", all.failed, all.total, topErrors(all.errs), burstsAt(l.all()))
-	}
+	wholeStory(t, "whole story", l)
 }
 
 // waitFailedCheck waits until the release of version (a canary revision

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -213,4 +214,18 @@ func bursts(answers []answer, since time.Time) string {
 	}
 	flush()
 	return b.String()
+}
+
+// wholeStory counts every answer l recorded, logs them under name ("whole
+// story", or a route's name), fails the test when a request failed,
+// saying when, and returns the tally.
+func wholeStory(t *testing.T, name string, l *load) tally {
+	t.Helper()
+	all := count(l.all(), false)
+	t.Logf("%s: %d requests, %d failed, by version %v", name, all.total, all.failed, all.byVersion)
+	if all.failed > 0 {
+		t.Errorf("%s: %d of %d requests failed: %v\nwhen (UTC, to read beside the controller's log):%s",
+			name, all.failed, all.total, topErrors(all.errs), burstsAt(l.all()))
+	}
+	return all
 }

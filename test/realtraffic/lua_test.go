@@ -234,11 +234,7 @@ func TestTraefikServiceThroughLua(t *testing.T) {
 	window(t, ctx, l, false, "after v4's rollback", "v4", 0)
 
 	l.stop()
-	all := count(l.all(), false)
-	t.Logf("whole story: %d requests, %d failed, by version %v", all.total, all.failed, all.byVersion)
-	if all.failed > 0 {
-		t.Errorf("%d of %d requests failed: %v\nwhen (UTC, to read beside the controller's log):%s", all.failed, all.total, topErrors(all.errs), burstsAt(l.all()))
-	}
+	all := wholeStory(t, "whole story", l)
 	if all.byVersion["v4"] > 0 {
 		t.Errorf("%d requests answered by v4, whose only step was refused", all.byVersion["v4"])
 	}

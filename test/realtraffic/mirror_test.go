@@ -135,11 +135,7 @@ func TestMirrorThroughTraefikService(t *testing.T) {
 	window(t, ctx, l, false, "after the abort", "v2", 0)
 
 	l.stop()
-	all := count(l.all(), false)
-	t.Logf("whole story: %d requests, %d failed, by version %v", all.total, all.failed, all.byVersion)
-	if all.failed > 0 {
-		t.Errorf("%d of %d requests failed: %v\nwhen (UTC, to read beside the controller's log):%s", all.failed, all.total, topErrors(all.errs), burstsAt(l.all()))
-	}
+	all := wholeStory(t, "whole story", l)
 	if all.byVersion["v2"] > 0 {
 		t.Errorf("%d requests answered by v2, whose only step mirrored", all.byVersion["v2"])
 	}

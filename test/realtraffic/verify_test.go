@@ -125,11 +125,7 @@ func TestTrafficVerifiedFromTheDataPlane(t *testing.T) {
 	}
 
 	l.stop()
-	all := count(l.all(), false)
-	t.Logf("whole story: %d requests, %d failed, by version %v", all.total, all.failed, all.byVersion)
-	if all.failed > 0 {
-		t.Errorf("%d of %d requests failed: %v\nwhen (UTC, to read beside the controller's log):%s", all.failed, all.total, topErrors(all.errs), burstsAt(l.all()))
-	}
+	all := wholeStory(t, "whole story", l)
 	if all.byVersion["v3"] > 0 {
 		t.Errorf("%d requests answered by v3 through a route no data plane serves", all.byVersion["v3"])
 	}

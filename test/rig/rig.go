@@ -363,3 +363,18 @@ func (r *GroupRecorder) Stop() (samples, past1 int, violations []string) {
 	defer r.mu.Unlock()
 	return r.samples, r.past1, r.violations
 }
+
+// Check stops the recorder and fails the test on every violation it saw,
+// or when fewer than minPast1 member-samples were past step 1 (it did not
+// watch the release); it logs what it watched.
+func (r *GroupRecorder) Check(t testing.TB, minPast1 int) {
+	t.Helper()
+	samples, past1, violations := r.Stop()
+	for _, v := range violations {
+		t.Error(v)
+	}
+	if past1 < minPast1 {
+		t.Errorf("the reader saw %d member-samples past step 1 in %d samples, want %d: it did not watch the release", past1, samples, minPast1)
+	}
+	t.Logf("lockstep held in %d samples (%d member-samples past step 1)", samples, past1)
+}
