@@ -61,8 +61,8 @@ type RolloutState struct {
 	Message string `json:"message,omitempty"`
 	// Reason says what the release waits for, in one word, when it waits:
 	// the reason of the Rollout's Progressing condition (WaitingForApproval,
-	// WaitingForFleet, WaitingForFreeze, WaitingForBudget or
-	// WaitingForHook); empty otherwise.
+	// WaitingForFleet, WaitingForFreeze, WaitingForBudget, WaitingForHook
+	// or WaitingForGroup); empty otherwise.
 	Reason string `json:"reason,omitempty"`
 	// Queue is the release's place in the queue of a budget of the
 	// release rules, while it waits there.
@@ -76,6 +76,9 @@ type RolloutState struct {
 	// for, "<cluster>/<namespace>/<name>" each: other clusters read it to
 	// find a cycle in the graph of waves.
 	WaitsFor []string `json:"waitsFor,omitempty"`
+	// Group is the lockstep group the Rollout releases with
+	// (spec.group.name), if any.
+	Group string `json:"group,omitempty"`
 }
 
 // QueueState is a release's place in a budget's queue.

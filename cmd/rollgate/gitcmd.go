@@ -167,7 +167,8 @@ func pods(v gitsync.VersionState) string {
 
 // waitingFor says in a few words what a release waits for, from its
 // status file alone: an approval, a place in a budget's queue, the
-// upstream waves it waits for, a freeze or window, or a hook.
+// upstream waves it waits for, a freeze or window, a hook, or the other
+// members of its lockstep group.
 func waitingFor(s gitsync.RolloutState) string {
 	if a := s.AwaitingApproval; a != nil {
 		if a.PullRequestURL != "" {
@@ -187,6 +188,9 @@ func waitingFor(s gitsync.RolloutState) string {
 		return "hook: " + afterColon(s.Message)
 	case v1alpha1.ReasonWaitingForGroup:
 		return "group: " + afterColon(s.Message)
+	}
+	if s.Group != "" && s.Step.Total > 0 && s.Phase != "Healthy" {
+		return "its own step, in lockstep group " + s.Group
 	}
 	return "-"
 }

@@ -63,7 +63,8 @@ spec:
 
 // TestStatusFromGitSaysWhatEachReleaseWaitsFor: `rollgate status --repo`
 // shows, from the status files alone, what each release waits for: a
-// place in a budget's queue, the upstream waves, a freeze, an approval.
+// place in a budget's queue, the upstream waves, a freeze, an approval,
+// the other members of a lockstep group (and that a member is in one).
 func TestStatusFromGitSaysWhatEachReleaseWaitsFor(t *testing.T) {
 	srv := gitserver.Start(t, gitserver.Options{})
 	url, err := srv.CreateRepo("app", map[string]string{"README.md": "app\n"})
@@ -79,6 +80,10 @@ func TestStatusFromGitSaysWhatEachReleaseWaitsFor(t *testing.T) {
 			Message: "revision 6d4f9c waits to be released: freeze black-friday (peak), merged in 1a2b3c4 by Jane <jane@example.com>"},
 		{Namespace: "shop", Name: "search", Phase: "Progressing", Step: gitsync.StepState{Current: 1, Total: 2, State: "StepPaused"},
 			AwaitingApproval: &gitsync.AwaitingApproval{Revision: "new", Step: 1, Attempt: 1, Branch: "rollgate/approve/shop/search/new-step-1"}},
+		{Namespace: "shop", Name: "worker", Phase: "Progressing", Group: "checkout", Reason: "WaitingForGroup",
+			Step:    gitsync.StepState{Current: 1, Total: 3, State: "StepReady"},
+			Message: "step 1/3 of 5f6e7d waits before step 2: group checkout waits for api (step 1/3, StepUpgrade) to finish step 1"},
+		{Namespace: "shop", Name: "api", Phase: "Progressing", Group: "checkout", Step: gitsync.StepState{Current: 1, Total: 3, State: "StepUpgrade"}},
 	} {
 		data, err := gitsync.RenderStatus(st)
 		if err != nil {
@@ -95,6 +100,8 @@ func TestStatusFromGitSaysWhatEachReleaseWaitsFor(t *testing.T) {
 		"fleet: staging/shop/web, canary/shop/web",
 		"freeze: freeze black-friday (peak), merged in 1a2b3c4 by Jane <jane@example.com>",
 		"approval: merge branch rollgate/approve/shop/search/new-step-1",
+		"group: group checkout waits for api (step 1/3, StepUpgrade) to finish step 1",
+		"its own step, in lockstep group checkout",
 	} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Errorf("status --repo: exit %d, want %q in:\n%s", code, want, out)

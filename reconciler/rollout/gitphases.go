@@ -200,6 +200,9 @@ func stateOf(ro *v1alpha1.Rollout, sc *scope) gitsync.RolloutState {
 			st.Reason = r
 		}
 	}
+	if g := ro.Spec.Group; g != nil {
+		st.Group = g.Name
+	}
 	if q := s.Queue; q != nil {
 		st.Queue = &gitsync.QueueState{Budget: q.Budget, Position: int(q.Position), Since: q.Since.Time}
 	}
