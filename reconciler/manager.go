@@ -262,7 +262,7 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 			return nil, err
 		}
 	}
-	if err := setup(mgr, opts, admission, scope); err != nil {
+	if err := setup(mgr, opts, admission, scope, shard); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -12,14 +13,15 @@ import (
 // webhook and the Git push endpoint with mgr. The webhook registers the index of Rollouts by
 // workload (workload.RolloutWorkloadIndex) that the controller uses too.
 func Setup(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, opts, nil, watchScope{})
+	return setup(mgr, opts, nil, watchScope{}, nil)
 }
 
 // setup is Setup with the reader the admission webhooks read Rollouts
 // from; nil means the manager's cached client (an instance that is not a
 // shard: its cache holds every Rollout), and the namespace the instance
-// watches (its webhooks are sent only that namespace's requests).
-func setup(mgr ctrl.Manager, opts Options, admission client.Reader, scope watchScope) error {
+// watches (its webhooks are sent only that namespace's requests), and
+// the shard's selector (nil: not a shard).
+func setup(mgr ctrl.Manager, opts Options, admission client.Reader, scope watchScope, shard labels.Selector) error {
 	// The Git source: the pool of open repositories, the Repository
 	// controller and the push endpoint.
 	git, err := gitsource.Setup(mgr, opts.gitOptions())
@@ -30,5 +32,9 @@ func setup(mgr ctrl.Manager, opts Options, admission client.Reader, scope watchS
 		return err
 	}
 	// The Rollout controller opens Repositories through the Git source.
-	return rollout.Setup(mgr, opts.rolloutOptions(), git)
+	ro := opts.rolloutOptions()
+	if shard != nil {
+		ro.Shard, ro.AllRollouts = shard, admission
+	}
+	return rollout.Setup(mgr, ro, git)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -43,6 +44,9 @@ func (r *Reconciler) observeGroup(ctx context.Context, sc *scope) error {
 	if err := r.List(ctx, &list, client.InNamespace(ro.Namespace), client.MatchingFields{groupIndex: g.Name}); err != nil {
 		return fmt.Errorf("listing the members of group %s: %w", g.Name, err)
 	}
+	if err := r.groupInOneShard(ctx, sc); err != nil {
+		return err
+	}
 	sc.group = &strategy.Group{Name: g.Name, Self: ro.Name}
 	for i := range list.Items {
 		m := &list.Items[i]
@@ -50,6 +54,34 @@ func (r *Reconciler) observeGroup(ctx context.Context, sc *scope) error {
 			continue
 		}
 		sc.group.Members = append(sc.group.Members, strategy.GroupMember{Name: m.Name, Spec: &m.Spec, Status: &m.Status})
+	}
+	return nil
+}
+
+// groupInOneShard refuses a group with a member another shard releases
+// (its labels do not match this shard's selector): this shard would not
+// see that member and would release the others without it. The spec
+// error holds the release (sc.groupInvalid) and names the member and the
+// fix; the member in the other shard reports the same of this one.
+func (r *Reconciler) groupInOneShard(ctx context.Context, sc *scope) error {
+	shard, all := r.Options.Shard, r.Options.AllRollouts
+	if shard == nil || all == nil {
+		return nil
+	}
+	ro := sc.ro
+	var list v1alpha1.RolloutList
+	if err := all.List(ctx, &list, client.InNamespace(ro.Namespace)); err != nil {
+		return fmt.Errorf("listing the members of group %s in every shard: %w", ro.Spec.Group.Name, err)
+	}
+	for i := range list.Items {
+		m := &list.Items[i]
+		if m.Name == ro.Name || m.Spec.Group == nil || m.Spec.Group.Name != ro.Spec.Group.Name || shard.Matches(labels.Set(m.Labels)) {
+			continue
+		}
+		sc.groupInvalid = &strategy.SpecError{Field: "spec.group.name", Detail: fmt.Sprintf(
+			"member %s of group %s is released by another shard (its labels do not match %q): the members of a group "+
+				"must be released by one controller; give them the same sharding label", m.Name, ro.Spec.Group.Name, shard.String())}
+		return nil
 	}
 	return nil
 }

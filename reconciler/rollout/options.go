@@ -3,6 +3,9 @@ package rollout
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/rollgate/rollgate/reconciler/metrics"
 )
 
@@ -32,6 +35,13 @@ type Options struct {
 	Now func() time.Time
 	// Metrics records the Rollout metrics; nil records none.
 	Metrics *metrics.Metrics
+	// Shard is the label selector of this instance's Rollouts when it is
+	// one shard of several, and AllRollouts reads every Rollout (the
+	// admission webhooks' view): a lockstep group with a member in
+	// another shard is refused. Both nil for an instance that is not a
+	// shard.
+	Shard       labels.Selector
+	AllRollouts client.Reader
 }
 
 func (o Options) now() time.Time {

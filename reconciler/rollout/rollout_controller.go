@@ -418,6 +418,9 @@ func observed(sc *scope) strategy.Observed {
 		Freezes:            sc.freezes,
 		Group:              sc.group,
 	}
+	if obs.Invalid == nil && sc.groupInvalid != nil {
+		obs.Invalid = sc.groupInvalid
+	}
 	if o.Held {
 		obs.StableRevision = o.StableRevision
 	}

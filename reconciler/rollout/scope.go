@@ -53,8 +53,11 @@ type scope struct {
 	freezes []rules.Hold
 	// budgets are the budgets of the release rules covering the Rollout.
 	budgets []coveringBudget
-	// group is the lockstep group of spec.group: the other members.
-	group *strategy.Group
+	// group is the lockstep group of spec.group: the other members;
+	// groupInvalid says why the group cannot be released (a member in
+	// another shard).
+	group        *strategy.Group
+	groupInvalid *strategy.SpecError
 
 	// What the act… phases did.
 
