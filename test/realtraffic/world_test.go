@@ -39,7 +39,7 @@ const (
 // chart): the sample application under a Rollout in the story's namespace,
 // and a Traefik of its own in front of it.
 type world struct {
-	t       *testing.T
+	t       testing.TB
 	node    *realnode.Cluster
 	c       client.Client
 	helm    string
@@ -62,7 +62,7 @@ func (w *world) port() int { return w.gwPort }
 
 func (w *world) chart() string { return chartDir() }
 
-func newWorld(t *testing.T, ctx context.Context, steps string) *world {
+func newWorld(t testing.TB, ctx context.Context, steps string) *world {
 	return newWorldOf(t, ctx, worldOptions{rollout: rollout(steps)})
 }
 
@@ -84,8 +84,8 @@ type worldOptions struct {
 
 // newWorldOf is newWorld with what opts declares: the story's application
 // in a namespace of its own on the package's node, with its own Traefik and
-// Git server.
-func newWorldOf(t *testing.T, ctx context.Context, opts worldOptions) *world {
+// Git server. t is a story's or a benchmark's (BenchmarkNativeCost).
+func newWorldOf(t testing.TB, ctx context.Context, opts worldOptions) *world {
 	if opts.app == nil {
 		opts.app = app
 	}

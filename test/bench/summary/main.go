@@ -57,6 +57,13 @@ var goals = []goal{
 	{figure: "P5 side by side, rollgate, 50 Rollouts, step 1 p50 / floor p50", bench: "BenchmarkSideBySide",
 		value: ratio(`^P5 side by side, rollgate, 50 Rollouts, time to step 1 p50: ([\d.]+) s$`,
 			`^P5 side by side, rollgate, 50 Rollouts, floor \(plain Deployment, first new pod ready\) p50: ([\d.]+) s$`), most: atMost(1.2), unit: "x"},
+	{figure: "P6 cost over a native rollout, rollgate wall time median / native wall time median", bench: "BenchmarkNativeCost",
+		value: ratio(`^P6 native cost, rollgate, \d+ pods, wall time median ([\d.]+) s, max [\d.]+ s$`,
+			`^P6 native cost, native, \d+ pods, wall time median ([\d.]+) s, max [\d.]+ s$`), most: atMost(1.2), unit: "x"},
+	{figure: "P6 cost over a native rollout, failed requests, native", bench: "BenchmarkNativeCost",
+		value: line(`^P6 native cost, native, failed requests (\d+) of \d+$`), most: atMost(0), unit: "requests"},
+	{figure: "P6 cost over a native rollout, failed requests, rollgate", bench: "BenchmarkNativeCost",
+		value: line(`^P6 native cost, rollgate, failed requests (\d+) of \d+$`), most: atMost(0), unit: "requests"},
 }
 
 func main() {
