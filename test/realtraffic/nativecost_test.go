@@ -35,6 +35,9 @@ const (
 	// costPairsEnv overrides costPairs (a shorter run while changing the
 	// benchmark).
 	costPairsEnv = "ROLLGATE_P6_PAIRS"
+	// costWeightsEnv=1 runs rollgate's side with costWeightSteps instead
+	// of costRollout.
+	costWeightsEnv = "ROLLGATE_P6_WEIGHTS"
 	// costSettle separates two runs: the previous run's tail (the last
 	// pod status writes, rollgate's write to Git) stays out of the next
 	// run's count of API requests.
@@ -69,6 +72,25 @@ spec:
   git: {repository: app-repo, path: ` + rolloutPath + `}
 `
 
+// costWeightSteps are costRollout's steps with traffic weights, for
+// rollout() (which routes them through the HTTPRoute): what a user who
+// wants each batch's share of traffic set by the gateway writes.
+const costWeightSteps = `
+      - {traffic: "25%", replicas: "25%"}
+      - {traffic: "50%", replicas: "50%"}
+      - {traffic: "75%", replicas: "75%"}
+      - {traffic: "100%", replicas: "100%"}`
+
+// costKind is the name of rollgate's runs: "rollgate", or with weights
+// "rollgate with traffic weights" (a name the summary's P6 goals do not
+// read: they hold for the default Rollout).
+func costKind(weights bool) string {
+	if weights {
+		return "rollgate with traffic weights"
+	}
+	return "rollgate"
+}
+
 // costWorkload is the application's Deployment (named name) and Service
 // at costPods pods, costStrategy, image and run: every run sets the pod's
 // RUN variable too, so that each run is a new revision even where the
@@ -102,7 +124,7 @@ spec:
 
 // costRun is one measured update.
 type costRun struct {
-	kind string // "native" or "rollgate"
+	kind string // "native", or rollgate's (costKind)
 	n    int
 	// pods is the image change to every pod Ready on the new revision
 	// and no old pod left (terminating ones included); complete is the
@@ -153,8 +175,20 @@ func BenchmarkNativeCost(b *testing.B) {
 func runNativeCost(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
+	weights := false
+	switch v := os.Getenv(costWeightsEnv); v {
+	case "":
+	case "1":
+		weights = true
+	default:
+		b.Fatalf("%s=%q: want 1 (the Rollout moves traffic weights) or nothing", costWeightsEnv, v)
+	}
+	ro := costRollout
+	if weights {
+		ro = rollout(costWeightSteps)
+	}
 	w := newWorldOf(b, ctx, worldOptions{
-		rollout: costRollout,
+		rollout: ro,
 		app: func(image string, port int) string {
 			// The application with its Deployment at costPods pods.
 			route, ok := strings.CutPrefix(app(image, port), workload(image))
@@ -166,7 +200,8 @@ func runNativeCost(b *testing.B) {
 		extra: func(*world) string { return costWorkload("native", "localhost/verserver:v1", 0) + "---" + nativeRoute },
 	})
 	m := newCostMeter(b, w)
-	for _, kind := range []string{"native", "rollgate"} {
+	kinds := []string{"native", costKind(weights)}
+	for _, kind := range kinds {
 		w.eventually(ctx, 2*time.Minute, kind+": steady at v1, run 0", func() (bool, string) { return m.steady(ctx, kind, 0) })
 	}
 	if err := m.checkGatewayAt(costURL(w, "native")); err != nil {
@@ -185,7 +220,7 @@ func runNativeCost(b *testing.B) {
 	var runs []costRun
 	images := []string{"v2", "v3", "v4", "v1"}
 	for n := 1; n <= pairs; n++ {
-		for _, kind := range []string{"native", "rollgate"} {
+		for _, kind := range kinds {
 			time.Sleep(costSettle)
 			r := m.run(ctx, kind, n, "localhost/verserver:"+images[(n-1)%len(images)])
 			fmt.Printf("P6 native cost, run %d, %s: every pod new and ready, no old pod left %.1f s; %s reports complete %.1f s; API requests %d (%s); load %d requests, %d failed%s\n",
@@ -195,7 +230,7 @@ func runNativeCost(b *testing.B) {
 			runs = append(runs, r)
 		}
 	}
-	printNativeCost(runs)
+	printNativeCost(kinds, runs)
 	for _, r := range runs {
 		if r.failed > 0 {
 			b.Errorf("run %d, %s: %d of %d requests failed:%s", r.n, r.kind, r.failed, r.requests, topErrors(r.errs))
@@ -204,7 +239,7 @@ func runNativeCost(b *testing.B) {
 }
 
 func completer(kind string) string {
-	if kind == "rollgate" {
+	if kind != "native" {
 		return "the Rollout"
 	}
 	return "the Deployment"
@@ -296,7 +331,7 @@ func (m *costMeter) observe(ctx context.Context, kind, image string, run int, st
 	s.moment = fmt.Sprintf("%d new ready, %d old", newReady, other)
 	s.desc = fmt.Sprintf("%d pods, %d new and ready, %d old or terminating; deployment gen %d/%d paused %v replicas %d updated %d available %d",
 		len(pods.Items), newReady, other, st.ObservedGeneration, d.Generation, d.Spec.Paused, st.Replicas, st.UpdatedReplicas, st.AvailableReplicas)
-	if kind == "rollgate" {
+	if kind != "native" {
 		m.own["GET rollouts"]++
 		ro := m.w.rollout(ctx)
 		s.complete = s.complete && ro.Status.Phase == v1alpha1.PhaseHealthy && ro.Status.ObservedGeneration >= ro.Generation &&
@@ -496,12 +531,12 @@ func largest(by map[string]int, n int) string {
 }
 
 // printNativeCost prints the medians and maxima over the runs.
-func printNativeCost(runs []costRun) {
+func printNativeCost(kinds []string, runs []costRun) {
 	by := map[string][]costRun{}
 	for _, r := range runs {
 		by[r.kind] = append(by[r.kind], r)
 	}
-	for _, kind := range []string{"native", "rollgate"} {
+	for _, kind := range kinds {
 		rs := by[kind]
 		pods := durations(rs, func(r costRun) float64 { return r.pods.Seconds() })
 		complete := durations(rs, func(r costRun) float64 { return r.complete.Seconds() })
@@ -530,14 +565,14 @@ func printNativeCost(runs []costRun) {
 	}
 	var ratios []float64
 	for i := 0; i+1 < len(runs); i += 2 {
-		if runs[i].kind == "native" && runs[i+1].kind == "rollgate" && runs[i].pods > 0 {
+		if runs[i].kind == "native" && runs[i+1].kind == kinds[1] && runs[i].pods > 0 {
 			ratios = append(ratios, runs[i+1].pods.Seconds()/runs[i].pods.Seconds())
 		}
 	}
 	if len(ratios) > 0 {
 		fmt.Printf("P6 native cost, rollgate / native wall time per pair, median %.2f x, max %.2f x\n", median(ratios), slices.Max(ratios))
 	}
-	printCostByResource(by["native"], by["rollgate"])
+	printCostByResource(by["native"], by[kinds[1]])
 	fmt.Printf("P6 native cost, load %.2f (1-minute load average at the end)\n", loadAverage())
 }
 
