@@ -42,7 +42,11 @@ $(TOOLS_KRUISEROLLOUT_BIN)/kruise-rollout: $(TOOLS_STAMPS)/kruiserollout
 # (config/webhook) in crds/webhook/ and the patches that turn on the
 # conversion webhook of two CRDs (config/crd/patches) in crds/patches/: the
 # controller refuses to start unless both webhook configurations exist, and
-# rewrites them (and the CRDs' conversion webhook) to itself.
+# rewrites them (and the CRDs' conversion webhook) to itself. Its Lua
+# scripts (lua_configuration, which its image holds in its working
+# directory and the controller reads from ./lua_configuration: the Ingress
+# dialects such as nginx) go to crds/lua_configuration/, the working
+# directory the benchmark starts it in.
 $(TOOLS_KRUISEROLLOUT_BIN)/crds: $(TOOLS_STAMPS)/kruiserollout
 	@echo "copying the Kruise Rollout CRDs into $@"
 	@rm -rf $@.tmp && mkdir -p $@.tmp
@@ -50,7 +54,8 @@ $(TOOLS_KRUISEROLLOUT_BIN)/crds: $(TOOLS_STAMPS)/kruiserollout
 		test -d "$$dir/config/crd/bases" || { echo "no CRDs in github.com/openkruise/rollouts ($$dir)" >&2; exit 1; }; \
 		install -m 0644 "$$dir"/config/crd/bases/*.yaml $@.tmp/ && \
 		install -m 0644 -D -t $@.tmp/webhook "$$dir"/config/webhook/manifests.yaml "$$dir"/config/webhook/patch_manifests.yaml && \
-		install -m 0644 -D -t $@.tmp/patches "$$dir"/config/crd/patches/webhook_in_*.yaml
+		install -m 0644 -D -t $@.tmp/patches "$$dir"/config/crd/patches/webhook_in_*.yaml && \
+		cp -R "$$dir"/lua_configuration $@.tmp/ && chmod -R u+w $@.tmp/lua_configuration
 	@rm -rf $@ && mv $@.tmp $@ && touch $@
 
 tools-clean: tools-kruiserollout-clean
