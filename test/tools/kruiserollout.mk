@@ -46,7 +46,8 @@ $(TOOLS_KRUISEROLLOUT_BIN)/kruise-rollout: $(TOOLS_STAMPS)/kruiserollout
 # scripts (lua_configuration, which its image holds in its working
 # directory and the controller reads from ./lua_configuration: the Ingress
 # dialects such as nginx) go to crds/lua_configuration/, the working
-# directory the benchmark starts it in.
+# directory the benchmark starts it in; only the .lua files (a .go file
+# there would be a package of rollgate's module without its imports).
 $(TOOLS_KRUISEROLLOUT_BIN)/crds: $(TOOLS_STAMPS)/kruiserollout
 	@echo "copying the Kruise Rollout CRDs into $@"
 	@rm -rf $@.tmp && mkdir -p $@.tmp
@@ -55,7 +56,7 @@ $(TOOLS_KRUISEROLLOUT_BIN)/crds: $(TOOLS_STAMPS)/kruiserollout
 		install -m 0644 "$$dir"/config/crd/bases/*.yaml $@.tmp/ && \
 		install -m 0644 -D -t $@.tmp/webhook "$$dir"/config/webhook/manifests.yaml "$$dir"/config/webhook/patch_manifests.yaml && \
 		install -m 0644 -D -t $@.tmp/patches "$$dir"/config/crd/patches/webhook_in_*.yaml && \
-		cp -R "$$dir"/lua_configuration $@.tmp/ && chmod -R u+w $@.tmp/lua_configuration
+		(cd "$$dir" && find lua_configuration -name '*.lua') | while read -r f; do install -m 0644 -D "$$dir/$$f" "$@.tmp/$$f" || exit 1; done
 	@rm -rf $@ && mv $@.tmp $@ && touch $@
 
 tools-clean: tools-kruiserollout-clean
