@@ -159,3 +159,43 @@ func ingressShare(ing *unstructured.Unstructured) (routeShare, bool) {
 	}
 	return routeShare{workload: workload, share: 100 * weight / total}, true
 }
+
+// TestIngressShare reads the canary share of the Ingresses the three
+// controllers write: the workload from the canary backend, the weight over
+// its total, and no share from the user's Ingress or one not marked
+// canary.
+func TestIngressShare(t *testing.T) {
+	ingress := func(name, backend string, ann map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": name, "namespace": ns, "annotations": ann},
+			"spec": map[string]any{"rules": []any{map[string]any{"host": "app-007.example", "http": map[string]any{"paths": []any{
+				map[string]any{"path": "/", "backend": map[string]any{"service": map[string]any{"name": backend}}},
+			}}}}},
+		}}
+		u.SetGroupVersionKind(ingressGVK)
+		return u
+	}
+	for _, tc := range []struct {
+		what string
+		ing  *unstructured.Unstructured
+		want routeShare
+		ok   bool
+	}{
+		{"rollgate or Kruise at step 1", ingress("app-007-canary", "app-007-canary",
+			map[string]any{nginxCanary: "true", nginxWeight: "20"}), routeShare{workload: "app-007", share: 20}, true},
+		{"Argo's name, with a weight total", ingress("app-007-app-007-canary", "app-007-canary",
+			map[string]any{nginxCanary: "true", nginxWeight: "200", nginxWeightTotal: "1000"}), routeShare{workload: "app-007", share: 20}, true},
+		{"Argo after the release", ingress("app-007-app-007-canary", "app-007-canary",
+			map[string]any{nginxCanary: "true", nginxWeight: "0"}), routeShare{workload: "app-007", share: 0}, true},
+		{"Kruise with no weight annotation", ingress("app-007-canary", "app-007-canary",
+			map[string]any{nginxCanary: "true"}), routeShare{workload: "app-007", share: 0}, true},
+		{"the user's Ingress", ingress("app-007", "app-007", nil), routeShare{}, false},
+		{"not marked canary", ingress("app-007-canary", "app-007-canary",
+			map[string]any{nginxWeight: "20"}), routeShare{}, false},
+	} {
+		got, ok := ingressShare(tc.ing)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: got %+v, %v; want %+v, %v", tc.what, got, ok, tc.want, tc.ok)
+		}
+	}
+}
