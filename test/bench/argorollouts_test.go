@@ -26,12 +26,12 @@ const argoNamespace = "argo-rollouts"
 var argoRolloutGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}
 
 // releaseShape is implemented by a contender whose release leaves out part
-// of what the side-by-side benchmark measures by default (the HTTPRoute at
-// 20% and back, the Deployment rolling its own pods).
+// of what the side-by-side benchmark measures by default (the route at 20%
+// and back, the Deployment rolling its own pods).
 type releaseShape interface {
-	// movesTraffic is false when the controller leaves the HTTPRoute
+	// movesTraffic is false when the controller leaves the routes of r
 	// alone: its step 1 and its completion then leave the route out.
-	movesTraffic() bool
+	movesTraffic(r router) bool
 	// releaseReplicas is the Deployment's spec.replicas in the manifest
 	// that changes its image, -1 to keep the fleet's: 0 when the
 	// controller runs the pods in ReplicaSets of its own and scaled the
@@ -39,10 +39,26 @@ type releaseShape interface {
 	releaseReplicas() int
 }
 
-// movesTraffic reports whether c moves the HTTPRoute during a release.
-func movesTraffic(c contender) bool {
+// movesTraffic reports whether c moves the route of r during a release.
+func movesTraffic(c contender, r router) bool {
 	s, ok := c.(releaseShape)
-	return !ok || s.movesTraffic()
+	return !ok || s.movesTraffic(r)
+}
+
+// fleetShape is implemented by a contender that needs more per workload
+// than the fleet has (appYAML and the router's fleetYAML).
+type fleetShape interface {
+	// fleetYAML is what workload name needs with router r, "" for
+	// nothing.
+	fleetYAML(name string, r router) string
+}
+
+// contenderFleetYAML is what c needs per workload beside the fleet.
+func contenderFleetYAML(c contender, name string, r router) string {
+	if s, ok := c.(fleetShape); ok {
+		return s.fleetYAML(name, r)
+	}
+	return ""
 }
 
 // releaseReplicas is the Deployment's replicas in the release manifest of
@@ -58,7 +74,7 @@ func releaseReplicas(c contender, fleet int) int {
 // contender: the gate, a new pod ready and (when it moves traffic) the
 // route at 20%.
 func (t *releaseTracker) step1Parts() []*firstTimes {
-	if !movesTraffic(t.c) {
+	if !movesTraffic(t.c, t.rt) {
 		return []*firstTimes{t.gate, t.pod}
 	}
 	return []*firstTimes{t.gate, t.pod, t.route}
@@ -73,7 +89,7 @@ func (t *releaseTracker) completeParts() []*firstTimes {
 	if releaseReplicas(t.c, sbsReplicas) == sbsReplicas {
 		parts = append(parts, t.rolled)
 	}
-	if movesTraffic(t.c) {
+	if movesTraffic(t.c, t.rt) {
 		parts = append(parts, t.back)
 	}
 	return parts
@@ -83,16 +99,37 @@ func (t *releaseTracker) completeParts() []*firstTimes {
 // tools-bench`, built as rollgate's image binary is) with its defaults but
 // no leader election. Its Rollout takes the fleet's Deployment by
 // workloadRef and, once healthy, scales it to zero (scaleDown: onsuccess):
-// Argo runs the pods in ReplicaSets of its own. It moves no traffic: its
-// Gateway API router is a plugin
-// (argoproj-labs/rollouts-plugin-trafficrouter-gatewayapi) that the Go
-// module proxy does not serve, so step 1 is one new pod of four (setWeight
-// 20 without a router sets the ReplicaSets' sizes only).
+// Argo runs the pods in ReplicaSets of its own. With the nginx router it
+// moves the traffic through its built-in NGINX router (a canary Ingress of
+// its own beside the user's, and the canary Service the fleet makes for
+// it). With the gateway router it moves none: its Gateway API router is a
+// plugin (argoproj-labs/rollouts-plugin-trafficrouter-gatewayapi) that the
+// Go module proxy does not serve, so step 1 is one new pod of four
+// (setWeight 20 without a router sets the ReplicaSets' sizes only).
 type argoContender struct{}
 
 func (argoContender) name() string { return "argo-rollouts" }
 
-func (argoContender) movesTraffic() bool { return false }
+func (argoContender) movesTraffic(r router) bool { return r == routerNginx }
+
+// fleetYAML: with nginx, the canary Service Argo's NGINX router needs
+// (canaryService), which Argo does not create: headless as the stable one,
+// selecting the workload's pods until Argo adds its pod-template hash.
+func (argoContender) fleetYAML(name string, r router) string {
+	if r != routerNginx {
+		return ""
+	}
+	return fmt.Sprintf(`
+---
+apiVersion: v1
+kind: Service
+metadata: {name: %[1]s-canary, namespace: %[2]s}
+spec:
+  clusterIP: None
+  selector: {app: %[1]s}
+  ports: [{port: 80, targetPort: 8080}]
+`, name, ns)
+}
 
 func (argoContender) releaseReplicas() int { return 0 }
 
@@ -144,10 +181,26 @@ func (argoContender) start(f *fleet, dir string) *controllerProcess {
 
 func (argoContender) rolloutGVK() schema.GroupVersionKind { return argoRolloutGVK }
 
-// rolloutYAML: step 1 setWeight 20 (one pod of four) then a pause with no
-// duration (the manual gate); after the last step Argo promotes to every
-// pod.
-func (argoContender) rolloutYAML(name string) string {
+// rolloutYAML: step 1 setWeight 20 (one pod of four, and with nginx 20%
+// on the canary Ingress) then a pause with no duration (the manual gate);
+// after the last step Argo promotes to every pod. With nginx the old
+// ReplicaSet is scaled down 1 s after the promotion
+// (scaleDownDelaySeconds: 1, where Argo's default with a router is 30 s),
+// as Kruise waits 1 s (gracePeriodSeconds) and rollgate 0. Not 0: Argo
+// v1.10.2 with a router and scaleDownDelaySeconds: 0 never scales the old
+// ReplicaSet down and requeues the Rollout in a loop (addScaleDownDelay
+// sets no deadline for 0, and the old ReplicaSet keeps its replicas until
+// one is set).
+func (argoContender) rolloutYAML(name string, r router) string {
+	routing := ""
+	if r == routerNginx {
+		routing = fmt.Sprintf(`
+      canaryService: %[1]s-canary
+      stableService: %[1]s
+      scaleDownDelaySeconds: 1
+      trafficRouting:
+        nginx: {stableIngress: %[1]s}`, name)
+	}
 	return fmt.Sprintf(`
 apiVersion: argoproj.io/v1alpha1
 kind: Rollout
@@ -156,11 +209,11 @@ spec:
   replicas: %[3]d
   workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s, scaleDown: onsuccess}
   strategy:
-    canary:
+    canary:%[4]s
       steps:
       - setWeight: 20
       - pause: {}
-`, name, ns, sbsReplicas)
+`, name, ns, sbsReplicas, routing)
 }
 
 // ready: Healthy with a stable ReplicaSet, and the Deployment scaled to

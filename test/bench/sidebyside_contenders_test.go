@@ -67,9 +67,25 @@ func (rollgateContender) rolloutGVK() schema.GroupVersionKind {
 }
 
 // rolloutYAML: step 1 one pod and 20% behind a manual gate, step 2 every
-// pod and all traffic, then the release finishes.
-func (rollgateContender) rolloutYAML(name string) string {
-	return rig.Rollout{Name: name, Namespace: ns, Steps: []string{`{traffic: "20%", replicas: 1, pause: {}}`, `{traffic: "100%", replicas: "100%"}`}}.YAML()
+// pod and all traffic, then the release finishes. With nginx its Ingress
+// router writes a canary Ingress of the nginx dialect beside the user's.
+func (rollgateContender) rolloutYAML(name string, r router) string {
+	y := rig.Rollout{Name: name, Namespace: ns, Steps: []string{`{traffic: "20%", replicas: 1, pause: {}}`, `{traffic: "100%", replicas: "100%"}`}}.YAML()
+	if r == routerNginx {
+		y = swapRouting(y, name)
+	}
+	return y
+}
+
+// swapRouting replaces the gateway entry of a Rollout's trafficRoutings
+// with an ingress entry of class nginx naming the workload's Ingress (the
+// same field in rollgate's and Kruise's Rollout).
+func swapRouting(rollout, name string) string {
+	gateway := fmt.Sprintf("gateway: {httpRouteName: %s}", name)
+	if !strings.Contains(rollout, gateway) {
+		panic("no " + gateway + " in the Rollout")
+	}
+	return strings.Replace(rollout, gateway, fmt.Sprintf("ingress: {name: %s, classType: nginx}", name), 1)
 }
 
 func (rollgateContender) ready(ro, d *unstructured.Unstructured) bool {
@@ -201,10 +217,18 @@ func (kruiseContender) install(f *fleet) {
 // the CRDs' conversion webhook) to https://127.0.0.1:<port>.
 func (kruiseContender) start(f *fleet, dir string) *controllerProcess {
 	f.b.Helper()
-	kruiseDir(f)
 	bin, ports := f.toolAndPorts(filepath.Join("kruiserollout", "kruise-rollout"), "OpenKruise Rollout", 3)
 	metrics, probe, webhook := ports[0], ports[1], ports[2]
-	p, err := proc.Start(dir, "kruise-rollout", bin, []string{
+	// Kruise reads its Lua scripts (the Ingress dialects) from
+	// ./lua_configuration, which its image holds in its working directory:
+	// it runs in bin/kruiserollout/crds, where make tools-bench copies
+	// them, through a shell that changes directory and execs it (the
+	// process, its PID and its /proc figures are Kruise's).
+	luaDir := kruiseDir(f)
+	if _, err := os.Stat(filepath.Join(luaDir, "lua_configuration")); err != nil {
+		f.b.Fatalf("%v: %s", err, buildHint("OpenKruise Rollout's Lua scripts"))
+	}
+	p, err := proc.Start(dir, "kruise-rollout", "/bin/sh", []string{"-c", `cd "$0" && exec "$@"`, luaDir, bin,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
 		"--feature-gates=AdvancedDeployment=true",
@@ -249,8 +273,8 @@ func (kruiseContender) rolloutGVK() schema.GroupVersionKind { return kruiseRollo
 // a partition-style step of more than 50% of the replicas
 // (--partition-percent-limit); its end of release routes all traffic to
 // the stable Service, which then selects only new pods.
-func (kruiseContender) rolloutYAML(name string) string {
-	return fmt.Sprintf(`
+func (kruiseContender) rolloutYAML(name string, r router) string {
+	y := fmt.Sprintf(`
 apiVersion: rollouts.kruise.io/v1beta1
 kind: Rollout
 metadata: {name: %[1]s, namespace: %[2]s}
@@ -267,6 +291,10 @@ spec:
         gracePeriodSeconds: 1
         gateway: {httpRouteName: %[1]s}
 `, name, ns)
+	if r == routerNginx {
+		y = swapRouting(y, name)
+	}
+	return y
 }
 
 func (kruiseContender) ready(ro, d *unstructured.Unstructured) bool {

@@ -69,9 +69,10 @@ type contender interface {
 	start(f *fleet, dir string) *controllerProcess
 	// rolloutGVK is the kind of its Rollout.
 	rolloutGVK() schema.GroupVersionKind
-	// rolloutYAML is the Rollout of workload name: step 1 one new pod and
-	// 20% of traffic behind a manual gate, step 2 every pod.
-	rolloutYAML(name string) string
+	// rolloutYAML is the Rollout of workload name moving traffic through
+	// r: step 1 one new pod and 20% of traffic behind a manual gate, step 2
+	// every pod.
+	rolloutYAML(name string, r router) string
 	// ready reports whether a Rollout applied to an existing Deployment
 	// is healthy and its Deployment d (nil: not seen) is covered by the
 	// controller's webhook, ready for a release.
@@ -98,6 +99,12 @@ type sbsResult struct {
 	controller string
 	n          int
 	load       float64
+	// router is what the controller moved the traffic through.
+	router router
+	// movesTraffic is false when the controller moved none (Argo
+	// Rollouts through the HTTPRoute): its step 1 and completion leave
+	// the route out.
+	movesTraffic bool
 	// floor: per Deployment, image change to its first new pod ready, in
 	// a plain rolling update with no controller; floorDone to every pod
 	// on the new image.
@@ -132,19 +139,28 @@ type sbsResult struct {
 	// heapRest and heapDone are the Go heap in use (spans) with every
 	// Rollout ready and after the release.
 	heapRest, heapDone float64
+	// cpuAdopt is the controller's CPU time (user and system) from its
+	// start to every Rollout ready, cpuRelease from the first image change
+	// to the last completion, in seconds.
+	cpuAdopt, cpuRelease float64
 }
 
-// BenchmarkSideBySide is P5 of docs/benchmarks.md: rollgate and
-// OpenKruise Rollout, one after the other, each on a fresh kwok cluster
-// with the same fleet of N Deployments (4 replicas, a headless Service and
-// an HTTPRoute each). Each controller runs as a local process (bin/image/rollgate-controller,
-// bin/kruiserollout/kruise-rollout), so memory is each process's RSS and
-// API requests are each process's own client-go counter. Per size and
-// controller: the floor (a plain Deployment rollout of one new pod, no
-// controller), the time to step 1 (one new pod and 20% of traffic, waiting
-// for approval) with every image changed at once, the time from approval to
-// completion, the API requests and the memory. It prints one figure per
-// line and then a table, every line starting with "P5 ".
+// BenchmarkSideBySide is P5 of docs/benchmarks.md: rollgate, OpenKruise
+// Rollout and Argo Rollouts, one after the other, each on a fresh kwok
+// cluster with the same fleet of N Deployments (4 replicas, a headless
+// Service, an HTTPRoute and, with the nginx router, an Ingress each). Each
+// controller runs as a local process (bin/image/rollgate-controller,
+// bin/kruiserollout/kruise-rollout, bin/argorollouts/rollouts-controller),
+// so memory and CPU time are each process's own and API requests are each
+// process's own client counter. Every controller moves the traffic through
+// the router of sideBySideRouterEnv: by default a canary Ingress with
+// NGINX's canary-weight annotation, which no NGINX reads here (the
+// benchmark reads the annotation). Per size and controller: the floor (a
+// plain Deployment rollout of one new pod, no controller), the time to step
+// 1 (one new pod and 20% of traffic, waiting for approval) with every image
+// changed at once, the time from approval to completion, the API requests,
+// the CPU time and the memory. It prints one figure per line and then a
+// table, every line starting with "P5 ".
 func BenchmarkSideBySide(b *testing.B) {
 	sizes := []int{50, 200}
 	if v := os.Getenv(sideBySideSizesEnv); v != "" {
@@ -183,7 +199,8 @@ func BenchmarkSideBySide(b *testing.B) {
 // one release, or two one after the other (sideBySideReleasesEnv), a
 // result each.
 func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
-	r := sbsResult{controller: c.name(), n: n, load: loadAvg()}
+	rt := sideBySideRouter(b)
+	r := sbsResult{controller: c.name(), n: n, load: loadAvg(), router: rt, movesTraffic: movesTraffic(c, rt)}
 	// The benchmark's clients log through controller-runtime, which warns
 	// with a stack trace when no logger was ever set.
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
@@ -205,7 +222,9 @@ func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
 	f.applyFiles(repo.HTTPRouteCRD("standard"))
 	c.install(f)
 	f.ensureNamespace(ns)
-	f.parallel(func(name string) { f.applyYAML(appYAML(name, sbsImageStart, sbsReplicas)) })
+	f.parallel(func(name string) {
+		f.applyYAML(appYAML(name, sbsImageStart, sbsReplicas) + rt.fleetYAML(name) + contenderFleetYAML(c, name, rt))
+	})
 	f.waitRolled(sbsImageStart)
 
 	// The floor, before any controller runs: every Deployment rolled to a
@@ -226,10 +245,11 @@ func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
 		}
 	})
 	req0, _ := f.requests(cp)
-	f.parallel(func(name string) { f.applyYAML(c.rolloutYAML(name)) })
+	f.parallel(func(name string) { f.applyYAML(c.rolloutYAML(name, rt)) })
 	f.waitReady(c)
 	req1, m1 := f.requests(cp)
 	r.adopt = req1 - req0
+	r.cpuAdopt = f.cpu(cp)
 	r.rssRest = f.rss(cp, "VmRSS")
 	r.heapRest = f.heap(cp)
 
@@ -239,8 +259,8 @@ func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
 	if releases(b) == 2 && rs[0].incomplete == "" {
 		// The second release, on the same cluster and controller: its
 		// stable pods are the first release's new ones.
-		r2 := sbsResult{controller: c.name() + ", release 2", n: n, load: loadAvg(), floor: r.floor, floorDone: r.floorDone,
-			adopt: r.adopt, rssRest: r.rssRest, heapRest: r.heapRest}
+		r2 := sbsResult{controller: c.name() + ", release 2", n: n, load: loadAvg(), router: rt, movesTraffic: r.movesTraffic,
+			floor: r.floor, floorDone: r.floorDone, adopt: r.adopt, rssRest: r.rssRest, heapRest: r.heapRest, cpuAdopt: r.cpuAdopt}
 		req, m := f.requests(cp)
 		f.release(c, cp, &r2, sbsImageRelease2, req, m)
 		rs = append(rs, r2)
@@ -273,7 +293,8 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 	b := f.b
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr := f.trackRelease(ctx, c, image)
+	tr := f.trackRelease(ctx, c, r.router, image)
+	cpu0 := f.cpu(cp)
 	bumped := f.applyImages(image)
 	timeout := max(15*time.Minute, time.Duration(r.n)*3*time.Second)
 	// measure reads the controller's requests and memory at the end.
@@ -287,6 +308,7 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 		r.rssPeak = f.rss(cp, "VmHWM")
 		r.anonDone, r.fileDone = f.rss(cp, "RssAnon"), f.rss(cp, "RssFile")
 		r.heapDone = f.heap(cp)
+		r.cpuRelease = f.cpu(cp) - cpu0
 		if f.audited {
 			var err error
 			if r.audit, err = auditCounts(f.cluster.AuditLog(), firstOf(bumped), time.Now()); err != nil {
@@ -503,6 +525,17 @@ func (f *fleet) rss(cp *controllerProcess, field string) float64 {
 	return v
 }
 
+// cpu reads the controller's CPU time so far (user and system), in
+// seconds.
+func (f *fleet) cpu(cp *controllerProcess) float64 {
+	f.b.Helper()
+	v, err := processCPUSeconds(cp.p.Pid())
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return v
+}
+
 // heap reads the controller's Go heap in use in MiB.
 func (f *fleet) heap(cp *controllerProcess) float64 {
 	f.b.Helper()
@@ -547,6 +580,7 @@ func (f *fleet) waitAll(at func(string) (time.Time, bool), timeout time.Duration
 // during a release to image.
 type releaseTracker struct {
 	c     contender
+	rt    router
 	image string
 	// gate: the Rollout at its step-1 gate (with revs[name] the revision
 	// to approve); pod: the first pod of image ready; route: the route at
@@ -567,9 +601,9 @@ func (t *releaseTracker) latest(name string) *unstructured.Unstructured {
 }
 
 // trackRelease starts the watches before the images change.
-func (f *fleet) trackRelease(ctx context.Context, c contender, image string) *releaseTracker {
+func (f *fleet) trackRelease(ctx context.Context, c contender, rt router, image string) *releaseTracker {
 	t := &releaseTracker{
-		c: c, image: image, revs: map[string]string{}, last: map[string]string{}, objs: map[string]*unstructured.Unstructured{},
+		c: c, rt: rt, image: image, revs: map[string]string{}, last: map[string]string{}, objs: map[string]*unstructured.Unstructured{},
 		gate: newFirstTimes(), pod: newFirstTimes(), route: newFirstTimes(),
 		done: newFirstTimes(), rolled: newFirstTimes(), back: newFirstTimes(),
 	}
@@ -598,13 +632,12 @@ func (f *fleet) trackRelease(ctx context.Context, c contender, image string) *re
 			t.pod.mark(pod.GetLabels()["app"], at)
 		}
 	})
-	f.watchKind(ctx, httpRouteGVK, func(route *unstructured.Unstructured, at time.Time) {
-		share := canaryShare(route)
-		if share == 20 {
-			t.route.mark(route.GetName(), at)
+	rt.watchShares(ctx, f, func(s routeShare, at time.Time) {
+		if s.share == 20 {
+			t.route.mark(s.workload, at)
 		}
-		if _, routed := t.route.get(route.GetName()); routed && share == 0 {
-			t.back.mark(route.GetName(), at)
+		if _, routed := t.route.get(s.workload); routed && s.share == 0 {
+			t.back.mark(s.workload, at)
 		}
 	})
 	f.watchKind(ctx, deploymentGVK, func(d *unstructured.Unstructured, at time.Time) {
@@ -696,15 +729,10 @@ func (f *fleet) checkStep1(t *releaseTracker) {
 			newReady[pods.Items[i].GetLabels()["app"]]++
 		}
 	}
-	routes := &unstructured.UnstructuredList{}
-	routes.SetGroupVersionKind(httpRouteGVK.GroupVersion().WithKind("HTTPRouteList"))
-	if err := f.c.List(ctx, routes, client.InNamespace(ns)); err != nil {
-		f.b.Fatal(err)
-	}
-	for i := range routes.Items {
-		name := routes.Items[i].GetName()
-		if share := canaryShare(&routes.Items[i]); (movesTraffic(t.c) && share != 20) || newReady[name] != 1 {
-			f.b.Fatalf("%s at step 1: %d new pods ready (want 1), %.0f%% of the route on the canary (want 20%%)", name, newReady[name], share)
+	shares := t.rt.shares(ctx, f)
+	for _, name := range f.names {
+		if share := shares[name]; (movesTraffic(t.c, t.rt) && share != 20) || newReady[name] != 1 {
+			f.b.Fatalf("%s at step 1: %d new pods ready (want 1), %.0f%% of the %s route on the canary (want 20%%)", name, newReady[name], share, t.rt)
 		}
 	}
 }
@@ -715,6 +743,7 @@ func printSideBySideFigures(r sbsResult) {
 		fmt.Printf("P5 side by side, %s, %d Rollouts, %s: %.*f %s\n", r.controller, r.n, what, decimals(v), v, unit)
 	}
 	row("load average at start", r.load, "")
+	fmt.Printf("P5 side by side, %s, %d Rollouts, router: %s%s\n", r.controller, r.n, r.router, map[bool]string{true: "", false: " (moves no traffic)"}[r.movesTraffic])
 	printAuditCounts(r)
 	if r.incomplete != "" {
 		fmt.Printf("P5 side by side, %s, %d Rollouts, incomplete: %s\n", r.controller, r.n, r.incomplete)
@@ -739,6 +768,9 @@ func printSideBySideFigures(r sbsResult) {
 		row("API requests from image change to completion, "+m, r.byMethod[m], "requests")
 	}
 	row("API requests to take the fleet over", r.adopt, "requests")
+	row("controller CPU from its start to every Rollout ready", r.cpuAdopt, "s")
+	row("controller CPU from image change to completion", r.cpuRelease, "s")
+	row("controller CPU per Rollout from image change to completion", 1000*r.cpuRelease/float64(r.n), "ms")
 	row("controller RSS with every Rollout ready", r.rssRest, "MiB")
 	row("controller peak RSS", r.rssPeak, "MiB")
 	row("controller RSS after the release, anonymous (heap, stacks)", r.anonDone, "MiB")
@@ -761,14 +793,18 @@ func printSideBySideTable(rs []sbsResult) {
 	if len(rs) == 0 {
 		return
 	}
-	fmt.Println("P5 | N | controller | load | floor: first new pod p50 / p95 / max | step 1 p50 / p95 / max | step 1 p50 / floor p50 | floor: every pod new p50 / p95 / max | approval to completion p50 / p95 / max | approvals sent again | image change to last completion | API requests (per Rollout) | RSS ready / peak |")
-	fmt.Println("P5 |---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("P5 | N | controller | router | load | floor: first new pod p50 / p95 / max | step 1 p50 / p95 / max | step 1 p50 / floor p50 | floor: every pod new p50 / p95 / max | approval to completion p50 / p95 / max | approvals sent again | image change to last completion | API requests (per Rollout) | CPU image change to completion | RSS ready / peak |")
+	fmt.Println("P5 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	s := func(ds []time.Duration) string {
 		return fmt.Sprintf("%.2f / %.2f / %.2f s", percentile(ds, 50).Seconds(), percentile(ds, 95).Seconds(), percentile(ds, 100).Seconds())
 	}
 	for _, r := range rs {
-		fmt.Printf("P5 | %d | %s | %.1f | %s | %s | %.2fx | %s | %s | %d | %.1f s | %.0f (%.1f) | %.0f / %.0f MiB |\n",
-			r.n, r.controller+note(r.incomplete), r.load, s(r.floor), s(r.step1), percentile(r.step1, 50).Seconds()/max(percentile(r.floor, 50).Seconds(), 1e-9),
-			s(r.floorDone), s(r.complete), r.reapproved, r.wall.Seconds(), r.requests, r.requests/float64(r.n), r.rssRest, r.rssPeak)
+		rt := string(r.router)
+		if !r.movesTraffic {
+			rt += " (no traffic)"
+		}
+		fmt.Printf("P5 | %d | %s | %s | %.1f | %s | %s | %.2fx | %s | %s | %d | %.1f s | %.0f (%.1f) | %.1f s | %.0f / %.0f MiB |\n",
+			r.n, r.controller+note(r.incomplete), rt, r.load, s(r.floor), s(r.step1), percentile(r.step1, 50).Seconds()/max(percentile(r.floor, 50).Seconds(), 1e-9),
+			s(r.floorDone), s(r.complete), r.reapproved, r.wall.Seconds(), r.requests, r.requests/float64(r.n), r.cpuRelease, r.rssRest, r.rssPeak)
 	}
 }

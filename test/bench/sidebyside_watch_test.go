@@ -11,8 +11,11 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -45,6 +48,63 @@ func (f *fleet) watchKind(ctx context.Context, gvk schema.GroupVersionKind, fn f
 	if err != nil {
 		f.b.Fatalf("watch %s: %v", gvk.Kind, err)
 	}
+}
+
+// watchKindDeletes is watchKind with deletions too (deleted true, the
+// object as it was last): it resumes a watch the API server closes from
+// the last resourceVersion it saw, and starts over when that version is no
+// longer served.
+func (f *fleet) watchKindDeletes(ctx context.Context, gvk schema.GroupVersionKind, fn func(u *unstructured.Unstructured, deleted bool, at time.Time)) {
+	f.b.Helper()
+	wc, err := client.NewWithWatch(f.cluster.RESTConfig, client.Options{Scheme: f.scheme})
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	open := func(rv string) (watch.Interface, error) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		raw := &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}
+		return wc.Watch(ctx, list, client.InNamespace(ns), &client.ListOptions{Raw: raw})
+	}
+	w, err := open("")
+	if err != nil {
+		f.b.Fatalf("watch %s: %v", gvk.Kind, err)
+	}
+	go func() {
+		rv := ""
+		for {
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+						rv = ""
+					}
+					continue
+				}
+				u, ok := ev.Object.(*unstructured.Unstructured)
+				if !ok {
+					continue
+				}
+				rv = u.GetResourceVersion()
+				if ev.Type != watch.Bookmark {
+					fn(u, ev.Type == watch.Deleted, time.Now())
+				}
+			}
+			w.Stop()
+			for {
+				if ctx.Err() != nil {
+					return
+				}
+				var err error
+				if w, err = open(rv); err == nil {
+					break
+				}
+				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					rv = ""
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+	}()
 }
 
 // podReadyWith reports whether pod runs image and is Ready.
@@ -164,6 +224,32 @@ func processStatus(pid int, field string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// processCPUSeconds reads the CPU time a process has used so far, user
+// and system (utime and stime of /proc/<pid>/stat, in clock ticks of
+// USER_HZ, 100 per second on Linux), in seconds.
+func processCPUSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: the fields
+	// counted from the third (state) start after its last ')'.
+	i := strings.LastIndexByte(string(data), ')')
+	fields := strings.Fields(string(data)[i+1:])
+	if i < 0 || len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, data)
+	}
+	var ticks float64
+	for _, f := range fields[11:13] {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %q: %v", pid, f, err)
+		}
+		ticks += v
+	}
+	return ticks / 100, nil
 }
 
 // restRequests sums rest_client_requests_total, the API requests every

@@ -42,7 +42,12 @@ $(TOOLS_KRUISEROLLOUT_BIN)/kruise-rollout: $(TOOLS_STAMPS)/kruiserollout
 # (config/webhook) in crds/webhook/ and the patches that turn on the
 # conversion webhook of two CRDs (config/crd/patches) in crds/patches/: the
 # controller refuses to start unless both webhook configurations exist, and
-# rewrites them (and the CRDs' conversion webhook) to itself.
+# rewrites them (and the CRDs' conversion webhook) to itself. Its Lua
+# scripts (lua_configuration, which its image holds in its working
+# directory and the controller reads from ./lua_configuration: the Ingress
+# dialects such as nginx) go to crds/lua_configuration/, the working
+# directory the benchmark starts it in; only the .lua files (a .go file
+# there would be a package of rollgate's module without its imports).
 $(TOOLS_KRUISEROLLOUT_BIN)/crds: $(TOOLS_STAMPS)/kruiserollout
 	@echo "copying the Kruise Rollout CRDs into $@"
 	@rm -rf $@.tmp && mkdir -p $@.tmp
@@ -50,7 +55,8 @@ $(TOOLS_KRUISEROLLOUT_BIN)/crds: $(TOOLS_STAMPS)/kruiserollout
 		test -d "$$dir/config/crd/bases" || { echo "no CRDs in github.com/openkruise/rollouts ($$dir)" >&2; exit 1; }; \
 		install -m 0644 "$$dir"/config/crd/bases/*.yaml $@.tmp/ && \
 		install -m 0644 -D -t $@.tmp/webhook "$$dir"/config/webhook/manifests.yaml "$$dir"/config/webhook/patch_manifests.yaml && \
-		install -m 0644 -D -t $@.tmp/patches "$$dir"/config/crd/patches/webhook_in_*.yaml
+		install -m 0644 -D -t $@.tmp/patches "$$dir"/config/crd/patches/webhook_in_*.yaml && \
+		(cd "$$dir" && find lua_configuration -name '*.lua') | while read -r f; do install -m 0644 -D "$$dir/$$f" "$@.tmp/$$f" || exit 1; done
 	@rm -rf $@ && mv $@.tmp $@ && touch $@
 
 tools-clean: tools-kruiserollout-clean
