@@ -324,10 +324,7 @@ func TestPruningKeepsSignedApprovalsCounting(t *testing.T) {
 	merged1 := merge(step1)
 	merged2 := merge(step2, stableRev, canaryRev)
 
-	full, err := gitsync.Open(gitsync.Options{URL: srv.URL + "/app.git", Depth: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	full := openRepo(t, gitsync.Options{URL: srv.URL + "/app.git", Depth: -1})
 	snap, err := full.Snapshot(ctx(t), "main")
 	if err != nil {
 		t.Fatal(err)
