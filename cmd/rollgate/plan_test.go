@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // TestPlanExamples plans every example: all valid, and the echoserver's
@@ -255,18 +257,9 @@ func write(t *testing.T, path, content string) {
 // --nodes the steps give their replicas as written, with it they count.
 func TestPlanDaemonSet(t *testing.T) {
 	dir := t.TempDir()
-	write(t, filepath.Join(dir, "agent.yaml"), `apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: agent, namespace: ops}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: DaemonSet, name: agent}
-  strategy:
-    canary:
-      steps:
-      - {replicas: 1, pause: {}}
-      - {replicas: "50%"}
-      - {replicas: "100%"}
----
+	rollout := rig.Rollout{Name: "agent", Namespace: "ops", Kind: "DaemonSet", WithoutTraffic: true,
+		Steps: []string{`{replicas: 1, pause: {}}`, `{replicas: "50%"}`, `{replicas: "100%"}`}}
+	write(t, filepath.Join(dir, "agent.yaml"), rollout.YAML()+`---
 apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: agent, namespace: ops}

@@ -51,18 +51,10 @@ const threeSteps = `
 // trafficRoutings entry for Service echoserver; routing is the rest of the
 // entry (its router), indented to sit in it.
 func routedRollout(steps, routing string) string {
-	return fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:%s
+	return rig.Rollout{Name: "echoserver", Namespace: "demo", Strategy: steps + `
       trafficRoutings:
       - service: echoserver
-%s
-`, steps, routing)
+` + routing}.YAML()
 }
 
 // routedApp is the application as Git declares it: Deployment echoserver

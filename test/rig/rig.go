@@ -188,6 +188,14 @@ type Rollout struct {
 	Kind string
 	// Group is spec.group.name; none when empty.
 	Group string
+	// OnRollback are spec.strategy.onRollback's hooks, each a YAML flow
+	// mapping: {name: page, url: "http://...", interval: 1s}.
+	OnRollback []string
+	// Strategy, when set, is the YAML inside spec.strategy.canary (or
+	// blueGreen) in place of Steps and the traffic routing: for a story
+	// whose steps or routers the fields above do not say (hooks, Istio,
+	// an Ingress). Its lines are indented by six spaces.
+	Strategy string
 }
 
 // YAML is the Rollout as a document, starting with a newline.
@@ -211,13 +219,26 @@ metadata: %s
 spec:
   workloadRef: {apiVersion: apps/v1, kind: %s, name: %s}
   strategy:
-    %s:
-      steps:
-`, meta, cmp.Or(r.Kind, "Deployment"), r.Name, strategy)
-	for _, s := range r.Steps {
-		fmt.Fprintf(&b, "      - %s\n", s)
+`, meta, cmp.Or(r.Kind, "Deployment"), r.Name)
+	if len(r.OnRollback) > 0 {
+		b.WriteString("    onRollback:\n")
+		for _, h := range r.OnRollback {
+			fmt.Fprintf(&b, "    - %s\n", h)
+		}
 	}
-	if !r.WithoutTraffic {
+	fmt.Fprintf(&b, "    %s:\n", strategy)
+	if r.Strategy != "" {
+		b.WriteString(strings.TrimPrefix(r.Strategy, "\n"))
+		if !strings.HasSuffix(r.Strategy, "\n") {
+			b.WriteString("\n")
+		}
+	} else {
+		b.WriteString("      steps:\n")
+		for _, s := range r.Steps {
+			fmt.Fprintf(&b, "      - %s\n", s)
+		}
+	}
+	if !r.WithoutTraffic && r.Strategy == "" {
 		fmt.Fprintf(&b, `      trafficRoutings:
       - service: %[1]s
         gracePeriodSeconds: 0
