@@ -270,27 +270,18 @@ func TestNginxCanaryIngress(t *testing.T) {
 	}
 }
 
-const istioRoutes = `
+// istioRoutes are the Istio objects as Git declares them: their specs are
+// declaredDestinationRule and virtualService(0).
+var istioRoutes = `
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: echoserver, namespace: demo, labels: {team: web}, annotations: {owner: web-team}}
-spec:
-  host: echoserver
-  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
+spec: ` + declaredDestinationRule + `
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: echoserver, namespace: demo, labels: {team: web}, annotations: {owner: web-team}}
-spec:
-  hosts: [echo.example.com]
-  gateways: [public]
-  http:
-  - name: static
-    match: [{uri: {prefix: /static}}]
-    route: [{destination: {host: assets}}]
-  - name: primary
-    route: [{destination: {host: echoserver, port: {number: 80}}}]
-`
+spec:` + strings.ReplaceAll(virtualService(0), "\n", "\n  ") + "\n"
 
 const (
 	declaredDestinationRule = `{host: echoserver, trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}}`
