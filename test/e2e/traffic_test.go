@@ -214,7 +214,7 @@ func TestGatewayAPIMirror(t *testing.T) {
 	s.assertAsApplied(httpRouteGVK, "echoserver")
 }
 
-const userIngress = `
+var userIngress = `
 apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
@@ -222,14 +222,7 @@ metadata:
   namespace: demo
   labels: {team: web}
   annotations: {nginx.ingress.kubernetes.io/rewrite-target: /}
-spec:
-  ingressClassName: nginx
-  rules:
-  - host: echo.example.com
-    http:
-      paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: echoserver, port: {number: 80}}}}
-`
+` + ingressSpec("echoserver")
 
 // canaryIngress is the canary Ingress rollgate keeps beside userIngress.
 func canaryIngress(weight int) string {
@@ -239,14 +232,20 @@ annotations:
   nginx.ingress.kubernetes.io/rewrite-target: /
   nginx.ingress.kubernetes.io/canary: "true"
   %s: "%d"
-spec:
+`, nginxCanaryWeight, weight) + ingressSpec("echoserver-canary")
+}
+
+// ingressSpec is the spec of userIngress, sending its host to service: the
+// canary Ingress's is the same but for the Service.
+func ingressSpec(service string) string {
+	return `spec:
   ingressClassName: nginx
   rules:
   - host: echo.example.com
     http:
       paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: echoserver-canary, port: {number: 80}}}}
-`, nginxCanaryWeight, weight)
+      - {path: /, pathType: Prefix, backend: {service: {name: ` + service + `, port: {number: 80}}}}
+`
 }
 
 // TestNginxCanaryIngress: the user's Ingress is never written to; a canary
