@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -17,13 +16,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/test/rig"
 	"github.com/rollgate/rollgate/traffic"
 )
 
@@ -69,23 +68,14 @@ func TestConfirmedTrafficReachesTheGateInOneReconcile(t *testing.T) {
 			}}}},
 		}}},
 	})
-	ro := &v1alpha1.Rollout{}
-	if err := yaml.Unmarshal(fmt.Appendf(nil, `
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s}
-  strategy:
-    canary:
+	ro := rig.Rollout{Name: name, Namespace: ns, Strategy: `
       steps:
-      - {traffic: "20%%", replicas: 1, pause: {}}
-      - {traffic: "100%%", replicas: "100%%"}
+      - {traffic: "20%", replicas: 1, pause: {}}
+      - {traffic: "100%", replicas: "100%"}
       trafficRoutings:
-      - service: %[1]s
+      - service: ` + name + `
         gracePeriodSeconds: 0
-        ingress: {name: %[1]s}
-`, name, ns), ro); err != nil {
-		t.Fatal(err)
-	}
+        ingress: {name: ` + name + `}`}.Object(t)
 	rollouttest.MustCreate(t, c, ro)
 
 	// The controller reads through a cache with its index of Rollouts by

@@ -20,6 +20,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/proc"
@@ -252,6 +253,17 @@ spec:
 		fmt.Fprintf(&b, "  group: {name: %s}\n", r.Group)
 	}
 	return b.String()
+}
+
+// Object is the Rollout as a typed object, for a test that creates it
+// through a client; it fails t when the YAML does not decode strictly.
+func (r Rollout) Object(t testing.TB) *v1alpha1.Rollout {
+	t.Helper()
+	ro := &v1alpha1.Rollout{}
+	if err := yaml.UnmarshalStrict([]byte(r.YAML()), ro); err != nil {
+		t.Fatalf("Rollout %s: %v", r.Name, err)
+	}
+	return ro
 }
 
 func metadata(ns, name string) string {

@@ -97,3 +97,18 @@ func decode(t *testing.T, docs string) []map[string]any {
 	}
 	return out
 }
+
+// Object is the typed Rollout of the YAML; a YAML that does not decode
+// strictly fails the test.
+func TestObjectIsTheTypedRollout(t *testing.T) {
+	ro := Rollout{Name: "web", Namespace: "shop", Steps: []string{`{traffic: "20%", replicas: 1, pause: {}}`}, GitPath: "apps/web.yaml"}.Object(t)
+	if ro.Name != "web" || ro.Namespace != "shop" || ro.Spec.WorkloadRef.Name != "web" || ro.Spec.Git == nil || ro.Spec.Git.Path != "apps/web.yaml" ||
+		ro.Spec.Strategy.Canary == nil || len(ro.Spec.Strategy.Canary.Steps) != 1 || len(ro.Spec.Strategy.Canary.TrafficRoutings) != 1 {
+		t.Fatalf("Object = %+v", ro)
+	}
+	if failed := Failure(func(tb testing.TB) {
+		Rollout{Name: "web", Steps: []string{`{traffic: "20%", replica: 1}`}}.Object(tb)
+	}); !strings.Contains(failed, "unknown field") {
+		t.Fatalf("a misspelt step field: failure %q, want an unknown field", failed)
+	}
+}
