@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/webhook"
+	"github.com/rollgate/rollgate/reconciler/workload"
 )
 
 // Namespace holds the certificate Secret and the readiness probe objects.
@@ -188,6 +190,27 @@ func probe(ctx context.Context, c client.Client, name string) (bool, error) {
 		return false, err
 	}
 	return d.Spec.Paused, nil
+}
+
+// Held reports whether the webhook holds obj's workload (obj names it): a
+// dry-run change of its pod template comes back with the control
+// annotation. A test waits for it before it relies on the webhook's cache
+// knowing a new Rollout.
+func Held(ctx context.Context, c client.Client, obj client.Object) (bool, error) {
+	probe := obj.DeepCopyObject().(client.Object)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), probe); err != nil {
+		return false, err
+	}
+	tpl, err := workload.PodTemplate(probe)
+	if err != nil {
+		return false, err
+	}
+	tpl.Annotations = map[string]string{"probe": rand.String(4)}
+	if err := c.Update(ctx, probe, client.DryRunAll); err != nil {
+		return false, err
+	}
+	_, held := probe.GetAnnotations()[v1alpha1.AnnotationControl]
+	return held, nil
 }
 
 func freePort() (int, error) {
