@@ -13,6 +13,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -288,6 +289,15 @@ func newClient(t *testing.T, provider, apiURL, project, token string) Client {
 		t.Fatalf("New: %v", err)
 	}
 	return guarded{t: t, c: c, token: token}
+}
+
+// answeredBy is a guarded client of provider for project on a server that
+// answers every request with h.
+func answeredBy(t *testing.T, provider, project string, h http.HandlerFunc) Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return newClient(t, provider, srv.URL, project, testToken)
 }
 
 // sameCalls fails unless got lists exactly want, in order.

@@ -357,12 +357,10 @@ func TestGitHubPullRequestReviewsClosed(t *testing.T) {
 // TestRateLimitRetryAfter: a 429 with Retry-After is ErrRateLimited with
 // the wait, and says it.
 func TestRateLimitRetryAfter(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := answeredBy(t, GitHub, "acme/app", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "120")
 		http.Error(w, `{"message":"slow down"}`, http.StatusTooManyRequests)
-	}))
-	t.Cleanup(srv.Close)
-	c := newClient(t, GitHub, srv.URL, "acme/app", testToken)
+	})
 	_, err := c.PullRequestReviews(context.Background(), "rollgate/approve/demo/echo/r2-step-1")
 	var fe *Error
 	if !errors.Is(err, ErrRateLimited) || !errors.As(err, &fe) || fe.RetryAfter != 2*time.Minute || !strings.Contains(err.Error(), "retry after 2m0s") {
