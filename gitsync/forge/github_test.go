@@ -158,31 +158,6 @@ func approvePR(title, body string) PullRequest {
 	return PullRequest{Head: "rollgate/approve/demo/echo/r2-step-2", Base: "main", Title: title, Body: body, Labels: []string{"rollgate"}}
 }
 
-func TestGitHubEnsureCreatesOnce(t *testing.T) {
-	f, srv := newFakeGitHub(t)
-	c := newClient(t, GitHub, srv.URL, "acme/app", testToken)
-	ctx := context.Background()
-
-	url, err := c.EnsurePullRequest(ctx, approvePR("Approve step 2", "Body"))
-	if err != nil || url != "https://github.example/acme/app/pull/1" {
-		t.Fatalf("first EnsurePullRequest = %q, %v", url, err)
-	}
-	sameCalls(t, f.takeCalls(), []string{
-		ghListApprove2,
-		`POST /repos/acme/app/pulls {"base":"main","body":"Body","head":"rollgate/approve/demo/echo/r2-step-2","title":"Approve step 2"}`,
-		`POST /repos/acme/app/issues/1/labels {"labels":["rollgate"]}`,
-	})
-
-	again, err := c.EnsurePullRequest(ctx, approvePR("Approve step 2", "Body\n"))
-	if err != nil || again != url {
-		t.Fatalf("second EnsurePullRequest = %q, %v; want %q", again, err, url)
-	}
-	sameCalls(t, f.takeCalls(), []string{ghListApprove2})
-	if n := f.count(); n != 1 {
-		t.Errorf("the forge holds %d pull requests, want 1", n)
-	}
-}
-
 func TestGitHubEnsureUpdatesBody(t *testing.T) {
 	f, srv := newFakeGitHub(t)
 	f.add(fakePR{Head: "rollgate/approve/demo/echo/r2-step-2", Base: "main", Fork: true, Title: "fork"})
@@ -199,26 +174,6 @@ func TestGitHubEnsureUpdatesBody(t *testing.T) {
 	})
 	if got := f.get(n); got.Body != "new numbers" || got.Title != "Approve step 2" {
 		t.Errorf("pull request after update: %+v", got)
-	}
-}
-
-func TestGitHubEnsureReusesPullRequestOpenedMeanwhile(t *testing.T) {
-	f, srv := newFakeGitHub(t)
-	f.add(fakePR{Head: "rollgate/approve/demo/echo/r2-step-2", Base: "main", Title: "Approve step 2", Body: "Body", Labels: []string{"rollgate"}})
-	f.hideOpen = 1
-	c := newClient(t, GitHub, srv.URL, "acme/app", testToken)
-
-	url, err := c.EnsurePullRequest(context.Background(), approvePR("Approve step 2", "Body"))
-	if err != nil || url != "https://github.example/acme/app/pull/1" {
-		t.Fatalf("EnsurePullRequest = %q, %v", url, err)
-	}
-	sameCalls(t, f.takeCalls(), []string{
-		ghListApprove2,
-		`POST /repos/acme/app/pulls {"base":"main","body":"Body","head":"rollgate/approve/demo/echo/r2-step-2","title":"Approve step 2"}`,
-		ghListApprove2,
-	})
-	if n := f.count(); n != 1 {
-		t.Errorf("the forge holds %d pull requests, want 1", n)
 	}
 }
 
