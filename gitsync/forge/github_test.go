@@ -17,18 +17,10 @@ import (
 // GitHub's Link headers use).
 func newFakeGitHub(t *testing.T) (*fakeForge, *httptest.Server) {
 	f := newFakeForge(t)
-	srv := httptest.NewServer(http.HandlerFunc(f.github))
-	t.Cleanup(srv.Close)
-	return f, srv
+	return f, f.serveAPI(t, "Authorization", "Bearer ", f.github)
 }
 
-func (f *fakeForge) github(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	body, ok := f.begin(w, r, "Authorization", "Bearer "+f.token)
-	if !ok {
-		return
-	}
+func (f *fakeForge) github(w http.ResponseWriter, r *http.Request, body map[string]any) {
 	if a, v := r.Header.Get("Accept"), r.Header.Get("X-GitHub-Api-Version"); a != "application/vnd.github+json" || v != "2022-11-28" {
 		f.t.Errorf("%s %s: Accept %q, X-GitHub-Api-Version %q", r.Method, r.URL.Path, a, v)
 	}

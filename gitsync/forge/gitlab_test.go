@@ -18,18 +18,10 @@ const glMRs = "/api/v4/projects/group%2Fsub%2Fapp/merge_requests"
 // for project group/sub/app (ID 7; forks have ID 99).
 func newFakeGitLab(t *testing.T) (*fakeForge, *httptest.Server) {
 	f := newFakeForge(t)
-	srv := httptest.NewServer(http.HandlerFunc(f.gitlab))
-	t.Cleanup(srv.Close)
-	return f, srv
+	return f, f.serveAPI(t, "PRIVATE-TOKEN", "", f.gitlab)
 }
 
-func (f *fakeForge) gitlab(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	body, ok := f.begin(w, r, "PRIVATE-TOKEN", f.token)
-	if !ok {
-		return
-	}
+func (f *fakeForge) gitlab(w http.ResponseWriter, r *http.Request, body map[string]any) {
 	if a := r.Header.Get("Accept"); a != "application/json" {
 		f.t.Errorf("%s %s: Accept %q", r.Method, r.URL.Path, a)
 	}
