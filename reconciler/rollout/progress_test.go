@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +21,7 @@ import (
 	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/rig"
 	"github.com/rollgate/rollgate/traffic"
 )
@@ -39,18 +39,8 @@ func TestConfirmedTrafficReachesTheGateInOneReconcile(t *testing.T) {
 	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	// No pods to wait for: the Deployment has none, so step 1's upgrade
 	// holds at once and the reconcile goes on to the traffic.
-	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](0),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},
-			},
-		},
-	}
+	d := kube.Deployment(ns, name, 0, corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}})
+	labels := d.Spec.Selector.MatchLabels
 	rollouttest.MustCreate(t, c, d)
 	rollouttest.MustCreate(t, c, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
