@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/webhook"
 	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/test/proc"
 )
 
 // Namespace holds the certificate Secret and the readiness probe objects.
@@ -73,10 +73,11 @@ func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 // real time: start a clock in the past and move it towards now to test a
 // rotation.)
 func Run(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, name string, clock *Clock) (*Server, error) {
-	port, err := freePort()
+	ports, err := proc.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -211,13 +212,4 @@ func Held(ctx context.Context, c client.Client, obj client.Object) (bool, error)
 	}
 	_, held := probe.GetAnnotations()[v1alpha1.AnnotationControl]
 	return held, nil
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
