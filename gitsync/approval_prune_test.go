@@ -58,27 +58,28 @@ func overfull(layout string) []byte {
 	switch layout {
 	case "block":
 		b.WriteString("apiVersion: rollgate.dev/v1alpha1\nkind: Rollout\nmetadata:\n  name: echoserver\nspec:\n  # Approvals, one per gate.\n  approvals:\n")
-		for i, it := range items {
-			if i == 50 {
-				b.WriteString("  # halfway\n")
-			}
-			fmt.Fprintf(&b, "  - %s\n", it)
-		}
+		blockList(&b, "  ", items)
 		b.WriteString("  paused: false   # the end of spec\n")
 	case "flow":
 		b.WriteString("apiVersion: rollgate.dev/v1alpha1\nkind: Rollout\nmetadata:\n  name: echoserver\nspec:\n")
 		fmt.Fprintf(&b, "  approvals: [%s]   # one line\n  paused: false   # the end of spec\n", strings.Join(items, ", "))
 	case "values":
 		b.WriteString("rollout:\n  approvals:   # rollgate:approvals demo/echoserver\n")
-		for i, it := range items {
-			if i == 50 {
-				b.WriteString("    # halfway\n")
-			}
-			fmt.Fprintf(&b, "    - %s\n", it)
-		}
+		blockList(&b, "    ", items)
 		b.WriteString("  paused: false   # the end of spec\n")
 	}
 	return []byte(b.String())
+}
+
+// blockList writes items as a block sequence indented by indent, with a
+// comment halfway through.
+func blockList(b *strings.Builder, indent string, items []string) {
+	for i, it := range items {
+		if i == 50 {
+			b.WriteString(indent + "# halfway\n")
+		}
+		fmt.Fprintf(b, "%s- %s\n", indent, it)
+	}
 }
 
 // TestAddApprovalPrunesAnOverfullList: a manifest that already holds more
@@ -324,10 +325,7 @@ func TestPruningKeepsSignedApprovalsCounting(t *testing.T) {
 	merged1 := merge(step1)
 	merged2 := merge(step2, stableRev, canaryRev)
 
-	full, err := gitsync.Open(gitsync.Options{URL: srv.URL + "/app.git", Depth: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	full := openRepo(t, gitsync.Options{URL: srv.URL + "/app.git", Depth: -1})
 	snap, err := full.Snapshot(ctx(t), "main")
 	if err != nil {
 		t.Fatal(err)

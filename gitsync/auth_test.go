@@ -49,10 +49,7 @@ func TestBasicAuthNeverLeaksThePassword(t *testing.T) {
 		t.Fatalf("credentials over http without InsecureHTTP: err = %v", err)
 	}
 
-	repo, err := gitsync.Open(gitsync.Options{URL: url, Credentials: good, InsecureHTTP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, Credentials: good, InsecureHTTP: true})
 	// A commit message mentioning the password is redacted.
 	_, err = repo.Update(ctx(t), gitsync.UpdateRequest{Branch: "main"}, func(*gitsync.Snapshot) (*gitsync.Change, error) {
 		return &gitsync.Change{Message: "oops " + password, Files: map[string][]byte{"b.txt": []byte("b\n")}}, nil
@@ -71,10 +68,7 @@ func TestBasicAuthNeverLeaksThePassword(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	badRepo, err := gitsync.Open(gitsync.Options{URL: url, Credentials: bad, InsecureHTTP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	badRepo := openRepo(t, gitsync.Options{URL: url, Credentials: bad, InsecureHTTP: true})
 	var errs []error
 	_, err = badRepo.ReadFile(ctx(t), "main", "a.txt")
 	errs = append(errs, err)
@@ -113,10 +107,7 @@ func TestTokenAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: url, Credentials: creds, InsecureHTTP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, Credentials: creds, InsecureHTTP: true})
 	if got, err := repo.ReadFile(ctx(t), "main", "a.txt"); err != nil || string(got) != "a\n" {
 		t.Fatalf("ReadFile with token = %q, %v", got, err)
 	}
@@ -238,10 +229,7 @@ func TestSSHHostKeyIsVerified(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			repo, err := gitsync.Open(gitsync.Options{URL: url, Credentials: creds})
-			if err != nil {
-				t.Fatal(err)
-			}
+			repo := openRepo(t, gitsync.Options{URL: url, Credentials: creds})
 			_, err = repo.ReadFile(ctx(t), "main", "a.txt")
 			if err == nil {
 				t.Fatal("read from a server without git succeeded")
@@ -263,10 +251,7 @@ func TestStatusFilesNeverLeakThePassword(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: url, Credentials: creds, InsecureHTTP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, Credentials: creds, InsecureHTTP: true})
 	w, err := gitsync.NewWriter(repo, gitsync.WriterOptions{MessageTemplate: "status {{range .Changed}}{{.Message}}{{end}}"})
 	if err != nil {
 		t.Fatal(err)

@@ -18,10 +18,7 @@ func benchWriter(b *testing.B, n int) *gitsync.Writer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: url})
-	if err != nil {
-		b.Fatal(err)
-	}
+	repo := openRepo(b, gitsync.Options{URL: url})
 	w, err := gitsync.NewWriter(repo, gitsync.WriterOptions{})
 	if err != nil {
 		b.Fatal(err)

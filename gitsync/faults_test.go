@@ -67,10 +67,7 @@ func approvedLocally(t *testing.T, repo *gitsync.Repository, step int) bool {
 func checkStatus(t *testing.T, url string, want map[string]gitsync.RolloutState, reader ...*gitsync.Repository) {
 	t.Helper()
 	if len(reader) == 0 {
-		r, err := gitsync.Open(gitsync.Options{URL: url})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := openRepo(t, gitsync.Options{URL: url})
 		reader = append(reader, r)
 	}
 	got, err := gitsync.ReadStatus(ctx(t), reader[0], gitsync.DefaultStatusBranch)
@@ -104,10 +101,7 @@ func enqueueAll(w *gitsync.Writer, want map[string]gitsync.RolloutState, n, step
 // the next flush writes every state and the merged approval is seen.
 func TestFaultServerDown(t *testing.T) {
 	srv, proxy, url := faultRepo(t, gitserver.Options{})
-	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
 	w := newWriter(t, repo, gitsync.WriterOptions{Window: 20 * time.Millisecond})
 	want := map[string]gitsync.RolloutState{}
 	enqueueAll(w, want, 10, 1)
@@ -221,10 +215,7 @@ func TestFaultServerDown(t *testing.T) {
 func TestFaultServerHangs(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	srv, proxy, url := faultRepo(t, gitserver.Options{})
-	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond, Timeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, RetryBackoff: time.Millisecond, Timeout: timeout})
 	// The first fetch, through the proxy passing everything, sets the
 	// story up; it is bounded by the same short timeout, which a loaded
 	// machine can exceed (seen at load 4 beside a full make test), so it
@@ -246,7 +237,7 @@ func TestFaultServerHangs(t *testing.T) {
 
 	proxy.setMode(proxyHang)
 	start := time.Now()
-	_, err = w.Flush(ctx(t))
+	_, err := w.Flush(ctx(t))
 	took := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) || took > 10*timeout {
 		t.Fatalf("flush against a hung server: %v after %v; want a deadline error after ~%v", err, took, timeout)
@@ -298,10 +289,7 @@ func TestFaultAuth(t *testing.T) {
 		}
 		return c
 	}
-	bad, err := gitsync.Open(gitsync.Options{URL: url, Credentials: creds(password + "-old"), InsecureHTTP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bad := openRepo(t, gitsync.Options{URL: url, Credentials: creds(password + "-old"), InsecureHTTP: true})
 	w := newWriter(t, bad, gitsync.WriterOptions{})
 	want := map[string]gitsync.RolloutState{}
 	enqueueAll(w, want, 5, 1)
@@ -328,10 +316,7 @@ func TestFaultAuth(t *testing.T) {
 
 	// The Secret is fixed: a new Repository and Writer take over what the
 	// old Writer held, and write it.
-	good, err := gitsync.Open(gitsync.Options{URL: url, Credentials: creds(password), InsecureHTTP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	good := openRepo(t, gitsync.Options{URL: url, Credentials: creds(password), InsecureHTTP: true})
 	w2 := newWriter(t, good, gitsync.WriterOptions{})
 	w2.Adopt(w)
 	if !w2.Pending() {
@@ -350,10 +335,7 @@ func TestFaultAuth(t *testing.T) {
 	if _, err := w3.Flush(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := gitsync.Open(gitsync.Options{URL: url, Credentials: creds(password), InsecureHTTP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader := openRepo(t, gitsync.Options{URL: url, Credentials: creds(password), InsecureHTTP: true})
 	checkStatus(t, url, want, reader)
 }
 
@@ -394,10 +376,7 @@ func TestFaultNonFastForward(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv, proxy, url := faultRepo(t, gitserver.Options{})
-			repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
+			repo := openRepo(t, gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
 			w := newWriter(t, repo, gitsync.WriterOptions{})
 			want := map[string]gitsync.RolloutState{}
 			enqueueAll(w, want, 5, 1)
@@ -458,10 +437,7 @@ func TestFaultNonFastForward(t *testing.T) {
 // of the new head and keeps what the rewrite brought.
 func TestFaultStatusBranchRewritten(t *testing.T) {
 	srv, _, url := faultRepo(t, gitserver.Options{})
-	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
 	w := newWriter(t, repo, gitsync.WriterOptions{})
 	want := map[string]gitsync.RolloutState{}
 	enqueueAll(w, want, 10, 1)
@@ -507,10 +483,7 @@ func TestFaultStatusBranchRewritten(t *testing.T) {
 // for both ways of reading it (Fetch + LocalSnapshot, ApprovalsOnBranch).
 func TestFaultTrackedBranchRewritten(t *testing.T) {
 	srv, _, url := faultRepo(t, gitserver.Options{})
-	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
 	viaBranch := func() bool {
 		t.Helper()
 		as, err := gitsync.ApprovalsOnBranch(ctx(t), repo, "main", rolloutPath, "demo", "echoserver")
@@ -645,10 +618,7 @@ func TestFaultCorruptLocalClone(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv, _, url := faultRepo(t, gitserver.Options{})
 			dir := t.TempDir()
-			repo, err := gitsync.Open(gitsync.Options{URL: url, Dir: dir, RetryBackoff: time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
+			repo := openRepo(t, gitsync.Options{URL: url, Dir: dir, RetryBackoff: time.Millisecond})
 			w := newWriter(t, repo, gitsync.WriterOptions{})
 			want := map[string]gitsync.RolloutState{}
 			// Loose objects (our commits) and packs (fetched commits).

@@ -43,10 +43,7 @@ func fencedWriter(t *testing.T, url string, epoch uint64, window time.Duration, 
 	if obs != nil {
 		o.Observe = obs.observe
 	}
-	repo, err := gitsync.Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, o)
 	opts := gitsync.WriterOptions{Window: window, Burst: -1}
 	if epoch > 0 {
 		opts.Fence = gitsync.Fence{Epoch: epoch, Lease: testLease, Holder: "replica-" + string(rune('a'+epoch))}

@@ -39,10 +39,7 @@ func historyFixture(t *testing.T) (*gitserver.Server, string, string) {
 		t.Fatal(err)
 	}
 	clock := &historyClock{}
-	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond, Now: clock.get})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, RetryBackoff: time.Millisecond, Now: clock.get})
 	w := newWriter(t, repo, gitsync.WriterOptions{})
 	git := gitsync.GitInfo{Repository: url, Branch: "main", Path: "apps/web/rollout.yaml", Revision: "1111111111111111111111111111111111111111"}
 	base := func(phase, stable, canary string, step int, st string, ltt time.Time) gitsync.RolloutState {
@@ -118,10 +115,7 @@ func historyFixture(t *testing.T) (*gitserver.Server, string, string) {
 
 func openHistoryRepo(t *testing.T, url string) *gitsync.Repository {
 	t.Helper()
-	repo, err := gitsync.Open(gitsync.Options{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url})
 	return repo
 }
 

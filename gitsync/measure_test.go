@@ -34,10 +34,7 @@ func TestMeasureMergeToSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url})
 	if err := repo.Fetch(ctx(t), "main"); err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +86,7 @@ func TestMeasureFlushLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url})
 	w := newWriter(t, repo, gitsync.WriterOptions{})
 	k := 0
 	flush := func(changed int) time.Duration {

@@ -50,10 +50,7 @@ func TestObserveSeesEveryExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var obs observed
-	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond, Observe: obs.observe})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, RetryBackoff: time.Millisecond, Observe: obs.observe})
 
 	if _, err := repo.ReadFile(ctx(t), "main", "apps/a.yaml"); err != nil {
 		t.Fatal(err)
@@ -94,10 +91,7 @@ func TestObserveSeesEveryExchange(t *testing.T) {
 		t.Errorf("creating and deleting a branch: observed %q, want %q", got, want)
 	}
 
-	missing, err := gitsync.Open(gitsync.Options{URL: srv.URL + "/missing.git", Observe: obs.observe})
-	if err != nil {
-		t.Fatal(err)
-	}
+	missing := openRepo(t, gitsync.Options{URL: srv.URL + "/missing.git", Observe: obs.observe})
 	if err := missing.Fetch(ctx(t), "main"); err == nil {
 		t.Fatal("fetching a repository that does not exist succeeded")
 	}

@@ -20,10 +20,7 @@ func newRepo(t *testing.T, files map[string]string) (*gitserver.Server, *gitsync
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
 	return srv, repo
 }
 
@@ -31,6 +28,17 @@ func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return c
+}
+
+// openRepo opens the Repository opts name, failing the test when it
+// cannot.
+func openRepo(t testing.TB, opts gitsync.Options) *gitsync.Repository {
+	t.Helper()
+	repo, err := gitsync.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo
 }
 
 // gitLog returns the subjects of branch, newest first, read by the git CLI
@@ -206,10 +214,7 @@ func TestStorageModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, opts := range []gitsync.Options{{URL: url, Depth: -1}, {URL: url, Dir: t.TempDir()}, {URL: url, MaxCachedObjects: 1}} {
-		repo, err := gitsync.Open(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		repo := openRepo(t, opts)
 		for i := range 3 {
 			if _, err := srv.Commit("app", "main", "theirs", map[string]string{"t.txt": string(rune('0' + i))}); err != nil {
 				t.Fatal(err)

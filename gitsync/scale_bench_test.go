@@ -43,10 +43,7 @@ func writeBack(b *testing.B, rollouts int, window time.Duration) {
 	// fetch, build and push take less than the 100 ms between foreign
 	// pushes, so these times explain a miss.
 	ex := &exchanges{by: map[gitsync.Operation][]time.Duration{}}
-	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: 10 * time.Millisecond, Observe: ex.observe})
-	if err != nil {
-		b.Fatal(err)
-	}
+	repo := openRepo(b, gitsync.Options{URL: url, RetryBackoff: 10 * time.Millisecond, Observe: ex.observe})
 	var flushes, failed atomic.Int64
 	var lastErr atomic.Value
 	w, err := gitsync.NewWriter(repo, gitsync.WriterOptions{Window: window, OnFlush: func(res gitsync.FlushResult, err error) {
@@ -202,10 +199,7 @@ func allWritten(w *gitsync.Writer, states []gitsync.RolloutState) bool {
 // lostStates counts the Rollouts whose state in Git, read by an
 // independent client, is not their last one.
 func lostStates(b *testing.B, url, branch string, last []gitsync.RolloutState) int {
-	reader, err := gitsync.Open(gitsync.Options{URL: url})
-	if err != nil {
-		b.Fatal(err)
-	}
+	reader := openRepo(b, gitsync.Options{URL: url})
 	got, err := gitsync.ReadStatus(context.Background(), reader, branch)
 	if err != nil {
 		b.Fatal(err)
@@ -230,22 +224,7 @@ func lostStates(b *testing.B, url, branch string, last []gitsync.RolloutState) i
 // keptForeign counts the foreign commits still in the branch's history
 // with their file.
 func keptForeign(b *testing.B, srv *gitserver.Server, repo *gitsync.Repository, branch string, foreign []string) int {
-	snap, err := repo.Snapshot(context.Background(), branch)
-	if err != nil {
-		b.Fatal(err)
-	}
-	files, err := snap.Files("other")
-	if err != nil {
-		b.Fatal(err)
-	}
-	have := map[string]bool{}
-	for _, f := range files {
-		have[f] = true
-	}
-	history := map[string]bool{}
-	for _, h := range strings.Fields(mustBareGit(b, srv, "rev-list", "refs/heads/"+branch)) {
-		history[h] = true
-	}
+	have, history := foreignOnBranch(b, srv, repo, branch)
 	kept := 0
 	for n, h := range foreign {
 		if history[h] && have[fmt.Sprintf("other/%d.txt", n)] {

@@ -46,10 +46,7 @@ func TestSignedCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: url, Signer: signer})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, Signer: signer})
 	res, err := repo.Update(ctx(t), gitsync.UpdateRequest{Branch: "main"}, func(*gitsync.Snapshot) (*gitsync.Change, error) {
 		return &gitsync.Change{Message: "signed", Files: map[string][]byte{"b": []byte("b\n")}}, nil
 	})

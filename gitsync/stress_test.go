@@ -95,10 +95,7 @@ func TestStressConcurrentRolloutsAndForeignPushes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := openRepo(t, gitsync.Options{URL: url, RetryBackoff: 10 * time.Millisecond})
 	w := newWriter(t, repo, gitsync.WriterOptions{Window: window})
 
 	// Every Rollout starts somewhere; the first flush creates the branch.
@@ -195,10 +192,7 @@ func TestStressConcurrentRolloutsAndForeignPushes(t *testing.T) {
 
 	// Git holds exactly the last state of every Rollout, read back by an
 	// independent client.
-	reader, err := gitsync.Open(gitsync.Options{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader := openRepo(t, gitsync.Options{URL: url})
 	got, err := gitsync.ReadStatus(ctx(t), reader, statusBranch)
 	if err != nil {
 		t.Fatal(err)
@@ -225,22 +219,7 @@ func TestStressConcurrentRolloutsAndForeignPushes(t *testing.T) {
 
 	// Every foreign commit is still there: its file, and the commit itself
 	// in the branch's history.
-	snap, err := reader.Snapshot(ctx(t), statusBranch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := snap.Files("other")
-	if err != nil {
-		t.Fatal(err)
-	}
-	have := map[string]bool{}
-	for _, f := range files {
-		have[f] = true
-	}
-	history := map[string]bool{}
-	for _, h := range strings.Fields(mustBareGit(t, srv, "rev-list", "refs/heads/"+statusBranch)) {
-		history[h] = true
-	}
+	have, history := foreignOnBranch(t, srv, reader, statusBranch)
 	for n, h := range foreign {
 		if !have[fmt.Sprintf("other/%d.txt", n)] {
 			t.Errorf("other/%d.txt lost", n)
@@ -282,4 +261,30 @@ func TestStressConcurrentRolloutsAndForeignPushes(t *testing.T) {
 	if statusCommits < 1 {
 		t.Errorf("no status commit in %v with a %v window", duration, window)
 	}
+}
+
+// foreignOnBranch reads branch as repo sees it: the files under other/ (a
+// foreign writer's commits add them) and the commits in its history, by
+// the bare repository's git.
+func foreignOnBranch(t testing.TB, srv *gitserver.Server, repo *gitsync.Repository, branch string) (files, history map[string]bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	snap, err := repo.Snapshot(ctx, branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := snap.Files("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = map[string]bool{}
+	for _, f := range names {
+		files[f] = true
+	}
+	history = map[string]bool{}
+	for _, h := range strings.Fields(mustBareGit(t, srv, "rev-list", "refs/heads/"+branch)) {
+		history[h] = true
+	}
+	return files, history
 }

@@ -149,10 +149,7 @@ func TestVerifyApprovals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			full, err := gitsync.Open(gitsync.Options{URL: srv.URL + "/app.git", Depth: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			full := openRepo(t, gitsync.Options{URL: srv.URL + "/app.git", Depth: -1})
 			snap, err := full.Snapshot(ctx(t), "main")
 			if err != nil {
 				t.Fatal(err)
@@ -195,10 +192,7 @@ func TestVerifyNeedsHistory(t *testing.T) {
 	if _, err := srv.Commit("app", "main", "later", map[string]string{"other.txt": "z\n"}); err != nil {
 		t.Fatal(err)
 	}
-	shallow, err := gitsync.Open(gitsync.Options{URL: srv.URL + "/app.git"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	shallow := openRepo(t, gitsync.Options{URL: srv.URL + "/app.git"})
 	snap, err := shallow.Snapshot(ctx(t), "main")
 	if err != nil {
 		t.Fatal(err)
@@ -243,10 +237,7 @@ func BenchmarkVerifyApproval200Deep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	repo, err := gitsync.Open(gitsync.Options{URL: url, Depth: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	repo := openRepo(b, gitsync.Options{URL: url, Depth: -1})
 	if _, err := gitsync.RecordApproval(context.Background(), repo, "main", rolloutPath, "demo", "echoserver", step2, ""); err != nil {
 		b.Fatal(err)
 	}

@@ -21,10 +21,7 @@ func TestForgottenRolloutIsLeftToItsNewWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 		open := func() *gitsync.Writer {
-			repo, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
+			repo := openRepo(t, gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
 			return newWriter(t, repo, gitsync.WriterOptions{})
 		}
 		first, second := open(), open()

@@ -15,21 +15,7 @@ import (
 // fetch and its push: the push is rejected, the flush rebuilds on the new
 // head, and both commits survive.
 func TestFlushPushRace(t *testing.T) {
-	srv := gitserver.Start(t, gitserver.Options{})
-	url, err := srv.CreateRepo("app", map[string]string{"a": "a\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo, err := Open(Options{URL: url, RetryBackoff: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewWriter(repo, WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	srv, w, ctx := newStatusWriter(t, time.Millisecond)
 	builds := 0
 	w.afterBuild = func(bool) {
 		builds++
@@ -68,21 +54,7 @@ func TestFlushPushRace(t *testing.T) {
 // built when only other files moved, builds again when a status file
 // moved, and keeps both foreign commits under its own.
 func TestRejectedPushIsRetriedAtOnceOnTheNewHead(t *testing.T) {
-	srv := gitserver.Start(t, gitserver.Options{})
-	url, err := srv.CreateRepo("app", map[string]string{"a": "a\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo, err := Open(Options{URL: url, RetryBackoff: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewWriter(repo, WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	srv, w, ctx := newStatusWriter(t, time.Hour)
 	w.Enqueue(RolloutState{Namespace: "demo", Name: "r0", Phase: "Progressing"})
 	if _, err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -143,21 +115,7 @@ func TestRejectedPushIsRetriedAtOnceOnTheNewHead(t *testing.T) {
 // flush's fetch and its push: the push is refused, the retry finds the
 // branch gone and creates it again with every state.
 func TestRetryAfterTheBranchWasDeleted(t *testing.T) {
-	srv := gitserver.Start(t, gitserver.Options{})
-	url, err := srv.CreateRepo("app", map[string]string{"a": "a\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo, err := Open(Options{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewWriter(repo, WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	srv, w, ctx := newStatusWriter(t, 0)
 	w.Enqueue(RolloutState{Namespace: "demo", Name: "r0", Phase: "Progressing"})
 	if _, err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -180,4 +138,28 @@ func TestRetryAfterTheBranchWasDeleted(t *testing.T) {
 			t.Errorf("%s missing from the recreated branch: %v", f, err)
 		}
 	}
+}
+
+// newStatusWriter starts a Git server with repository app (one file) and
+// returns it with a Writer on the repository, whose failed pushes wait
+// about backoff (Open's default when 0), and a context that ends a minute
+// later.
+func newStatusWriter(t *testing.T, backoff time.Duration) (*gitserver.Server, *Writer, context.Context) {
+	t.Helper()
+	srv := gitserver.Start(t, gitserver.Options{})
+	url, err := srv.CreateRepo("app", map[string]string{"a": "a\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := Open(Options{URL: url, RetryBackoff: backoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(repo, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return srv, w, ctx
 }

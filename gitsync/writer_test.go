@@ -478,10 +478,7 @@ func TestOnFlushReportsWhatReachedGit(t *testing.T) {
 func TestClustersShareOneStatusBranch(t *testing.T) {
 	srv, repo := newRepo(t, map[string]string{"apps/echo/rollout.yaml": "kind: Rollout\n"})
 	url := strings.TrimSuffix(repo.String(), "/")
-	other, err := gitsync.Open(gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := openRepo(t, gitsync.Options{URL: url, RetryBackoff: time.Millisecond})
 	staging := newWriter(t, repo, gitsync.WriterOptions{PathPrefix: "staging", CreateBranch: true})
 	prod := newWriter(t, other, gitsync.WriterOptions{PathPrefix: "prod", CreateBranch: true})
 	a, b := state("demo", "echo", 1), state("demo", "echo", 2)

@@ -127,15 +127,7 @@ backends: [{service: app, weight: 0}, {service: app-canary, weight: 100}]`, "Tra
 			s := Script{Name: "test", Key: KeyPrefix + tt.key}
 			in := CustomInput{CanaryWeight: tt.weight, StableWeight: StableWeight(tt.weight), Matches: tt.matches, Target: target}
 			err := checkCustom(s, in, ObjectData{Spec: mustYAML(t, tt.spec)})
-			if tt.refused == "" {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, ErrMisroute) || !strings.Contains(err.Error(), tt.refused) {
-				t.Fatalf("got %v, want ErrMisroute containing %q", err, tt.refused)
-			}
+			wantRefused(t, err, tt.refused)
 		})
 	}
 }
@@ -167,15 +159,22 @@ func TestGuardIngress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := checkIngress(Script{Name: "test"}, IngressInput{Weight: tt.weight, Matches: tt.matches}, tt.ann)
-			if tt.refused == "" {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, ErrMisroute) || !strings.Contains(err.Error(), tt.refused) {
-				t.Fatalf("got %v, want ErrMisroute containing %q", err, tt.refused)
-			}
+			wantRefused(t, err, tt.refused)
 		})
+	}
+}
+
+// wantRefused fails the test unless err is nil when refused is empty, or
+// ErrMisroute saying refused otherwise.
+func wantRefused(t *testing.T, err error, refused string) {
+	t.Helper()
+	if refused == "" {
+		if err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, ErrMisroute) || !strings.Contains(err.Error(), refused) {
+		t.Fatalf("got %v, want ErrMisroute containing %q", err, refused)
 	}
 }

@@ -7,12 +7,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/test/envtest"
+	"github.com/rollgate/rollgate/test/kube"
 )
 
 // TestCacheStripsManagedFields checks that the manager's cache keeps no
@@ -27,18 +26,7 @@ func TestCacheStripsManagedFields(t *testing.T) {
 	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	labels := map[string]string{"app": "web"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}},
-			},
-		},
-	}
+	dep := kube.Deployment("default", "web", 1, corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}})
 	if err := c.Create(ctx, dep, client.FieldOwner("kustomize-controller")); err != nil {
 		t.Fatal(err)
 	}

@@ -195,14 +195,7 @@ if obj.canaryWeight == -1 then
   obj.canaryWeight = 100
   obj.stableWeight = 0
 end
-for _, rule in ipairs(spec.http) do
-  if rule.route[1].destination.host == obj.stableService then
-    rule.route[1].weight = obj.stableWeight
-    table.insert(rule.route, {destination = {host = obj.canaryService}, weight = obj.canaryWeight})
-  end
-end
-return obj.data
-`}
+` + splitRoutes("obj.stableWeight", "obj.canaryWeight")}
 	d := desired(0)
 	d.Matches = []v1alpha1.HttpRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X-Canary", Value: "yes"}}}}
 	before := f.getUnstructured("VirtualService")
@@ -249,14 +242,7 @@ func TestCustomObjectDeletedMidStep(t *testing.T) {
 func TestCustomBrokenScriptDoesNotHoldARollback(t *testing.T) {
 	f, declared := vsWithScript(t, `
 local spec = obj.data.spec
-for _, rule in ipairs(spec.http) do
-  if rule.route[1].destination.host == obj.stableService then
-    rule.route[1].weight = obj.canaryWeight
-    table.insert(rule.route, {destination = {host = obj.canaryService}, weight = obj.stableWeight})
-  end
-end
-return obj.data
-`)
+`+splitRoutes("obj.canaryWeight", "obj.stableWeight"))
 	_, err := f.step(f.router(), desired(20))
 	wantErr(t, err, luascripts.ErrMisroute)
 	f.ensure(f.router(), desired(0))
@@ -275,14 +261,7 @@ return obj.data
 func TestCustomZeroWeightWritesTheDeclaredState(t *testing.T) {
 	f, declared := vsWithScript(t, `
 local spec = obj.data.spec
-for _, rule in ipairs(spec.http) do
-  if rule.route[1].destination.host == obj.stableService then
-    rule.route[1].weight = obj.stableWeight
-    table.insert(rule.route, {destination = {host = obj.canaryService}, weight = obj.canaryWeight})
-  end
-end
-return obj.data
-`)
+`+splitRoutes("obj.stableWeight", "obj.canaryWeight"))
 	f.ensure(f.router(), desired(0))
 	if got := specJSON(t, f.getUnstructured("VirtualService")); got != declared {
 		t.Errorf("VirtualService at weight 0: %s, want the declared %s (no canary named)", got, declared)
@@ -324,4 +303,19 @@ func vsWithScript(t *testing.T, script string) (*fixture, string) {
 	declared := specJSON(t, f.getUnstructured("VirtualService"))
 	f.opts.LuaOverrides = map[string]string{"lua.traffic.routing.VirtualService.networking.istio.io": script}
 	return f, declared
+}
+
+// splitRoutes is the end of a Kruise-style VirtualService script, after
+// it has set spec: every route whose first destination is the stable
+// Service gets stable (a Lua expression) as that destination's weight and
+// a canary destination of weight canary.
+func splitRoutes(stable, canary string) string {
+	return `for _, rule in ipairs(spec.http) do
+  if rule.route[1].destination.host == obj.stableService then
+    rule.route[1].weight = ` + stable + `
+    table.insert(rule.route, {destination = {host = obj.canaryService}, weight = ` + canary + `})
+  end
+end
+return obj.data
+`
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/test/envtest"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // k is a client of a real kube-apiserver with the rollgate CRDs installed.
@@ -32,22 +33,9 @@ func TestMain(m *testing.M) {
 }
 
 // goodRollout is a valid Rollout that each bad case breaks in one place.
-const goodRollout = `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echo, namespace: default}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echo}
-  strategy:
-    canary:
-      steps:
-      - {traffic: "5%", replicas: 1, pause: {}}
-      - {traffic: "40%", replicas: "40%", pause: {duration: 600}}
-      - {traffic: "100%", replicas: "100%"}
-      trafficRoutings:
-      - service: echo
-        gateway: {httpRouteName: echo}
-`
+var goodRollout = rig.Rollout{Name: "echo", Namespace: "default", Steps: []string{
+	`{traffic: "5%", replicas: 1, pause: {}}`, `{traffic: "40%", replicas: "40%", pause: {duration: 600}}`, `{traffic: "100%", replicas: "100%"}`,
+}}.YAML()
 
 func parse(t *testing.T, doc string) *unstructured.Unstructured {
 	t.Helper()

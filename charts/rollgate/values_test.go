@@ -8,6 +8,7 @@ package rollgate_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -107,7 +108,7 @@ func (r *rendered) deployment(name string) *appsv1.Deployment {
 	r.t.Helper()
 	var d appsv1.Deployment
 	if !r.get("Deployment", name, &d) {
-		r.t.Fatalf("no Deployment %s; Deployments: %v", name, keys(r.objects["Deployment"]))
+		r.t.Fatalf("no Deployment %s; Deployments: %v", name, slices.Sorted(maps.Keys(r.objects["Deployment"])))
 	}
 	return &d
 }
@@ -130,15 +131,6 @@ func controller(t *testing.T, d *appsv1.Deployment) corev1.Container {
 	}
 	t.Fatalf("Deployment %s has no container controller", d.Name)
 	return corev1.Container{}
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func equal(t *testing.T, what string, got, want any) {
@@ -182,7 +174,7 @@ func TestDefaultsRestricted(t *testing.T) {
 		t.Errorf("PodDisruptionBudget spec %+v, want minAvailable 1 only", p.Spec)
 	}
 	for _, kind := range []string{"ServiceMonitor", "NetworkPolicy"} {
-		if got := keys(r.objects[kind]); len(got) > 0 {
+		if got := slices.Sorted(maps.Keys(r.objects[kind])); len(got) > 0 {
 			t.Errorf("%s %v rendered by default", kind, got)
 		}
 	}
@@ -307,7 +299,7 @@ func TestServiceMonitor(t *testing.T) {
 	r := mustRender(t, "metrics: {port: 8090, serviceMonitor: {enabled: true, interval: 15s, labels: {release: prometheus}}}")
 	var sm unstructured.Unstructured
 	if !r.get("ServiceMonitor", "rg-rollgate", &sm.Object) {
-		t.Fatalf("no ServiceMonitor; rendered %v", keys(r.objects))
+		t.Fatalf("no ServiceMonitor; rendered %v", slices.Sorted(maps.Keys(r.objects)))
 	}
 	if got := sm.GetLabels()["release"]; got != "prometheus" {
 		t.Errorf("label release=%q, want prometheus", got)
@@ -338,7 +330,7 @@ networkPolicy:
 `)
 	var np networkingv1.NetworkPolicy
 	if !r.get("NetworkPolicy", "rg-rollgate", &np) {
-		t.Fatalf("no NetworkPolicy; rendered %v", keys(r.objects))
+		t.Fatalf("no NetworkPolicy; rendered %v", slices.Sorted(maps.Keys(r.objects)))
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 	if err != nil {
@@ -357,7 +349,7 @@ networkPolicy:
 		}
 		for _, p := range controller(t, d).Ports {
 			if _, ok := ports[p.Name]; !ok {
-				t.Errorf("%s: port %s (%d) is not admitted; admitted %v", name, p.Name, p.ContainerPort, keys(ports))
+				t.Errorf("%s: port %s (%d) is not admitted; admitted %v", name, p.Name, p.ContainerPort, slices.Sorted(maps.Keys(ports)))
 			}
 		}
 	}
@@ -416,7 +408,7 @@ func TestWebhookTimeout(t *testing.T) {
 		var m admissionregistrationv1.MutatingWebhookConfiguration
 		var v admissionregistrationv1.ValidatingWebhookConfiguration
 		if !r.get("MutatingWebhookConfiguration", "rg-rollgate", &m) || !r.get("ValidatingWebhookConfiguration", "rg-rollgate", &v) {
-			t.Fatalf("%q: no webhook configurations rg-rollgate: %v", tc.values, keys(r.objects))
+			t.Fatalf("%q: no webhook configurations rg-rollgate: %v", tc.values, slices.Sorted(maps.Keys(r.objects)))
 		}
 		if len(m.Webhooks) != 0 || len(v.Webhooks) != 0 {
 			t.Errorf("%q: the chart renders %d mutating and %d validating webhooks, want none (the controller writes them)", tc.values, len(m.Webhooks), len(v.Webhooks))

@@ -28,6 +28,7 @@ import (
 	"github.com/rollgate/rollgate/cmd/internal/dashboard"
 	"github.com/rollgate/rollgate/gitsync"
 	"github.com/rollgate/rollgate/test/envtest"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // dashboardPage is the JSON of /api/rollouts.
@@ -402,7 +403,7 @@ func TestDashboardGit(t *testing.T) {
 
 	// The command itself: it serves on the address it prints, and stops
 	// when its context ends.
-	out := &syncBuffer{}
+	out := &rig.Buffer{}
 	cmd := newRootCommand()
 	cmd.SetOut(out)
 	cmd.SetErr(out)
@@ -434,24 +435,6 @@ func TestDashboardGit(t *testing.T) {
 		t.Errorf("rollgate dashboard after its context ended: %v", err)
 	}
 	mustNotContain(t, "the command's output", out.String(), "dash-s3cret-token")
-}
-
-// syncBuffer is a text buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestDashboardGitDown: with the Git server gone, the page answers 502

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // TestPlanExamples plans every example: all valid, and the echoserver's
@@ -153,13 +155,7 @@ func TestPlanRefusesWhatTheAPIServerRefuses(t *testing.T) {
 // workloadRef is refused as an update.
 func TestPlanBaseOnAGitHistory(t *testing.T) {
 	repo := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@rollgate.invalid", "-c", "commit.gpgsign=false"}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	git := gitIn(t, repo)
 	git("init", "-q", "-b", "main")
 	write(t, filepath.Join(repo, "apps/web/rollout.yaml"), rolloutYAML("web", "web"))
 	write(t, filepath.Join(repo, "apps/web/deployment.yaml"), deploymentYAML("web", "web:1.0", 5))
@@ -255,18 +251,9 @@ func write(t *testing.T, path, content string) {
 // --nodes the steps give their replicas as written, with it they count.
 func TestPlanDaemonSet(t *testing.T) {
 	dir := t.TempDir()
-	write(t, filepath.Join(dir, "agent.yaml"), `apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: agent, namespace: ops}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: DaemonSet, name: agent}
-  strategy:
-    canary:
-      steps:
-      - {replicas: 1, pause: {}}
-      - {replicas: "50%"}
-      - {replicas: "100%"}
----
+	rollout := rig.Rollout{Name: "agent", Namespace: "ops", Kind: "DaemonSet", WithoutTraffic: true,
+		Steps: []string{`{replicas: 1, pause: {}}`, `{replicas: "50%"}`, `{replicas: "100%"}`}}
+	write(t, filepath.Join(dir, "agent.yaml"), rollout.YAML()+`---
 apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: agent, namespace: ops}
@@ -379,20 +366,7 @@ func TestPlanRefusesRemoteBases(t *testing.T) {
 // rendered from the files of the base commit too, so an image bumped in
 // the overlay is a release.
 func TestPlanKustomizationAgainstABase(t *testing.T) {
-	repo := t.TempDir()
-	if err := os.CopyFS(repo, os.DirFS(filepath.Join("testdata", "plan", "kustomize"))); err != nil {
-		t.Fatal(err)
-	}
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@rollgate.invalid", "-c", "commit.gpgsign=false"}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	git("init", "-q", "-b", "main")
-	git("add", ".")
-	git("commit", "-q", "-m", "first")
+	repo := committedCopy(t, filepath.Join("testdata", "plan", "kustomize"))
 	k := filepath.Join(repo, "overlays", "prod", "kustomization.yaml")
 	data, err := os.ReadFile(k)
 	if err != nil {
@@ -497,20 +471,7 @@ func TestPlanRendersHelmCharts(t *testing.T) {
 		t.Errorf("missing dependency: exit %d, want %d with %q:\n%s", code, exitError, want, out)
 	}
 
-	repo := t.TempDir()
-	if err := os.CopyFS(repo, os.DirFS(chart)); err != nil {
-		t.Fatal(err)
-	}
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@rollgate.invalid", "-c", "commit.gpgsign=false"}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	git("init", "-q", "-b", "main")
-	git("add", ".")
-	git("commit", "-q", "-m", "first")
+	repo := committedCopy(t, chart)
 	write(t, filepath.Join(repo, "values.yaml"), "replicas: 4\nimage: registry.example.com/web:1.1.0\n")
 	out, stderr, code := runPlanSplit(t, "plan", "--base", "HEAD", repo)
 	want := "releases: the pod template changed (web: registry.example.com/web:1.0.0 -> registry.example.com/web:1.1.0)"
@@ -563,4 +524,31 @@ func TestPlanShowsLockstepGroups(t *testing.T) {
 	if found != 2 {
 		t.Errorf("warnings %+v, want one on each member naming the other's gates", r.Warnings)
 	}
+}
+
+// gitIn runs git in repo as a test author (no signing), failing the test
+// on an error.
+func gitIn(t *testing.T, repo string) func(args ...string) {
+	return func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@rollgate.invalid", "-c", "commit.gpgsign=false"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// committedCopy is a new Git repository holding a copy of dir in one
+// commit on main.
+func committedCopy(t *testing.T, dir string) string {
+	t.Helper()
+	repo := t.TempDir()
+	if err := os.CopyFS(repo, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	git := gitIn(t, repo)
+	git("init", "-q", "-b", "main")
+	git("add", ".")
+	git("commit", "-q", "-m", "first")
+	return repo
 }

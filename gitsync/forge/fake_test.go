@@ -13,6 +13,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -288,6 +289,32 @@ func newClient(t *testing.T, provider, apiURL, project, token string) Client {
 		t.Fatalf("New: %v", err)
 	}
 	return guarded{t: t, c: c, token: token}
+}
+
+// serveAPI starts the server of a forge's fake: each request, under f's
+// lock, goes through begin (credentials in header authHeader, as
+// authPrefix and f.token) and then to api with its JSON body.
+func (f *fakeForge) serveAPI(t *testing.T, authHeader, authPrefix string, api func(w http.ResponseWriter, r *http.Request, body map[string]any)) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		body, ok := f.begin(w, r, authHeader, authPrefix+f.token)
+		if !ok {
+			return
+		}
+		api(w, r, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// answeredBy is a guarded client of provider for project on a server that
+// answers every request with h.
+func answeredBy(t *testing.T, provider, project string, h http.HandlerFunc) Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return newClient(t, provider, srv.URL, project, testToken)
 }
 
 // sameCalls fails unless got lists exactly want, in order.

@@ -159,12 +159,10 @@ func TestErrorsNeverHoldToken(t *testing.T) {
 }
 
 func TestRateLimitedForbidden(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := answeredBy(t, GitHub, "acme/app", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-RateLimit-Remaining", "0")
 		http.Error(w, `{"message":"API rate limit exceeded"}`, http.StatusForbidden)
-	}))
-	t.Cleanup(srv.Close)
-	c := newClient(t, GitHub, srv.URL, "acme/app", testToken)
+	})
 	_, err := c.EnsurePullRequest(context.Background(), approvePR("t", "b"))
 	if !errors.Is(err, ErrRateLimited) || errors.Is(err, ErrAuth) {
 		t.Errorf("error = %v, want ErrRateLimited and not ErrAuth", err)
@@ -224,12 +222,10 @@ func TestTokenStaysOnAPIHost(t *testing.T) {
 
 func TestPagingIsBounded(t *testing.T) {
 	var requests atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := answeredBy(t, GitLab, "group/app", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Next-Page", strconv.Itoa(int(requests.Add(1))+1))
 		writeJSON(w, http.StatusOK, []map[string]any{{"iid": 1, "source_branch": "feature"}})
-	}))
-	t.Cleanup(srv.Close)
-	c := newClient(t, GitLab, srv.URL, "group/app", testToken)
+	})
 	_, err := c.ClosePullRequests(context.Background(), "rollgate/", nil)
 	if err == nil || !strings.Contains(err.Error(), "more than 20 pages") || requests.Load() != maxPages {
 		t.Errorf("endless listing: error = %v after %d requests, want a bound of %d", err, requests.Load(), maxPages)

@@ -16,20 +16,14 @@ import (
 // X-Total-Count, as some proxies strip it.
 func newFakeGitea(t *testing.T, noTotal bool) (*fakeForge, *httptest.Server) {
 	f := newFakeForge(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.gitea(w, r, noTotal) }))
-	t.Cleanup(srv.Close)
-	return f, srv
+	return f, f.serveAPI(t, "Authorization", "token ", func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		f.gitea(w, r, body, noTotal)
+	})
 }
 
 var giteaLabels = []map[string]any{{"id": 1, "name": "rollgate"}, {"id": 2, "name": "team"}}
 
-func (f *fakeForge) gitea(w http.ResponseWriter, r *http.Request, noTotal bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	body, ok := f.begin(w, r, "Authorization", "token "+f.token)
-	if !ok {
-		return
-	}
+func (f *fakeForge) gitea(w http.ResponseWriter, r *http.Request, body map[string]any, noTotal bool) {
 	rest, found := strings.CutPrefix(r.URL.Path, "/api/v1/repos/acme/app/")
 	parts := strings.Split(rest, "/")
 	switch {

@@ -17,18 +17,10 @@ import (
 // GitHub's Link headers use).
 func newFakeGitHub(t *testing.T) (*fakeForge, *httptest.Server) {
 	f := newFakeForge(t)
-	srv := httptest.NewServer(http.HandlerFunc(f.github))
-	t.Cleanup(srv.Close)
-	return f, srv
+	return f, f.serveAPI(t, "Authorization", "Bearer ", f.github)
 }
 
-func (f *fakeForge) github(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	body, ok := f.begin(w, r, "Authorization", "Bearer "+f.token)
-	if !ok {
-		return
-	}
+func (f *fakeForge) github(w http.ResponseWriter, r *http.Request, body map[string]any) {
 	if a, v := r.Header.Get("Accept"), r.Header.Get("X-GitHub-Api-Version"); a != "application/vnd.github+json" || v != "2022-11-28" {
 		f.t.Errorf("%s %s: Accept %q, X-GitHub-Api-Version %q", r.Method, r.URL.Path, a, v)
 	}
@@ -158,31 +150,6 @@ func approvePR(title, body string) PullRequest {
 	return PullRequest{Head: "rollgate/approve/demo/echo/r2-step-2", Base: "main", Title: title, Body: body, Labels: []string{"rollgate"}}
 }
 
-func TestGitHubEnsureCreatesOnce(t *testing.T) {
-	f, srv := newFakeGitHub(t)
-	c := newClient(t, GitHub, srv.URL, "acme/app", testToken)
-	ctx := context.Background()
-
-	url, err := c.EnsurePullRequest(ctx, approvePR("Approve step 2", "Body"))
-	if err != nil || url != "https://github.example/acme/app/pull/1" {
-		t.Fatalf("first EnsurePullRequest = %q, %v", url, err)
-	}
-	sameCalls(t, f.takeCalls(), []string{
-		ghListApprove2,
-		`POST /repos/acme/app/pulls {"base":"main","body":"Body","head":"rollgate/approve/demo/echo/r2-step-2","title":"Approve step 2"}`,
-		`POST /repos/acme/app/issues/1/labels {"labels":["rollgate"]}`,
-	})
-
-	again, err := c.EnsurePullRequest(ctx, approvePR("Approve step 2", "Body\n"))
-	if err != nil || again != url {
-		t.Fatalf("second EnsurePullRequest = %q, %v; want %q", again, err, url)
-	}
-	sameCalls(t, f.takeCalls(), []string{ghListApprove2})
-	if n := f.count(); n != 1 {
-		t.Errorf("the forge holds %d pull requests, want 1", n)
-	}
-}
-
 func TestGitHubEnsureUpdatesBody(t *testing.T) {
 	f, srv := newFakeGitHub(t)
 	f.add(fakePR{Head: "rollgate/approve/demo/echo/r2-step-2", Base: "main", Fork: true, Title: "fork"})
@@ -199,26 +166,6 @@ func TestGitHubEnsureUpdatesBody(t *testing.T) {
 	})
 	if got := f.get(n); got.Body != "new numbers" || got.Title != "Approve step 2" {
 		t.Errorf("pull request after update: %+v", got)
-	}
-}
-
-func TestGitHubEnsureReusesPullRequestOpenedMeanwhile(t *testing.T) {
-	f, srv := newFakeGitHub(t)
-	f.add(fakePR{Head: "rollgate/approve/demo/echo/r2-step-2", Base: "main", Title: "Approve step 2", Body: "Body", Labels: []string{"rollgate"}})
-	f.hideOpen = 1
-	c := newClient(t, GitHub, srv.URL, "acme/app", testToken)
-
-	url, err := c.EnsurePullRequest(context.Background(), approvePR("Approve step 2", "Body"))
-	if err != nil || url != "https://github.example/acme/app/pull/1" {
-		t.Fatalf("EnsurePullRequest = %q, %v", url, err)
-	}
-	sameCalls(t, f.takeCalls(), []string{
-		ghListApprove2,
-		`POST /repos/acme/app/pulls {"base":"main","body":"Body","head":"rollgate/approve/demo/echo/r2-step-2","title":"Approve step 2"}`,
-		ghListApprove2,
-	})
-	if n := f.count(); n != 1 {
-		t.Errorf("the forge holds %d pull requests, want 1", n)
 	}
 }
 
@@ -357,12 +304,10 @@ func TestGitHubPullRequestReviewsClosed(t *testing.T) {
 // TestRateLimitRetryAfter: a 429 with Retry-After is ErrRateLimited with
 // the wait, and says it.
 func TestRateLimitRetryAfter(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := answeredBy(t, GitHub, "acme/app", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "120")
 		http.Error(w, `{"message":"slow down"}`, http.StatusTooManyRequests)
-	}))
-	t.Cleanup(srv.Close)
-	c := newClient(t, GitHub, srv.URL, "acme/app", testToken)
+	})
 	_, err := c.PullRequestReviews(context.Background(), "rollgate/approve/demo/echo/r2-step-1")
 	var fe *Error
 	if !errors.Is(err, ErrRateLimited) || !errors.As(err, &fe) || fe.RetryAfter != 2*time.Minute || !strings.Contains(err.Error(), "retry after 2m0s") {

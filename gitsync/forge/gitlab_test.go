@@ -18,18 +18,10 @@ const glMRs = "/api/v4/projects/group%2Fsub%2Fapp/merge_requests"
 // for project group/sub/app (ID 7; forks have ID 99).
 func newFakeGitLab(t *testing.T) (*fakeForge, *httptest.Server) {
 	f := newFakeForge(t)
-	srv := httptest.NewServer(http.HandlerFunc(f.gitlab))
-	t.Cleanup(srv.Close)
-	return f, srv
+	return f, f.serveAPI(t, "PRIVATE-TOKEN", "", f.gitlab)
 }
 
-func (f *fakeForge) gitlab(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	body, ok := f.begin(w, r, "PRIVATE-TOKEN", f.token)
-	if !ok {
-		return
-	}
+func (f *fakeForge) gitlab(w http.ResponseWriter, r *http.Request, body map[string]any) {
 	if a := r.Header.Get("Accept"); a != "application/json" {
 		f.t.Errorf("%s %s: Accept %q", r.Method, r.URL.Path, a)
 	}
@@ -142,30 +134,6 @@ func (f *fakeForge) glUpdate(w http.ResponseWriter, p *fakePR, body map[string]a
 
 const glListApprove2 = "GET " + glMRs + "?per_page=100&source_branch=rollgate%2Fapprove%2Fdemo%2Fecho%2Fr2-step-2&state=opened&target_branch=main"
 
-func TestGitLabEnsureCreatesOnce(t *testing.T) {
-	f, srv := newFakeGitLab(t)
-	c := newClient(t, GitLab, srv.URL, "group/sub/app", testToken)
-	ctx := context.Background()
-
-	url, err := c.EnsurePullRequest(ctx, approvePR("Approve step 2", "Body"))
-	if err != nil || url != "https://gitlab.example/group/sub/app/-/merge_requests/1" {
-		t.Fatalf("first EnsurePullRequest = %q, %v", url, err)
-	}
-	sameCalls(t, f.takeCalls(), []string{
-		glListApprove2,
-		"POST " + glMRs + ` {"description":"Body","labels":"rollgate","source_branch":"rollgate/approve/demo/echo/r2-step-2","target_branch":"main","title":"Approve step 2"}`,
-	})
-
-	again, err := c.EnsurePullRequest(ctx, approvePR("Approve step 2", "Body"))
-	if err != nil || again != url {
-		t.Fatalf("second EnsurePullRequest = %q, %v; want %q", again, err, url)
-	}
-	sameCalls(t, f.takeCalls(), []string{glListApprove2})
-	if n := f.count(); n != 1 {
-		t.Errorf("the forge holds %d merge requests, want 1", n)
-	}
-}
-
 func TestGitLabEnsureUpdatesBodyAndLabels(t *testing.T) {
 	f, srv := newFakeGitLab(t)
 	n := f.add(fakePR{Head: "rollgate/approve/demo/echo/r2-step-2", Base: "main", Title: "Approve step 2", Body: "old", Labels: []string{"team"}})
@@ -182,25 +150,6 @@ func TestGitLabEnsureUpdatesBodyAndLabels(t *testing.T) {
 	})
 	if got := f.get(n); got.Body != "new" || strings.Join(got.Labels, ",") != "team,rollgate" {
 		t.Errorf("merge request after update: %+v", got)
-	}
-}
-
-func TestGitLabEnsureConflictReusesMergeRequest(t *testing.T) {
-	f, srv := newFakeGitLab(t)
-	f.add(fakePR{Head: "rollgate/approve/demo/echo/r2-step-2", Base: "main", Title: "Approve step 2", Body: "Body", Labels: []string{"rollgate"}})
-	f.hideOpen = 1
-	c := newClient(t, GitLab, srv.URL, "group/sub/app", testToken)
-
-	url, err := c.EnsurePullRequest(context.Background(), approvePR("Approve step 2", "Body"))
-	if err != nil || url != "https://gitlab.example/group/sub/app/-/merge_requests/1" {
-		t.Fatalf("EnsurePullRequest = %q, %v", url, err)
-	}
-	calls := f.takeCalls()
-	if len(calls) != 3 || !strings.HasPrefix(calls[1], "POST ") || calls[2] != glListApprove2 {
-		t.Errorf("want list, create (409), list again; got\n%s", strings.Join(calls, "\n"))
-	}
-	if n := f.count(); n != 1 {
-		t.Errorf("the forge holds %d merge requests, want 1", n)
 	}
 }
 

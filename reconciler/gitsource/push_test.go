@@ -158,14 +158,8 @@ func TestPushWakesOnlyRolloutsGatedOnAChangedManifest(t *testing.T) {
 // Rollout of the Repository, its manifest changed or not.
 func TestPushWakesGatesOfASigningPolicyOnEveryHead(t *testing.T) {
 	ctx, cfg, c, scheme := rollouttest.StartAPIServer(t)
-	srv := gitserver.Start(t, gitserver.Options{})
-	const gated = "gated"
-	url, err := srv.CreateRepo("app", map[string]string{manifestPath(gated): "# gated v1\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := "push-policy"
-	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	const gated, ns = "gated", "push-policy"
+	srv, url := gatedRepo(t, c, ns, gated)
 	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
 		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main", Interval: &metav1.Duration{Duration: 10 * time.Minute},
 			Approvals: &v1alpha1.ApprovalPolicy{MergeOnly: true}}}
@@ -194,14 +188,8 @@ func TestPushWakesGatesOfASigningPolicyOnEveryHead(t *testing.T) {
 // is fixed, the repository's first fetch wakes them again.
 func TestABrokenApproversSecretWakesTheGates(t *testing.T) {
 	ctx, cfg, c, scheme := rollouttest.StartAPIServer(t)
-	srv := gitserver.Start(t, gitserver.Options{})
-	const gated = "gated"
-	url, err := srv.CreateRepo("app", map[string]string{manifestPath(gated): "# gated v1\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := "broken-keys"
-	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	const gated, ns = "gated", "broken-keys"
+	_, url := gatedRepo(t, c, ns, gated)
 	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "approvers"},
 		Data: map[string][]byte{"approver.asc": approverKey(t)}}
 	rollouttest.MustCreate(t, c, keys)
@@ -526,4 +514,18 @@ func woken(g *Pool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// gatedRepo creates namespace ns and starts a Git server whose repository
+// app holds the first version of Rollout name's manifest; it returns the
+// server and the repository's URL.
+func gatedRepo(t *testing.T, c client.Client, ns, name string) (*gitserver.Server, string) {
+	t.Helper()
+	srv := gitserver.Start(t, gitserver.Options{})
+	url, err := srv.CreateRepo("app", map[string]string{manifestPath(name): "# " + name + " v1\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	return srv, url
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // releaseWorld is a kwok cluster with the rollgate controller running
@@ -161,20 +162,8 @@ func (w *releaseWorld) gauge(name string, labels map[string]string) (float64, bo
 }
 
 // webRollout is the Rollout as Git declares it.
-const webRollout = `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: web, namespace: shop}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-  strategy:
-    canary:
-      steps:
-      - replicas: 1
-        pause: {}
-      - replicas: "100%"
-  git: {repository: app-repo, path: apps/web/rollout.yaml}
-`
+var webRollout = rig.Rollout{Name: "web", Namespace: "shop", WithoutTraffic: true, GitPath: "apps/web/rollout.yaml",
+	Steps: []string{`{replicas: 1, pause: {}}`, `{replicas: "100%"}`}}.YAML()
 
 // Given a Deployment covered by a Rollout, declared in Git, whose first
 // step is a gate, when its image changes, then the metrics show the

@@ -2,11 +2,9 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,13 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/luascripts"
 	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/rig"
 	"github.com/rollgate/rollgate/traffic"
 )
 
@@ -40,18 +39,8 @@ func TestConfirmedTrafficReachesTheGateInOneReconcile(t *testing.T) {
 	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	// No pods to wait for: the Deployment has none, so step 1's upgrade
 	// holds at once and the reconcile goes on to the traffic.
-	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](0),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},
-			},
-		},
-	}
+	d := kube.Deployment(ns, name, 0, corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}})
+	labels := d.Spec.Selector.MatchLabels
 	rollouttest.MustCreate(t, c, d)
 	rollouttest.MustCreate(t, c, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -69,23 +58,14 @@ func TestConfirmedTrafficReachesTheGateInOneReconcile(t *testing.T) {
 			}}}},
 		}}},
 	})
-	ro := &v1alpha1.Rollout{}
-	if err := yaml.Unmarshal(fmt.Appendf(nil, `
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s}
-  strategy:
-    canary:
+	ro := rig.Rollout{Name: name, Namespace: ns, Strategy: `
       steps:
-      - {traffic: "20%%", replicas: 1, pause: {}}
-      - {traffic: "100%%", replicas: "100%%"}
+      - {traffic: "20%", replicas: 1, pause: {}}
+      - {traffic: "100%", replicas: "100%"}
       trafficRoutings:
-      - service: %[1]s
+      - service: ` + name + `
         gracePeriodSeconds: 0
-        ingress: {name: %[1]s}
-`, name, ns), ro); err != nil {
-		t.Fatal(err)
-	}
+        ingress: {name: ` + name + `}`}.Object(t)
 	rollouttest.MustCreate(t, c, ro)
 
 	// The controller reads through a cache with its index of Rollouts by

@@ -2,7 +2,6 @@ package webhook_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -75,15 +74,7 @@ func TestOutageOfTheRouteAndValidationWebhooks(t *testing.T) {
 	apply(t, ns, heldServiceSliceYAML)
 	apply(t, ns, templateYAML)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "https://" + ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	reg := webhook.Registration{Name: "rollgate-down-" + ns, URL: url, Namespaces: []string{ns}}
+	reg := unreachableRegistration(t, ns)
 	hooks := []webhook.Hook{routehook.Hook(routehook.Options{}).Hook, validation.TemplateHook(nil).Hook}
 	mutating, validating := reg.Configurations(hooks, nil)
 	for _, conf := range []client.Object{mutating, validating} {
@@ -98,7 +89,7 @@ func TestOutageOfTheRouteAndValidationWebhooks(t *testing.T) {
 	}
 	refused := func(err error, hook string) bool {
 		return err != nil && strings.Contains(err.Error(), `failed calling webhook "`+hook+`"`) &&
-			strings.Contains(err.Error(), strings.TrimPrefix(url, "https://"))
+			strings.Contains(err.Error(), strings.TrimPrefix(reg.URL, "https://"))
 	}
 	write := func(obj client.Object, name string, dryRun bool, change func(client.Object)) error {
 		t.Helper()

@@ -31,9 +31,9 @@ type outage struct {
 	conf *admissionregistrationv1.MutatingWebhookConfiguration
 }
 
-// startOutage registers the unreachable webhook and waits until the API
-// server calls it: an image change of the Deployment probe is refused.
-func startOutage(t *testing.T, ns, probe string) *outage {
+// unreachableRegistration registers webhooks for namespace ns at a
+// loopback port nothing listens on.
+func unreachableRegistration(t *testing.T, ns string) webhook.Registration {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,7 +43,15 @@ func startOutage(t *testing.T, ns, probe string) *outage {
 	if err := ln.Close(); err != nil {
 		t.Fatal(err)
 	}
-	reg := webhook.Registration{Name: "rollgate-down-" + ns, URL: url, Namespaces: []string{ns}}
+	return webhook.Registration{Name: "rollgate-down-" + ns, URL: url, Namespaces: []string{ns}}
+}
+
+// startOutage registers the unreachable webhook and waits until the API
+// server calls it: an image change of the Deployment probe is refused.
+func startOutage(t *testing.T, ns, probe string) *outage {
+	t.Helper()
+	reg := unreachableRegistration(t, ns)
+	url := reg.URL
 	conf, _ := reg.Configurations([]webhook.Hook{webhook.WorkloadHook(nil)}, nil)
 	ctx := context.Background()
 	if err := suite.c.Create(ctx, conf); err != nil {
@@ -56,7 +64,7 @@ func startOutage(t *testing.T, ns, probe string) *outage {
 	})
 	o := &outage{ns: ns, url: url, conf: conf}
 	var last error
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
 		last = o.write(t, "Deployment", probe, true, func(obj client.Object) {
 			obj.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Image = "probe:" + time.Now().Format("150405.000")
 		})

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,20 +29,14 @@ import (
 	"github.com/rollgate/rollgate/reconciler/webhook"
 	"github.com/rollgate/rollgate/reconciler/webhook/webhooktest"
 	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/test/kube"
 )
 
 // gitOpsManager is the field manager the tests apply manifests with, as
 // Flux's kustomize-controller does (server-side apply, forced).
 const gitOpsManager = "kustomize-controller"
 
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-" + rand.String(6)}}
-	if err := suite.c.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
+func namespace(t *testing.T) string { return kube.NewNamespace(t, suite.c) }
 
 // apply server-side applies a YAML manifest as the GitOps tool would.
 func apply(t *testing.T, ns, manifest string) {
@@ -97,17 +90,10 @@ func cover(t *testing.T, ns, kind, name string, mutate func(*v1alpha1.Rollout)) 
 func waitHeldable(t *testing.T, ns, kind, name string) {
 	t.Helper()
 	obj := object(kind)
+	obj.SetNamespace(ns)
+	obj.SetName(name)
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := suite.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
-			return false, err
-		}
-		tpl, _ := workload.PodTemplate(obj)
-		tpl.Annotations = map[string]string{"probe": rand.String(4)}
-		if err := suite.c.Update(ctx, obj, client.DryRunAll); err != nil {
-			return false, err
-		}
-		_, held := obj.GetAnnotations()[v1alpha1.AnnotationControl]
-		return held, nil
+		return webhooktest.Held(ctx, suite.c, obj)
 	})
 	if err != nil {
 		t.Fatalf("the webhook never saw the Rollout of %s %s: %v", kind, name, err)

@@ -11,24 +11,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/webhook/webhooktest"
 	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/test/kube"
 )
 
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-" + rand.String(6)}}
-	if err := suite.c.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
+func namespace(t *testing.T) string { return kube.NewNamespace(t, suite.c) }
 
 func podTemplate(app, image string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
@@ -89,17 +83,7 @@ func cover(t *testing.T, obj client.Object, mutate func(*v1alpha1.Rollout)) (*v1
 		t.Fatal(err)
 	}
 	eventually(t, 15*time.Second, "webhook sees the Rollout", func(ctx context.Context) (bool, error) {
-		probe := obj.DeepCopyObject().(client.Object)
-		if err := suite.c.Get(ctx, client.ObjectKeyFromObject(obj), probe); err != nil {
-			return false, err
-		}
-		tpl, _ := workload.PodTemplate(probe)
-		tpl.Annotations = map[string]string{"probe": rand.String(4)}
-		if err := suite.c.Update(ctx, probe, client.DryRunAll); err != nil {
-			return false, err
-		}
-		_, held := probe.GetAnnotations()[v1alpha1.AnnotationControl]
-		return held, nil
+		return webhooktest.Held(ctx, suite.c, obj)
 	})
 	return ro, a
 }

@@ -80,7 +80,7 @@ func flagOf(d appsv1.Deployment, name string) (string, bool) {
 func TestShardsRenderOneDeploymentEach(t *testing.T) {
 	r := render(t, "--set", "sharding.shards={shard1,shard2}")
 	names := []string{"rg-rollgate", "rg-rollgate-shard1", "rg-rollgate-shard2"}
-	if got := keys(r.deployments); !slices.Equal(got, names) {
+	if got := slices.Sorted(maps.Keys(r.deployments)); !slices.Equal(got, names) {
 		t.Fatalf("Deployments %v, want %v", got, names)
 	}
 	selectors := map[string]labels.Selector{}
@@ -162,7 +162,7 @@ func TestShardsRenderOneDeploymentEach(t *testing.T) {
 // controller that takes every Rollout, on the Lease it always had.
 func TestNoShardsByDefault(t *testing.T) {
 	r := render(t)
-	if got := keys(r.deployments); !slices.Equal(got, []string{"rg-rollgate"}) {
+	if got := slices.Sorted(maps.Keys(r.deployments)); !slices.Equal(got, []string{"rg-rollgate"}) {
 		t.Fatalf("Deployments %v, want [rg-rollgate]", got)
 	}
 	for _, flag := range []string{"watch-label-selector", "leader-election-id"} {
@@ -194,15 +194,6 @@ func podSelector(t *testing.T, s *metav1.LabelSelector) labels.Selector {
 		t.Fatal(err)
 	}
 	return sel
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // helmErr runs helm and returns its combined output and error, for

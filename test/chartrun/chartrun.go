@@ -219,14 +219,8 @@ func StartT(t testing.TB, o Options) *Controller {
 	if o.LogPath == "" {
 		o.LogPath = filepath.Join(t.TempDir(), o.Deployment+".log")
 	}
-	ctx := context.Background()
-	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if deadline, ok := d.Deadline(); ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
-		}
-	}
+	ctx, cancel := proc.TestContext(t)
+	defer cancel()
 	c, err := Start(ctx, o)
 	if err != nil {
 		t.Fatalf("start the controller of chart release %s/%s: %v", o.Namespace, o.Deployment, err)
@@ -270,15 +264,7 @@ func (c *Controller) Exited() error {
 
 // LogTail returns the last n lines of the controller's log.
 func (c *Controller) LogTail(n int) string {
-	data, err := os.ReadFile(c.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return proc.Tail(c.logPath, n)
 }
 
 // Stop sends SIGTERM to the controller, waits for it to exit (up to 20 s)

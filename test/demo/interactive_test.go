@@ -1,17 +1,16 @@
 package demo_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rollgate/rollgate/test/demo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // TestInteractive runs the demo with --interactive as a user would: at the
@@ -23,7 +22,7 @@ func TestInteractive(t *testing.T) {
 	bin := demo.BuildRollgate(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	out := &syncBuffer{}
+	out := &rig.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- demo.Run(ctx, demo.Options{Out: out, Rollgate: bin, Interactive: true}) }()
 	ended := false
@@ -86,22 +85,4 @@ func TestInteractive(t *testing.T) {
 	if !strings.Contains(out.String(), "you approved step 1 in the cluster") {
 		t.Errorf("the demo does not say the approval came from the cluster")
 	}
-}
-
-// syncBuffer is a bytes.Buffer the demo writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -19,19 +19,10 @@ import (
 func TestAbortRollsBackAndRevertsInGit(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	repoURL, err := w.git.CreateRepo("app", map[string]string{
+	w.givenRepository(map[string]string{
 		"apps/echoserver/rollout.yaml":    w.inNS(echoRollout),
 		"apps/echoserver/deployment.yaml": "# the app, as the team keeps it\n" + strings.TrimPrefix(w.inNS(echoApp("echo:1.0")), "\n"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.applyYAML(fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Repository
-metadata: {name: app-repo, namespace: demo}
-spec: {url: %q, interval: 1s, status: {window: 1s}}
-`, repoURL))
+	}, "")
 	w.applyYAML(echoApp("echo:1.0"))
 	w.applyYAML(echoRollout)
 	w.eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {

@@ -121,7 +121,7 @@ func budgetStory(t *testing.T, budget string) {
 	w := newWorld(t)
 	names := []string{"alpha", "beta", "gamma"}
 	files := map[string]string{"release/rules.yaml": "budgets:\n- name: one-at-a-time\n  maxInFlight: 1\n"}
-	rules := ", releaseRules: {path: release/rules.yaml}"
+	rules := "releaseRules: {path: release/rules.yaml}"
 	if budget == "cluster" {
 		files, rules = map[string]string{}, ""
 		w.stopController()
@@ -140,16 +140,7 @@ func budgetStory(t *testing.T, budget string) {
 			Steps: []string{first, `{replicas: "100%"}`}}.YAML()
 		files["apps/"+n+"/rollout.yaml"] = w.inNS(rollouts[n])
 	}
-	repoURL, err := w.git.CreateRepo("app", files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.applyYAML(fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Repository
-metadata: {name: app-repo, namespace: demo}
-spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}%s}
-`, repoURL, rules))
+	w.givenRepository(files, rules)
 	for _, n := range names {
 		w.applyYAML(rig.App("demo", n, "echo:1.0", 2))
 		w.applyYAML(rollouts[n])

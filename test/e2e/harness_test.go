@@ -357,21 +357,37 @@ func (w *world) deployment(ns, name string) *appsv1.Deployment {
 // "commit: {...}") points at it with a 1 s fetch interval and status
 // window; v1 of the echoserver app and the Rollout are applied, and the
 // story waits until v1 runs under the Rollout, Healthy.
-func (w *world) givenAppFromGit(rolloutYAML, repoSpec string) {
+// givenRepository creates Git repository app holding files and applies
+// Repository app-repo for it (appRepository, with spec); it returns the
+// repository's URL.
+func (w *world) givenRepository(files map[string]string, spec string) string {
 	w.t.Helper()
-	repoURL, err := w.git.CreateRepo("app", map[string]string{"apps/echoserver/rollout.yaml": w.inNS(rolloutYAML)})
+	url, err := w.git.CreateRepo("app", files)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if repoSpec != "" {
-		repoSpec = ", " + repoSpec
+	w.applyYAML(appRepository(url, spec))
+	return url
+}
+
+// appRepository is Repository app-repo for the Git repository at url,
+// fetched every second and its status written within a second; spec adds
+// fields to its spec (a flow mapping's entries, "releaseRules: {...}").
+func appRepository(url, spec string) string {
+	if spec != "" {
+		spec = ", " + spec
 	}
-	w.applyYAML(fmt.Sprintf(`
+	return fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: app-repo, namespace: demo}
 spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}%s}
-`, repoURL, repoSpec))
+`, url, spec)
+}
+
+func (w *world) givenAppFromGit(rolloutYAML, repoSpec string) {
+	w.t.Helper()
+	w.givenRepository(map[string]string{"apps/echoserver/rollout.yaml": w.inNS(rolloutYAML)}, repoSpec)
 	w.applyYAML(echoApp("echo:1.0"))
 	w.applyYAML(rolloutYAML)
 	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {

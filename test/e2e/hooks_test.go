@@ -15,6 +15,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // hookServer is the HTTP server a story's hooks call: it records every
@@ -88,16 +89,9 @@ func (s *hookServer) callsTo(path string) []hookCall {
 // hookedRollout is the echoserver Rollout (no traffic) with a before hook
 // at before and a confirm after hook on step 1, and an onRollback hook.
 func hookedRollout(url, before string) string {
-	return fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    onRollback:
-    - {name: page, url: "%[1]s/rollback", interval: 1s}
-    canary:
+	return rig.Rollout{Name: "echoserver", Namespace: "demo", WithoutTraffic: true,
+		OnRollback: []string{fmt.Sprintf(`{name: page, url: "%s/rollback", interval: 1s}`, url)},
+		Strategy: fmt.Sprintf(`
       steps:
       - replicas: 1
         hooks:
@@ -110,7 +104,7 @@ spec:
             interval: 1s
             successCondition: "status == 200 && body.approved == true"
       - {replicas: "100%%"}
-`, url, before)
+`, url, before)}.YAML()
 }
 
 // TestHooksGateTheSteps: hooks are real HTTP calls to a server the story

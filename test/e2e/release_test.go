@@ -44,12 +44,7 @@ func TestReleaseWithApprovalMergedInGit(t *testing.T) {
 	// stop.
 	proxy := newGitProxy(t, w.git.URL)
 	repoURL = strings.Replace(repoURL, w.git.URL, proxy.URL(), 1)
-	w.applyYAML(fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Repository
-metadata: {name: app-repo, namespace: demo}
-spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
-`, repoURL))
+	w.applyYAML(appRepository(repoURL, ""))
 
 	// Given a running workload and its Rollout, applied from Git.
 	w.applyYAML(echoApp("echo:1.0"))

@@ -51,18 +51,10 @@ const threeSteps = `
 // trafficRoutings entry for Service echoserver; routing is the rest of the
 // entry (its router), indented to sit in it.
 func routedRollout(steps, routing string) string {
-	return fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:%s
+	return rig.Rollout{Name: "echoserver", Namespace: "demo", Strategy: steps + `
       trafficRoutings:
       - service: echoserver
-%s
-`, steps, routing)
+` + routing}.YAML()
 }
 
 // routedApp is the application as Git declares it: Deployment echoserver
@@ -222,7 +214,7 @@ func TestGatewayAPIMirror(t *testing.T) {
 	s.assertAsApplied(httpRouteGVK, "echoserver")
 }
 
-const userIngress = `
+var userIngress = `
 apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
@@ -230,14 +222,7 @@ metadata:
   namespace: demo
   labels: {team: web}
   annotations: {nginx.ingress.kubernetes.io/rewrite-target: /}
-spec:
-  ingressClassName: nginx
-  rules:
-  - host: echo.example.com
-    http:
-      paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: echoserver, port: {number: 80}}}}
-`
+` + ingressSpec("echoserver")
 
 // canaryIngress is the canary Ingress rollgate keeps beside userIngress.
 func canaryIngress(weight int) string {
@@ -247,14 +232,20 @@ annotations:
   nginx.ingress.kubernetes.io/rewrite-target: /
   nginx.ingress.kubernetes.io/canary: "true"
   %s: "%d"
-spec:
+`, nginxCanaryWeight, weight) + ingressSpec("echoserver-canary")
+}
+
+// ingressSpec is the spec of userIngress, sending its host to service: the
+// canary Ingress's is the same but for the Service.
+func ingressSpec(service string) string {
+	return `spec:
   ingressClassName: nginx
   rules:
   - host: echo.example.com
     http:
       paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: echoserver-canary, port: {number: 80}}}}
-`, nginxCanaryWeight, weight)
+      - {path: /, pathType: Prefix, backend: {service: {name: ` + service + `, port: {number: 80}}}}
+`
 }
 
 // TestNginxCanaryIngress: the user's Ingress is never written to; a canary
@@ -278,27 +269,18 @@ func TestNginxCanaryIngress(t *testing.T) {
 	}
 }
 
-const istioRoutes = `
+// istioRoutes are the Istio objects as Git declares them: their specs are
+// declaredDestinationRule and virtualService(0).
+var istioRoutes = `
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: echoserver, namespace: demo, labels: {team: web}, annotations: {owner: web-team}}
-spec:
-  host: echoserver
-  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
+spec: ` + declaredDestinationRule + `
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: echoserver, namespace: demo, labels: {team: web}, annotations: {owner: web-team}}
-spec:
-  hosts: [echo.example.com]
-  gateways: [public]
-  http:
-  - name: static
-    match: [{uri: {prefix: /static}}]
-    route: [{destination: {host: assets}}]
-  - name: primary
-    route: [{destination: {host: echoserver, port: {number: 80}}}]
-`
+spec:` + strings.ReplaceAll(virtualService(0), "\n", "\n  ") + "\n"
 
 const (
 	declaredDestinationRule = `{host: echoserver, trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}}`

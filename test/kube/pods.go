@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -31,4 +33,18 @@ func PodsByImage(ctx context.Context, c client.Reader, ns, app string) (map[stri
 		out[img] = n
 	}
 	return out, nil
+}
+
+// Deployment is Deployment name in namespace ns: replicas pods running
+// pod, labelled app: name (its selector).
+func Deployment(ns, name string, replicas int32, pod corev1.PodSpec) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+		},
+	}
 }

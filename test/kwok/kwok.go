@@ -106,14 +106,8 @@ const bootLock = "/tmp/rollgate-kwokboot.lock"
 // be created. A failed test gets the tail of every component log.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	ctx := context.Background()
-	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if deadline, ok := d.Deadline(); ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
-		}
-	}
+	ctx, cancel := proc.TestContext(t)
+	defer cancel()
 	c, err := Create(ctx, opts)
 	if err != nil {
 		t.Fatalf("create kwok cluster: %v", err)

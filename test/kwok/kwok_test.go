@@ -14,11 +14,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
 )
 
@@ -122,18 +121,8 @@ func TestDeploymentPodsBecomeReady(t *testing.T) {
 // webDeployment is a Deployment of replicas pods labelled app=name, in
 // namespace default, and its labels.
 func webDeployment(name string, replicas int32) (*appsv1.Deployment, map[string]string) {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "example.invalid/" + name + ":v1"}}},
-			},
-		},
-	}, labels
+	d := kube.Deployment("default", name, replicas, corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "example.invalid/" + name + ":v1"}}})
+	return d, d.Spec.Selector.MatchLabels
 }
 
 // TestReviveRestartsADeadControllerManager: a cluster whose controller

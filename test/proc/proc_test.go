@@ -28,3 +28,26 @@ func TestFreePortsAreDistinctBindableAndOutsideTheEphemeralRange(t *testing.T) {
 		ln.Close()
 	}
 }
+
+// TestContextEndsAtTheTestsDeadline: under go test (whose -timeout gives
+// every test a deadline) the context ends when the test must; a caller
+// without a deadline gets a context that only cancel ends.
+func TestContextEndsAtTheTestsDeadline(t *testing.T) {
+	want, ok := t.Deadline()
+	if !ok {
+		t.Skip("go test -timeout 0: no deadline to follow")
+	}
+	ctx, cancel := TestContext(t)
+	if got, ok := ctx.Deadline(); !ok || !got.Equal(want) {
+		t.Errorf("context deadline %v (%v), want the test's %v", got, ok, want)
+	}
+	cancel()
+	if ctx.Err() == nil {
+		t.Error("cancel did not end the context")
+	}
+	ctx, cancel = TestContext(struct{}{})
+	defer cancel()
+	if d, ok := ctx.Deadline(); ok {
+		t.Errorf("context of a caller without a deadline ends at %v", d)
+	}
+}

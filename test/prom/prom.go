@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
 )
 
@@ -120,10 +121,11 @@ func start(opts Options, dir string, ownDir bool) (*Server, error) {
 }
 
 func launch(bin, config, dir, host string, timeout time.Duration) (*Server, error) {
-	port, err := freePort()
+	ports, err := proc.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	if host == "" {
 		host = "127.0.0.1"
 	}
@@ -241,13 +243,4 @@ func promDuration(d time.Duration) string {
 		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 	}
 	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

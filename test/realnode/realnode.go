@@ -95,14 +95,8 @@ type component struct {
 // host is not restored.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	ctx := context.Background()
-	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if deadline, ok := d.Deadline(); ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
-		}
-	}
+	ctx, cancel := proc.TestContext(t)
+	defer cancel()
 	start := time.Now()
 	c, err := Create(ctx, opts)
 	if err != nil {

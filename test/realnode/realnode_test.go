@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/realnode"
 )
 
@@ -102,33 +103,22 @@ func TestDeploymentPodsServeHTTP(t *testing.T) {
 }
 
 func verserver(name, image string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](10),
-					Containers: []corev1.Container{{
-						Name:            "app",
-						Image:           image,
-						ImagePullPolicy: corev1.PullNever,
-						Args:            []string{"-drain=1s"},
-						Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
-							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}},
-							PeriodSeconds: 1,
-						},
-					}},
-				},
+	return kube.Deployment("default", name, replicas, corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptr.To[int64](10),
+		Containers: []corev1.Container{{
+			Name:            "app",
+			Image:           image,
+			ImagePullPolicy: corev1.PullNever,
+			Args:            []string{"-drain=1s"},
+			Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}},
+				PeriodSeconds: 1,
 			},
-		},
-	}
+		}},
+	})
 }
 
 // waitReadyPods waits until exactly n pods of app run image version and are

@@ -20,6 +20,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/proc"
@@ -188,6 +189,14 @@ type Rollout struct {
 	Kind string
 	// Group is spec.group.name; none when empty.
 	Group string
+	// OnRollback are spec.strategy.onRollback's hooks, each a YAML flow
+	// mapping: {name: page, url: "http://...", interval: 1s}.
+	OnRollback []string
+	// Strategy, when set, is the YAML inside spec.strategy.canary (or
+	// blueGreen) in place of Steps and the traffic routing: for a story
+	// whose steps or routers the fields above do not say (hooks, Istio,
+	// an Ingress). Its lines are indented by six spaces.
+	Strategy string
 }
 
 // YAML is the Rollout as a document, starting with a newline.
@@ -211,13 +220,26 @@ metadata: %s
 spec:
   workloadRef: {apiVersion: apps/v1, kind: %s, name: %s}
   strategy:
-    %s:
-      steps:
-`, meta, cmp.Or(r.Kind, "Deployment"), r.Name, strategy)
-	for _, s := range r.Steps {
-		fmt.Fprintf(&b, "      - %s\n", s)
+`, meta, cmp.Or(r.Kind, "Deployment"), r.Name)
+	if len(r.OnRollback) > 0 {
+		b.WriteString("    onRollback:\n")
+		for _, h := range r.OnRollback {
+			fmt.Fprintf(&b, "    - %s\n", h)
+		}
 	}
-	if !r.WithoutTraffic {
+	fmt.Fprintf(&b, "    %s:\n", strategy)
+	if r.Strategy != "" {
+		b.WriteString(strings.TrimPrefix(r.Strategy, "\n"))
+		if !strings.HasSuffix(r.Strategy, "\n") {
+			b.WriteString("\n")
+		}
+	} else {
+		b.WriteString("      steps:\n")
+		for _, s := range r.Steps {
+			fmt.Fprintf(&b, "      - %s\n", s)
+		}
+	}
+	if !r.WithoutTraffic && r.Strategy == "" {
 		fmt.Fprintf(&b, `      trafficRoutings:
       - service: %[1]s
         gracePeriodSeconds: 0
@@ -231,6 +253,17 @@ spec:
 		fmt.Fprintf(&b, "  group: {name: %s}\n", r.Group)
 	}
 	return b.String()
+}
+
+// Object is the Rollout as a typed object, for a test that creates it
+// through a client; it fails t when the YAML does not decode strictly.
+func (r Rollout) Object(t testing.TB) *v1alpha1.Rollout {
+	t.Helper()
+	ro := &v1alpha1.Rollout{}
+	if err := yaml.UnmarshalStrict([]byte(r.YAML()), ro); err != nil {
+		t.Fatalf("Rollout %s: %v", r.Name, err)
+	}
+	return ro
 }
 
 func metadata(ns, name string) string {

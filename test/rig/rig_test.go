@@ -60,6 +60,13 @@ func TestYAMLIsWhatTheTestsWroteByHand(t *testing.T) {
 			  "spec": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
 			    "strategy": {"blueGreen": {"steps": [{"traffic": "100%", "replicas": "100%"}]}},
 			    "git": {"repository": "fleet", "path": "web.yaml"}}}`},
+		{"Rollout with onRollback hooks and its own strategy", Rollout{Name: "agent", Kind: "DaemonSet", OnRollback: []string{`{name: page, url: "http://hooks/rollback"}`},
+			Strategy: "\n      steps:\n      - replicas: 1\n        hooks: {before: [{name: load, url: \"http://hooks/before\"}]}\n      trafficRoutings:\n      - service: agent\n        ingress: {name: agent}"}.YAML(),
+			`{"apiVersion": "rollgate.dev/v1alpha1", "kind": "Rollout", "metadata": {"name": "agent"},
+			  "spec": {"workloadRef": {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent"},
+			    "strategy": {"onRollback": [{"name": "page", "url": "http://hooks/rollback"}],
+			      "canary": {"steps": [{"replicas": 1, "hooks": {"before": [{"name": "load", "url": "http://hooks/before"}]}}],
+			        "trafficRoutings": [{"service": "agent", "ingress": {"name": "agent"}}]}}}}`},
 		{"App", App("demo", "echoserver", "echo:1.0", 5),
 			`{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "echoserver", "namespace": "demo"},
 			  "spec": {"replicas": 5, "selector": {"matchLabels": {"app": "echoserver"}},
@@ -89,4 +96,19 @@ func decode(t *testing.T, docs string) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// Object is the typed Rollout of the YAML; a YAML that does not decode
+// strictly fails the test.
+func TestObjectIsTheTypedRollout(t *testing.T) {
+	ro := Rollout{Name: "web", Namespace: "shop", Steps: []string{`{traffic: "20%", replicas: 1, pause: {}}`}, GitPath: "apps/web.yaml"}.Object(t)
+	if ro.Name != "web" || ro.Namespace != "shop" || ro.Spec.WorkloadRef.Name != "web" || ro.Spec.Git == nil || ro.Spec.Git.Path != "apps/web.yaml" ||
+		ro.Spec.Strategy.Canary == nil || len(ro.Spec.Strategy.Canary.Steps) != 1 || len(ro.Spec.Strategy.Canary.TrafficRoutings) != 1 {
+		t.Fatalf("Object = %+v", ro)
+	}
+	if failed := Failure(func(tb testing.TB) {
+		Rollout{Name: "web", Steps: []string{`{traffic: "20%", replica: 1}`}}.Object(tb)
+	}); !strings.Contains(failed, "unknown field") {
+		t.Fatalf("a misspelt step field: failure %q, want an unknown field", failed)
+	}
 }

@@ -49,13 +49,7 @@ func TestArgoCDGettingStarted(t *testing.T) {
 	})
 
 	hooks, controller := pageHooks(ctx, t, cluster.Kubeconfig)
-	env := map[string]string{
-		"GIT_URL":        gitURL,
-		"GIT_USER":       gitUser,
-		"GIT_TOKEN":      gitToken,
-		"ROLLGATE_IMAGE": "registry.example.com/rollgate",
-		"ROLLGATE_TAG":   "dev",
-	}
+	env := pageEnv(gitURL)
 
 	// The CLI's environment in place of `argocd login`, and bin/argocd on
 	// the PATH.

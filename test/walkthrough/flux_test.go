@@ -33,6 +33,19 @@ const (
 	gitToken = "walkthrough-token-3f9c"
 )
 
+// pageEnv is what a page's commands read from the environment: the Git
+// repository at gitURL with the server's account, and the controller's
+// image.
+func pageEnv(gitURL string) map[string]string {
+	return map[string]string{
+		"GIT_URL":        gitURL,
+		"GIT_USER":       gitUser,
+		"GIT_TOKEN":      gitToken,
+		"ROLLGATE_IMAGE": "registry.example.com/rollgate",
+		"ROLLGATE_TAG":   "dev",
+	}
+}
+
 // TestFluxGettingStarted runs docs/getting-started-flux.md from an empty
 // cluster to a released canary, every shell block in order, and then checks
 // the outcome the page promises: every pod on the new image, the Rollout
@@ -71,13 +84,7 @@ func TestFluxGettingStarted(t *testing.T) {
 		})
 		return nil
 	}
-	env := map[string]string{
-		"GIT_URL":        gitURL,
-		"GIT_USER":       gitUser,
-		"GIT_TOKEN":      gitToken,
-		"ROLLGATE_IMAGE": "registry.example.com/rollgate",
-		"ROLLGATE_TAG":   "dev",
-	}
+	env := pageEnv(gitURL)
 
 	s, err := StartSession(repo.Root(), sessionEnv(t, cluster.Kubeconfig, home))
 	if err != nil {

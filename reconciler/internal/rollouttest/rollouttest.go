@@ -5,7 +5,6 @@ package rollouttest
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -15,10 +14,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/envtest"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // StartAPIServer starts a real API server with Rollouts and a context
@@ -56,19 +55,7 @@ func WaitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
 // whose manifest is in Git where git says (nil: not in Git).
 func GatedRollout(t *testing.T, ns, name string, git *v1alpha1.GitReference) *v1alpha1.Rollout {
 	t.Helper()
-	ro := &v1alpha1.Rollout{}
-	if err := yaml.Unmarshal(fmt.Appendf(nil, `
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: %[1]s}
-  strategy:
-    canary:
-      steps:
-      - {replicas: 1, pause: {}}
-      - {replicas: "100%%"}
-`, name, ns), ro); err != nil {
-		t.Fatal(err)
-	}
+	ro := rig.Rollout{Name: name, Namespace: ns, WithoutTraffic: true, Steps: []string{`{replicas: 1, pause: {}}`, `{replicas: "100%"}`}}.Object(t)
 	ro.Spec.Git = git
 	return ro
 }

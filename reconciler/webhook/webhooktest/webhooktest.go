@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -28,6 +28,8 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/webhook"
+	"github.com/rollgate/rollgate/reconciler/workload"
+	"github.com/rollgate/rollgate/test/proc"
 )
 
 // Namespace holds the certificate Secret and the readiness probe objects.
@@ -71,10 +73,11 @@ func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 // real time: start a clock in the past and move it towards now to test a
 // rotation.)
 func Run(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, name string, clock *Clock) (*Server, error) {
-	port, err := freePort()
+	ports, err := proc.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -190,11 +193,23 @@ func probe(ctx context.Context, c client.Client, name string) (bool, error) {
 	return d.Spec.Paused, nil
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// Held reports whether the webhook holds obj's workload (obj names it): a
+// dry-run change of its pod template comes back with the control
+// annotation. A test waits for it before it relies on the webhook's cache
+// knowing a new Rollout.
+func Held(ctx context.Context, c client.Client, obj client.Object) (bool, error) {
+	probe := obj.DeepCopyObject().(client.Object)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), probe); err != nil {
+		return false, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	tpl, err := workload.PodTemplate(probe)
+	if err != nil {
+		return false, err
+	}
+	tpl.Annotations = map[string]string{"probe": rand.String(4)}
+	if err := c.Update(ctx, probe, client.DryRunAll); err != nil {
+		return false, err
+	}
+	_, held := probe.GetAnnotations()[v1alpha1.AnnotationControl]
+	return held, nil
 }
