@@ -159,7 +159,7 @@ func Run(f *Flags) error {
 // that the collector works harder as the caches near the limit instead of
 // the kernel killing the pod: with the default GOGC the heap may grow to
 // twice what is live before a collection. GOMEMLIMIT set by hand wins, and
-// AUTOMEMLIMIT=off or another ratio (0 to 1) changes it (docs/operations.md).
+// AUTOMEMLIMIT=off or another ratio (0 to 1) changes it (docs/install.md "Memory").
 func setMemoryLimit() {
 	log := ctrl.Log.WithName("memory")
 	limit, err := memlimit.SetGoMemLimitWithOpts(memlimit.WithProvider(memlimit.FromCgroup), memlimit.WithRefreshInterval(time.Minute))
