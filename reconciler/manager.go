@@ -168,8 +168,10 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // cacheOptions is what the manager caches: ConfigMaps only in the
 // controller's namespace, a shard's own Rollouts and Repositories only
-// (shard nil: all of them), no object's managedFields, and of Pods only
-// what rollgate reads (workload.StripPod). rollgate never reads
+// (shard nil: all of them), no object's managedFields, and of Pods and
+// ReplicaSets only what rollgate reads (workload.CacheTransforms: a pod's
+// metadata and readiness, a ReplicaSet's template as its revision).
+// rollgate never reads
 // managedFields, and they are a large part of every cached Pod, ReplicaSet
 // and Deployment (one entry per field manager: the controller manager, the
 // scheduler, the kubelet, Flux, rollgate); pods are the most numerous
@@ -179,10 +181,8 @@ func NewScheme() (*runtime.Scheme, error) {
 // informer lists and watches that namespace alone, so it needs no
 // cluster-wide read permission.
 func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cache.Options {
-	byObject := map[client.Object]cache.ByObject{
-		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{namespace: {}}},
-		&corev1.Pod{}:       {Transform: workload.StripPod},
-	}
+	byObject := workload.CacheTransforms()
+	byObject[&corev1.ConfigMap{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
 	if shard != nil {
 		// Another shard's Rollouts and Repositories are never cached here,
 		// so no event of theirs reaches this instance's controllers.

@@ -135,8 +135,14 @@ func (r *Reconciler) templateOf(ctx context.Context, ro *v1alpha1.Rollout, revis
 		if err := r.Get(ctx, key, &d); err != nil {
 			return nil, err
 		}
+		// The cache keeps no ReplicaSet's template (workload.StripReplicaSet):
+		// read the Deployment's ReplicaSets from the API server.
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("Deployment %s: selector: %w", ref.Name, err)
+		}
 		var list appsv1.ReplicaSetList
-		if err := r.List(ctx, &list, client.InNamespace(ro.Namespace)); err != nil {
+		if err := r.APIReader.List(ctx, &list, client.InNamespace(ro.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return nil, err
 		}
 		for i := range list.Items {

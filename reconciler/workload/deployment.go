@@ -87,7 +87,7 @@ func (a *deployment) read(ctx context.Context) (*deployState, error) {
 	}
 	s.rss = rss
 	for _, rs := range rss {
-		s.revs[rs.UID], owners[rs.UID] = Revision(&rs.Spec.Template), true
+		s.revs[rs.UID], owners[rs.UID] = ReplicaSetRevision(rs), true
 	}
 	if s.canaries, err = a.canaryDeployments(ctx, s.d); err != nil {
 		return nil, err

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -15,11 +17,12 @@ import (
 )
 
 // TestStrippedPodsObserveTheSame: with the controller's cache transforms
-// (no managedFields, pods cut down by StripPod), each adapter observes a
+// (no managedFields, pods cut down by StripPod, ReplicaSets' templates
+// replaced by their revision), each adapter observes a
 // workload exactly as it does reading the API server, at rest and with a
 // release held by the webhook: the same revisions, pods counted by
 // revision and readiness, terminating pods, control annotation. And the
-// cached pods did lose their spec.
+// cached pods did lose their spec, the cached ReplicaSets their template.
 func TestStrippedPodsObserveTheSame(t *testing.T) {
 	ns := namespace(t)
 	d := newDeployment(t, ns, "web", 4)
@@ -60,6 +63,50 @@ func TestStrippedPodsObserveTheSame(t *testing.T) {
 		if len(p.OwnerReferences) == 0 || len(p.Status.Conditions) == 0 {
 			t.Errorf("cached pod %s lost its owner or its conditions", p.Name)
 		}
+	}
+
+	var rss appsv1.ReplicaSetList
+	if err := suite.stripped.List(context.Background(), &rss, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rss.Items) < 2 {
+		t.Fatalf("%d cached ReplicaSets of web, want the stable and the canary one", len(rss.Items))
+	}
+	for _, rs := range rss.Items {
+		var liveRS appsv1.ReplicaSet
+		if err := suite.c.Get(context.Background(), client.ObjectKeyFromObject(&rs), &liveRS); err != nil {
+			t.Fatal(err)
+		}
+		if len(rs.Spec.Template.Spec.Containers) != 0 || len(rs.ManagedFields) != 0 {
+			t.Errorf("cached ReplicaSet %s keeps %d containers, %d managedFields entries: not stripped", rs.Name, len(rs.Spec.Template.Spec.Containers), len(rs.ManagedFields))
+		}
+		if got, want := workload.ReplicaSetRevision(&rs), workload.Revision(&liveRS.Spec.Template); got != want {
+			t.Errorf("cached ReplicaSet %s: revision %s, the API server's template has %s", rs.Name, got, want)
+		}
+		if rs.Spec.Selector == nil || ptr.Deref(rs.Spec.Replicas, -1) != ptr.Deref(liveRS.Spec.Replicas, -2) || len(rs.OwnerReferences) == 0 {
+			t.Errorf("cached ReplicaSet %s lost its selector, replicas or owner", rs.Name)
+		}
+	}
+}
+
+// TestStripReplicaSetTwice: an informer may hand the transform an object it
+// already stripped; the revision survives.
+func TestStripReplicaSetTwice(t *testing.T) {
+	rs := &appsv1.ReplicaSet{Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "web:2"}}}}}}
+	want := workload.Revision(&rs.Spec.Template)
+	once, err := workload.StripReplicaSet(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice, err := workload.StripReplicaSet(once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := workload.ReplicaSetRevision(twice.(*appsv1.ReplicaSet)); got != want {
+		t.Fatalf("revision after two strips: %q, want %q", got, want)
+	}
+	if rs.Annotations != nil {
+		t.Fatalf("the transform changed its input's annotations: %v", rs.Annotations)
 	}
 }
 

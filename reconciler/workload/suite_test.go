@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -87,7 +86,7 @@ func run(m *testing.M) int {
 	if suite.stripped, err = indexedClient(ctx, cluster.RESTConfig, cache.Options{
 		Scheme:           scheme,
 		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject:         map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: workload.StripPod}},
+		ByObject:         workload.CacheTransforms(),
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
@@ -125,6 +126,7 @@ func Run(f *Flags) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New(logOpt))
+	setMemoryLimit()
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
@@ -150,6 +152,23 @@ func Run(f *Flags) error {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// setMemoryLimit gives the Go runtime a soft memory limit of 90% of the
+// container's (its cgroup's memory.max, read again when it changes), so
+// that the collector works harder as the caches near the limit instead of
+// the kernel killing the pod: with the default GOGC the heap may grow to
+// twice what is live before a collection. GOMEMLIMIT set by hand wins, and
+// AUTOMEMLIMIT=off or another ratio (0 to 1) changes it (docs/install.md "Memory").
+func setMemoryLimit() {
+	log := ctrl.Log.WithName("memory")
+	limit, err := memlimit.SetGoMemLimitWithOpts(memlimit.WithProvider(memlimit.FromCgroup), memlimit.WithRefreshInterval(time.Minute))
+	switch {
+	case err != nil:
+		log.Error(err, "no soft memory limit: the container's limit could not be read")
+	case limit > 0:
+		log.Info("soft memory limit set from the container's limit", "GOMEMLIMIT", limit)
+	}
 }
 
 // validate refuses flag values the controller cannot use, as a UsageError
