@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/test/flux"
@@ -99,6 +100,20 @@ spec:
   sourceRef: {kind: GitRepository, name: %[1]s}
 `, name, fluxNamespace, fluxInterval, repo.CloneURL, path), "platform-team")
 	return f
+}
+
+// suspend sets the Kustomization's spec.suspend, as `flux suspend
+// kustomization` and `flux resume kustomization` do.
+func (f *fluxSync) suspend(on bool) {
+	f.k.t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(kustomizationGVK)
+	u.SetNamespace(fluxNamespace)
+	u.SetName(f.name)
+	patch := fmt.Sprintf(`{"spec":{"suspend":%t}}`, on)
+	if err := f.k.c.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		f.k.t.Fatal(err)
+	}
 }
 
 // kustomization is what the Kustomization's status says: Ready's status,
