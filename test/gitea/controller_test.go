@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -64,9 +66,19 @@ func (k *cluster) apply(docs string) {
 	kube.ApplyYAML(k.t, k.c, docs, "kustomize-controller")
 }
 
-func (k *cluster) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+// eventually waits until cond holds, up to timeout, and logs how long it
+// took; on timeout the message ends with what state says, if given.
+func (k *cluster) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error), state ...func() string) {
 	k.t.Helper()
-	kube.Eventually(k.t, timeout, what, cond)
+	began := time.Now()
+	if err := wait.PollUntilContextTimeout(context.Background(), kube.Poll, timeout, true, cond); err != nil {
+		msg := fmt.Sprintf("%s: not within %s: %v", what, timeout, err)
+		for _, s := range state {
+			msg += "; " + s()
+		}
+		k.t.Fatal(msg)
+	}
+	k.t.Logf("%s: %v", what, time.Since(began).Round(100*time.Millisecond))
 }
 
 func (k *cluster) holds(d time.Duration, what string, check func(ctx context.Context) error) {
@@ -100,22 +112,33 @@ func (k *cluster) createSecret(ns, name string, data map[string][]byte) {
 	}
 }
 
-// TestApprovalPullRequestOnARealForge: the controller meets a real forge.
-// Gitea serves the repository over HTTPS with a private CA and protects
-// main with one required approving review. At the gate, rollgate pushes
-// the approval branch, opens its pull request and sets a pending commit
-// status on it; the pull request cannot be merged before a review. A
-// second user approves and merges through the API, as a person does in
-// the UI. The Repository fetches every 10 minutes: only Gitea's push
-// webhook can make rollgate see the merge within the story. Signed with
-// the wrong secret, its delivery is refused and the gate holds; once a
-// webhook with the Repository's secret replaces it, Gitea's delivery wakes
-// rollgate,
-// which reads the merge from Git, releases the step, and the pull
-// request's status turns to success.
+// TestApprovalPullRequestOnARealForge: the controller meets a real forge,
+// and Flux applies from it. Gitea serves the repository over HTTPS with a
+// private CA and protects main with one required approving review; Flux's
+// source-controller clones it with a read-only token and Gitea's CA, and kustomize-controller applies its deploy folder every
+// 2 s: the Rollout and the Deployment reach the cluster only through Flux.
+// A new image is merged into main through a reviewed pull request; at the
+// gate, rollgate pushes the approval branch, opens its pull request and
+// sets a pending commit status on it; the pull request cannot be merged
+// before a review. A second user approves and merges through the API, as a
+// person does in the UI, while Flux is suspended. The Repository fetches
+// every 10 minutes: only Gitea's push webhook can make rollgate see the
+// merge within the story. Signed with the wrong secret, its delivery is
+// refused and the gate holds; once a webhook with the Repository's secret
+// replaces it, Gitea's delivery wakes rollgate, which reads the merge from
+// Git, releases the step, and the pull request's status turns to success;
+// resumed, Flux applies the merge. Through it all Flux keeps applying
+// main's head, Ready, and never moves a pod back. The next release,
+// aborted in Git at its gate, fails its gate's status and opens the
+// revert's pull request.
 func TestApprovalPullRequestOnARealForge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	began, lap := time.Now(), time.Now()
+	phase := func(name string) {
+		t.Logf("phase %s took %v (story at %v)", name, time.Since(lap).Round(100*time.Millisecond), time.Since(began).Round(100*time.Millisecond))
+		lap = time.Now()
+	}
 	s := forgeServer
 	repo, err := s.CreateRepo(ctx, "controller")
 	if err != nil {
@@ -126,8 +149,11 @@ func TestApprovalPullRequestOnARealForge(t *testing.T) {
 	}
 	rollout := rig.Rollout{Name: "web", Namespace: "demo", WithoutTraffic: true, GitRepository: "shop", GitPath: "deploy/rollout.yaml",
 		Steps: []string{"{replicas: 1, pause: {}}", `{replicas: "100%"}`}}.YAML()
-	for path, content := range map[string]string{"deploy/rollout.yaml": rollout, "deploy/app.yaml": rig.Deployment("demo", "web", "web:2", 3)} {
-		if err := s.CreateFile(ctx, repo, "main", path, []byte(content)); err != nil {
+	for _, f := range []struct{ path, content string }{
+		{"deploy/app.yaml", rig.Deployment("demo", "web", "web:1", 3)},
+		{"deploy/rollout.yaml", rollout},
+	} {
+		if err := s.CreateFile(ctx, repo, "main", f.path, []byte(f.content)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -150,6 +176,8 @@ func TestApprovalPullRequestOnARealForge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The platform team's objects: rollgate's Repository, and Flux's
+	// GitRepository and Kustomization of the deploy folder.
 	w.apply(fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
@@ -163,23 +191,30 @@ spec:
   forge: {provider: gitea, url: %q, project: %q, secretRef: {name: shop-git}}
   webhook: {secretRef: {name: shop-push}}
 `, repo.CloneURL, s.URL, repo.Project()))
-	w.apply(rig.Deployment("demo", "web", "web:1", 3))
-	w.apply(rollout)
+	fl := w.startFlux(s, repo, "shop", "./deploy")
+	head := mainHead(t, s, repo)
+	fl.waitApplied(head, "web:1 and the Rollout")
 	w.eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
 		return w.pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(w.rollout("demo", "web")), nil
 	})
+	phase("setup (Gitea repository, kwok, controller, Flux applying web:1)")
 
-	// When the GitOps tool applies web:2 from main,
-	w.apply(rig.Deployment("demo", "web", "web:2", 3))
+	// When web:2 is merged into main through a reviewed pull request and
+	// Flux applies it,
+	release2 := fl.watchNoFight("demo", "web", "web:1", "web:2", head)
+	head = mergeReviewed(t, s, repo, "release-web-2", "deploy/app.yaml", rig.Deployment("demo", "web", "web:2", 3), "Release web:2")
+	release2.merged(head)
+	fl.waitApplied(head, "web:2")
 	// then the gate's pull request is open on Gitea, from the approval
 	// branch into main, with a pending status on its head.
-	var branch, prURL string
+	var branch, prURL, canary string
 	w.eventually(90*time.Second, "the gate's pull request opened", func(ctx context.Context) (bool, error) {
-		a := w.rollout("demo", "web").Status.AwaitingApproval
+		ro := w.rollout("demo", "web")
+		a := ro.Status.AwaitingApproval
 		if a == nil || a.PullRequestURL == "" {
 			return false, nil
 		}
-		branch, prURL = a.Branch, a.PullRequestURL
+		branch, prURL, canary = a.Branch, a.PullRequestURL, ro.Status.CanaryRevision
 		return true, nil
 	})
 	open, err := s.PullRequests(ctx, repo, "open")
@@ -234,28 +269,32 @@ spec:
 	if err := s.Merge(ctx, s.Reviewer, repo, pr.Number); err == nil {
 		t.Fatal("Gitea merged the pull request without an approving review")
 	}
-	w.holds(2*time.Second, "the gate holds until the merge", func(ctx context.Context) error {
-		if got := w.pods("demo", "web")["web:2"]; got[0] > 1 {
-			return fmt.Errorf("web:2 has %d pods before the merge, want 1 (the gate's step)", got[0])
+	atTheGate := func(why string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			if got := w.pods("demo", "web")["web:2"]; got[0] > 1 {
+				return fmt.Errorf("web:2 has %d pods, want 1 (the gate's step): %s", got[0], why)
+			}
+			return nil
 		}
-		return nil
-	})
+	}
+	w.holds(2*time.Second, "the gate holds until the merge", atTheGate("released before the merge"))
+	phase("web:2 merged, applied by Flux, its gate's pull request open")
 
-	// When the reviewer approves and merges, and Gitea's push webhook is
-	// signed with the wrong secret, the delivery is refused and the gate
-	// holds (the Repository fetches every 10 minutes);
+	// When the reviewer approves and merges while Flux is suspended (as
+	// `flux suspend kustomization` does: applied, the approval would open
+	// the gate from the cluster), and Gitea's push webhook is signed with
+	// the wrong secret, the delivery is refused and the gate holds: the
+	// Repository fetches every 10 minutes;
+	fl.suspend(true)
 	if err := s.Review(ctx, s.Reviewer, repo, pr.Number, "APPROVED", "Canary looks right."); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Merge(ctx, s.Reviewer, repo, pr.Number); err != nil {
 		t.Fatalf("merge after approval: %v", err)
 	}
-	w.holds(10*time.Second, "the gate holds while the push webhook's signature is wrong", func(ctx context.Context) error {
-		if got := w.pods("demo", "web")["web:2"]; got[0] > 1 {
-			return fmt.Errorf("web:2 has %d pods, want 1: a push signed with the wrong secret woke rollgate", got[0])
-		}
-		return nil
-	})
+	head = mainHead(t, s, repo)
+	release2.merged(head)
+	w.holds(10*time.Second, "the gate holds while the push webhook's signature is wrong", atTheGate("a push signed with the wrong secret opened the gate"))
 	// once a webhook signs with the Repository's secret, Gitea's
 	// delivery wakes rollgate, which releases the step from the merge in
 	// Git,
@@ -273,29 +312,29 @@ spec:
 		return conditions.IsReady(w.rollout("demo", "web")) && w.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
 	})
 	t.Logf("Gitea's signed push delivery → web:2 released in %v", time.Since(delivered).Round(100*time.Millisecond))
-	// and the pull request's status says so.
+	// and the pull request's status says so. Resumed, Flux applies the
+	// merged approval, stays Ready and moves nothing.
 	statusIs(pr.Head.SHA, forge.StatusSuccess)
+	fl.suspend(false)
+	fl.waitApplied(head, "the merged approval, after the release")
+	if got := w.rollout("demo", "web").Spec.Approvals; !slices.Contains(got, v1alpha1.Approval{Revision: canary, Step: 1}) {
+		t.Fatalf("the Rollout in the cluster has approvals %+v after Flux applied the merge; want {revision: %s, step: 1}", got, canary)
+	}
+	w.holds(6*time.Second, "web:2 on every pod while Flux keeps applying", func(ctx context.Context) error {
+		if got := w.pods("demo", "web"); got["web:2"] != [2]int{3, 3} || len(got) != 1 {
+			return fmt.Errorf("pods %v, want web:2 only, 3 of 3 ready", got)
+		}
+		return nil
+	})
+	release2.check("web:1 → web:2, from the bump to 6 s after the release", 3)
+	phase("web:2 approved, released and applied")
 
 	// When web:3 is merged into main through a reviewed pull request and
-	// applied, and its gate's pull request opens,
-	if err := s.UpdateFile(ctx, repo, "main", "release-web-3", "deploy/app.yaml", []byte(rig.Deployment("demo", "web", "web:3", 3))); err != nil {
-		t.Fatal(err)
-	}
-	release, err := s.OpenPullRequest(ctx, s.Admin, repo, "release-web-3", "main", "Release web:3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.WaitMergeable(ctx, repo, release.Number, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Review(ctx, s.Reviewer, repo, release.Number, "APPROVED", "Ship it."); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Merge(ctx, s.Reviewer, repo, release.Number); err != nil {
-		t.Fatal(err)
-	}
-	w.apply(rig.Deployment("demo", "web", "web:3", 3))
-	var canary string
+	// Flux applies it, and its gate's pull request opens,
+	release3 := fl.watchNoFight("demo", "web", "web:2", "web:3", head)
+	head = mergeReviewed(t, s, repo, "release-web-3", "deploy/app.yaml", rig.Deployment("demo", "web", "web:3", 3), "Release web:3")
+	release3.merged(head)
+	fl.waitApplied(head, "web:3")
 	w.eventually(90*time.Second, "the gate of web:3 opened its pull request", func(ctx context.Context) (bool, error) {
 		ro := w.rollout("demo", "web")
 		a := ro.Status.AwaitingApproval
@@ -307,8 +346,17 @@ spec:
 	})
 	gate3 := onlyOpenFrom(t, s, repo, branch)
 	statusIs(gate3.Head.SHA, forge.StatusPending)
-	// and web:3 is aborted at its gate,
-	w.apply(rollout + fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", canary))
+	release3.check("web:2 → web:3, up to its gate", 1)
+	phase("web:3 merged, applied by Flux, its gate's pull request open")
+
+	// and web:3 is aborted at its gate through a reviewed pull request,
+	file, err := s.FileAt(ctx, repo, "main", "deploy/rollout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file = strings.TrimRight(file, "\n") + fmt.Sprintf("\n  abort: {revision: %s, reason: bad latency}\n", canary)
+	head = mergeReviewed(t, s, repo, "abort-web-3", "deploy/rollout.yaml", file, "Abort web:3: bad latency")
+	fl.waitApplied(head, "the abort")
 	// then the gate's pull request fails, and the revert is proposed as a
 	// pull request that sets web:2 back.
 	statusIs(gate3.Head.SHA, forge.StatusFailure)
@@ -329,6 +377,59 @@ spec:
 	if err != nil || !strings.Contains(app, "image: web:2") {
 		t.Fatalf("deploy/app.yaml on %s: %v\n%s\nwant image web:2", revert, err, app)
 	}
+	// Until the revert is merged, main still declares web:3: Flux keeps
+	// applying it, Ready, and web:2 stays on every pod.
+	w.eventually(90*time.Second, "web:2 back on every pod", func(ctx context.Context) (bool, error) {
+		got := w.pods("demo", "web")
+		return got["web:2"] == [2]int{3, 3} && len(got) == 1, nil
+	})
+	fl.waitApplied(head, "main's head after the abort")
+	aborted := fl.watchNoFight("demo", "web", "web:3", "web:2", head)
+	w.holds(6*time.Second, "web:2 on every pod while Flux applies web:3 from main", func(ctx context.Context) error {
+		if got := w.pods("demo", "web"); got["web:2"] != [2]int{3, 3} || len(got) != 1 {
+			return fmt.Errorf("pods %v, want web:2 only, 3 of 3 ready", got)
+		}
+		return nil
+	})
+	aborted.check("after the abort, main declaring web:3", 2)
+	phase("web:3 aborted in Git, its revert proposed")
+	t.Logf("the whole story took %v", time.Since(began).Round(100*time.Millisecond))
+}
+
+// mainHead is the commit at the head of repo's main.
+func mainHead(t *testing.T, s *gitea.Server, repo gitea.Repo) string {
+	t.Helper()
+	head, err := s.BranchHead(context.Background(), repo, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return head
+}
+
+// mergeReviewed changes path on main as a team does when main is
+// protected: commits content on a new branch, opens its pull request as
+// the administrator, and has the reviewer approve and merge it. It returns
+// main's new head.
+func mergeReviewed(t *testing.T, s *gitea.Server, repo gitea.Repo, branch, path, content, title string) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.UpdateFile(ctx, repo, "main", branch, path, []byte(content)); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := s.OpenPullRequest(ctx, s.Admin, repo, branch, "main", title)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WaitMergeable(ctx, repo, pr.Number, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Review(ctx, s.Reviewer, repo, pr.Number, "APPROVED", "Ship it."); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Merge(ctx, s.Reviewer, repo, pr.Number); err != nil {
+		t.Fatal(err)
+	}
+	return mainHead(t, s, repo)
 }
 
 // onlyOpenFrom returns the one open pull request from head.
