@@ -485,6 +485,33 @@ func (r *Repository) LocalSnapshot(branch string) (*Snapshot, error) {
 	return s, nil
 }
 
+// HasCommit reports whether commit is in the local copy (fetched before),
+// without network access.
+func (r *Repository) HasCommit(commit string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, err := r.repo.CommitObject(plumbing.NewHash(commit))
+	return err == nil
+}
+
+// SnapshotAt returns a read-only view of commit as a head of branch, from
+// the local copy and without network access: what LocalSnapshot returned
+// when branch's head was commit. The commit must be in the local copy
+// (HasCommit).
+func (r *Repository) SnapshotAt(branch, commit string) (*Snapshot, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := r.repo.CommitObject(plumbing.NewHash(commit)); err != nil {
+		return nil, fmt.Errorf("commit %s of %s is not in the local copy of %s", commit, branch, r.safeURL)
+	}
+	s, err := r.snapshot(branch, map[string]plumbing.Hash{branch: plumbing.NewHash(commit)})
+	if err != nil {
+		return nil, r.red.wrap("reading "+commit+" of "+branch, err)
+	}
+	s.lock = &r.mu
+	return s, nil
+}
+
 // ReadFile fetches branch and returns the file at path of its head.
 func (r *Repository) ReadFile(ctx context.Context, branch, path string) ([]byte, error) {
 	var data []byte

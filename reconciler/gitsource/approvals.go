@@ -43,15 +43,17 @@ func (e *Repo) Approvals(ctx context.Context, branch, path, namespace, name stri
 	return Approvals{Verdict: v}, err
 }
 
-// verify judges want at the head of snap's branch under the Repository's
-// approval policy, in the history clone; nil when the head holds no want.
+// verify judges want at snap, the tracked branch's head as the Repository
+// last fetched it, under the Repository's approval policy, in the history
+// clone; nil when that head holds no want. The history clone is fetched
+// only when it does not hold that head yet, and a newer head it may hold
+// is not judged: a merge counts once the Repository itself fetched it (its
+// interval or its push webhook), with or without a policy.
 func (e *Repo) verify(ctx context.Context, snap *gitsync.Snapshot, path, namespace, name string, want gitsync.Approval) (*gitsync.Verdict, error) {
-	if h, err := e.history.Head(snap.Branch); err != nil || h != snap.Commit {
-		if err := e.history.Fetch(ctx, snap.Branch); err != nil {
-			return nil, fmt.Errorf("fetching the history of %s of %s: %w", snap.Branch, e.clone, err)
-		}
+	if err := e.historyHolds(ctx, snap); err != nil {
+		return nil, err
 	}
-	full, err := e.history.LocalSnapshot(snap.Branch)
+	full, err := e.history.SnapshotAt(snap.Branch, snap.Commit)
 	if err != nil {
 		return nil, fmt.Errorf("reading the history of %s of %s: %w", snap.Branch, e.clone, err)
 	}
@@ -63,6 +65,24 @@ func (e *Repo) verify(ctx context.Context, snap *gitsync.Snapshot, path, namespa
 		return nil, nil
 	}
 	return &v, nil
+}
+
+// historyHolds fetches snap's branch into the history clone when the clone
+// does not hold snap's commit yet. A branch rewritten between the two
+// fetches may leave it without that commit: an error, and the gate holds
+// until the Repository fetches the new head.
+func (e *Repo) historyHolds(ctx context.Context, snap *gitsync.Snapshot) error {
+	if e.history.HasCommit(snap.Commit) {
+		return nil
+	}
+	if err := e.history.Fetch(ctx, snap.Branch); err != nil {
+		return fmt.Errorf("fetching the history of %s of %s: %w", snap.Branch, e.clone, err)
+	}
+	if !e.history.HasCommit(snap.Commit) {
+		return fmt.Errorf("the history of %s of %s no longer holds %s (the branch was rewritten): "+
+			"waiting for the Repository's next fetch", snap.Branch, e.clone, shortHash(snap.Commit))
+	}
+	return nil
 }
 
 // approverKeys reads the Secret named by spec.approvals.signedBy of r: the

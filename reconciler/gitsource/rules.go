@@ -86,13 +86,11 @@ func (e *Repo) mergedBy(ctx context.Context, snap *gitsync.Snapshot, path string
 	if len(names) == 0 {
 		return out
 	}
-	if h, err := e.history.Head(snap.Branch); err != nil || h != snap.Commit {
-		if err := e.history.Fetch(ctx, snap.Branch); err != nil {
-			for _, n := range names {
-				out[n] = "who merged it is unknown: fetching the history failed"
-			}
-			return out
+	if err := e.historyHolds(ctx, snap); err != nil {
+		for _, n := range names {
+			out[n] = "who merged it is unknown: " + err.Error()
 		}
+		return out
 	}
 	for _, n := range names {
 		in, err := e.history.Introduced(snap.Commit, path, func(data []byte) bool {
