@@ -87,8 +87,26 @@ func (e *entry) EnsureRoutes(ctx context.Context, d Desired) (bool, error) {
 	} else if d.MirrorPercent > 0 {
 		reason = fmt.Sprintf("routes copy %d%% of requests to the canary", d.MirrorPercent)
 	}
-	err = e.settleOnce(ctx, canary, progress{Stage: stageRoutes, Desired: shortHash(d)}, reason)
+	reached := progress{Stage: stageRoutes, Desired: shortHash(d)}
+	if e.grace <= 0 {
+		return true, e.reached(ctx, canary, d, reached)
+	}
+	err = e.settleOnce(ctx, canary, reached, reason)
 	return err == nil, err
+}
+
+// reached records, without a grace period, that the routes carry d, once
+// per d, where canaryServes reads it: otherwise each reconcile of the step
+// would list the canary's EndpointSlices again.
+func (e *entry) reached(ctx context.Context, canary *corev1.Service, d Desired, p progress) error {
+	if e.opts.Endpoints == nil || canary == nil || !d.sendsToCanary() {
+		return nil
+	}
+	if last := e.read(canary); last.Stage == p.Stage && last.Desired == p.Desired {
+		return nil
+	}
+	p.At = e.opts.now()
+	return e.record(ctx, canary, p)
 }
 
 // canaryServes holds routes that send requests to the canary Service

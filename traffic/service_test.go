@@ -2,6 +2,7 @@ package traffic_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -242,9 +243,16 @@ func TestServicesNarrowedOnlyOnceThePodsAreLabelled(t *testing.T) {
 // send nothing to the canary Service until one of its EndpointSlices lists
 // a ready endpoint (a gateway would answer 503 before); an endpoint not
 // ready, or a slice of another Service, does not count. Once the routes
-// carry the step, the slices are not read again for it.
+// carry the step, the slices are not read again for it, with a grace
+// period or without one.
 func TestRoutesWaitForAReadyCanaryEndpoint(t *testing.T) {
-	f := newFixture(t, gatewayRef(3))
+	for _, grace := range []int32{3, 0} {
+		t.Run(fmt.Sprintf("grace %ds", grace), func(t *testing.T) { routesWaitForAReadyCanaryEndpoint(t, grace) })
+	}
+}
+
+func routesWaitForAReadyCanaryEndpoint(t *testing.T, grace int32) {
+	f := newFixture(t, gatewayRef(grace))
 	f.createRoute()
 	f.opts.Endpoints = k8s
 	r := f.router()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -35,6 +36,9 @@ type Pool struct {
 	// client; nil wakes none).
 	moved    *notifier
 	rollouts client.Reader
+	// cached reads Repositories from the manager's cache (nil: reader);
+	// see repository.
+	cached client.Reader
 	// proposed gets the Rollouts whose approval branch was pushed, or
 	// failed to be (see proposer).
 	proposed *notifier
@@ -79,6 +83,11 @@ type Repo struct {
 	// files must be signed with.
 	trust map[string]*gitsync.Keyring
 	stop  context.CancelFunc
+	// generation is the Repository's metadata.generation and checked when
+	// its Secrets were last read and found unchanged (guarded by the
+	// pool's mu; see reuse).
+	generation int64
+	checked    time.Time
 	// branch is the Repository's tracked branch; statusBranch and window
 	// where and how often its writer writes.
 	branch       string
@@ -149,18 +158,78 @@ func (g *Pool) MarkStale(key types.NamespacedName) {
 // ForRollout returns the open repository a Rollout's spec.git names, and
 // that Repository (also when it cannot be opened: it still says which
 // approvals may count).
+//
+// It reads the Repository from the manager's cache and its Secrets only
+// when they may have changed something: when the Repository's spec did,
+// when they were last read more than SecretsRecheck ago, and at every
+// reconcile of a Rollout that judges a gate with the keys they hold (an
+// approval gate waits, or spec.fleet trusts other clusters' files), so a
+// revoked key counts at once where it decides. A release in motion
+// reconciles several times a second; it no longer reads them each time.
 func (g *Pool) ForRollout(ctx context.Context, ro *v1alpha1.Rollout) (*Repo, *v1alpha1.Repository, error) {
 	key := types.NamespacedName{Namespace: ro.Namespace, Name: ro.Spec.Git.Repository}
-	var r v1alpha1.Repository
-	if err := g.reader.Get(ctx, key, &r); err != nil {
+	r, err := g.repository(ctx, key)
+	if err != nil {
 		return nil, nil, fmt.Errorf("getting Repository %s named by spec.git.repository: %w", key, err)
 	}
-	e, err := g.forRepository(ctx, &r)
+	if e := g.reuse(key, r, judgesWithKeys(ro)); e != nil {
+		return e, r, nil
+	}
+	e, err := g.forRepository(ctx, r)
 	if err != nil {
 		// The Repository still says which approvals may count.
-		return nil, &r, err
+		return nil, r, err
 	}
-	return e, &r, nil
+	return e, r, nil
+}
+
+// SecretsRecheck bounds how long ForRollout uses the Secrets of an open
+// repository without reading them again (Git credentials, the signing
+// key, approvers' and fleet keys) while no gate is judged with them.
+const SecretsRecheck = 10 * time.Second
+
+// repository reads the Repository key from the cache and, when the cache
+// does not hold it (another shard's Repository, one created a moment
+// ago), from the API server.
+func (g *Pool) repository(ctx context.Context, key types.NamespacedName) (*v1alpha1.Repository, error) {
+	var r v1alpha1.Repository
+	if g.cached != nil {
+		err := g.cached.Get(ctx, key, &r)
+		if err == nil {
+			return &r, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	if err := g.reader.Get(ctx, key, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// judgesWithKeys tells whether a reconcile of ro may judge a gate with the
+// keys a Repository's Secrets hold: an approval gate that waits, or the
+// fleet gates.
+func judgesWithKeys(ro *v1alpha1.Rollout) bool {
+	return ro.Status.AwaitingApproval != nil || ro.Spec.Fleet != nil
+}
+
+// reuse returns the open repository of key when it was opened from r's
+// spec and its Secrets were read within SecretsRecheck; fresh asks for
+// them to be read again (nil).
+func (g *Pool) reuse(key types.NamespacedName, r *v1alpha1.Repository, fresh bool) *Repo {
+	if fresh {
+		return nil
+	}
+	now := g.defaults.now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.entries[key]
+	if e == nil || e.generation != r.Generation || r.Generation == 0 || now.Sub(e.checked) >= SecretsRecheck {
+		return nil
+	}
+	return e
 }
 
 // forRepository returns the open repository of r, opening it (again) when
@@ -237,8 +306,10 @@ func (g *Pool) reopen(ctx context.Context, key types.NamespacedName, r *v1alpha1
 	}
 	secretVersion += "/" + version
 	entryKey := entryKey(r.Spec, secretVersion)
+	checked := g.defaults.now()
 	g.mu.Lock()
 	if e := g.entries[key]; e != nil && e.key == entryKey {
+		e.generation, e.checked = r.Generation, checked
 		g.mu.Unlock()
 		return e, nil
 	}
@@ -247,6 +318,7 @@ func (g *Pool) reopen(ctx context.Context, key types.NamespacedName, r *v1alpha1
 		g.mu.Unlock()
 		return nil, fmt.Errorf("Repository %s: %w", key, err)
 	}
+	e.generation, e.checked = r.Generation, checked
 	old := g.entries[key]
 	if old == nil {
 		old = g.retired[key]

@@ -33,7 +33,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Pool, error) {
 		return nil, err
 	}
 	g := NewPool(mgr.GetAPIReader(), opts)
-	g.rollouts = mgr.GetClient()
+	g.rollouts, g.cached = mgr.GetClient(), mgr.GetClient()
 	if err := mgr.Add(g); err != nil {
 		return nil, err
 	}
