@@ -11,6 +11,7 @@ import (
 	fluxcontroller "github.com/fluxcd/pkg/runtime/controller"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/gitsource"
+	"github.com/rollgate/rollgate/reconciler/rollout"
 	"github.com/rollgate/rollgate/reconciler/workload"
 )
 
@@ -183,6 +185,9 @@ func NewScheme() (*runtime.Scheme, error) {
 func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cache.Options {
 	byObject := workload.CacheTransforms()
 	byObject[&corev1.ConfigMap{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
+	// Only the slices of the canary Services rollgate made: a cluster's
+	// other EndpointSlices are many and never read.
+	byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Label: rollout.CanarySlices()}
 	if shard != nil {
 		// Another shard's Rollouts and Repositories are never cached here,
 		// so no event of theirs reaches this instance's controllers.

@@ -27,6 +27,12 @@ const (
 	// AnnotationHeld records the step the object carries (JSON of Held),
 	// next to rollgate.dev/original, which records what Git declares.
 	AnnotationHeld = "rollgate.dev/traffic"
+	// LabelCanaryOf marks a canary Service rollgate made, with the name of
+	// the stable Service it copies. The EndpointSlice controller copies a
+	// Service's labels onto its slices, so the controller caches and
+	// watches the slices of canary Services alone by this label
+	// (Options.Endpoints).
+	LabelCanaryOf = "rollgate.dev/canary-of"
 )
 
 // Held is the traffic state of one step, as recorded on each object the

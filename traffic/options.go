@@ -40,7 +40,10 @@ type Options struct {
 	// endpoints is ready there (see services.endpointsReady). Pods
 	// reported ready reach a Service's EndpointSlices only after the
 	// EndpointSlice controller has run, and a gateway routing to a
-	// Service whose slices list no ready endpoint answers 503. nil means
+	// Service whose slices list no ready endpoint answers 503. The
+	// controller passes its cache, which holds the slices of canary
+	// Services alone (they carry LabelCanaryOf, copied from the canary
+	// Service by the EndpointSlice controller). nil means
 	// no such wait, for a cluster without an EndpointSlice controller (a
 	// bare API server in tests).
 	Endpoints client.Reader

@@ -254,7 +254,7 @@ func (s *services) ensureCanary(ctx context.Context, declared map[string]string,
 		}
 		live.Spec.Selector = want.Spec.Selector
 		live.Spec.Ports = keepNodePorts(want.Spec.Ports, live.Spec.Ports)
-		live.Labels = withKey(live.Labels, s.opts.revisionLabel(), revision)
+		live.Labels = withKey(withKey(live.Labels, s.opts.revisionLabel(), revision), LabelCanaryOf, want.Labels[LabelCanaryOf])
 		changed = true
 		if err := s.c.Update(ctx, live, s.opts.fieldOwner()); err != nil {
 			return fmt.Errorf("update Service %s/%s: %w", live.Namespace, live.Name, err)
@@ -270,7 +270,7 @@ func (s *services) buildCanary(stable *corev1.Service, declared map[string]strin
 	c := &corev1.Service{}
 	c.Name = s.canaryName()
 	c.Namespace = stable.Namespace
-	c.Labels = withKey(copyMeta(stable.Labels, gitopsKey), rev, revision)
+	c.Labels = withKey(withKey(copyMeta(stable.Labels, gitopsKey), rev, revision), LabelCanaryOf, stable.Name)
 	c.Annotations = copyMeta(stable.Annotations, gitopsKey)
 	c.OwnerReferences = append(c.OwnerReferences, ownerRef(s.ro))
 	spec := stable.Spec.DeepCopy()
@@ -297,7 +297,7 @@ func (s *services) buildCanary(stable *corev1.Service, declared map[string]strin
 
 // canaryDrifted compares the fields rollgate manages on the canary Service.
 func canaryDrifted(live, want *corev1.Service, rev string) bool {
-	if !mapsEqual(live.Spec.Selector, want.Spec.Selector) || live.Labels[rev] != want.Labels[rev] {
+	if !mapsEqual(live.Spec.Selector, want.Spec.Selector) || live.Labels[rev] != want.Labels[rev] || live.Labels[LabelCanaryOf] != want.Labels[LabelCanaryOf] {
 		return true
 	}
 	return !equality.Semantic.DeepEqual(withoutNodePorts(live.Spec.Ports), withoutNodePorts(want.Spec.Ports))

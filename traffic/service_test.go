@@ -39,7 +39,7 @@ func TestServicesCanaryCreatedAndStableNarrowedThenRestored(t *testing.T) {
 	if canary.Spec.ClusterIP == before.Spec.ClusterIP || canary.Spec.ClusterIP == "" {
 		t.Errorf("canary clusterIP %q, stable %q", canary.Spec.ClusterIP, before.Spec.ClusterIP)
 	}
-	if canary.Labels[v1alpha1.LabelRevision] != "v2" || canary.Annotations["team"] != "payments" {
+	if canary.Labels[v1alpha1.LabelRevision] != "v2" || canary.Labels[traffic.LabelCanaryOf] != "web" || canary.Annotations["team"] != "payments" {
 		t.Errorf("canary metadata: labels %v annotations %v", canary.Labels, canary.Annotations)
 	}
 	for _, k := range []string{"argocd.argoproj.io/tracking-id", "kustomize.toolkit.fluxcd.io/name"} {
@@ -75,6 +75,17 @@ func TestServicesCanaryCreatedAndStableNarrowedThenRestored(t *testing.T) {
 	if again := f.service("web"); again.ResourceVersion != stable.ResourceVersion {
 		t.Errorf("the stable Service was written again for a new weight (resourceVersion %s -> %s): %v",
 			stable.ResourceVersion, again.ResourceVersion, again.Annotations[traffic.AnnotationHeld])
+	}
+
+	// A canary Service made before rollgate labelled them (an upgrade
+	// mid-release) gets the label at the next step: the controller caches
+	// and watches only the EndpointSlices that carry it.
+	canary = f.service("web-canary")
+	delete(canary.Labels, traffic.LabelCanaryOf)
+	must(t, k8s.Update(f.ctx, canary))
+	f.ensure(r, desired(60))
+	if got := f.service("web-canary").Labels[traffic.LabelCanaryOf]; got != "web" {
+		t.Errorf("a canary Service without %s after a step: %q, want web", traffic.LabelCanaryOf, got)
 	}
 
 	f.restore(r)

@@ -7,8 +7,11 @@ import (
 	eventv1 "github.com/fluxcd/pkg/runtime/events"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -107,6 +110,11 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Watches(&corev1.Service{}, r.eventsOf(r.rolloutsOfRoute("Service"))).
 		Watches(&networkingv1.Ingress{}, r.eventsOf(r.rolloutsOfRoute("Ingress")))
+	if !opts.NoEndpointSlices {
+		// A canary Service's slice listing a ready endpoint lets the
+		// routes send it requests (traffic.Options.Endpoints).
+		b = b.Watches(&discoveryv1.EndpointSlice{}, r.eventsOf(r.rolloutsOfCanarySlice))
+	}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute").GroupKind(), gatewayv1.SchemeGroupVersion.Version); err == nil {
 		b = b.Watches(&gatewayv1.HTTPRoute{}, r.eventsOf(r.rolloutsOfRoute("HTTPRoute")))
 	}
@@ -139,6 +147,28 @@ func (r *Reconciler) rolloutsOfRoute(kind string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		return r.rolloutsBy(ctx, o.GetNamespace(), routeIndex, kind+"/"+o.GetName())
 	}
+}
+
+// CanarySlices selects the EndpointSlices the Rollout controller reads and
+// watches, those of the canary Services it made (they carry the canary
+// Service's traffic.LabelCanaryOf): the manager caches no other.
+func CanarySlices() labels.Selector {
+	req, err := labels.NewRequirement(traffic.LabelCanaryOf, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// rolloutsOfCanarySlice maps an event of a canary Service's EndpointSlice
+// to the Rollouts routing the stable Service it copies (the slice carries
+// the canary Service's traffic.LabelCanaryOf).
+func (r *Reconciler) rolloutsOfCanarySlice(ctx context.Context, o client.Object) []reconcile.Request {
+	stable := o.GetLabels()[traffic.LabelCanaryOf]
+	if stable == "" {
+		return nil
+	}
+	return r.rolloutsBy(ctx, o.GetNamespace(), routeIndex, "Service/"+stable)
 }
 
 // rolloutsOfWorkload maps a workload event to the Rollouts pointing at it.
@@ -221,7 +251,9 @@ func (r *Reconciler) rolloutsBy(ctx context.Context, ns, index, value string) []
 func (r *Reconciler) trafficOptions(ctx context.Context) traffic.Options {
 	o := traffic.Options{FieldOwner: "rollgate", Now: r.Options.Now, Scripts: r.Scripts, LuaObserve: r.Options.Metrics.LuaObserver()}
 	if !r.Options.NoEndpointSlices {
-		o.Endpoints = r.APIReader
+		// The cache holds the slices of canary Services alone
+		// (reconciler.cacheOptions); a new one wakes the Rollout.
+		o.Endpoints = r.Client
 	}
 	if r.Options.LuaConfigMap == "" {
 		return o

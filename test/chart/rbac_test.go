@@ -61,7 +61,7 @@ func TestRBACCoversWhatTheControllerDoes(t *testing.T) {
 		{"apps", "deployments", "patch"}, {"apps", "statefulsets", "patch"}, {"apps", "daemonsets", "patch"},
 		{"apps", "replicasets", "create"}, {"apps", "controllerrevisions", "list"},
 		{"", "pods", "patch"}, {"", "pods", "delete"},
-		{"", "services", "create"}, {"", "services", "watch"}, {"discovery.k8s.io", "endpointslices", "list"},
+		{"", "services", "create"}, {"", "services", "watch"}, {"discovery.k8s.io", "endpointslices", "list"}, {"discovery.k8s.io", "endpointslices", "watch"},
 		{"networking.k8s.io", "ingresses", "create"}, {"networking.k8s.io", "ingresses", "watch"},
 		{"gateway.networking.k8s.io", "httproutes", "update"}, {"gateway.networking.k8s.io", "httproutes", "watch"},
 		// customNetworkRefs: edited, and watched from the first Rollout naming the kind.
