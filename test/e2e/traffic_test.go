@@ -171,7 +171,7 @@ func TestGatewayAPIWeights(t *testing.T) {
 		return map[string]any{"labels": u.GetLabels(), "annotations": u.GetAnnotations(), "ports": u.Object["spec"].(map[string]any)["ports"]}
 	}
 	if got, want := jsonValue(copied(canary)), s.norm(`
-labels: {team: web, rollgate.dev/revision: $CANARY}
+labels: {team: web, rollgate.dev/revision: $CANARY, rollgate.dev/canary-of: echoserver}
 annotations: {owner: web-team}
 ports: [{name: http, port: 80, protocol: TCP, targetPort: 8080}]`); !reflect.DeepEqual(got, want) {
 		t.Errorf("the canary Service was created as\n%s\nwant\n%s", yamlOf(got), yamlOf(want))
