@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -188,10 +189,11 @@ func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cac
 	// Only the slices of the canary Services rollgate made: a cluster's
 	// other EndpointSlices are many and never read.
 	byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Label: rollout.CanarySlices()}
+	byObject[&v1alpha1.Rollout{}] = cache.ByObject{Transform: stripRollout}
 	if shard != nil {
 		// Another shard's Rollouts and Repositories are never cached here,
 		// so no event of theirs reaches this instance's controllers.
-		byObject[&v1alpha1.Rollout{}] = cache.ByObject{Label: shard}
+		byObject[&v1alpha1.Rollout{}] = cache.ByObject{Label: shard, Transform: stripRollout}
 		byObject[&v1alpha1.Repository{}] = cache.ByObject{Label: shard}
 	}
 	o := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
@@ -202,6 +204,29 @@ func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cac
 		}
 	}
 	return o
+}
+
+// lastApplied is the annotation in which `kubectl apply` and Argo CD's
+// client-side apply keep the whole manifest they applied.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// stripRollout is the cache transform of Rollouts: no managedFields, and
+// no last-applied configuration, a second copy of the spec that rollgate
+// never reads (often the largest part of a Rollout's metadata). rollgate
+// writes Rollouts only with merge patches computed between two cached
+// copies and with status patches, never with an update of a cached copy,
+// so the annotation stays on the API server (TestCacheStripsManagedFields).
+func stripRollout(obj any) (any, error) {
+	ro, ok := obj.(*v1alpha1.Rollout)
+	if !ok {
+		return obj, nil
+	}
+	ro.ManagedFields = nil
+	if _, ok := ro.Annotations[lastApplied]; ok {
+		ro.Annotations = maps.Clone(ro.Annotations)
+		delete(ro.Annotations, lastApplied)
+	}
+	return ro, nil
 }
 
 // NewManager builds the manager that runs rollgate with opts: the Rollout

@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/test/envtest"
 	"github.com/rollgate/rollgate/test/kube"
 )
@@ -68,5 +70,57 @@ func TestCacheStripsManagedFields(t *testing.T) {
 	}
 	if !managers["kustomize-controller"] || !managers["rollgate"] {
 		t.Errorf("API server's managedFields after an update from the cache: managers %v, want kustomize-controller and rollgate", managers)
+	}
+}
+
+// TestCacheStripsALastAppliedConfiguration checks that a cached Rollout
+// has no kubectl last-applied configuration (a second copy of its spec)
+// while keeping its other annotations, and that rollgate's write of a
+// Rollout, a merge patch between two cached copies, leaves the annotation
+// on the API server: kubectl apply and Argo CD's client-side diff read it.
+func TestCacheStripsALastAppliedConfiguration(t *testing.T) {
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ro := rollouttest.GatedRollout(t, "default", "web", nil)
+	ro.Annotations = map[string]string{lastApplied: `{"apiVersion":"rollgate.dev/v1alpha1","kind":"Rollout"}`, "team": "web"}
+	if err := c.Create(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := cacheOptions("rollgate-system", nil, watchScope{})
+	opts.Scheme = scheme
+	cached, err := cache.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cached.Start(ctx) }()
+	if !cached.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not start")
+	}
+	var got v1alpha1.Rollout
+	if err := cached.Get(ctx, client.ObjectKeyFromObject(ro), &got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Annotations[lastApplied]; ok || got.Annotations["team"] != "web" || len(got.ManagedFields) != 0 {
+		t.Errorf("cached Rollout: annotations %v, %d managedFields; want team=web alone and none", got.Annotations, len(got.ManagedFields))
+	}
+
+	// rollgate's write: a merge patch from the cached copy.
+	base := got.DeepCopy()
+	got.Annotations["rollgate.dev/test"] = "1"
+	if err := c.Patch(ctx, &got, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		t.Fatal(err)
+	}
+	var live v1alpha1.Rollout
+	if err := c.Get(ctx, client.ObjectKeyFromObject(ro), &live); err != nil {
+		t.Fatal(err)
+	}
+	if live.Annotations[lastApplied] != ro.Annotations[lastApplied] || live.Annotations["rollgate.dev/test"] != "1" {
+		t.Errorf("the API server's Rollout after a patch from the cache: annotations %v; want the last-applied configuration kept", live.Annotations)
 	}
 }
