@@ -46,6 +46,9 @@ type ManagerOptions struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz; "0" disables it.
 	ProbeAddr string
+	// PprofAddr serves Go's profiles (/debug/pprof/); "" or "0" disables
+	// them.
+	PprofAddr string
 	// LeaderElect elects a leader (LeaderElectionID, in Options.Namespace).
 	LeaderElect bool
 	// LeaderElectionID names the Lease; empty means "rollgate.dev", or
@@ -256,6 +259,7 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(mo.MetricsAddr, "0")},
 		HealthProbeBindAddress:  cmp.Or(mo.ProbeAddr, "0"),
+		PprofBindAddress:        cmp.Or(mo.PprofAddr, "0"),
 		LeaderElection:          mo.LeaderElect,
 		LeaderElectionID:        cmp.Or(mo.LeaderElectionID, leaseName(shard)),
 		LeaderElectionNamespace: opts.Namespace,

@@ -42,12 +42,13 @@ func (rollgateContender) start(f *fleet, dir string) *controllerProcess {
 	if err != nil {
 		f.b.Fatalf("%v: run 'make bench' or 'make image' (the controller binary of the image)", err)
 	}
-	ports, err := proc.FreePorts(3)
+	ports, err := proc.FreePorts(4)
 	if err != nil {
 		f.b.Fatal(err)
 	}
-	metrics, probe, webhook := ports[0], ports[1], ports[2]
+	metrics, probe, webhook, pprof := ports[0], ports[1], ports[2], ports[3]
 	p, err := proc.Start(dir, "rollgate", bin, []string{
+		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", pprof),
 		"--kubeconfig", f.cluster.Kubeconfig, "--namespace", "rollgate-system",
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metrics),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probe),
@@ -59,7 +60,7 @@ func (rollgateContender) start(f *fleet, dir string) *controllerProcess {
 		f.b.Fatal(err)
 	}
 	f.waitServing(p, probe, webhook, nil)
-	return &controllerProcess{p: p, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)}
+	return &controllerProcess{p: p, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics), pprofURL: fmt.Sprintf("http://127.0.0.1:%d", pprof)}
 }
 
 func (rollgateContender) rolloutGVK() schema.GroupVersionKind {

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,6 +44,12 @@ const (
 	// steady state, where the stable pods are the last release's new ones
 	// (ROLLGATE_P5_RELEASES, default 1).
 	sideBySideReleasesEnv = "ROLLGATE_P5_RELEASES"
+	// sideBySideCPUProfileEnv, when set, is a folder where rollgate's CPU
+	// profile of each release goes (rollgate-<N>-cpu.pprof): its first
+	// sideBySideCPUProfileSeconds after the images change, read from the
+	// controller's --pprof-bind-address.
+	sideBySideCPUProfileEnv     = "ROLLGATE_P5_CPUPROFILE"
+	sideBySideCPUProfileSeconds = 60
 	// sbsReplicas is the size of every Deployment: step 1 is one of its
 	// pods.
 	sbsReplicas = 4
@@ -90,8 +98,9 @@ type contender interface {
 // controllerProcess is a running contender.
 type controllerProcess struct {
 	p *proc.Process
-	// metricsURL serves its Prometheus metrics.
-	metricsURL string
+	// metricsURL serves its Prometheus metrics; pprofURL, when set, Go's
+	// profiles.
+	metricsURL, pprofURL string
 }
 
 // sbsResult is one contender's run at one fleet size.
@@ -295,6 +304,8 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 	defer cancel()
 	tr := f.trackRelease(ctx, c, r.router, image)
 	cpu0 := f.cpu(cp)
+	profiled := f.profileCPU(c, cp, r.n)
+	defer profiled()
 	bumped := f.applyImages(image)
 	timeout := max(15*time.Minute, time.Duration(r.n)*3*time.Second)
 	// measure reads the controller's requests and memory at the end.
@@ -359,6 +370,39 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 	})
 	measure()
 	r.collect(f.names, tr, bumped, approved)
+}
+
+// profileCPU starts reading the CPU profile of cp into the folder of
+// sideBySideCPUProfileEnv, when set and cp serves profiles; the function
+// it returns waits for the profile.
+func (f *fleet) profileCPU(c contender, cp *controllerProcess, n int) func() {
+	dir := os.Getenv(sideBySideCPUProfileEnv)
+	if dir == "" || cp.pprofURL == "" {
+		return func() {}
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d-cpu.pprof", c.name(), n))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", cp.pprofURL, sideBySideCPUProfileSeconds)
+		resp, err := http.Get(url)
+		if err != nil {
+			f.b.Logf("CPU profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		out, err := os.Create(path)
+		if err == nil {
+			_, err = io.Copy(out, resp.Body)
+			err = errors.Join(err, out.Close())
+		}
+		if err != nil {
+			f.b.Logf("CPU profile: %v", err)
+			return
+		}
+		fmt.Printf("P5 CPU profile, %s, %d Rollouts: %s\n", c.name(), n, path)
+	}()
+	return func() { <-done }
 }
 
 // collect gathers the times of the workloads that reached step 1 and

@@ -36,6 +36,7 @@ type Flags struct {
 	namespace          string
 	metricsAddr        string
 	probeAddr          string
+	pprofAddr          string
 	leaderElect        bool
 	leaderElectionID   string
 	watchLabelSelector string
@@ -70,6 +71,7 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.namespace, "namespace", ns, "Namespace of the controller: leader election lease, webhook certificate Secret, Lua ConfigMap (default $POD_NAMESPACE)")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints")
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "Address of Go's profiling endpoints (/debug/pprof/), e.g. 127.0.0.1:6060 for kubectl port-forward; \"0\" disables them")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time")
 	fs.StringVar(&f.leaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default \"rollgate.dev\"; with --watch-label-selector, \"rollgate.dev-\" and a hash of the selector, so every shard elects its own leader)")
 	fs.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "Run as one shard of several (Flux's sharding convention): reconcile only the Rollouts and Repositories whose labels match, e.g. \"sharding.fluxcd.io/key in (shard1)\" for a shard and \"!sharding.fluxcd.io/key\" for the main instance; empty: all of them (docs/sharding.md)")
@@ -144,7 +146,7 @@ func Run(f *Flags) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	mgr, err := reconciler.NewManager(cfg, reconciler.ManagerOptions{
-		MetricsAddr: f.metricsAddr, ProbeAddr: f.probeAddr,
+		MetricsAddr: f.metricsAddr, ProbeAddr: f.probeAddr, PprofAddr: f.pprofAddr,
 		LeaderElect: f.leaderElect, LeaderElectionID: f.leaderElectionID,
 		WatchLabelSelector: f.watchLabelSelector, WatchOwnNamespace: !f.watchAllNamespaces,
 	}, opts)
