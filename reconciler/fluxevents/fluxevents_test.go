@@ -97,6 +97,13 @@ var appliedByFlux = map[string]string{
 	"app": "web", "kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
 }
 
+// union is a map of a's entries and b's.
+func union(a, b map[string]string) map[string]string {
+	m := maps.Clone(a)
+	maps.Copy(m, b)
+	return m
+}
+
 // TestFluxEventsForward: the Kubernetes Event is always about the object
 // it was recorded for; the copy posted to notification-controller is about
 // the Kustomization that applied the Rollout, or the Rollout itself when no
@@ -104,6 +111,15 @@ var appliedByFlux = map[string]string{
 func TestFluxEventsForward(t *testing.T) {
 	ksRef := corev1.ObjectReference{Kind: "Kustomization", APIVersion: "kustomize.toolkit.fluxcd.io/v1", Namespace: "flux-system", Name: "apps"}
 	roRef := corev1.ObjectReference{Kind: "Rollout", APIVersion: "rollgate.dev/v1alpha1", Namespace: "shop", Name: "web"}
+	// The metadata of the event of step 2 of revision 7c4d, under the
+	// Kustomization's group or the Rollout's.
+	ksMeta := map[string]string{
+		"kustomize.toolkit.fluxcd.io/rollout": "shop/web", "kustomize.toolkit.fluxcd.io/canaryRevision": "7c4d",
+		"kustomize.toolkit.fluxcd.io/step": "2", "kustomize.toolkit.fluxcd.io/token": "shop/web",
+	}
+	roMeta := map[string]string{
+		"rollgate.dev/rollout": "shop/web", "rollgate.dev/canaryRevision": "7c4d", "rollgate.dev/step": "2", "rollgate.dev/token": "shop/web",
+	}
 	for _, tc := range []struct {
 		name        string
 		object      runtime.Object
@@ -113,42 +129,32 @@ func TestFluxEventsForward(t *testing.T) {
 		wantMeta    map[string]string
 		severity    string
 	}{{
-		name:    "a Rollout applied by a Kustomization is forwarded as the Kustomization",
-		object:  eventRollout(appliedByFlux, nil),
-		typ:     corev1.EventTypeNormal,
-		wantRef: ksRef,
-		wantMeta: map[string]string{
-			"kustomize.toolkit.fluxcd.io/rollout": "shop/web", "kustomize.toolkit.fluxcd.io/canaryRevision": "7c4d",
-			"kustomize.toolkit.fluxcd.io/step": "2", "kustomize.toolkit.fluxcd.io/token": "shop/web",
-		},
+		name:     "a Rollout applied by a Kustomization is forwarded as the Kustomization",
+		object:   eventRollout(appliedByFlux, nil),
+		typ:      corev1.EventTypeNormal,
+		wantRef:  ksRef,
+		wantMeta: ksMeta,
 		severity: eventv1beta1.EventSeverityInfo,
 	}, {
-		name:    "a warning is forwarded with severity error",
-		object:  eventRollout(appliedByFlux, nil),
-		typ:     corev1.EventTypeWarning,
-		wantRef: ksRef,
-		wantMeta: map[string]string{
-			"kustomize.toolkit.fluxcd.io/rollout": "shop/web", "kustomize.toolkit.fluxcd.io/canaryRevision": "7c4d",
-			"kustomize.toolkit.fluxcd.io/step": "2", "kustomize.toolkit.fluxcd.io/token": "shop/web",
-		},
+		name:     "a warning is forwarded with severity error",
+		object:   eventRollout(appliedByFlux, nil),
+		typ:      corev1.EventTypeWarning,
+		wantRef:  ksRef,
+		wantMeta: ksMeta,
 		severity: eventv1beta1.EventSeverityError,
 	}, {
-		name:    "a Rollout without the Kustomization labels is forwarded as itself",
-		object:  eventRollout(map[string]string{"app": "web"}, nil),
-		typ:     corev1.EventTypeNormal,
-		wantRef: roRef,
-		wantMeta: map[string]string{
-			"rollgate.dev/rollout": "shop/web", "rollgate.dev/canaryRevision": "7c4d", "rollgate.dev/step": "2", "rollgate.dev/token": "shop/web",
-		},
+		name:     "a Rollout without the Kustomization labels is forwarded as itself",
+		object:   eventRollout(map[string]string{"app": "web"}, nil),
+		typ:      corev1.EventTypeNormal,
+		wantRef:  roRef,
+		wantMeta: roMeta,
 		severity: eventv1beta1.EventSeverityInfo,
 	}, {
-		name:    "a Rollout with the name label alone is forwarded as itself",
-		object:  eventRollout(map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps"}, nil),
-		typ:     corev1.EventTypeNormal,
-		wantRef: roRef,
-		wantMeta: map[string]string{
-			"rollgate.dev/rollout": "shop/web", "rollgate.dev/canaryRevision": "7c4d", "rollgate.dev/step": "2", "rollgate.dev/token": "shop/web",
-		},
+		name:     "a Rollout with the name label alone is forwarded as itself",
+		object:   eventRollout(map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps"}, nil),
+		typ:      corev1.EventTypeNormal,
+		wantRef:  roRef,
+		wantMeta: roMeta,
 		severity: eventv1beta1.EventSeverityInfo,
 	}, {
 		name: "rollgate.dev/ metadata moves to the Kustomization's group; the Rollout's event.toolkit.fluxcd.io/ annotations follow",
@@ -158,12 +164,10 @@ func TestFluxEventsForward(t *testing.T) {
 		annotations: map[string]string{"rollgate.dev/gate": "approval", "event.toolkit.fluxcd.io/ticket": "OPS-1"},
 		typ:         corev1.EventTypeNormal,
 		wantRef:     ksRef,
-		wantMeta: map[string]string{
-			"kustomize.toolkit.fluxcd.io/rollout": "shop/web", "kustomize.toolkit.fluxcd.io/canaryRevision": "7c4d",
-			"kustomize.toolkit.fluxcd.io/step": "2", "kustomize.toolkit.fluxcd.io/token": "shop/web",
+		wantMeta: union(ksMeta, map[string]string{
 			"kustomize.toolkit.fluxcd.io/gate": "approval", "event.toolkit.fluxcd.io/ticket": "OPS-1",
 			"event.toolkit.fluxcd.io/team": "payments",
-		},
+		}),
 		severity: eventv1beta1.EventSeverityInfo,
 	}, {
 		name: "a Rollout out of a release has no step; a new one no revision",

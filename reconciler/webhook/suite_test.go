@@ -6,13 +6,11 @@ import (
 	"os"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/webhook/webhooktest"
 	"github.com/rollgate/rollgate/test/envtest"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The suite shares one API server and one webhook server.
@@ -27,11 +25,8 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	scheme, err := rig.Scheme()
+	if err != nil {
 		panic(err)
 	}
 	env, err := envtest.New(envtest.WithScheme(scheme))

@@ -8,18 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/webhook/webhooktest"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The suite shares one kwok cluster (real kube-controller-manager and
@@ -40,11 +38,8 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	scheme, err := rig.Scheme()
+	if err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

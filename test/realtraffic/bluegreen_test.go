@@ -23,22 +23,12 @@ import (
 // ones with no traffic, analyses the gateway and waits at a gate; step 2
 // switches all traffic, analyses again and waits at a second gate, where a
 // release can still be aborted.
-const blueGreenRollout = `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    blueGreen:
-      steps:
+func blueGreenRollout() string {
+	return echoserverRollout(true, `      steps:
       - {replicas: "100%", traffic: "0%", analysis: {templates: [gateway-errors]}, pause: {}}
       - {replicas: "100%", traffic: "100%", analysis: {templates: [gateway-errors]}, pause: {}}
-      trafficRoutings:
-      - service: echoserver
-        gateway: {httpRouteName: echoserver}
-  git: {repository: app-repo, path: ` + rolloutPath + `}
-`
+`+echoserverRoute)
+}
 
 // gatewayErrorsQuery is the share of requests through Traefik's web entry
 // point answered with a 5xx over the last 20 s, as Traefik counted them.
@@ -83,7 +73,7 @@ func TestBlueGreenUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	var p *prom.Server
-	w := newWorldOf(t, ctx, worldOptions{rollout: blueGreenRollout, extra: func(w *world) string {
+	w := newWorldOf(t, ctx, worldOptions{rollout: blueGreenRollout(), extra: func(w *world) string {
 		p = prom.Start(t, prom.Options{Targets: []string{fmt.Sprintf("127.0.0.1:%d", w.metricsPort)}, Host: realnode.NodeIP})
 		return gatewayErrors(p.URL)
 	}})

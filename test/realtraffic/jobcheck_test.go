@@ -7,11 +7,7 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/reconciler/analysis"
 )
 
 // smokeTemplate is an AnalysisTemplate whose one metric is a Job check: a
@@ -119,18 +115,7 @@ func TestJobCheckOnTheRealNode(t *testing.T) {
 	}
 
 	// The Jobs: owned by the Rollout, labelled, within the bound.
-	var jobs batchv1.JobList
-	if err := w.c.List(ctx, &jobs, client.InNamespace(w.ns), client.MatchingLabels{analysis.LabelCheckRollout: "echoserver"}); err != nil {
-		t.Fatal(err)
-	}
-	if len(jobs.Items) == 0 || len(jobs.Items) > analysis.JobHistory {
-		t.Errorf("%d Jobs of the Rollout's checks, want 1..%d", len(jobs.Items), analysis.JobHistory)
-	}
-	for _, j := range jobs.Items {
-		if len(j.OwnerReferences) != 1 || j.OwnerReferences[0].Kind != "Rollout" || j.OwnerReferences[0].Name != "echoserver" {
-			t.Errorf("Job %s is owned by %+v, want the Rollout", j.Name, j.OwnerReferences)
-		}
-	}
+	w.checkJobs(ctx, "checks", "")
 
 	l.stop()
 	wholeStory(t, "whole story", l)

@@ -15,6 +15,31 @@ import (
 	"github.com/rollgate/rollgate/reconciler/analysis"
 )
 
+// checkJobs fails the story unless the Jobs labelled as the Rollout's
+// checks number 1 to analysis.JobHistory and each is owned by the Rollout
+// (and, with check set, labelled as that check). what names them in the
+// failure: "checks", "hooks".
+func (w *world) checkJobs(ctx context.Context, what, check string) {
+	w.t.Helper()
+	var jobs batchv1.JobList
+	if err := w.c.List(ctx, &jobs, client.InNamespace(w.ns), client.MatchingLabels{analysis.LabelCheckRollout: "echoserver"}); err != nil {
+		w.t.Fatal(err)
+	}
+	if len(jobs.Items) == 0 || len(jobs.Items) > analysis.JobHistory {
+		w.t.Errorf("%d Jobs of the Rollout's %s, want 1..%d", len(jobs.Items), what, analysis.JobHistory)
+	}
+	want := "the Rollout"
+	if check != "" {
+		want += " and " + check
+	}
+	for _, j := range jobs.Items {
+		owned := len(j.OwnerReferences) == 1 && j.OwnerReferences[0].Kind == "Rollout" && j.OwnerReferences[0].Name == "echoserver"
+		if !owned || check != "" && j.Labels[analysis.LabelCheck] != check {
+			w.t.Errorf("Job %s: owners %+v, labels %v; want %s", j.Name, j.OwnerReferences, j.Labels, want)
+		}
+	}
+}
+
 // hookRollout holds step 2 (all pods and traffic) behind a before hook
 // that is a Job: the sample app's -check mode, from image, sends 10
 // requests to the canary Service (by the environment variables of the
@@ -124,19 +149,7 @@ func TestJobHooksOnTheRealNode(t *testing.T) {
 
 	// The Jobs: owned by the Rollout, labelled as the hook's, within the
 	// bound.
-	var jobs batchv1.JobList
-	if err := w.c.List(ctx, &jobs, client.InNamespace(w.ns), client.MatchingLabels{analysis.LabelCheckRollout: "echoserver"}); err != nil {
-		t.Fatal(err)
-	}
-	if len(jobs.Items) == 0 || len(jobs.Items) > analysis.JobHistory {
-		t.Errorf("%d Jobs of the Rollout's hooks, want 1..%d", len(jobs.Items), analysis.JobHistory)
-	}
-	for _, j := range jobs.Items {
-		if len(j.OwnerReferences) != 1 || j.OwnerReferences[0].Kind != "Rollout" || j.OwnerReferences[0].Name != "echoserver" ||
-			j.Labels[analysis.LabelCheck] != "hook.before.smoke" {
-			t.Errorf("Job %s: owners %+v, labels %v; want the Rollout and hook.before.smoke", j.Name, j.OwnerReferences, j.Labels)
-		}
-	}
+	w.checkJobs(ctx, "hooks", "hook.before.smoke")
 	t.Logf("the three releases took %s", time.Since(start).Round(time.Second))
 }
 

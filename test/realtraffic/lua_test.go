@@ -42,25 +42,20 @@ spec:
   weighted:
     services:
     - {name: echoserver, port: 80}
----
-apiVersion: traefik.io/v1alpha1
-kind: IngressRoute
-metadata: {name: echoserver, namespace: demo}
-spec:
-  entryPoints: [web]
-  routes:
-  - match: PathPrefix(` + "`/`" + `)
-    kind: Rule
-    services:
-    - {name: echoserver-wrr, kind: TraefikService}
-`
+---` + ingressRoute("{name: echoserver-wrr, kind: TraefikService}")
 }
 
 // ingressRouteApp routes every request through an IngressRoute straight to
 // the application's Service: the IngressRoute is what the release shifts.
 func ingressRouteApp(image string, _ int) string {
-	return workload(image) + `
----
+	return workload(image) + "\n---" + ingressRoute("{name: echoserver, port: 80}")
+}
+
+// ingressRoute is IngressRoute echoserver, sending every request of the
+// web entry point to service, a YAML flow mapping. It starts with a
+// newline.
+func ingressRoute(service string) string {
+	return `
 apiVersion: traefik.io/v1alpha1
 kind: IngressRoute
 metadata: {name: echoserver, namespace: demo}
@@ -70,7 +65,7 @@ spec:
   - match: PathPrefix(` + "`/`" + `)
     kind: Rule
     services:
-    - {name: echoserver, port: 80}
+    - ` + service + `
 `
 }
 

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The cost over a native rollout (P6 in docs/benchmarks.md).
@@ -56,21 +57,12 @@ const costStrategy = `  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge
 // pause nothing holds a share of traffic on the new pods, so the
 // Service's selector spreads the requests over old and new pods, as it
 // does in the native rollout.
-const costRollout = `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:
-      - replicas: "25%"
-      - replicas: "50%"
-      - replicas: "75%"
-      - replicas: "100%"
-  git: {repository: app-repo, path: ` + rolloutPath + `}
-`
+func costRollout() string {
+	return rig.Rollout{
+		Name: "echoserver", Namespace: "demo", GitPath: rolloutPath, WithoutTraffic: true,
+		Steps: []string{`{replicas: "25%"}`, `{replicas: "50%"}`, `{replicas: "75%"}`, `{replicas: "100%"}`},
+	}.YAML()
+}
 
 // costWeightSteps are costRollout's steps with traffic weights, for
 // rollout() (which routes them through the HTTPRoute): what a user who
@@ -183,7 +175,7 @@ func runNativeCost(b *testing.B) {
 	default:
 		b.Fatalf("%s=%q: want 1 (the Rollout moves traffic weights) or nothing", costWeightsEnv, v)
 	}
-	ro := costRollout
+	ro := costRollout()
 	if weights {
 		ro = rollout(costWeightSteps)
 	}

@@ -25,15 +25,7 @@ const canaryShareQuery = `100 * (sum(rate(traefik_service_requests_total{service
 // verifiedRollout routes through HTTPRoute route and verifies each step's
 // share from Traefik's metrics in Prometheus at promURL.
 func verifiedRollout(route, promURL string) string {
-	return fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:
+	return echoserverRollout(false, fmt.Sprintf(`      steps:
       - {traffic: "25%%", replicas: 2, pause: {}}
       - {traffic: "100%%", replicas: "100%%"}
       trafficRoutings:
@@ -46,8 +38,7 @@ spec:
           interval: 5s
           count: 3
           failureLimit: 1
-  git: {repository: app-repo, path: %s}
-`, route, promURL, canaryShareQuery, rolloutPath)
+`, route, promURL, canaryShareQuery))
 }
 
 // orphanRoute is an HTTPRoute attached to a Gateway that does not exist
@@ -55,16 +46,7 @@ spec:
 // route object takes any weight while no request follows it. (A parent
 // that rejects a route says so in the route's status, which the router
 // already reads: the step would hold at its traffic.)
-const orphanRoute = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: orphan, namespace: demo}
-spec:
-  parentRefs: [{name: pubilc}]
-  rules:
-  - matches: [{path: {type: PathPrefix, value: /}}]
-    backendRefs: [{name: echoserver, port: 80}]
-`
+func orphanRoute() string { return route("orphan", "pubilc") }
 
 // TestTrafficVerifiedFromTheDataPlane: each step's share of the canary is
 // measured from Traefik's own request counters (a real Prometheus scraping
@@ -84,7 +66,7 @@ func TestTrafficVerifiedFromTheDataPlane(t *testing.T) {
 	w := newWorldOf(t, ctx, worldOptions{
 		extra: func(w *world) string {
 			p = prom.Start(t, prom.Options{Targets: []string{fmt.Sprintf("127.0.0.1:%d", w.metricsPort)}, Host: realnode.NodeIP})
-			return orphanRoute
+			return orphanRoute()
 		},
 		rolloutOf: func(*world) string { return verifiedRollout("echoserver", p.URL) },
 	})

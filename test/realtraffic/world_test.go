@@ -22,6 +22,7 @@ import (
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/realnode"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // fluxManager is the field manager Flux's kustomize-controller applies with:
@@ -302,16 +303,22 @@ spec:
   gatewayClassName: traefik
   listeners:
   - {name: web, protocol: HTTP, port: %d, allowedRoutes: {namespaces: {from: Same}}}
----
+---`, port) + route("echoserver", "public")
+}
+
+// route is HTTPRoute name in namespace demo, attached to Gateway gateway,
+// sending every path to Service echoserver. It starts with a newline.
+func route(name, gateway string) string {
+	return fmt.Sprintf(`
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
-metadata: {name: echoserver, namespace: demo}
+metadata: {name: %s, namespace: demo}
 spec:
-  parentRefs: [{name: public}]
+  parentRefs: [{name: %s}]
   rules:
   - matches: [{path: {type: PathPrefix, value: /}}]
     backendRefs: [{name: echoserver, port: 80}]
-`, port)
+`, name, gateway)
 }
 
 // workload is the application without its route: namespace demo,
@@ -361,21 +368,23 @@ spec:
 // rollout is the Rollout of Deployment echoserver with steps, routing
 // through the HTTPRoute.
 func rollout(steps string) string {
-	return `
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: echoserver, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: echoserver}
-  strategy:
-    canary:
-      steps:` + steps + `
-      trafficRoutings:
+	return echoserverRollout(false, "      steps:"+steps+"\n"+echoserverRoute)
+}
+
+// echoserverRollout is the Rollout of Deployment echoserver in namespace
+// demo, kept in Git at rolloutPath, whose strategy.canary (or blueGreen)
+// is the YAML strategy (lines indented by six spaces).
+func echoserverRollout(blueGreen bool, strategy string) string {
+	return rig.Rollout{Name: "echoserver", Namespace: "demo", BlueGreen: blueGreen, Strategy: strategy, GitPath: rolloutPath}.YAML()
+}
+
+// echoserverRoute routes a Rollout's traffic through HTTPRoute echoserver,
+// waiting the default grace period after each change (rig.Rollout's own
+// routing waits none): real clients and a real data plane settle.
+const echoserverRoute = `      trafficRoutings:
       - service: echoserver
         gateway: {httpRouteName: echoserver}
-  git: {repository: app-repo, path: ` + rolloutPath + `}
 `
-}
 
 // rolloutPath is where the Rollout lives in the application's repository.
 const rolloutPath = "apps/echoserver/rollout.yaml"
