@@ -16,33 +16,46 @@ import (
 	"github.com/rollgate/rollgate/test/kube"
 )
 
-// TestCacheStripsManagedFields checks that the manager's cache keeps no
-// managedFields (a large part of every cached Pod, ReplicaSet and
-// Deployment at 10,000 Rollouts) while the object in the API server keeps
-// them, and that an update from a cached copy leaves them there.
-func TestCacheStripsManagedFields(t *testing.T) {
+// startAPIServer starts an API server with rollgate's scheme and returns a
+// context that ends with the test (at most a minute), a client, and a
+// function that starts the manager's cache (cacheOptions) on it.
+func startAPIServer(t *testing.T) (context.Context, client.Client, func() cache.Cache) {
+	t.Helper()
 	scheme, err := NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
+	return ctx, c, func() cache.Cache {
+		t.Helper()
+		opts := cacheOptions("rollgate-system", nil, watchScope{})
+		opts.Scheme = scheme
+		cached, err := cache.New(cfg, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = cached.Start(ctx) }()
+		if !cached.WaitForCacheSync(ctx) {
+			t.Fatal("cache did not start")
+		}
+		return cached
+	}
+}
+
+// TestCacheStripsManagedFields checks that the manager's cache keeps no
+// managedFields (a large part of every cached Pod, ReplicaSet and
+// Deployment at 10,000 Rollouts) while the object in the API server keeps
+// them, and that an update from a cached copy leaves them there.
+func TestCacheStripsManagedFields(t *testing.T) {
+	ctx, c, startCache := startAPIServer(t)
 	dep := kube.Deployment("default", "web", 1, corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}})
 	if err := c.Create(ctx, dep, client.FieldOwner("kustomize-controller")); err != nil {
 		t.Fatal(err)
 	}
 
-	opts := cacheOptions("rollgate-system", nil, watchScope{})
-	opts.Scheme = scheme
-	cached, err := cache.New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cached.Start(ctx) }()
-	if !cached.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not start")
-	}
+	cached := startCache()
 	var got appsv1.Deployment
 	if err := cached.Get(ctx, client.ObjectKeyFromObject(dep), &got); err != nil {
 		t.Fatal(err)
@@ -79,29 +92,14 @@ func TestCacheStripsManagedFields(t *testing.T) {
 // Rollout, a merge patch between two cached copies, leaves the annotation
 // on the API server: kubectl apply and Argo CD's client-side diff read it.
 func TestCacheStripsALastAppliedConfiguration(t *testing.T) {
-	scheme, err := NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx, c, startCache := startAPIServer(t)
 	ro := rollouttest.GatedRollout(t, "default", "web", nil)
 	ro.Annotations = map[string]string{lastApplied: `{"apiVersion":"rollgate.dev/v1alpha1","kind":"Rollout"}`, "team": "web"}
 	if err := c.Create(ctx, ro); err != nil {
 		t.Fatal(err)
 	}
 
-	opts := cacheOptions("rollgate-system", nil, watchScope{})
-	opts.Scheme = scheme
-	cached, err := cache.New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cached.Start(ctx) }()
-	if !cached.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not start")
-	}
+	cached := startCache()
 	var got v1alpha1.Rollout
 	if err := cached.Get(ctx, client.ObjectKeyFromObject(ro), &got); err != nil {
 		t.Fatal(err)
