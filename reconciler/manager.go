@@ -218,7 +218,8 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // never reads (often the largest part of a Rollout's metadata). rollgate
 // writes Rollouts only with merge patches computed between two cached
 // copies and with status patches, never with an update of a cached copy,
-// so the annotation stays on the API server (TestCacheStripsManagedFields).
+// so the annotation stays on the API server
+// (TestCacheStripsALastAppliedConfiguration).
 func stripRollout(obj any) (any, error) {
 	ro, ok := obj.(*v1alpha1.Rollout)
 	if !ok {
