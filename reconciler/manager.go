@@ -192,13 +192,17 @@ func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cac
 	// Only the slices of the canary Services rollgate made: a cluster's
 	// other EndpointSlices are many and never read.
 	byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Label: rollout.CanarySlices()}
-	byObject[&v1alpha1.Rollout{}] = cache.ByObject{Transform: stripRollout}
+	// One entry per kind: the map is keyed by pointer, so a second
+	// &v1alpha1.Rollout{} would be a second key, and the cache would take
+	// either at random (TestCacheOptionsOneEntryPerKind).
+	rollouts := cache.ByObject{Transform: stripRollout}
 	if shard != nil {
 		// Another shard's Rollouts and Repositories are never cached here,
 		// so no event of theirs reaches this instance's controllers.
-		byObject[&v1alpha1.Rollout{}] = cache.ByObject{Label: shard, Transform: stripRollout}
+		rollouts.Label = shard
 		byObject[&v1alpha1.Repository{}] = cache.ByObject{Label: shard}
 	}
+	byObject[&v1alpha1.Rollout{}] = rollouts
 	o := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 	if ns := scope.namespaces(); ns != nil {
 		o.DefaultNamespaces = map[string]cache.Config{}

@@ -7,8 +7,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
@@ -18,8 +20,9 @@ import (
 
 // startAPIServer starts an API server with rollgate's scheme and returns a
 // context that ends with the test (at most a minute), a client, and a
-// function that starts the manager's cache (cacheOptions) on it.
-func startAPIServer(t *testing.T) (context.Context, client.Client, func() cache.Cache) {
+// function that starts the manager's cache (cacheOptions, for the shard
+// selected by shard, nil for every Rollout) on it.
+func startAPIServer(t *testing.T) (context.Context, client.Client, func(shard labels.Selector) cache.Cache) {
 	t.Helper()
 	scheme, err := NewScheme()
 	if err != nil {
@@ -28,9 +31,9 @@ func startAPIServer(t *testing.T) (context.Context, client.Client, func() cache.
 	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	return ctx, c, func() cache.Cache {
+	return ctx, c, func(shard labels.Selector) cache.Cache {
 		t.Helper()
-		opts := cacheOptions("rollgate-system", nil, watchScope{})
+		opts := cacheOptions("rollgate-system", shard, watchScope{})
 		opts.Scheme = scheme
 		cached, err := cache.New(cfg, opts)
 		if err != nil {
@@ -55,7 +58,7 @@ func TestCacheStripsManagedFields(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cached := startCache()
+	cached := startCache(nil)
 	var got appsv1.Deployment
 	if err := cached.Get(ctx, client.ObjectKeyFromObject(dep), &got); err != nil {
 		t.Fatal(err)
@@ -99,7 +102,7 @@ func TestCacheStripsALastAppliedConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cached := startCache()
+	cached := startCache(nil)
 	var got v1alpha1.Rollout
 	if err := cached.Get(ctx, client.ObjectKeyFromObject(ro), &got); err != nil {
 		t.Fatal(err)
@@ -120,5 +123,71 @@ func TestCacheStripsALastAppliedConfiguration(t *testing.T) {
 	}
 	if live.Annotations[lastApplied] != ro.Annotations[lastApplied] || live.Annotations["rollgate.dev/test"] != "1" {
 		t.Errorf("the API server's Rollout after a patch from the cache: annotations %v; want the last-applied configuration kept", live.Annotations)
+	}
+}
+
+// TestCacheOptionsOneEntryPerKind: the cache's per-kind options are a map
+// keyed by pointer, and two keys of one kind are taken at random, one on
+// each start. So it was when the Rollout's transform went in beside the
+// shard's selector: half the starts of a shard cached every Rollout, and
+// the instances released each other's.
+func TestCacheOptionsOneEntryPerKind(t *testing.T) {
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard, err := ParseWatchSelector("sharding.fluxcd.io/key in (shard1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sel := range []labels.Selector{nil, shard} {
+		seen := map[string]bool{}
+		for obj, o := range cacheOptions("rollgate-system", sel, watchScope{}).ByObject {
+			gvk, err := apiutil.GVKForObject(obj, scheme)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[gvk.String()] {
+				t.Errorf("shard %v: two cache entries for %s", sel, gvk)
+			}
+			seen[gvk.String()] = true
+			if gvk.Kind == "Rollout" && (o.Transform == nil || (sel != nil && o.Label == nil)) {
+				t.Errorf("shard %v: the Rollouts' cache entry has transform %t and selector %v", sel, o.Transform != nil, o.Label)
+			}
+		}
+	}
+}
+
+// TestShardCachesItsRolloutsAlone: a shard's cache holds the Rollouts its
+// selector names, stripped, and no other.
+func TestShardCachesItsRolloutsAlone(t *testing.T) {
+	ctx, c, startCache := startAPIServer(t)
+	for name, shard := range map[string]string{"web": "", "cart": "shard1", "pay": "shard2"} {
+		ro := rollouttest.GatedRollout(t, "default", name, nil)
+		ro.Annotations = map[string]string{lastApplied: "{}"}
+		if shard != "" {
+			ro.Labels = map[string]string{"sharding.fluxcd.io/key": shard}
+		}
+		if err := c.Create(ctx, ro); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shard, err := ParseWatchSelector("sharding.fluxcd.io/key in (shard1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list v1alpha1.RolloutList
+	if err := startCache(shard).List(ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "cart" {
+		names := []string{}
+		for _, ro := range list.Items {
+			names = append(names, ro.Name)
+		}
+		t.Fatalf("shard1's cache holds the Rollouts %v, want cart alone", names)
+	}
+	if _, ok := list.Items[0].Annotations[lastApplied]; ok {
+		t.Errorf("shard1's cached Rollout keeps its last-applied configuration")
 	}
 }
