@@ -12,8 +12,8 @@ import (
 // The Istio VirtualService and DestinationRule built-ins also exist as Go
 // functions (native_istio.go), which a run of the built-in uses instead of
 // the Lua script: same input (CustomInput), same output (ObjectData), same
-// errors, six to seven times less CPU (docs/benchmarks.md, P4). The Lua
-// script stays the reference:
+// errors, six to seven times less CPU (docs/benchmarks-history.md, P4,
+// round 2). The Lua script stays the reference:
 //
 //   - A ConfigMap override never has a Go implementation: Library.Resolve
 //     returns the compiled override, which always wins, as before.

@@ -2,7 +2,8 @@
 // of the image and the Helm chart. It has the flags of `rollgate
 // controller` and none of the CLI, and links no package that executes
 // text/template, so that the linker can drop the methods nothing calls: a
-// smaller binary, and fewer of its pages resident (docs/benchmarks.md, P5).
+// smaller binary, and fewer of its pages resident
+// (docs/benchmarks-history.md, P5, runs A to J).
 // TestControllerBinaryKeepsMethodDeadCode guards that.
 package main
 

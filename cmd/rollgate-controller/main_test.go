@@ -13,9 +13,10 @@ import (
 // controller binary looks methods up by name (text/template's execution,
 // cobra's help, golang.org/x/net/trace's init, ...). One such function
 // makes the linker keep every exported method of every type converted to
-// an interface: 13 MB more binary, most of it paged in (docs/benchmarks.md,
-// P5). The linker's dependency dump marks them <ReflectMethod>; the error
-// shows how the first one is reached.
+// an interface: 13 MB more binary, most of it paged in
+// (docs/benchmarks-history.md, P5, runs A to J). The linker's dependency
+// dump marks them <ReflectMethod>; the error shows how the first one is
+// reached.
 func TestControllerBinaryKeepsMethodDeadCode(t *testing.T) {
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-dumpdep", "-o", filepath.Join(t.TempDir(), "rollgate-controller"), ".")
 	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")

@@ -7,10 +7,11 @@
 // keeps every exported method of every type it converts to an interface:
 // the linker cannot tell which ones a template might call. For rollgate's
 // controller that was 13 MB of code and tables nobody calls, most of it
-// paged in at start (docs/benchmarks.md, P5). The data of a commit message
-// (gitsync.CommitData) is plain fields, so the templates lose nothing but
-// method calls; the methods of time.Time that format a time (Format, UTC,
-// Unix, IsZero, String) are kept, dispatched by a type switch.
+// paged in at start (docs/benchmarks-history.md, P5, runs A to J). The
+// data of a commit message (gitsync.CommitData) is plain fields, so the
+// templates lose nothing but method calls; the methods of time.Time that
+// format a time (Format, UTC, Unix, IsZero, String) are kept, dispatched
+// by a type switch.
 package commitmsg
 
 import (

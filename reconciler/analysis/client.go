@@ -40,7 +40,7 @@ type clientOptions struct {
 // It is built on net/http alone: prometheus/common's config package, which
 // did this before, links golang.org/x/net/trace, whose init makes the
 // linker keep every exported method of the controller binary (13 MB;
-// docs/benchmarks.md, P5).
+// docs/benchmarks-history.md, P5, runs A to J).
 func newClient(o clientOptions) (*http.Client, error) {
 	target, err := url.Parse(o.target)
 	if err != nil {
