@@ -47,6 +47,10 @@ type Options struct {
 	// no such wait, for a cluster without an EndpointSlice controller (a
 	// bare API server in tests).
 	Endpoints client.Reader
+	// Reached, when set, remembers the steps whose routes are in place
+	// without a grace period, so that Endpoints is read once per step
+	// (see Reached). Share one between reconciles.
+	Reached *Reached
 }
 
 func (o Options) revisionLabel() string {

@@ -266,6 +266,7 @@ func routesWaitForAReadyCanaryEndpoint(t *testing.T, grace int32) {
 	f := newFixture(t, gatewayRef(grace))
 	f.createRoute()
 	f.opts.Endpoints = k8s
+	f.opts.Reached = &traffic.Reached{}
 	r := f.router()
 	waits := func(what string) {
 		t.Helper()
@@ -305,5 +306,33 @@ func routesWaitForAReadyCanaryEndpoint(t *testing.T, grace int32) {
 	must(t, k8s.Delete(f.ctx, notReady))
 	if done, err := r.EnsureRoutes(f.ctx, desired(10)); !done || err != nil {
 		t.Fatalf("EnsureRoutes of the step in place: done=%v err=%v, want done", done, err)
+	}
+	if grace > 0 {
+		return
+	}
+	// Without a grace period nothing is written to record the step (one
+	// request per step and Rollout): the controller remembers it. After a
+	// restart it looks at the slices once more, and waits while none is
+	// ready, its routes left as they are.
+	canary := f.service("web-canary")
+	if v, ok := canary.Annotations["rollgate.dev/traffic-progress"]; ok {
+		t.Errorf("the canary Service carries a progress record without a grace period: %s", v)
+	}
+	if f.opts.Reached.Len() != 1 {
+		t.Errorf("steps remembered: %d, want 1", f.opts.Reached.Len())
+	}
+	remembered := f.opts.Reached
+	f.opts.Reached = &traffic.Reached{}
+	if _, err := f.router().EnsureRoutes(f.ctx, desired(10)); !strings.Contains(fmt.Sprint(err), "no ready endpoint") {
+		t.Fatalf("EnsureRoutes after a restart, with no ready canary endpoint: %v, want a wait for a ready endpoint", err)
+	}
+	if got := w(f.route().Spec.Rules[0]); got != "web=90,web-canary=10" {
+		t.Fatalf("routes after a restart while the canary has no ready endpoint: %s, want them left as they were", got)
+	}
+	// Restore deletes the canary Service and forgets its step.
+	f.opts.Reached = remembered
+	f.restore(f.router())
+	if f.opts.Reached.Len() != 0 {
+		t.Errorf("steps remembered after Restore: %d, want 0", f.opts.Reached.Len())
 	}
 }

@@ -99,6 +99,9 @@ type Reconciler struct {
 	statusWrites statusWrites
 	// budgets gives places in the budgets of the release rules.
 	budgets budget.Ledger
+	// reached are the steps whose routes are in place without a grace
+	// period (traffic.Options.Reached).
+	reached traffic.Reached
 }
 
 // Reconcile moves one Rollout one step closer to its spec.

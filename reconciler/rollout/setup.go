@@ -254,6 +254,7 @@ func (r *Reconciler) trafficOptions(ctx context.Context) traffic.Options {
 		// The cache holds the slices of canary Services alone
 		// (reconciler.cacheOptions); a new one wakes the Rollout.
 		o.Endpoints = r.Client
+		o.Reached = &r.reached
 	}
 	if r.Options.LuaConfigMap == "" {
 		return o
