@@ -15,7 +15,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/test/envtest"
-	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // startAPIServer starts an API server with rollgate's scheme and returns a
@@ -53,7 +53,7 @@ func startAPIServer(t *testing.T) (context.Context, client.Client, func(shard la
 // them, and that an update from a cached copy leaves them there.
 func TestCacheStripsManagedFields(t *testing.T) {
 	ctx, c, startCache := startAPIServer(t)
-	dep := kube.Deployment("default", "web", 1, corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}})
+	dep := rig.DeploymentObject("default", "web", 1, corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}})
 	if err := c.Create(ctx, dep, client.FieldOwner("kustomize-controller")); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 	"github.com/rollgate/rollgate/reconciler/workload"
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/rig"
 	"github.com/rollgate/rollgate/traffic"
 )
@@ -39,7 +38,7 @@ func TestConfirmedTrafficReachesTheGateInOneReconcile(t *testing.T) {
 	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	// No pods to wait for: the Deployment has none, so step 1's upgrade
 	// holds at once and the reconcile goes on to the traffic.
-	d := kube.Deployment(ns, name, 0, corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}})
+	d := rig.DeploymentObject(ns, name, 0, corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}})
 	labels := d.Spec.Selector.MatchLabels
 	rollouttest.MustCreate(t, c, d)
 	rollouttest.MustCreate(t, c, &corev1.Service{

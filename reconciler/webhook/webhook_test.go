@@ -29,14 +29,14 @@ import (
 	"github.com/rollgate/rollgate/reconciler/webhook"
 	"github.com/rollgate/rollgate/reconciler/webhook/webhooktest"
 	"github.com/rollgate/rollgate/reconciler/workload"
-	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // gitOpsManager is the field manager the tests apply manifests with, as
 // Flux's kustomize-controller does (server-side apply, forced).
 const gitOpsManager = "kustomize-controller"
 
-func namespace(t *testing.T) string { return kube.NewNamespace(t, suite.c) }
+func namespace(t *testing.T) string { return rig.NewNamespace(t, suite.c) }
 
 // apply server-side applies a YAML manifest as the GitOps tool would.
 func apply(t *testing.T, ns, manifest string) {

@@ -19,10 +19,10 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/webhook/webhooktest"
 	"github.com/rollgate/rollgate/reconciler/workload"
-	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
-func namespace(t *testing.T) string { return kube.NewNamespace(t, suite.c) }
+func namespace(t *testing.T) string { return rig.NewNamespace(t, suite.c) }
 
 func podTemplate(app, image string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // TestActionsThroughArgoCD runs every rollgate action through argocd-server
@@ -37,17 +38,10 @@ func TestActionsThroughArgoCD(t *testing.T) {
 	a := newAppWith(t, "actions", false, "\n  annotations: {"+compareOptions+"}", files)
 	atStep2 := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for {
+		rig.Until(t, context.Background(), time.Minute, what, func() (bool, string) {
 			ro := a.rollout()
-			if ro.Status.CurrentStepIndex == 2 && strings.Contains(ro.Status.Message, "pausing") {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 1m; the Rollout says %q", what, ro.Status.Message)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return ro.Status.CurrentStepIndex == 2 && strings.Contains(ro.Status.Message, "pausing"), "the Rollout says " + ro.Status.Message
+		})
 	}
 	gate := func(what string) {
 		a.eventually(time.Minute, what, func(st appState) bool { return st.res["Rollout"].health == suspended })

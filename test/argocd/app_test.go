@@ -179,25 +179,26 @@ func (a *app) state() (appState, error) {
 	return s, nil
 }
 
-// eventually polls the Application every 100 ms until cond holds.
+// eventually looks at the Application every 100 ms until cond holds, and
+// returns what it saw then.
 func (a *app) eventually(timeout time.Duration, what string, cond func(appState) bool) appState {
 	a.t.Helper()
-	deadline := time.Now().Add(timeout)
 	var last appState
-	for time.Now().Before(deadline) {
+	took, err := rig.WaitEvery(context.Background(), 100*time.Millisecond, timeout, what, func(context.Context) (bool, string, error) {
 		if err := a.e.argo.Exited(); err != nil {
-			a.t.Fatal(err)
+			return false, "", err
 		}
 		s, err := a.state()
-		if err == nil {
-			last = s
-			if cond(s) {
-				return s
-			}
+		if err != nil {
+			return false, err.Error(), nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		last = s
+		return cond(s), fmt.Sprintf("%v", s), nil
+	})
+	if err != nil {
+		a.t.Fatal(err)
 	}
-	a.t.Fatalf("%s: not within %s; last: %v", what, timeout, last)
+	a.t.Logf("%s: after %s", what, took.Round(time.Millisecond))
 	return last
 }
 

@@ -36,6 +36,7 @@ import (
 
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // Namespace is the namespace Argo CD runs in and keeps its Applications,
@@ -316,25 +317,16 @@ func (in *Instance) GetJSON(path string, v any) error {
 	return json.Unmarshal(body, v)
 }
 
-// waitFor polls ready until it holds, a process exits, or timeout passes.
+// waitFor waits until ready holds (see rig.Wait), a process exits, or
+// timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, name string, exited func() error, ready func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	_, err := rig.Wait(ctx, timeout, "argocd: "+name+" ready", func(context.Context) (bool, string, error) {
 		if err := exited(); err != nil {
-			return err
+			return false, "", err
 		}
-		if ready() {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("argocd: %s not ready within %s: %w", name, timeout, ctx.Err())
-		case <-tick.C:
-		}
-	}
+		return ready(), "", nil
+	})
+	return err
 }
 
 func httpOK(url string) bool {

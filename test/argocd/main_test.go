@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -21,6 +19,7 @@ import (
 	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/test/argocd"
 	"github.com/rollgate/rollgate/test/gitserver"
+	"github.com/rollgate/rollgate/test/inproc"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/test/rig"
@@ -164,12 +163,6 @@ const inProcessNS = "rollgate-dev"
 // controller --webhook-url https://127.0.0.1:<port>` runs next to a
 // development cluster, with its log in a file.
 func (e *env) startController(ctx context.Context) (func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	logFile, err := os.OpenFile(filepath.Join(e.dir, "rollgate.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -177,50 +170,28 @@ func (e *env) startController(ctx context.Context) (func(), error) {
 	logger := zap.New(zap.UseDevMode(true), zap.WriteTo(logFile))
 	// Clients built outside the manager log through the global logger.
 	ctrllog.SetLogger(logger)
-	mgr, err := reconciler.NewManager(e.cluster.RESTConfig, reconciler.ManagerOptions{
-		Logger: logger,
-		// TestInstallRollgateWithArgoCD stops it and starts it again.
-		Restartable: true,
-	}, reconciler.Options{
-		Namespace:          inProcessNS,
-		WebhookConfigName:  inProcessNS,
-		Concurrent:         2,
-		LuaConfigMap:       "rollgate-lua",
-		WebhookURL:         fmt.Sprintf("https://127.0.0.1:%d", port),
-		WebhookSecret:      "rollgate-webhook-cert",
-		GitWebhookAddr:     "127.0.0.1:0",
-		GitDefaultInterval: time.Second,
-		GitStatusBranch:    "rollgate/status",
-		GitStatusWindow:    time.Second,
-		GitInsecureHTTP:    true,
+	ctrl, err := inproc.Run(inproc.Config{
+		REST: e.cluster.RESTConfig,
+		Manager: reconciler.ManagerOptions{
+			Logger: logger,
+			// TestInstallRollgateWithArgoCD stops it and starts it again.
+			Restartable: true,
+		},
+		Options: inproc.Options(inProcessNS, inProcessNS),
 	})
 	if err != nil {
+		logFile.Close()
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(runCtx) }()
 	stop := func() {
-		cancel()
-		<-done
+		ctrl.Stop()
 		logFile.Close()
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var v admissionregistrationv1.MutatingWebhookConfiguration
-		err := e.c.Get(ctx, client.ObjectKey{Name: inProcessNS}, &v)
-		if err == nil && len(v.Webhooks) > 0 && len(v.Webhooks[0].ClientConfig.CABundle) > 0 {
-			if conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
-				conn.Close()
-				return stop, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, fmt.Errorf("the rollgate webhooks were not served within 60 s (last error %v)", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if _, err := ctrl.Ready(ctx, e.c, 60*time.Second); err != nil {
+		stop()
+		return nil, fmt.Errorf("the rollgate controller: %w", err)
 	}
+	return stop, nil
 }
 
 // installCustomizations merges rollgate's argocd-cm block into argocd-cm

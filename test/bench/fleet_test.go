@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +26,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
+	"github.com/rollgate/rollgate/test/inproc"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/test/rig"
@@ -353,8 +352,11 @@ func (f *fleet) allCovered(ctx context.Context) bool {
 func (f *fleet) poll(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	f.b.Helper()
 	every := max(time.Second, time.Duration(len(f.names))*time.Millisecond)
-	if err := wait.PollUntilContextTimeout(context.Background(), every, timeout, true, cond); err != nil {
-		f.b.Fatalf("%s: not within %s: %v", what, timeout, err)
+	if _, err := rig.WaitEvery(context.Background(), every, timeout, what, func(ctx context.Context) (bool, string, error) {
+		ok, err := cond(ctx)
+		return ok, "", err
+	}); err != nil {
+		f.b.Fatal(err)
 	}
 }
 
@@ -456,7 +458,6 @@ func concurrentFromEnv(b *testing.B) int {
 // its logs discarded.
 func (f *fleet) startController() {
 	f.b.Helper()
-	port := rig.FreePort(f.b)
 	cfg := *f.cluster.RESTConfig
 	cfg.QPS, cfg.Burst = -1, 0
 	f.apiCalls = &requestCounter{count: map[string]float64{}}
@@ -465,30 +466,21 @@ func (f *fleet) startController() {
 	// trace when no logger was ever set.
 	discard := zap.New(zap.WriteTo(io.Discard))
 	ctrl.SetLogger(discard)
-	mgr, err := reconciler.NewManager(&cfg, reconciler.ManagerOptions{Logger: discard, Restartable: true}, reconciler.Options{
+	c, err := inproc.Run(inproc.Config{REST: &cfg, Manager: reconciler.ManagerOptions{Logger: discard, Restartable: true}, Options: reconciler.Options{
 		Namespace: "rollgate-system", Concurrent: concurrentFromEnv(f.b), LuaConfigMap: "rollgate-lua",
-		WebhookURL: fmt.Sprintf("https://127.0.0.1:%d", port), WebhookSecret: "rollgate-webhook-cert",
-		GitWebhookAddr: f.gitWebhookAddr(), GitDefaultInterval: time.Minute,
-	})
+		WebhookSecret: "rollgate-webhook-cert", GitWebhookAddr: f.gitWebhookAddr(), GitDefaultInterval: time.Minute,
+	}})
 	if err != nil {
 		f.b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	f.stop = func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := c.Stop(); err != nil {
 			f.b.Errorf("controller: %v", err)
 		}
 	}
-	f.poll(30*time.Second, "webhook serving", func(ctx context.Context) (bool, error) {
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			conn.Close()
-		}
-		return err == nil, nil
-	})
+	if _, err := c.Ready(context.Background(), f.c, 30*time.Second); err != nil {
+		f.b.Fatal(err)
+	}
 }
 
 func (f *fleet) gitWebhookAddr() string {

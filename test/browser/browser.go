@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/test/rig"
@@ -84,7 +83,7 @@ func Dashboard(t *testing.T, kubeconfig, ns string) string {
 			t.Logf("dashboard log:\n%s", proc.Tail(dash.Log, 30))
 		}
 	})
-	kube.Eventually(t, 30*time.Second, "the dashboard listening", func(context.Context) (bool, error) {
+	rig.Eventually(t, 30*time.Second, "the dashboard listening", func(context.Context) (bool, error) {
 		return proc.Listening(fmt.Sprintf("127.0.0.1:%d", port)), nil
 	})
 	return fmt.Sprintf("http://127.0.0.1:%d/", port)

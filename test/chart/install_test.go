@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +13,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // TestInstallUpgradeUninstall installs the previous chart release on a kwok
@@ -101,12 +102,12 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 func waitBudget(t *testing.T, c *kwok.Cluster, ns, name string, minAvailable, allowed int32) {
 	t.Helper()
 	var pdb policyv1.PodDisruptionBudget
-	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := rig.Wait(context.Background(), 60*time.Second, "PodDisruptionBudget "+name, func(ctx context.Context) (bool, string, error) {
 		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &pdb); err != nil {
-			return false, nil
+			return false, err.Error(), nil
 		}
 		return pdb.Spec.MinAvailable.IntValue() == int(minAvailable) && pdb.Status.DesiredHealthy == minAvailable &&
-			pdb.Status.DisruptionsAllowed == allowed, nil
+			pdb.Status.DisruptionsAllowed == allowed, "", nil
 	})
 	if err != nil {
 		t.Fatalf("PodDisruptionBudget %s/%s: want minAvailable %d and %d disruptions allowed, got spec %+v status %+v: %v",
@@ -116,12 +117,13 @@ func waitBudget(t *testing.T, c *kwok.Cluster, ns, name string, minAvailable, al
 
 func waitReplicas(t *testing.T, c *kwok.Cluster, ns, name string, n int32) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	_, err := rig.Wait(context.Background(), 90*time.Second, "Deployment "+name+" ready", func(ctx context.Context) (bool, string, error) {
 		var d appsv1.Deployment
 		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
-			return false, nil
+			return false, err.Error(), nil
 		}
-		return d.Status.ReadyReplicas == n && d.Status.UpdatedReplicas == n, nil
+		return d.Status.ReadyReplicas == n && d.Status.UpdatedReplicas == n,
+			fmt.Sprintf("%d ready, %d updated", d.Status.ReadyReplicas, d.Status.UpdatedReplicas), nil
 	})
 	if err != nil {
 		t.Fatalf("Deployment %s/%s did not reach %d ready replicas: %v", ns, name, n, err)

@@ -26,7 +26,6 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/chartrun"
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/test/rig"
@@ -123,7 +122,7 @@ func (s *upgradeStory) until(timeout time.Duration, what string, cond func() (bo
 // apply server-side applies every document of docs as Flux does.
 func (s *upgradeStory) apply(docs string) {
 	s.t.Helper()
-	for _, u := range kube.Decode(s.t, docs) {
+	for _, u := range rig.Decode(s.t, docs) {
 		if err := s.c.Patch(context.Background(), u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership); err != nil {
 			s.t.Fatalf("apply %s %s as %s: %v", u.GetKind(), u.GetName(), fluxManager, err)
 		}
@@ -140,7 +139,7 @@ func (s *upgradeStory) applyCRDs() {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		for _, u := range kube.Decode(s.t, string(data)) {
+		for _, u := range rig.Decode(s.t, string(data)) {
 			if err := s.c.Patch(context.Background(), u, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
 				s.t.Fatalf("apply CRD %s: %v", u.GetName(), err)
 			}

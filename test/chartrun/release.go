@@ -101,7 +101,7 @@ func (r *Release) ApproveAndComplete() {
 // with its last word after timeout.
 func (r *Release) Until(timeout time.Duration, what string, cond func() (bool, string)) {
 	r.T.Helper()
-	rig.Eventually(r.T, context.Background(), timeout, what, cond)
+	rig.Until(r.T, context.Background(), timeout, what, cond)
 }
 
 // Rollout reads the Rollout.
@@ -222,7 +222,7 @@ spec:
 func WaitWebhooks(t testing.TB, c client.Client, name string, ctrl *Controller, want []byte) []byte {
 	t.Helper()
 	var ca []byte
-	rig.Eventually(t, context.Background(), 90*time.Second, fmt.Sprintf("the webhooks %s registered at %s with one CA bundle", name, ctrl.WebhookURL()), func() (bool, string) {
+	rig.Until(t, context.Background(), 90*time.Second, fmt.Sprintf("the webhooks %s registered at %s with one CA bundle", name, ctrl.WebhookURL()), func() (bool, string) {
 		var urls []string
 		var last string
 		ca, urls, last = Webhooks(c, name)

@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -240,34 +239,32 @@ func (w *world) startRollgate(ctx context.Context) error {
 	return nil
 }
 
-// waitFor polls cond every 250 ms until it holds, failing early when a
+// waitFor waits until cond holds (see rig.Wait), failing early when a
 // child process died.
 func (w *world) waitFor(ctx context.Context, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) error {
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	_, err := rig.Wait(ctx, timeout, what, func(ctx context.Context) (bool, string, error) {
 		for _, p := range w.procs {
 			if err := p.Exited(); err != nil {
-				return false, err
+				return false, "", err
 			}
 		}
 		if w.flux != nil {
 			if err := w.flux.Exited(); err != nil {
-				return false, err
+				return false, "", err
 			}
 		}
 		if w.notification != nil {
 			if err := w.notification.Exited(); err != nil {
-				return false, err
+				return false, "", err
 			}
 		}
-		return cond(ctx)
+		ok, err := cond(ctx)
+		return ok, "", err
 	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("waiting for %s (up to %s): %w", what, timeout, err)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
 	}
-	return nil
+	return err
 }
 
 // close stops everything the demo started, children first, and removes its

@@ -20,59 +20,59 @@ func TestAbortRollsBackAndRevertsInGit(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.givenRepository(map[string]string{
-		"apps/echoserver/rollout.yaml":    w.inNS(echoRollout),
-		"apps/echoserver/deployment.yaml": "# the app, as the team keeps it\n" + strings.TrimPrefix(w.inNS(echoApp("echo:1.0")), "\n"),
+		"apps/echoserver/rollout.yaml":    w.InNS(echoRollout),
+		"apps/echoserver/deployment.yaml": "# the app, as the team keeps it\n" + strings.TrimPrefix(w.InNS(echoApp("echo:1.0")), "\n"),
 	}, "")
-	w.applyYAML(echoApp("echo:1.0"))
-	w.applyYAML(echoRollout)
-	w.eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
-		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(w.rollout(w.ns, "echoserver")), nil
+	w.ApplyYAML(echoApp("echo:1.0"))
+	w.ApplyYAML(echoRollout)
+	w.Eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
+		return w.Pods(w.NS, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(w.Rollout(w.NS, "echoserver")), nil
 	})
 
 	// A developer bumps the image in Git; Flux applies it.
-	bumped := "# the app, as the team keeps it\n" + strings.TrimPrefix(w.inNS(echoApp("echo:2.0")), "\n")
+	bumped := "# the app, as the team keeps it\n" + strings.TrimPrefix(w.InNS(echoApp("echo:2.0")), "\n")
 	if _, err := w.git.Commit("app", "main", "Bump echoserver to 2.0", map[string]string{"apps/echoserver/deployment.yaml": bumped}); err != nil {
 		t.Fatal(err)
 	}
-	w.applyYAML(echoApp("echo:2.0"))
+	w.ApplyYAML(echoApp("echo:2.0"))
 	var ro *v1alpha1.Rollout
-	w.eventually(90*time.Second, "step 1 waiting for approval", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(90*time.Second, "step 1 waiting for approval", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil, nil
 	})
 	canary := ro.Status.CanaryRevision
 
 	// When the release is aborted (spec.abort, applied from Git).
-	w.applyYAML(echoRollout + fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", canary))
+	w.ApplyYAML(echoRollout + fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", canary))
 
 	// Then no new pod is left, all traffic is on stable, the Rollout says
 	// why it stopped, and Git holds the revert.
-	w.eventually(60*time.Second, "rolled back", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
-		return ro.Status.Phase == v1alpha1.PhaseFailed && w.pods(w.ns, "echoserver")["echo:2.0"][1] == 0 &&
-			w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
+	w.Eventually(60*time.Second, "rolled back", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
+		return ro.Status.Phase == v1alpha1.PhaseFailed && w.Pods(w.NS, "echoserver")["echo:2.0"][1] == 0 &&
+			w.Pods(w.NS, "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
 	})
-	defer func() { t.Logf("final conditions: %+v", w.rollout(w.ns, "echoserver").Status.Conditions) }()
-	w.eventually(30*time.Second, "Stalled=True with reason Aborted", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	defer func() { t.Logf("final conditions: %+v", w.Rollout(w.NS, "echoserver").Status.Conditions) }()
+	w.Eventually(30*time.Second, "Stalled=True with reason Aborted", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return conditions.IsStalled(ro) && conditions.GetReason(ro, v1alpha1.StalledCondition) == v1alpha1.ReasonAborted &&
 			!conditions.IsReady(ro), nil
 	})
 	assertKstatus(t, ro)
 	assertWeights(t, w, 100, 0)
-	branch := gitsync.RevertBranch(w.ns, "echoserver", canary)
-	w.eventually(30*time.Second, "revert branch in Git", func(ctx context.Context) (bool, error) {
+	branch := gitsync.RevertBranch(w.NS, "echoserver", canary)
+	w.Eventually(30*time.Second, "revert branch in Git", func(ctx context.Context) (bool, error) {
 		s, err := w.git.ReadFile("app", branch, "apps/echoserver/deployment.yaml")
 		return err == nil && strings.Contains(s, "image: echo:1.0") && strings.HasPrefix(s, "# the app, as the team keeps it"), nil
 	})
-	if ro = w.rollout(w.ns, "echoserver"); ro.Status.Git == nil || ro.Status.Git.RevertBranch != branch {
+	if ro = w.Rollout(w.NS, "echoserver"); ro.Status.Git == nil || ro.Status.Git.RevertBranch != branch {
 		t.Fatalf("status.git.revertBranch = %+v, want %s", ro.Status.Git, branch)
 	}
 
 	// While Git still declares v2, a re-apply by the GitOps tool moves no pod.
-	w.applyYAML(echoApp("echo:2.0"))
-	w.holds(2*time.Second, "no pod of the failed version", func(ctx context.Context) error {
-		if got := w.pods(w.ns, "echoserver"); got["echo:2.0"][1] != 0 {
+	w.ApplyYAML(echoApp("echo:2.0"))
+	w.Holds(2*time.Second, "no pod of the failed version", func(ctx context.Context) error {
+		if got := w.Pods(w.NS, "echoserver"); got["echo:2.0"][1] != 0 {
 			return fmt.Errorf("a re-apply of the failed version started new pods: %v", got)
 		}
 		return nil
@@ -82,18 +82,18 @@ func TestAbortRollsBackAndRevertsInGit(t *testing.T) {
 	if _, err := w.git.Merge("app", "main", branch, "Merge revert"); err != nil {
 		t.Fatal(err)
 	}
-	w.applyYAML(echoApp("echo:1.0"))
-	w.eventually(60*time.Second, "healthy on v1", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
-		d := w.deployment(w.ns, "echoserver")
-		return ro.Status.Phase == v1alpha1.PhaseHealthy && !d.Spec.Paused && w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
+	w.ApplyYAML(echoApp("echo:1.0"))
+	w.Eventually(60*time.Second, "healthy on v1", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
+		d := w.Deployment(w.NS, "echoserver")
+		return ro.Status.Phase == v1alpha1.PhaseHealthy && !d.Spec.Paused && w.Pods(w.NS, "echoserver")["echo:1.0"] == [2]int{5, 5}, nil
 	})
 
 	// Then the release has settled, and says how it ended, in the status
 	// and in Git: RolledBack, not a RollingBack that never ends.
-	w.eventually(30*time.Second, "the release ends RolledBack, in the status and in Git", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
-		file, err := w.git.ReadFile("app", "rollgate/status", w.ns+"/echoserver.yaml")
+	w.Eventually(30*time.Second, "the release ends RolledBack, in the status and in Git", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
+		file, err := w.git.ReadFile("app", "rollgate/status", w.NS+"/echoserver.yaml")
 		if err != nil {
 			return false, nil
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -74,19 +73,19 @@ spec:
 // new target's first samples take about 5 s to become queryable, and
 // rate() needs two of them.
 func waitQueryable(w *world, promURL, query string) {
-	w.t.Helper()
+	w.T.Helper()
 	c, err := promapi.NewClient(promapi.Config{Address: promURL})
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	api := promv1.NewAPI(c)
 	start := time.Now()
-	w.eventually(45*time.Second, "Prometheus answers "+query, func(ctx context.Context) (bool, error) {
+	w.Eventually(45*time.Second, "Prometheus answers "+query, func(ctx context.Context) (bool, error) {
 		v, _, err := api.Query(ctx, query, time.Now())
 		vec, ok := v.(model.Vector)
 		return err == nil && ok && len(vec) == 1 && !math.IsNaN(float64(vec[0].Value)), nil
 	})
-	w.t.Logf("Prometheus answers the analysis query %v after it started", time.Since(start).Round(100*time.Millisecond))
+	w.T.Logf("Prometheus answers the analysis query %v after it started", time.Since(start).Round(100*time.Millisecond))
 }
 
 // analysisStory is a workload running v1 under an analysed Rollout, with
@@ -106,15 +105,15 @@ func givenAnalysedWorkload(t *testing.T, count, consecutiveErrorLimit int) *anal
 	w := newWorld(t)
 	s := &analysisStory{world: w, src: prom.StartErrorSource(t)}
 	s.prom = prom.Start(t, prom.Options{Targets: []string{s.src.Addr}, ScrapeInterval: time.Second})
-	w.applyYAML(echoApp("echo:1.0"))
-	w.applyYAML(errorRateTemplate(s.prom.URL, count, consecutiveErrorLimit))
-	w.applyYAML(analysedRollout)
-	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
-		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
+	w.ApplyYAML(echoApp("echo:1.0"))
+	w.ApplyYAML(errorRateTemplate(s.prom.URL, count, consecutiveErrorLimit))
+	w.ApplyYAML(analysedRollout)
+	w.Eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
+		return w.Pods(w.NS, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
 			ro.Status.StableRevision != "", nil
 	})
-	s.v1 = w.rollout(w.ns, "echoserver").Status.StableRevision
+	s.v1 = w.Rollout(w.NS, "echoserver").Status.StableRevision
 	waitQueryable(w, s.prom.URL, errorRateQuery)
 	return s
 }
@@ -123,24 +122,24 @@ func givenAnalysedWorkload(t *testing.T, count, consecutiveErrorLimit int) *anal
 // fails the test with that error (something happened that must not). On a
 // timeout it shows where the release stood.
 func (s *analysisStory) follow(timeout time.Duration, what string, check func(ro *v1alpha1.Rollout) (bool, error)) *v1alpha1.Rollout {
-	s.t.Helper()
+	s.T.Helper()
 	var ro *v1alpha1.Rollout
 	var broken error
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ro = s.rollout(s.ns, "echoserver")
+	_, err := rig.Wait(context.Background(), timeout, what, func(ctx context.Context) (bool, string, error) {
+		ro = s.Rollout(s.NS, "echoserver")
 		done, err := check(ro)
 		if err != nil {
 			broken = err
-			return true, nil
+			return true, "", nil
 		}
-		return done, nil
+		return done, "", nil
 	})
 	switch {
 	case broken != nil:
-		s.t.Fatalf("while waiting for %s: %v", what, broken)
+		s.T.Fatalf("while waiting for %s: %v", what, broken)
 	case err != nil:
 		st := ro.Status
-		s.t.Fatalf("%s: not within %v; the release is at phase %s, step %d, state %s since %v: %q; analysis %+v",
+		s.T.Fatalf("%s: not within %v; the release is at phase %s, step %d, state %s since %v: %q; analysis %+v",
 			what, timeout, st.Phase, st.CurrentStepIndex, st.CurrentStepState, st.StepStartedAt, st.Message, st.Analysis)
 	}
 	return ro
@@ -172,7 +171,7 @@ func TestAnalysisPassesAndReleaseCompletes(t *testing.T) {
 	s := givenAnalysedWorkload(t, 3, 2)
 
 	// When the image changes in Git and Flux applies it.
-	s.applyYAML(echoApp("echo:2.0"))
+	s.ApplyYAML(echoApp("echo:2.0"))
 
 	// Then step 2 waits for its analysis, which measures every 2 s, with
 	// 60% of traffic on the canary.
@@ -208,8 +207,8 @@ func TestAnalysisPassesAndReleaseCompletes(t *testing.T) {
 	if c := conditions.Get(ro, v1alpha1.AnalysisCondition); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("Analysis condition: want True, got %+v", c)
 	}
-	s.eventually(60*time.Second, "all pods on v2", func(ctx context.Context) (bool, error) {
-		return s.pods(s.ns, "echoserver")["echo:2.0"] == [2]int{5, 5}, nil
+	s.Eventually(60*time.Second, "all pods on v2", func(ctx context.Context) (bool, error) {
+		return s.Pods(s.NS, "echoserver")["echo:2.0"] == [2]int{5, 5}, nil
 	})
 	assertDeclaredRoute(t, s.world)
 }
@@ -218,9 +217,9 @@ func TestAnalysisPassesAndReleaseCompletes(t *testing.T) {
 // declares: one backend, the stable Service.
 func assertDeclaredRoute(t *testing.T, w *world) {
 	t.Helper()
-	w.eventually(30*time.Second, "the HTTPRoute as declared", func(ctx context.Context) (bool, error) {
+	w.Eventually(30*time.Second, "the HTTPRoute as declared", func(ctx context.Context) (bool, error) {
 		var route gatewayv1.HTTPRoute
-		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver"}, &route); err != nil {
+		if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: "echoserver"}, &route); err != nil {
 			return false, err
 		}
 		refs := route.Spec.Rules[0].BackendRefs
@@ -232,7 +231,7 @@ func assertDeclaredRoute(t *testing.T, w *world) {
 // the first measurement over the limit rolls the release back at once.
 func TestAnalysisFailureRollsBack(t *testing.T) {
 	s := givenAnalysedWorkload(t, 3, 2)
-	s.applyYAML(echoApp("echo:2.0"))
+	s.ApplyYAML(echoApp("echo:2.0"))
 
 	// When the error rate rises to 30% once batch 1 is done.
 	s.follow(90*time.Second, "batch 1 done", func(ro *v1alpha1.Rollout) (bool, error) {
@@ -316,8 +315,8 @@ func assertFailedValue(t *testing.T, msg string, limit float64) {
 func assertRolledBack(t *testing.T, s *analysisStory, since time.Time) {
 	t.Helper()
 	assertWeights(t, s.world, 100, 0)
-	s.eventually(60*time.Second, "no canary pod and v1 on all pods", func(ctx context.Context) (bool, error) {
-		p := s.pods(s.ns, "echoserver")
+	s.Eventually(60*time.Second, "no canary pod and v1 on all pods", func(ctx context.Context) (bool, error) {
+		p := s.Pods(s.NS, "echoserver")
 		return p["echo:2.0"][1] == 0 && p["echo:1.0"] == [2]int{5, 5}, nil
 	})
 	ro := s.follow(30*time.Second, "the rollback settled", func(ro *v1alpha1.Rollout) (bool, error) {
@@ -339,7 +338,7 @@ func assertRolledBack(t *testing.T, s *analysisStory, since time.Time) {
 func TestAnalysisFailsSafeWhenPrometheusStops(t *testing.T) {
 	// count 5 leaves time to stop Prometheus before the metric completes.
 	s := givenAnalysedWorkload(t, 5, 2)
-	s.applyYAML(echoApp("echo:2.0"))
+	s.ApplyYAML(echoApp("echo:2.0"))
 	s.follow(90*time.Second, "a first successful measurement at step 2", func(ro *v1alpha1.Rollout) (bool, error) {
 		res := stepResult(ro, analysedStep)
 		return ro.Status.CurrentStepState == v1alpha1.StepMetricsAnalysis && res != nil && res.Successful >= 1, nil

@@ -29,25 +29,25 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	approver, stranger := newPGPKey(t, "approver"), newPGPKey(t, "stranger")
-	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "approvers"},
+	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.NS, Name: "approvers"},
 		Data: map[string][]byte{"approver.asc": approver.public}}
-	if err := w.c.Create(context.Background(), keys); err != nil {
+	if err := w.C.Create(context.Background(), keys); err != nil {
 		t.Fatal(err)
 	}
 	w.givenAppFromGit(echoRollout, "approvals: {signedBy: {name: approvers}, mergeOnly: true}")
 
 	// Given a release waiting at the gate of step 1.
-	w.applyYAML(echoApp("echo:2.0"))
+	w.ApplyYAML(echoApp("echo:2.0"))
 	var ro *v1alpha1.Rollout
-	w.eventually(90*time.Second, "step 1 waiting for approval on a branch", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(90*time.Second, "step 1 waiting for approval on a branch", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.AwaitingApproval.Branch != "", nil
 	})
 	branch := ro.Status.AwaitingApproval.Branch
 
 	// When someone with cluster access writes the approval into the
 	// Rollout object, it does not count.
-	w.update(ro, func() {
+	w.Update(ro, func() {
 		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
 	})
 	w.holdsGate(3*time.Second, 1)
@@ -76,17 +76,17 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 	// When the approvers' Secret holds no usable key, no approval from Git
 	// counts, and the Rollout names the field.
 	keys.Data = map[string][]byte{"approver.asc": []byte("not a key")}
-	if err := w.c.Update(context.Background(), keys); err != nil {
+	if err := w.C.Update(context.Background(), keys); err != nil {
 		t.Fatal(err)
 	}
 	broken := time.Now()
-	w.eventually(60*time.Second, "GitSynced=False naming spec.approvals.signedBy", func(ctx context.Context) (bool, error) {
-		c := conditions.Get(w.rollout(w.ns, "echoserver"), v1alpha1.GitSyncedCondition)
+	w.Eventually(60*time.Second, "GitSynced=False naming spec.approvals.signedBy", func(ctx context.Context) (bool, error) {
+		c := conditions.Get(w.Rollout(w.NS, "echoserver"), v1alpha1.GitSyncedCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "spec.approvals.signedBy"), nil
 	})
 	t.Logf("GitSynced=False %v after the Secret broke", time.Since(broken).Round(100*time.Millisecond))
 	keys.Data = map[string][]byte{"approver.asc": approver.public}
-	if err := w.c.Update(context.Background(), keys); err != nil {
+	if err := w.C.Update(context.Background(), keys); err != nil {
 		t.Fatal(err)
 	}
 	w.holdsGate(2*time.Second, 1)
@@ -96,8 +96,8 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 	if merge, err = w.git.SignTip("app", "main", approver.sign); err != nil {
 		t.Fatal(err)
 	}
-	w.eventually(60*time.Second, "step 1 approved by the signed merge", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(60*time.Second, "step 1 approved by the signed merge", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.CurrentStepIndex >= 2, nil
 	})
 	c := conditions.Get(ro, v1alpha1.ApprovalVerifiedCondition)
@@ -109,15 +109,15 @@ func TestGateOpensOnlyOnASignedMergedApproval(t *testing.T) {
 // rejected waits for ApprovalVerified=False naming commit and why, and a
 // Warning event saying the same.
 func (w *world) rejected(commit, why string) {
-	w.t.Helper()
-	w.eventually(30*time.Second, "the approval in "+commit+" rejected: "+why, func(ctx context.Context) (bool, error) {
-		c := conditions.Get(w.rollout(w.ns, "echoserver"), v1alpha1.ApprovalVerifiedCondition)
+	w.T.Helper()
+	w.Eventually(30*time.Second, "the approval in "+commit+" rejected: "+why, func(ctx context.Context) (bool, error) {
+		c := conditions.Get(w.Rollout(w.NS, "echoserver"), v1alpha1.ApprovalVerifiedCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonApprovalRejected &&
 			strings.Contains(c.Message, commit) && strings.Contains(c.Message, why), nil
 	})
-	w.eventually(30*time.Second, "a Warning event naming "+commit, func(ctx context.Context) (bool, error) {
+	w.Eventually(30*time.Second, "a Warning event naming "+commit, func(ctx context.Context) (bool, error) {
 		var list corev1.EventList
-		if err := w.c.List(ctx, &list, client.InNamespace(w.ns)); err != nil {
+		if err := w.C.List(ctx, &list, client.InNamespace(w.NS)); err != nil {
 			return false, err
 		}
 		for _, e := range list.Items {
@@ -171,32 +171,32 @@ func TestNoRouteAroundAGateUnderAnApprovalPolicy(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.givenAppFromGit(echoRollout, "approvals: {mergeOnly: true}")
-	w.applyYAML(echoApp("echo:2.0"))
+	w.ApplyYAML(echoApp("echo:2.0"))
 	var ro *v1alpha1.Rollout
-	w.eventually(90*time.Second, "step 1 waiting for approval", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
-		return ro.Status.AwaitingApproval != nil && w.pods(w.ns, "echoserver")["echo:2.0"] == [2]int{1, 1}, nil
+	w.Eventually(90*time.Second, "step 1 waiting for approval", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
+		return ro.Status.AwaitingApproval != nil && w.Pods(w.NS, "echoserver")["echo:2.0"] == [2]int{1, 1}, nil
 	})
 
-	w.update(ro, func() { ro.Spec.Promote = &v1alpha1.RevisionRequest{Revision: ro.Status.CanaryRevision} })
-	w.eventually(30*time.Second, "the Rollout says spec.promote waits for step 1", func(ctx context.Context) (bool, error) {
-		return strings.Contains(w.rollout(w.ns, "echoserver").Status.Message, "spec.promote waits"), nil
+	w.Update(ro, func() { ro.Spec.Promote = &v1alpha1.RevisionRequest{Revision: ro.Status.CanaryRevision} })
+	w.Eventually(30*time.Second, "the Rollout says spec.promote waits for step 1", func(ctx context.Context) (bool, error) {
+		return strings.Contains(w.Rollout(w.NS, "echoserver").Status.Message, "spec.promote waits"), nil
 	})
 	w.holdsGate(3*time.Second, 1)
-	if p := w.pods(w.ns, "echoserver"); p["echo:2.0"][1] != 1 {
+	if p := w.Pods(w.NS, "echoserver"); p["echo:2.0"][1] != 1 {
 		t.Fatalf("pods by image %v after spec.promote, want still 1 of echo:2.0", p)
 	}
 
-	w.update(ro, func() { ro.Spec.Promote, ro.Spec.Disabled = nil, true })
-	w.eventually(30*time.Second, "disabled, the workload held", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Update(ro, func() { ro.Spec.Promote, ro.Spec.Disabled = nil, true })
+	w.Eventually(30*time.Second, "disabled, the workload held", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.Phase == v1alpha1.PhaseDisabled && strings.Contains(ro.Status.Message, "approval policy"), nil
 	})
-	w.holds(3*time.Second, "no pod of echo:2.0 beyond the approved batch", func(ctx context.Context) error {
-		if p := w.pods(w.ns, "echoserver"); p["echo:2.0"][1] > 1 {
+	w.Holds(3*time.Second, "no pod of echo:2.0 beyond the approved batch", func(ctx context.Context) error {
+		if p := w.Pods(w.NS, "echoserver"); p["echo:2.0"][1] > 1 {
 			return fmt.Errorf("pods by image %v: disabling rolled the unapproved revision out", p)
 		}
-		if d := w.deployment(w.ns, "echoserver"); !d.Spec.Paused {
+		if d := w.Deployment(w.NS, "echoserver"); !d.Spec.Paused {
 			return fmt.Errorf("the Deployment was handed back (paused=false)")
 		}
 		return nil

@@ -17,7 +17,6 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/prom"
 	"github.com/rollgate/rollgate/test/rig"
 )
@@ -76,7 +75,7 @@ func (w *world) sampleBlueGreen(p *blueGreenPhase) *blueGreenSampler {
 		}
 	}()
 	s.stop = func() { cancel(); <-done }
-	w.t.Cleanup(func() { s.stop() })
+	w.T.Cleanup(func() { s.stop() })
 	return s
 }
 
@@ -90,7 +89,7 @@ func (s *blueGreenSampler) sample(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	pods, err := s.w.podsByImage(ctx, s.w.ns, "echoserver")
+	pods, err := s.w.podsByImage(ctx, s.w.NS, "echoserver")
 	if err != nil {
 		return
 	}
@@ -131,20 +130,20 @@ func blueGreenAllows(p *blueGreenPhase, share int32, pods map[string][2]int) str
 
 // check fails the test if any sample so far was outside its phase.
 func (s *blueGreenSampler) check(what string) {
-	s.w.t.Helper()
+	s.w.T.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.bad) > 0 {
-		s.w.t.Fatalf("%s: %d of %d samples outside the step, first ones:\n%s", what, len(s.bad), s.samples, strings.Join(s.bad[:min(len(s.bad), 10)], "\n"))
+		s.w.T.Fatalf("%s: %d of %d samples outside the step, first ones:\n%s", what, len(s.bad), s.samples, strings.Join(s.bad[:min(len(s.bad), 10)], "\n"))
 	}
-	s.w.t.Logf("%s: %d samples, all within the step", what, s.samples)
+	s.w.T.Logf("%s: %d samples, all within the step", what, s.samples)
 }
 
 // newShare reads the percentage of the HTTPRoute's traffic that goes to
 // the canary (preview) Service.
 func (w *world) newShare(ctx context.Context) (int32, error) {
 	var route gatewayv1.HTTPRoute
-	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver"}, &route); err != nil {
+	if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: "echoserver"}, &route); err != nil {
 		return 0, err
 	}
 	var canary, total int32
@@ -169,7 +168,7 @@ func (w *world) newShare(ctx context.Context) (int32, error) {
 // podsByImage counts the pods of app by image, ready and total, as
 // world.pods does, returning the error for use off the test goroutine.
 func (w *world) podsByImage(ctx context.Context, ns, app string) (map[string][2]int, error) {
-	return kube.PodsByImage(ctx, w.c, ns, app)
+	return rig.PodsByImage(ctx, w.C, ns, app)
 }
 
 // TestBlueGreenThroughTheController: given a Deployment behind a Service
@@ -186,20 +185,20 @@ func TestBlueGreenThroughTheController(t *testing.T) {
 	w := newWorld(t)
 	src := prom.StartErrorSource(t)
 	p := prom.Start(t, prom.Options{Targets: []string{src.Addr}, ScrapeInterval: time.Second})
-	w.applyYAML(echoApp("echo:1.0"))
-	w.applyYAML(errorRateTemplate(p.URL, 2, 2))
-	w.applyYAML(blueGreenRollout)
-	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
-		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
-			conditions.IsReady(ro) && w.deployment(w.ns, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+	w.ApplyYAML(echoApp("echo:1.0"))
+	w.ApplyYAML(errorRateTemplate(p.URL, 2, 2))
+	w.ApplyYAML(blueGreenRollout)
+	w.Eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
+		return w.Pods(w.NS, "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
+			conditions.IsReady(ro) && w.Deployment(w.NS, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
 	})
 	waitQueryable(w, p.URL, errorRateQuery)
 
 	// Release 1: v1 -> v2, approved through both gates.
 	preview := &blueGreenPhase{name: "preview of v2", old: "echo:1.0", new: "echo:2.0", newShares: []int32{0}, oldKept: true}
 	s := w.sampleBlueGreen(preview)
-	w.applyYAML(echoApp("echo:2.0"))
+	w.ApplyYAML(echoApp("echo:2.0"))
 	ro := w.atBlueGreenGate(1, "echo:2.0")
 	v2 := ro.Status.CanaryRevision
 	w.assertPreviewService(ro)
@@ -209,9 +208,9 @@ func TestBlueGreenThroughTheController(t *testing.T) {
 
 	// Approving step 1 lets step 2 switch all traffic, at once.
 	s.enter(&blueGreenPhase{name: "switch to v2", old: "echo:1.0", new: "echo:2.0", newShares: []int32{0, 100}, oldKept: true})
-	w.applyYAML(blueGreenRollout + "  approvals:\n  - {revision: " + v2 + ", step: 1, approvedBy: e2e}\n")
+	w.ApplyYAML(blueGreenRollout + "  approvals:\n  - {revision: " + v2 + ", step: 1, approvedBy: e2e}\n")
 	w.atBlueGreenGate(2, "echo:2.0")
-	w.eventually(30*time.Second, "all traffic on v2", func(ctx context.Context) (bool, error) {
+	w.Eventually(30*time.Second, "all traffic on v2", func(ctx context.Context) (bool, error) {
 		share, err := w.newShare(ctx)
 		return err == nil && share == 100, nil
 	})
@@ -222,10 +221,10 @@ func TestBlueGreenThroughTheController(t *testing.T) {
 	// Approving step 2 completes the release: v2 everywhere, the route and
 	// the Deployment as Git declares them.
 	s.enter(&blueGreenPhase{name: "completing v2", old: "echo:1.0", new: "echo:2.0", newShares: []int32{0, 100}})
-	w.applyYAML(blueGreenRollout + "  approvals:\n  - {revision: " + v2 + ", step: 1, approvedBy: e2e}\n  - {revision: " + v2 + ", step: 2, approvedBy: e2e}\n")
-	w.eventually(90*time.Second, "v2 released everywhere", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
-		pods := w.pods(w.ns, "echoserver")
+	w.ApplyYAML(blueGreenRollout + "  approvals:\n  - {revision: " + v2 + ", step: 1, approvedBy: e2e}\n  - {revision: " + v2 + ", step: 2, approvedBy: e2e}\n")
+	w.Eventually(90*time.Second, "v2 released everywhere", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
+		pods := w.Pods(w.NS, "echoserver")
 		return ro.Status.Phase == v1alpha1.PhaseHealthy && ro.Status.StableRevision == v2 && conditions.IsReady(ro) &&
 			len(pods) == 1 && pods["echo:2.0"] == [2]int{5, 5}, nil
 	})
@@ -234,14 +233,14 @@ func TestBlueGreenThroughTheController(t *testing.T) {
 
 	// Release 2: v2 -> v3, aborted after the switch.
 	s.enter(&blueGreenPhase{name: "preview of v3", old: "echo:2.0", new: "echo:3.0", newShares: []int32{0}, oldKept: true})
-	w.applyYAML(echoApp("echo:3.0"))
+	w.ApplyYAML(echoApp("echo:3.0"))
 	ro = w.atBlueGreenGate(1, "echo:3.0")
 	v3 := ro.Status.CanaryRevision
 	w.assertPreviewService(ro)
 	s.enter(&blueGreenPhase{name: "switch to v3", old: "echo:2.0", new: "echo:3.0", newShares: []int32{0, 100}, oldKept: true})
-	w.applyYAML(blueGreenRollout + "  approvals:\n  - {revision: " + v3 + ", step: 1, approvedBy: e2e}\n")
+	w.ApplyYAML(blueGreenRollout + "  approvals:\n  - {revision: " + v3 + ", step: 1, approvedBy: e2e}\n")
 	w.atBlueGreenGate(2, "echo:3.0")
-	w.eventually(30*time.Second, "all traffic on v3", func(ctx context.Context) (bool, error) {
+	w.Eventually(30*time.Second, "all traffic on v3", func(ctx context.Context) (bool, error) {
 		share, err := w.newShare(ctx)
 		return err == nil && share == 100, nil
 	})
@@ -250,24 +249,24 @@ func TestBlueGreenThroughTheController(t *testing.T) {
 	// When the release is aborted after the switch, traffic goes back to
 	// v2, whose pods never left, and the v3 pods are removed.
 	s.enter(&blueGreenPhase{name: "abort of v3", old: "echo:2.0", new: "echo:3.0", newShares: []int32{0, 100}, oldKept: true})
-	w.applyYAML(blueGreenRollout + "  approvals:\n  - {revision: " + v3 + ", step: 1, approvedBy: e2e}\n" +
+	w.ApplyYAML(blueGreenRollout + "  approvals:\n  - {revision: " + v3 + ", step: 1, approvedBy: e2e}\n" +
 		"  abort: {revision: " + v3 + ", reason: errors after the switch}\n")
-	w.eventually(60*time.Second, "rolled back to v2", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(60*time.Second, "rolled back to v2", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		share, err := w.newShare(ctx)
-		pods := w.pods(w.ns, "echoserver")
+		pods := w.Pods(w.NS, "echoserver")
 		return err == nil && share == 0 && ro.Status.Phase == v1alpha1.PhaseFailed && len(pods) == 1 && pods["echo:2.0"] == [2]int{5, 5}, nil
 	})
 	s.enter(&blueGreenPhase{name: "rolled back to v2", old: "echo:2.0", new: "echo:3.0", newShares: []int32{0}, oldKept: true})
-	w.eventually(30*time.Second, "Stalled=True with reason Aborted", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(30*time.Second, "Stalled=True with reason Aborted", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return conditions.IsStalled(ro) && conditions.GetReason(ro, v1alpha1.StalledCondition) == v1alpha1.ReasonAborted, nil
 	})
 	s.check("the abort of v3")
 	if ro.Status.StableRevision == v3 {
 		t.Fatalf("status.stableRevision is the aborted revision %s", v3)
 	}
-	w.eventually(30*time.Second, "the route as Git declares it", func(ctx context.Context) (bool, error) {
+	w.Eventually(30*time.Second, "the route as Git declares it", func(ctx context.Context) (bool, error) {
 		return w.routeAsDeclared(ctx) == "", nil
 	})
 	s.check("after the abort")
@@ -277,15 +276,15 @@ func TestBlueGreenThroughTheController(t *testing.T) {
 // step (1-based) with every preview pod ready, and checks that the step's
 // analysis passed first.
 func (w *world) atBlueGreenGate(step int32, image string) *v1alpha1.Rollout {
-	w.t.Helper()
+	w.T.Helper()
 	var ro *v1alpha1.Rollout
-	w.eventually(90*time.Second, fmt.Sprintf("%s at the gate of step %d", image, step), func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(90*time.Second, fmt.Sprintf("%s at the gate of step %d", image, step), func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.CurrentStepIndex == step &&
-			w.pods(w.ns, "echoserver")[image] == [2]int{5, 5}, nil
+			w.Pods(w.NS, "echoserver")[image] == [2]int{5, 5}, nil
 	})
 	if res := stepResult(ro, step); res == nil || res.Phase != "Successful" || res.Successful != 2 {
-		w.t.Fatalf("the gate of step %d opened for approval before its analysis passed: %+v", step, res)
+		w.T.Fatalf("the gate of step %d opened for approval before its analysis passed: %+v", step, res)
 	}
 	return ro
 }
@@ -294,23 +293,23 @@ func (w *world) atBlueGreenGate(step int32, image string) *v1alpha1.Rollout {
 // (canary) Service selects only the new revision's pods and the stable
 // Service only the old revision's.
 func (w *world) assertPreviewService(ro *v1alpha1.Rollout) {
-	w.t.Helper()
+	w.T.Helper()
 	for name, rev := range map[string]string{"echoserver": ro.Status.StableRevision, "echoserver-canary": ro.Status.CanaryRevision} {
 		var svc corev1.Service
-		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &svc); err != nil {
-			w.t.Fatalf("Service %s: %v", name, err)
+		if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: name}, &svc); err != nil {
+			w.T.Fatalf("Service %s: %v", name, err)
 		}
 		if want := map[string]string{"app": "echoserver", v1alpha1.LabelRevision: rev}; !maps.Equal(svc.Spec.Selector, want) {
-			w.t.Fatalf("Service %s selects %v, want %v", name, svc.Spec.Selector, want)
+			w.T.Fatalf("Service %s selects %v, want %v", name, svc.Spec.Selector, want)
 		}
 	}
 }
 
 // holdsGate checks for d that the Rollout stays at the gate of step.
 func (w *world) holdsGate(d time.Duration, step int32) {
-	w.t.Helper()
-	w.holds(d, fmt.Sprintf("the gate of step %d", step), func(ctx context.Context) error {
-		if ro := w.rollout(w.ns, "echoserver"); ro.Status.CurrentStepIndex != step || ro.Status.AwaitingApproval == nil {
+	w.T.Helper()
+	w.Holds(d, fmt.Sprintf("the gate of step %d", step), func(ctx context.Context) error {
+		if ro := w.Rollout(w.NS, "echoserver"); ro.Status.CurrentStepIndex != step || ro.Status.AwaitingApproval == nil {
 			return fmt.Errorf("step %d state %s", ro.Status.CurrentStepIndex, ro.Status.CurrentStepState)
 		}
 		return nil
@@ -320,7 +319,7 @@ func (w *world) holdsGate(d time.Duration, step int32) {
 // routeAsDeclared says how the HTTPRoute differs from echoApp's, or "".
 func (w *world) routeAsDeclared(ctx context.Context) string {
 	var route gatewayv1.HTTPRoute
-	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver"}, &route); err != nil {
+	if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: "echoserver"}, &route); err != nil {
 		return err.Error()
 	}
 	if len(route.Spec.Rules) != 1 || len(route.Spec.Rules[0].BackendRefs) != 1 {
@@ -336,23 +335,23 @@ func (w *world) routeAsDeclared(ctx context.Context) string {
 // assertBlueGreenAsDeclared checks that a completed release left the
 // Deployment, the Services and the route as Git declares them.
 func (w *world) assertBlueGreenAsDeclared(image string) {
-	w.t.Helper()
-	w.eventually(30*time.Second, "the route, Services and Deployment as Git declares them", func(ctx context.Context) (bool, error) {
+	w.T.Helper()
+	w.Eventually(30*time.Second, "the route, Services and Deployment as Git declares them", func(ctx context.Context) (bool, error) {
 		if why := w.routeAsDeclared(ctx); why != "" {
 			return false, nil
 		}
-		d := w.deployment(w.ns, "echoserver")
+		d := w.Deployment(w.NS, "echoserver")
 		if d.Spec.Paused || d.Spec.Template.Spec.Containers[0].Image != image {
 			return false, nil
 		}
 		var stable, preview corev1.Service
-		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver"}, &stable); err != nil {
+		if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: "echoserver"}, &stable); err != nil {
 			return false, err
 		}
 		if len(stable.Spec.Selector) != 1 || stable.Spec.Selector["app"] != "echoserver" {
 			return false, nil
 		}
-		err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "echoserver-canary"}, &preview)
+		err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: "echoserver-canary"}, &preview)
 		return apierrors.IsNotFound(err), nil
 	})
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // The steps of the crash story: a gate; two more pods (each an old pod
@@ -43,7 +43,7 @@ func TestCrashDuringRelease(t *testing.T) {
 	// old pod down first: the floor of 5 - 1 ready pods is tight.
 	k := partitionKind
 	k.surge = 0
-	s := &kindStory{world: w, t: t, k: k, ns: w.ns, steps: crashSteps, extra: "\n      failureThreshold: 1",
+	s := &kindStory{world: w, t: t, k: k, ns: w.NS, steps: crashSteps, extra: "\n      failureThreshold: 1",
 		strategy: `{type: RollingUpdate, rollingUpdate: {maxSurge: 0, maxUnavailable: "25%"}}`}
 	s.given()
 	targets := []int32{1, 3, 4}
@@ -89,7 +89,7 @@ func TestCrashDuringRelease(t *testing.T) {
 	var crashes []string
 	crash := func(instant string) *v1alpha1.Rollout {
 		t.Helper()
-		ro := s.rollout(s.ns, "web")
+		ro := s.Rollout(s.ns, "web")
 		pods := s.census("")
 		s.stopController()
 		t.Logf("crash %s: %s, pods %v", instant, releasePosition(&ro.Status), pods)
@@ -103,7 +103,7 @@ func TestCrashDuringRelease(t *testing.T) {
 		t.Helper()
 		var hit bool
 		s.untilEvery(20*time.Millisecond, 60*time.Second, "the release reaches the instant "+instant, func() (bool, string) {
-			ro, pods := s.rollout(s.ns, "web"), s.census("")
+			ro, pods := s.Rollout(s.ns, "web"), s.census("")
 			hit = at(ro, pods)
 			return hit || past(ro, pods), fmt.Sprintf("%s, pods %v", releasePosition(&ro.Status), pods)
 		})
@@ -142,8 +142,8 @@ func TestCrashDuringRelease(t *testing.T) {
 	canary := ro.Status.CanaryRevision
 	before := s.census("")
 	// The restarted controller must not open the gate.
-	kube.Holds(t, 2*time.Second, "the gate across a restart", func(ctx context.Context) error {
-		if ro = s.rollout(s.ns, "web"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
+	rig.Holds(t, 2*time.Second, "the gate across a restart", func(ctx context.Context) error {
+		if ro = s.Rollout(s.ns, "web"); ro.Status.CurrentStepIndex != 1 || ro.Status.AwaitingApproval == nil {
 			return fmt.Errorf("after a restart at the gate: %s", releasePosition(&ro.Status))
 		}
 		if after := s.census(""); after.names() != before.names() {
@@ -154,13 +154,13 @@ func TestCrashDuringRelease(t *testing.T) {
 
 	// Right after the approval is applied.
 	approved.Store(true)
-	s.applyYAML(s.rolloutYAML(approvalItem(canary, 1)))
+	s.ApplyYAML(s.rolloutYAML(approvalItem(canary, 1)))
 	crash("right after the approval")
 
 	// During step 2's pause, whose clock the restart must not reset.
 	if ro = crashWhen("during step 2's pause", at(2, v1alpha1.StepPaused), past(2, v1alpha1.StepPaused)); ro != nil {
 		started := ro.Status.StepStartedAt
-		if now := s.rollout(s.ns, "web"); now.Status.CurrentStepIndex == 2 && now.Status.CurrentStepState == v1alpha1.StepPaused &&
+		if now := s.Rollout(s.ns, "web"); now.Status.CurrentStepIndex == 2 && now.Status.CurrentStepState == v1alpha1.StepPaused &&
 			!now.Status.StepStartedAt.Equal(started) {
 			t.Errorf("the pause of step 2 restarted across a crash: began %v, now %v", started, now.Status.StepStartedAt)
 		}

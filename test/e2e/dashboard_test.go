@@ -27,7 +27,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	s := givenRoutedApp(t, routedRollout(steps, noGrace+gatewayRouting), httpRoute, httpRouteGVK)
 	w := s.w
 
-	url := browser.Dashboard(t, w.cluster.Kubeconfig, w.ns)
+	url := browser.Dashboard(t, w.cluster.Kubeconfig, w.NS)
 	shots := browser.Screenshots(t)
 	expect := func(state, text string, want ...string) {
 		t.Helper()
@@ -49,11 +49,11 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 
 	// During step 2's batch: its pause runs, no gate.
-	w.update(ro, func() {
+	w.Update(ro, func() {
 		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: v2, Step: 1})
 	})
-	w.eventually(60*time.Second, "step 2 in its pause", func(context.Context) (bool, error) {
-		st := w.rollout(w.ns, "echoserver").Status
+	w.Eventually(60*time.Second, "step 2 in its pause", func(context.Context) (bool, error) {
+		st := w.Rollout(w.NS, "echoserver").Status
 		return st.CurrentStepIndex == 2 && st.CanaryWeight == 50 && st.CurrentStepState == v1alpha1.StepPaused, nil
 	})
 	text = browser.Text(browser.Render(t, url, filepath.Join(shots, "during-a-batch.png")))
@@ -63,10 +63,10 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 
 	// Aborted: rolled back.
-	ro = w.rollout(w.ns, "echoserver")
-	w.update(ro, func() { ro.Spec.Abort = &v1alpha1.RevisionRequest{Revision: v2, Reason: "latency"} })
-	w.eventually(60*time.Second, "rolled back", func(context.Context) (bool, error) {
-		st := w.rollout(w.ns, "echoserver").Status
+	ro = w.Rollout(w.NS, "echoserver")
+	w.Update(ro, func() { ro.Spec.Abort = &v1alpha1.RevisionRequest{Revision: v2, Reason: "latency"} })
+	w.Eventually(60*time.Second, "rolled back", func(context.Context) (bool, error) {
+		st := w.Rollout(w.NS, "echoserver").Status
 		return st.Phase == v1alpha1.PhaseFailed && st.CanaryReplicas == 0 && st.CanaryWeight == 0, nil
 	})
 	text = browser.Text(browser.Render(t, url, filepath.Join(shots, "rolled-back.png")))

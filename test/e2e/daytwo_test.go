@@ -11,13 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/workload"
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/rig"
 )
 
@@ -31,17 +29,17 @@ var echoRolloutAlone = strings.Replace(echoRollout, "  git: {repository: app-rep
 // atFirstGate applies v1 of the echoserver app and rolloutYAML, bumps the
 // image to v2 and waits for step 1's gate: one pod of v2, four of v1.
 func (w *world) atFirstGate(rolloutYAML string) {
-	w.t.Helper()
-	w.applyYAML(echoApp("echo:1.0"))
-	w.applyYAML(rolloutYAML)
-	w.eventually(60*time.Second, "v1 running under the Rollout", func(ctx context.Context) (bool, error) {
-		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && w.rollout(w.ns, "echoserver").Status.Phase == v1alpha1.PhaseHealthy &&
-			w.deployment(w.ns, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+	w.T.Helper()
+	w.ApplyYAML(echoApp("echo:1.0"))
+	w.ApplyYAML(rolloutYAML)
+	w.Eventually(60*time.Second, "v1 running under the Rollout", func(ctx context.Context) (bool, error) {
+		return w.Pods(w.NS, "echoserver")["echo:1.0"] == [2]int{5, 5} && w.Rollout(w.NS, "echoserver").Status.Phase == v1alpha1.PhaseHealthy &&
+			w.Deployment(w.NS, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
 	})
-	w.applyYAML(echoApp("echo:2.0"))
-	w.eventually(60*time.Second, "step 1 at its gate", func(ctx context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
-		pods := w.pods(w.ns, "echoserver")
+	w.ApplyYAML(echoApp("echo:2.0"))
+	w.Eventually(60*time.Second, "step 1 at its gate", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
+		pods := w.Pods(w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil && pods["echo:2.0"] == [2]int{1, 1} && pods["echo:1.0"][1] == 4, nil
 	})
 }
@@ -49,29 +47,29 @@ func (w *world) atFirstGate(rolloutYAML string) {
 // deleteRollout deletes the echoserver Rollout and waits until it is gone,
 // printing how long that took.
 func (w *world) deleteRollout(what string) {
-	w.t.Helper()
-	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "echoserver"}}
+	w.T.Helper()
+	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: w.NS, Name: "echoserver"}}
 	start := time.Now()
-	if err := w.c.Delete(context.Background(), ro); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.Delete(context.Background(), ro); err != nil {
+		w.T.Fatal(err)
 	}
-	w.eventually(60*time.Second, what+": the Rollout is gone", func(ctx context.Context) (bool, error) {
-		err := w.c.Get(ctx, client.ObjectKeyFromObject(ro), ro)
+	w.Eventually(60*time.Second, what+": the Rollout is gone", func(ctx context.Context) (bool, error) {
+		err := w.C.Get(ctx, client.ObjectKeyFromObject(ro), ro)
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	w.t.Logf("%s: the Rollout was gone %.1f s after its deletion", what, time.Since(start).Seconds())
+	w.T.Logf("%s: the Rollout was gone %.1f s after its deletion", what, time.Since(start).Seconds())
 }
 
 // heldAsItStands checks, for d, that the workload stays held with one pod
 // of v2 and four of v1, labelled and marked held without a Rollout.
 func (w *world) heldAsItStands(d time.Duration, what string) {
-	w.t.Helper()
-	w.holds(d, what, func(ctx context.Context) error {
-		pods := w.pods(w.ns, "echoserver")
+	w.T.Helper()
+	w.Holds(d, what, func(ctx context.Context) error {
+		pods := w.Pods(w.NS, "echoserver")
 		if pods["echo:2.0"][1] != 1 || pods["echo:1.0"][1] != 4 {
 			return fmt.Errorf("pods by image %v, want the release as it stood: 1 of echo:2.0, 4 of echo:1.0", pods)
 		}
-		d := w.deployment(w.ns, "echoserver")
+		d := w.Deployment(w.NS, "echoserver")
 		ctrl, err := workload.ParseControl(d)
 		if err != nil || ctrl == nil || !ctrl.HeldWithoutRollout || !d.Spec.Paused || d.Labels[v1alpha1.LabelControlled] == "" {
 			return fmt.Errorf("Deployment paused=%v labels=%v control=%+v (%v), want held without a Rollout", d.Spec.Paused, d.Labels, ctrl, err)
@@ -95,33 +93,33 @@ func TestDeletedAtAGateLeavesTheWorkloadHeld(t *testing.T) {
 	w.deleteRollout("deleted at step 1's gate")
 	assertWeights(t, w, 100, 0)
 	w.heldAsItStands(5*time.Second, "the workload held as it stood")
-	w.applyYAML(echoApp("echo:2.0")) // the GitOps tool re-applies what Git declares
+	w.ApplyYAML(echoApp("echo:2.0")) // the GitOps tool re-applies what Git declares
 	w.heldAsItStands(3*time.Second, "the workload held through a re-apply")
 
 	// Applied again from Git, the Rollout takes the release over.
-	w.applyYAML(echoRolloutAlone)
-	w.eventually(60*time.Second, "the re-applied Rollout at step 1's gate, the mark cleared", func(ctx context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
-		ctrl, err := workload.ParseControl(w.deployment(w.ns, "echoserver"))
+	w.ApplyYAML(echoRolloutAlone)
+	w.Eventually(60*time.Second, "the re-applied Rollout at step 1's gate, the mark cleared", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
+		ctrl, err := workload.ParseControl(w.Deployment(w.NS, "echoserver"))
 		return ro.Status.AwaitingApproval != nil && ro.Status.AwaitingApproval.Step == 1 && err == nil && ctrl != nil && !ctrl.HeldWithoutRollout, err
 	})
-	if _, err := workload.HandBack(context.Background(), w.c, w.ns, "Deployment", "echoserver"); err == nil || !strings.Contains(err.Error(), "releases Deployment echoserver") {
+	if _, err := workload.HandBack(context.Background(), w.C, w.NS, "Deployment", "echoserver"); err == nil || !strings.Contains(err.Error(), "releases Deployment echoserver") {
 		t.Fatalf("handback while a Rollout names the workload: %v; want it refused, naming the Rollout", err)
 	}
-	if p := w.pods(w.ns, "echoserver"); p["echo:2.0"][1] != 1 {
+	if p := w.Pods(w.NS, "echoserver"); p["echo:2.0"][1] != 1 {
 		t.Fatalf("pods by image %v after the take-over, want still 1 of echo:2.0", p)
 	}
 
 	w.deleteRollout("deleted again")
 	w.heldAsItStands(2*time.Second, "held again")
-	msg, err := workload.HandBack(context.Background(), w.c, w.ns, "Deployment", "echoserver")
+	msg, err := workload.HandBack(context.Background(), w.C, w.NS, "Deployment", "echoserver")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log(msg)
-	w.eventually(60*time.Second, "handed back: every pod on echo:2.0, the workload unpaused and unlabelled", func(ctx context.Context) (bool, error) {
-		d := w.deployment(w.ns, "echoserver")
-		return w.pods(w.ns, "echoserver")["echo:2.0"] == [2]int{5, 5} && !d.Spec.Paused && d.Labels[v1alpha1.LabelControlled] == "" &&
+	w.Eventually(60*time.Second, "handed back: every pod on echo:2.0, the workload unpaused and unlabelled", func(ctx context.Context) (bool, error) {
+		d := w.Deployment(w.NS, "echoserver")
+		return w.Pods(w.NS, "echoserver")["echo:2.0"] == [2]int{5, 5} && !d.Spec.Paused && d.Labels[v1alpha1.LabelControlled] == "" &&
 			d.Annotations[v1alpha1.AnnotationControl] == "", nil
 	})
 }
@@ -135,9 +133,9 @@ func TestDeletedWithOnDeleteHandBack(t *testing.T) {
 	w.atFirstGate(strings.Replace(echoRolloutAlone, "spec:\n", "spec:\n  onDelete: HandBack\n", 1))
 	w.deleteRollout("deleted at a gate with onDelete HandBack")
 	assertWeights(t, w, 100, 0)
-	w.eventually(60*time.Second, "every pod on echo:2.0, the workload unlabelled", func(ctx context.Context) (bool, error) {
-		d := w.deployment(w.ns, "echoserver")
-		return w.pods(w.ns, "echoserver")["echo:2.0"] == [2]int{5, 5} && !d.Spec.Paused && d.Labels[v1alpha1.LabelControlled] == "", nil
+	w.Eventually(60*time.Second, "every pod on echo:2.0, the workload unlabelled", func(ctx context.Context) (bool, error) {
+		d := w.Deployment(w.NS, "echoserver")
+		return w.Pods(w.NS, "echoserver")["echo:2.0"] == [2]int{5, 5} && !d.Spec.Paused && d.Labels[v1alpha1.LabelControlled] == "", nil
 	})
 }
 
@@ -151,29 +149,29 @@ func TestDeletionFinishesWithoutItsWorkload(t *testing.T) {
 	w := newWorld(t)
 
 	typo := strings.Replace(echoRolloutAlone, "name: echoserver}", "name: echoserverr}", 1)
-	w.applyYAML(typo)
-	w.eventually(30*time.Second, "Stalled with WorkloadNotFound", func(ctx context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
+	w.ApplyYAML(typo)
+	w.Eventually(30*time.Second, "Stalled with WorkloadNotFound", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
 		c := findCondition(ro.Status.Conditions, v1alpha1.StalledCondition)
 		return c != nil && c.Reason == v1alpha1.ReasonWorkloadNotFound, nil
 	})
 	w.deleteRollout("a typo in workloadRef.name")
 
 	w.atFirstGate(echoRolloutAlone)
-	if err := w.c.Delete(context.Background(), w.deployment(w.ns, "echoserver")); err != nil {
+	if err := w.C.Delete(context.Background(), w.Deployment(w.NS, "echoserver")); err != nil {
 		t.Fatal(err)
 	}
 	w.deleteRollout("its Deployment deleted first, at a gate")
 
 	// The Rollout's Git server is down and its HTTPRoute is pruned first.
-	w.applyYAML(fmt.Sprintf(`
+	w.ApplyYAML(fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: app-repo, namespace: demo}
 spec: {url: "http://127.0.0.1:%d/app.git", interval: 1s}
 `, rig.FreePort(t)))
 	w.atFirstGate(echoRollout)
-	if err := w.c.Delete(context.Background(), &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "echoserver"}}); err != nil {
+	if err := w.C.Delete(context.Background(), &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: w.NS, Name: "echoserver"}}); err != nil {
 		t.Fatal(err)
 	}
 	w.deleteRollout("its HTTPRoute deleted first, the Git server down")
@@ -189,18 +187,18 @@ func TestNamespaceDeletedMidRelease(t *testing.T) {
 	w := newWorld(t)
 	w.atFirstGate(echoRolloutAlone)
 	start := time.Now()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}
-	if err := w.c.Delete(context.Background(), ns); err != nil {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.NS}}
+	if err := w.C.Delete(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
 	// What kept the namespace at the last look, reported once if it
 	// stays: the namespace's conditions and each Rollout's deletion,
 	// finalizers and message.
 	var left string
-	err := wait.PollUntilContextTimeout(context.Background(), kube.Poll, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		err := w.c.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+	_, err := rig.Wait(context.Background(), 90*time.Second, "the namespace gone", func(ctx context.Context) (bool, string, error) {
+		err := w.C.Get(ctx, client.ObjectKeyFromObject(ns), ns)
 		if err != nil {
-			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+			return apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
 		}
 		var b strings.Builder
 		for _, c := range ns.Status.Conditions {
@@ -209,7 +207,7 @@ func TestNamespaceDeletedMidRelease(t *testing.T) {
 			}
 		}
 		var ros v1alpha1.RolloutList
-		if err := w.c.List(ctx, &ros, client.InNamespace(w.ns)); err == nil {
+		if err := w.C.List(ctx, &ros, client.InNamespace(w.NS)); err == nil {
 			for _, ro := range ros.Items {
 				f, _ := json.Marshal(ro.Finalizers)
 				fmt.Fprintf(&b, "\n  Rollout %s: deletionTimestamp %v, finalizers %s, phase %s: %s",
@@ -217,7 +215,7 @@ func TestNamespaceDeletedMidRelease(t *testing.T) {
 			}
 		}
 		left = b.String()
-		return false, nil
+		return false, "", nil
 	})
 	if err != nil {
 		t.Fatalf("the namespace is still there %.0f s after its deletion: %v; at the last look:%s", time.Since(start).Seconds(), err, left)

@@ -150,7 +150,7 @@ func (s *trafficStory) flaps(objects map[routedKey]flapView) {
 		if created+deleted > 0 {
 			t.Errorf("%s: %d pods created and %d deleted at the gate, want none", writer.name, created, deleted)
 		}
-		if a, b := releaseState(ro), releaseState(s.w.rollout(s.w.ns, "echoserver")); a != b {
+		if a, b := releaseState(ro), releaseState(s.w.Rollout(s.w.NS, "echoserver")); a != b {
 			t.Errorf("%s moved the release:\nbefore %s\nafter  %s", writer.name, a, b)
 		}
 	}
@@ -190,7 +190,7 @@ func (s *trafficStory) sample(objects map[routedKey]flapView) func() (int, []str
 			for k, fv := range objects {
 				u := &unstructured.Unstructured{}
 				u.SetGroupVersionKind(s.gvks[k.kind])
-				if err := s.w.c.Get(ctx, client.ObjectKey{Namespace: s.w.ns, Name: k.name}, u); err != nil {
+				if err := s.w.C.Get(ctx, client.ObjectKey{Namespace: s.w.NS, Name: k.name}, u); err != nil {
 					if ctx.Err() == nil {
 						mu.Lock()
 						off = append(off, fmt.Sprintf("%s at %s: %v", k, time.Since(start).Round(time.Millisecond), err))
@@ -221,7 +221,7 @@ func (s *trafficStory) sample(objects map[routedKey]flapView) func() (int, []str
 // reapplyFor; it returns the writes made and how many were refused.
 func (s *trafficStory) reapply(docs string, write func(context.Context, *unstructured.Unstructured) error) (writes, refused int) {
 	t := s.t
-	objs := s.w.decode(docs)
+	objs := s.w.Decode(docs)
 	end := time.Now().Add(reapplyFor(t))
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -240,7 +240,7 @@ func (s *trafficStory) reapply(docs string, write func(context.Context, *unstruc
 
 // ssa applies u as Argo CD does with ServerSideApply=true.
 func (s *trafficStory) ssa(ctx context.Context, u *unstructured.Unstructured) error {
-	return s.w.c.Patch(ctx, u, client.Apply, client.FieldOwner(argocdManager), client.ForceOwnership)
+	return s.w.C.Patch(ctx, u, client.Apply, client.FieldOwner(argocdManager), client.ForceOwnership)
 }
 
 // mergePatch writes u as a JSON merge patch, as Helm and kubectl patch
@@ -250,7 +250,7 @@ func (s *trafficStory) mergePatch(ctx context.Context, u *unstructured.Unstructu
 	if err != nil {
 		return err
 	}
-	return s.w.c.Patch(ctx, u, client.RawPatch(types.MergePatchType, raw), client.FieldOwner("helm"))
+	return s.w.C.Patch(ctx, u, client.RawPatch(types.MergePatchType, raw), client.FieldOwner("helm"))
 }
 
 // update replaces the live object with u (client-side, the whole object,
@@ -260,11 +260,11 @@ func (s *trafficStory) update(ctx context.Context, u *unstructured.Unstructured)
 	for range 5 {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(u.GroupVersionKind())
-		if err := s.w.c.Get(ctx, client.ObjectKeyFromObject(u), live); err != nil {
+		if err := s.w.C.Get(ctx, client.ObjectKeyFromObject(u), live); err != nil {
 			return err
 		}
 		u.SetResourceVersion(live.GetResourceVersion())
-		err := s.w.c.Update(ctx, u, client.FieldOwner(argocdManager))
+		err := s.w.C.Update(ctx, u, client.FieldOwner(argocdManager))
 		if !apierrors.IsConflict(err) {
 			return err
 		}
@@ -287,7 +287,7 @@ func TestRouteChangedInGitMidReleaseIsKept(t *testing.T) {
 	// When Git adds a timeout to the rule and Flux applies the route.
 	s.rec.catchUp(s.w)
 	since := len(s.rec.timeline())
-	s.w.applyYAML(strings.Replace(httpRoute, "  - backendRefs: [{name: echoserver, port: 80}]",
+	s.w.ApplyYAML(strings.Replace(httpRoute, "  - backendRefs: [{name: echoserver, port: 80}]",
 		"  - backendRefs: [{name: echoserver, port: 80}]\n    timeouts: {request: 5s}", 1))
 
 	// Then the route carries the timeout and still 80/20, in every version stored.
@@ -304,21 +304,21 @@ func TestRouteChangedInGitMidReleaseIsKept(t *testing.T) {
 	}
 
 	// When step 1 is approved and the release completes.
-	s.w.update(ro, func() {
+	s.w.Update(ro, func() {
 		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
 	})
-	s.w.eventually(60*time.Second, "the release completes", func(ctx context.Context) (bool, error) {
-		st := s.w.rollout(s.w.ns, "echoserver").Status
+	s.w.Eventually(60*time.Second, "the release completes", func(ctx context.Context) (bool, error) {
+		st := s.w.Rollout(s.w.NS, "echoserver").Status
 		return st.Phase == v1alpha1.PhaseHealthy && st.StableRevision == ro.Status.CanaryRevision, nil
 	})
 
 	// Then the route is Git's new version, without rollgate's marks.
-	s.w.eventually(30*time.Second, "the route restored", func(ctx context.Context) (bool, error) {
+	s.w.Eventually(30*time.Second, "the route restored", func(ctx context.Context) (bool, error) {
 		return reflect.DeepEqual(s.get(route, rulesView), s.norm(withTimeout(declaredRules))), nil
 	})
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(httpRouteGVK)
-	if err := s.w.c.Get(context.Background(), client.ObjectKey{Namespace: s.w.ns, Name: "echoserver"}, u); err != nil {
+	if err := s.w.C.Get(context.Background(), client.ObjectKey{Namespace: s.w.NS, Name: "echoserver"}, u); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{traffic.AnnotationHeld, v1alpha1.AnnotationOriginal} {

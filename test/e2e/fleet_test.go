@@ -75,20 +75,20 @@ func TestFleetWaveThroughGit(t *testing.T) {
 	// key signed (spec.fleet.trust).
 	signing, public := gitserver.OpenPGPKeyPair(t, "staging")
 	reportFleet(t, git, map[string]*world{"staging": staging, "prod": prod})
-	staging.ensureNamespace("demo")
-	staging.createSecret("demo", "staging-signing", map[string][]byte{"git.asc": signing})
-	staging.applyYAML(fleetRepository(url, "staging", "commit: {signingKeyRef: {name: staging-signing}}"))
-	prod.ensureNamespace("demo")
-	prod.createSecret("demo", "staging-keys", map[string][]byte{"staging.asc": []byte(public)})
-	prod.applyYAML(fleetRepository(url, "prod", "fleet: {trust: [{cluster: staging, signedBy: {name: staging-keys}}]}"))
+	staging.EnsureNamespace("demo")
+	staging.CreateSecret("demo", "staging-signing", map[string][]byte{"git.asc": signing})
+	staging.ApplyYAML(fleetRepository(url, "staging", "commit: {signingKeyRef: {name: staging-signing}}"))
+	prod.EnsureNamespace("demo")
+	prod.CreateSecret("demo", "staging-keys", map[string][]byte{"staging.asc": []byte(public)})
+	prod.ApplyYAML(fleetRepository(url, "prod", "fleet: {trust: [{cluster: staging, signedBy: {name: staging-keys}}]}"))
 	for name, w := range map[string]*world{"staging": staging, "prod": prod} {
-		w.applyYAML(fleetApp(name, "web:1"))
+		w.ApplyYAML(fleetApp(name, "web:1"))
 	}
-	staging.applyYAML(fleetRollout("staging", true, ""))
-	prod.applyYAML(fleetRollout("prod", false, waitFor))
+	staging.ApplyYAML(fleetRollout("staging", true, ""))
+	prod.ApplyYAML(fleetRollout("prod", false, waitFor))
 	for _, w := range []*world{staging, prod} {
-		w.eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-			return w.pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(w.rollout("demo", "web")), nil
+		w.Eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+			return w.Pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(w.Rollout("demo", "web")), nil
 		})
 	}
 
@@ -100,7 +100,7 @@ func TestFleetWaveThroughGit(t *testing.T) {
 				map[string]string{"clusters/" + name + "/app.yaml": fleetApp(name, image)}); err != nil {
 				t.Fatal(err)
 			}
-			w.applyYAML(fleetApp(name, image))
+			w.ApplyYAML(fleetApp(name, image))
 		}
 	}
 	release("web:2")
@@ -108,21 +108,21 @@ func TestFleetWaveThroughGit(t *testing.T) {
 	// Then staging releases it to its gate, and prod holds before step 1,
 	// saying it waits for staging.
 	var ro *v1alpha1.Rollout
-	staging.eventually(90*time.Second, "staging at its gate", func(ctx context.Context) (bool, error) {
-		ro = staging.rollout("demo", "web")
+	staging.Eventually(90*time.Second, "staging at its gate", func(ctx context.Context) (bool, error) {
+		ro = staging.Rollout("demo", "web")
 		return ro.Status.AwaitingApproval != nil, nil
 	})
-	prod.eventually(60*time.Second, "prod waiting for staging", func(ctx context.Context) (bool, error) {
-		p := prod.rollout("demo", "web")
+	prod.Eventually(60*time.Second, "prod waiting for staging", func(ctx context.Context) (bool, error) {
+		p := prod.Rollout("demo", "web")
 		return conditions.GetReason(p, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForFleet &&
 			strings.Contains(p.Status.Message, "cluster staging: demo/web is at step 1/2"), nil
 	})
 	// Staging's gate holds: prod must not move meanwhile.
-	prod.holds(3*time.Second, "prod waiting for staging's gate", func(ctx context.Context) error {
+	prod.Holds(3*time.Second, "prod waiting for staging's gate", func(ctx context.Context) error {
 		if first := prodPods.first(); !first.IsZero() {
 			return fmt.Errorf("prod ran a web:2 pod at %s while staging was at its gate", first)
 		}
-		if d := prod.deployment("demo", "web"); !d.Spec.Paused {
+		if d := prod.Deployment("demo", "web"); !d.Spec.Paused {
 			return fmt.Errorf("prod's Deployment is not held while it waits: %+v", d.Spec)
 		}
 		return nil
@@ -130,21 +130,21 @@ func TestFleetWaveThroughGit(t *testing.T) {
 
 	// When staging's gate is approved and its release completes.
 	canary := ro.Status.CanaryRevision
-	staging.applyYAML(fleetRollout("staging", true, fmt.Sprintf("  approvals: [{revision: %s, step: 1}]\n", canary)))
+	staging.ApplyYAML(fleetRollout("staging", true, fmt.Sprintf("  approvals: [{revision: %s, step: 1}]\n", canary)))
 	var stagingDone time.Time
-	staging.eventually(90*time.Second, "staging released web:2", func(ctx context.Context) (bool, error) {
-		r := staging.rollout("demo", "web")
+	staging.Eventually(90*time.Second, "staging released web:2", func(ctx context.Context) (bool, error) {
+		r := staging.Rollout("demo", "web")
 		stagingDone = time.Now()
-		return conditions.IsReady(r) && staging.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
+		return conditions.IsReady(r) && staging.Pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
 	})
 	// staging's completion, as its controller writes it to its status file.
-	completed := staging.rollout("demo", "web").Status.StepStartedAt.Time
+	completed := staging.Rollout("demo", "web").Status.StepStartedAt.Time
 	// Then prod bakes it, saying until when, and releases it only after.
-	prod.eventually(bake, "prod baking staging's release", func(ctx context.Context) (bool, error) {
-		return strings.Contains(prod.rollout("demo", "web").Status.Message, "baking for 30s, until "+completed.Add(bake).UTC().Format(time.RFC3339)), nil
+	prod.Eventually(bake, "prod baking staging's release", func(ctx context.Context) (bool, error) {
+		return strings.Contains(prod.Rollout("demo", "web").Status.Message, "baking for 30s, until "+completed.Add(bake).UTC().Format(time.RFC3339)), nil
 	})
-	prod.eventually(120*time.Second, "prod released web:2", func(ctx context.Context) (bool, error) {
-		return conditions.IsReady(prod.rollout("demo", "web")) && prod.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
+	prod.Eventually(120*time.Second, "prod released web:2", func(ctx context.Context) (bool, error) {
+		return conditions.IsReady(prod.Rollout("demo", "web")) && prod.Pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
 	})
 	first := prodPods.first()
 	t.Logf("staging completed at %s (ready by %s); prod's first web:2 pod at %s (%s after the completion)", completed.Format(time.StampMilli),
@@ -159,30 +159,30 @@ func TestFleetWaveThroughGit(t *testing.T) {
 	// When staging aborts the next release (rolled back there).
 	prodPods = watchImages(prod, "web:3")
 	release("web:3")
-	staging.eventually(90*time.Second, "staging at its gate with web:3", func(ctx context.Context) (bool, error) {
-		ro = staging.rollout("demo", "web")
+	staging.Eventually(90*time.Second, "staging at its gate with web:3", func(ctx context.Context) (bool, error) {
+		ro = staging.Rollout("demo", "web")
 		return ro.Status.AwaitingApproval != nil && ro.Status.CanaryRevision != canary, nil
 	})
-	staging.applyYAML(fleetRollout("staging", true, fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", ro.Status.CanaryRevision)))
+	staging.ApplyYAML(fleetRollout("staging", true, fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", ro.Status.CanaryRevision)))
 	revert := gitsync.RevertBranch("demo", "web", ro.Status.CanaryRevision)
-	staging.eventually(60*time.Second, "staging rolled back, and its revert proposed in Git", func(ctx context.Context) (bool, error) {
+	staging.Eventually(60*time.Second, "staging rolled back, and its revert proposed in Git", func(ctx context.Context) (bool, error) {
 		app, _ := git.ReadFile("fleet", revert, "clusters/staging/app.yaml")
-		return conditions.IsStalled(staging.rollout("demo", "web")) && staging.pods("demo", "web")["web:2"] == [2]int{3, 3} &&
+		return conditions.IsStalled(staging.Rollout("demo", "web")) && staging.Pods("demo", "web")["web:2"] == [2]int{3, 3} &&
 			strings.Contains(app, "image: web:2"), nil
 	})
 	// Then prod holds, naming staging's failure.
 	var msg string
-	prod.eventually(60*time.Second, "prod held by staging's failed release", func(ctx context.Context) (bool, error) {
-		msg = prod.rollout("demo", "web").Status.Message
+	prod.Eventually(60*time.Second, "prod held by staging's failed release", func(ctx context.Context) (bool, error) {
+		msg = prod.Rollout("demo", "web").Status.Message
 		return strings.Contains(msg, "cluster staging: demo/web: the release of web=web:3 failed there"), nil
 	})
-	prod.holds(3*time.Second, "prod held by staging's failed release", func(ctx context.Context) error {
+	prod.Holds(3*time.Second, "prod held by staging's failed release", func(ctx context.Context) error {
 		if first := prodPods.first(); !first.IsZero() {
 			return fmt.Errorf("prod ran a web:3 pod at %s after staging rolled web:3 back", first)
 		}
 		return nil
 	})
-	p := prod.rollout("demo", "web")
+	p := prod.Rollout("demo", "web")
 	if p.Status.Phase != v1alpha1.PhasePaused || p.Status.CanaryRevision == ro.Status.CanaryRevision || conditions.IsStalled(p) {
 		t.Fatalf("prod: phase %s canary %s stalled %v, want held before its release, not failed", p.Status.Phase, p.Status.CanaryRevision, conditions.IsStalled(p))
 	}
@@ -192,9 +192,9 @@ func TestFleetWaveThroughGit(t *testing.T) {
 	if _, err := git.Merge("fleet", "main", revert, "Merge revert"); err != nil {
 		t.Fatal(err)
 	}
-	staging.applyYAML(fleetApp("staging", "web:2"))
-	prod.eventually(60*time.Second, "prod held by staging running web:2", func(ctx context.Context) (bool, error) {
-		msg = prod.rollout("demo", "web").Status.Message
+	staging.ApplyYAML(fleetApp("staging", "web:2"))
+	prod.Eventually(60*time.Second, "prod held by staging running web:2", func(ctx context.Context) (bool, error) {
+		msg = prod.Rollout("demo", "web").Status.Message
 		return strings.Contains(msg, "cluster staging: demo/web runs web=web:2 (Healthy), not web=web:3"), nil
 	})
 	if first := prodPods.first(); !first.IsZero() {
@@ -211,10 +211,10 @@ func reportFleet(t *testing.T, git *gitserver.Server, clusters map[string]*world
 		}
 		for name, w := range clusters {
 			ro := &v1alpha1.Rollout{}
-			_ = w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, ro)
+			_ = w.C.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, ro)
 			file, _ := git.ReadFile("fleet", "rollgate/status", name+"/demo/web.yaml")
 			d := &appsv1.Deployment{}
-			_ = w.c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, d)
+			_ = w.C.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, d)
 			t.Logf("%s's Rollout: phase %s, step %v, message %q, conditions %+v\n%s's status file in Git:\n%s\n"+
 				"%s's Deployment: paused %v, status %+v\n%s's cluster, last log lines:\n%s",
 				name, ro.Status.Phase, ro.Status.CurrentStepIndex, ro.Status.Message, ro.Status.Conditions, name, file,
@@ -240,7 +240,7 @@ func (w *imageWatch) first() time.Time {
 func watchImages(w *world, image string) *imageWatch {
 	iw := &imageWatch{}
 	ctx, cancel := context.WithCancel(context.Background())
-	w.t.Cleanup(cancel)
+	w.T.Cleanup(cancel)
 	go func() {
 		for ctx.Err() == nil {
 			if pods, err := w.podsByImage(ctx, "demo", "web"); err == nil && pods[image][1] > 0 {
@@ -279,15 +279,15 @@ func TestFleetGateBelievesOnlySignedStatus(t *testing.T) {
 	prod := newWorldWith(t, git)
 	stagingKey, stagingPublic := gitserver.OpenPGPKeyPair(t, "staging")
 	otherKey, _ := gitserver.OpenPGPKeyPair(t, "qa")
-	prod.ensureNamespace("demo")
-	prod.createSecret("demo", "staging-keys", map[string][]byte{"staging.asc": []byte(stagingPublic)})
-	prod.applyYAML(fleetRepository(url, "prod", "fleet: {trust: [{cluster: staging, signedBy: {name: staging-keys}}]}"))
-	prod.applyYAML(fleetApp("prod", "web:1"))
-	prod.applyYAML(fleetRollout("prod", false, waitFor))
-	prod.eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		return prod.pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(prod.rollout("demo", "web")), nil
+	prod.EnsureNamespace("demo")
+	prod.CreateSecret("demo", "staging-keys", map[string][]byte{"staging.asc": []byte(stagingPublic)})
+	prod.ApplyYAML(fleetRepository(url, "prod", "fleet: {trust: [{cluster: staging, signedBy: {name: staging-keys}}]}"))
+	prod.ApplyYAML(fleetApp("prod", "web:1"))
+	prod.ApplyYAML(fleetRollout("prod", false, waitFor))
+	prod.Eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+		return prod.Pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(prod.Rollout("demo", "web")), nil
 	})
-	prod.eventually(30*time.Second, "prod's status file on the status branch", func(ctx context.Context) (bool, error) {
+	prod.Eventually(30*time.Second, "prod's status file on the status branch", func(ctx context.Context) (bool, error) {
 		_, err := git.ReadFile("fleet", "rollgate/status", "prod/demo/web.yaml")
 		return err == nil, nil
 	})
@@ -296,9 +296,9 @@ func TestFleetGateBelievesOnlySignedStatus(t *testing.T) {
 	if _, err := git.Commit("fleet", "main", "release web:2", map[string]string{"clusters/prod/app.yaml": fleetApp("prod", "web:2")}); err != nil {
 		t.Fatal(err)
 	}
-	prod.applyYAML(fleetApp("prod", "web:2"))
-	prod.eventually(60*time.Second, "prod waiting for staging", func(ctx context.Context) (bool, error) {
-		return strings.Contains(prod.rollout("demo", "web").Status.Message, "cluster staging: demo/web has no status in Git"), nil
+	prod.ApplyYAML(fleetApp("prod", "web:2"))
+	prod.Eventually(60*time.Second, "prod waiting for staging", func(ctx context.Context) (bool, error) {
+		return strings.Contains(prod.Rollout("demo", "web").Status.Message, "cluster staging: demo/web has no status in Git"), nil
 	})
 
 	// writeStaging commits a status file in staging's folder saying
@@ -347,10 +347,10 @@ func TestFleetGateBelievesOnlySignedStatus(t *testing.T) {
 	} {
 		writeStaging(forged.key)
 		want := "cluster staging: demo/web: its status file staging/demo/web.yaml on rollgate/status is not believed: " + forged.why
-		prod.eventually(60*time.Second, "prod held by a forged status file, "+forged.name, func(ctx context.Context) (bool, error) {
-			return strings.Contains(prod.rollout("demo", "web").Status.Message, want), nil
+		prod.Eventually(60*time.Second, "prod held by a forged status file, "+forged.name, func(ctx context.Context) (bool, error) {
+			return strings.Contains(prod.Rollout("demo", "web").Status.Message, want), nil
 		})
-		prod.holds(3*time.Second, "prod held by a forged status file, "+forged.name, func(ctx context.Context) error {
+		prod.Holds(3*time.Second, "prod held by a forged status file, "+forged.name, func(ctx context.Context) error {
 			if first := prodPods.first(); !first.IsZero() {
 				return fmt.Errorf("prod ran a web:2 pod at %s on a status file %s", first, forged.name)
 			}
@@ -360,7 +360,7 @@ func TestFleetGateBelievesOnlySignedStatus(t *testing.T) {
 
 	// Signed with staging's key, as staging's controller signs it.
 	writeStaging(stagingKey)
-	prod.eventually(120*time.Second, "prod released web:2", func(ctx context.Context) (bool, error) {
-		return conditions.IsReady(prod.rollout("demo", "web")) && prod.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
+	prod.Eventually(120*time.Second, "prod released web:2", func(ctx context.Context) (bool, error) {
+		return conditions.IsReady(prod.Rollout("demo", "web")) && prod.Pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
 	})
 }

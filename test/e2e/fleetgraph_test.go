@@ -57,10 +57,10 @@ func (f *fleet) start(names ...string) {
 	for _, name := range names {
 		w := newWorldWith(f.t, f.git)
 		f.clusters[name], started[name] = w, w
-		w.ensureNamespace("demo")
-		w.applyYAML(fleetRepository(f.url, name, ""))
-		w.applyYAML(fleetApp(name, "web:1"))
-		w.applyYAML(f.rollout(name, ""))
+		w.EnsureNamespace("demo")
+		w.ApplyYAML(fleetRepository(f.url, name, ""))
+		w.ApplyYAML(fleetApp(name, "web:1"))
+		w.ApplyYAML(f.rollout(name, ""))
 	}
 	// After the clusters' own cleanups are registered: it runs before
 	// they stop.
@@ -84,8 +84,8 @@ func (f *fleet) rollout(name, extra string) string {
 func (f *fleet) healthy(name, image string) {
 	f.t.Helper()
 	w := f.clusters[name]
-	w.eventually(120*time.Second, name+" released "+image, func(ctx context.Context) (bool, error) {
-		return conditions.IsReady(w.rollout("demo", "web")) && w.pods("demo", "web")[image] == [2]int{3, 3}, nil
+	w.Eventually(120*time.Second, name+" released "+image, func(ctx context.Context) (bool, error) {
+		return conditions.IsReady(w.Rollout("demo", "web")) && w.Pods("demo", "web")[image] == [2]int{3, 3}, nil
 	})
 }
 
@@ -107,7 +107,7 @@ func (f *fleet) release(image string, names ...string) {
 		f.t.Fatal(err)
 	}
 	for _, name := range names {
-		f.clusters[name].applyYAML(fleetApp(name, image))
+		f.clusters[name].ApplyYAML(fleetApp(name, image))
 	}
 }
 
@@ -117,8 +117,8 @@ func (f *fleet) atGate(name, not string) string {
 	f.t.Helper()
 	w := f.clusters[name]
 	var rev string
-	w.eventually(90*time.Second, name+" at its gate", func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "web")
+	w.Eventually(90*time.Second, name+" at its gate", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout("demo", "web")
 		rev = ro.Status.CanaryRevision
 		return ro.Status.AwaitingApproval != nil && rev != not, nil
 	})
@@ -130,8 +130,8 @@ func (f *fleet) atGate(name, not string) string {
 func (f *fleet) says(name, want string) {
 	f.t.Helper()
 	w := f.clusters[name]
-	w.eventually(60*time.Second, name+" held saying "+want, func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "web")
+	w.Eventually(60*time.Second, name+" held saying "+want, func(ctx context.Context) (bool, error) {
+		ro := w.Rollout("demo", "web")
 		return conditions.GetReason(ro, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForFleet &&
 			strings.Contains(ro.Status.Message, want), nil
 	})
@@ -141,7 +141,7 @@ func (f *fleet) says(name, want string) {
 // wrote it (status.stepStartedAt of the completed release; the same time
 // goes to its status file).
 func (f *fleet) completedAt(name string) time.Time {
-	return f.clusters[name].rollout("demo", "web").Status.StepStartedAt.Time
+	return f.clusters[name].Rollout("demo", "web").Status.StepStartedAt.Time
 }
 
 // waveOrder samples a fleet while it releases an image: at each sample,
@@ -180,7 +180,7 @@ func (f *fleet) sampleOrder(image string, upstreams map[string][]string) (*waveO
 func (o *waveOrder) sample(ctx context.Context, f *fleet, image, down string, ups []string) {
 	w := f.clusters[down]
 	ro := &v1alpha1.Rollout{}
-	if err := w.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "web"}, ro); err == nil {
+	if err := w.C.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "web"}, ro); err == nil {
 		o.mu.Lock()
 		if m := ro.Status.Message; m != "" && !slices.Contains(o.messages[down], m) {
 			o.messages[down] = append(o.messages[down], m)
@@ -194,7 +194,7 @@ func (o *waveOrder) sample(ctx context.Context, f *fleet, image, down string, up
 	for _, up := range ups {
 		u := f.clusters[up]
 		ro := &v1alpha1.Rollout{}
-		if err := u.c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "web"}, ro); err != nil {
+		if err := u.C.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "web"}, ro); err != nil {
 			continue
 		}
 		upPods, err := u.podsByImage(ctx, "demo", "web")
@@ -249,7 +249,7 @@ func TestFleetGraphThroughGit(t *testing.T) {
 
 	// When canary's gate is approved, it completes; prod-us follows, then
 	// prod-eu once the bake is over, then prod-rest.
-	canary.applyYAML(f.rollout("canary", fmt.Sprintf("  approvals: [{revision: %s, step: 1}]\n", rev)))
+	canary.ApplyYAML(f.rollout("canary", fmt.Sprintf("  approvals: [{revision: %s, step: 1}]\n", rev)))
 	f.healthy("canary", "web:2")
 	completed := f.completedAt("canary")
 	for _, name := range []string{"prod-us", "prod-eu", "prod-rest"} {
@@ -284,9 +284,9 @@ func TestFleetGraphThroughGit(t *testing.T) {
 	}
 	f.release("web:3")
 	rev = f.atGate("canary", rev)
-	canary.applyYAML(f.rollout("canary", fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", rev)))
-	canary.eventually(60*time.Second, "canary rolled web:3 back", func(ctx context.Context) (bool, error) {
-		return conditions.IsStalled(canary.rollout("demo", "web")) && canary.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
+	canary.ApplyYAML(f.rollout("canary", fmt.Sprintf("  abort: {revision: %s, reason: bad latency}\n", rev)))
+	canary.Eventually(60*time.Second, "canary rolled web:3 back", func(ctx context.Context) (bool, error) {
+		return conditions.IsStalled(canary.Rollout("demo", "web")) && canary.Pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
 	})
 	// Then every downstream wave holds naming canary: prod-eu and prod-us
 	// directly, prod-rest through prod-eu (its first wait).
@@ -294,8 +294,8 @@ func TestFleetGraphThroughGit(t *testing.T) {
 	f.says("prod-eu", failed)
 	f.says("prod-us", failed)
 	f.says("prod-rest", "cluster prod-eu: demo/web is held by a failed release upstream of it: "+failed)
-	t.Logf("prod-rest: %q", f.clusters["prod-rest"].rollout("demo", "web").Status.Message)
-	f.clusters["prod-rest"].holds(3*time.Second, "every wave held by canary's failed release", func(ctx context.Context) error {
+	t.Logf("prod-rest: %q", f.clusters["prod-rest"].Rollout("demo", "web").Status.Message)
+	f.clusters["prod-rest"].Holds(3*time.Second, "every wave held by canary's failed release", func(ctx context.Context) error {
 		for i, name := range []string{"prod-eu", "prod-us", "prod-rest"} {
 			if first := watches[i].first(); !first.IsZero() {
 				return fmt.Errorf("%s ran a web:3 pod at %s after canary rolled web:3 back", name, first)
@@ -324,7 +324,7 @@ func TestFleetShareThroughGit(t *testing.T) {
 	f.release("web:2", "core")
 	// Then the set is empty, and core holds: an empty set never opens.
 	f.says("core", "clusters edge-*: demo/web: no cluster of the set has a status file of it on the status branch")
-	core.holds(3*time.Second, "core held by an empty set", func(ctx context.Context) error {
+	core.Holds(3*time.Second, "core held by an empty set", func(ctx context.Context) error {
 		if first := corePods.first(); !first.IsZero() {
 			return fmt.Errorf("core ran a web:2 pod at %s with no edge cluster in the set", first)
 		}
@@ -342,7 +342,7 @@ func TestFleetShareThroughGit(t *testing.T) {
 
 	// When edge-1's gate is approved and its release completes, core
 	// releases web:2, while edge-2 still waits at its gate.
-	f.clusters["edge-1"].applyYAML(f.rollout("edge-1", fmt.Sprintf("  approvals: [{revision: %s, step: 1}]\n", rev)))
+	f.clusters["edge-1"].ApplyYAML(f.rollout("edge-1", fmt.Sprintf("  approvals: [{revision: %s, step: 1}]\n", rev)))
 	f.healthy("edge-1", "web:2")
 	completed := f.completedAt("edge-1")
 	f.healthy("core", "web:2")
@@ -351,7 +351,7 @@ func TestFleetShareThroughGit(t *testing.T) {
 	} else {
 		t.Logf("edge-1 completed at %s; core's first web:2 pod %s after", completed.Format(time.StampMilli), first.Sub(completed).Round(time.Millisecond))
 	}
-	if ro := f.clusters["edge-2"].rollout("demo", "web"); ro.Status.AwaitingApproval == nil {
+	if ro := f.clusters["edge-2"].Rollout("demo", "web"); ro.Status.AwaitingApproval == nil {
 		t.Fatalf("edge-2 left its gate (phase %s, %q): the share was not what opened core's wait", ro.Status.Phase, ro.Status.Message)
 	}
 }

@@ -29,10 +29,10 @@ func TestFreezeMergedInGitHoldsTheRelease(t *testing.T) {
 	w := newWorld(t)
 	w.givenAppFromGit(echoRollout, "releaseRules: {path: release/rules.yaml}")
 
-	w.applyYAML(echoApp("echo:2.0"))
+	w.ApplyYAML(echoApp("echo:2.0"))
 	w.heldBeforeItsFirstPod("the freezes file is missing", "spec.releaseRules.path release/rules.yaml is not on branch main")
 
-	freeze := fmt.Sprintf("freezes:\n- name: black-friday\n  reason: shop peak\n  rollouts: {namespaces: [%s]}\n", w.ns)
+	freeze := fmt.Sprintf("freezes:\n- name: black-friday\n  reason: shop peak\n  rollouts: {namespaces: [%s]}\n", w.NS)
 	if _, err := w.git.Commit("app", "freeze", "Declare the black-friday freeze", map[string]string{"release/rules.yaml": freeze}); err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +51,10 @@ func TestFreezeMergedInGitHoldsTheRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ro *v1alpha1.Rollout
-	w.eventually(60*time.Second, "step 1 waiting for approval once the freeze is lifted", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(60*time.Second, "step 1 waiting for approval once the freeze is lifted", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.AwaitingApproval.Branch != "" &&
-			w.pods(w.ns, "echoserver")["echo:2.0"] == [2]int{1, 1}, nil
+			w.Pods(w.NS, "echoserver")["echo:2.0"] == [2]int{1, 1}, nil
 	})
 	t.Logf("lifted in Git to step 1 at its gate: %s", time.Since(start).Round(100*time.Millisecond))
 
@@ -67,28 +67,28 @@ func TestFreezeMergedInGitHoldsTheRelease(t *testing.T) {
 	if _, err := w.git.Merge("app", "main", ro.Status.AwaitingApproval.Branch, "Merge approval of echoserver step 1"); err != nil {
 		t.Fatal(err)
 	}
-	w.eventually(90*time.Second, "released under the freeze: past its last gate", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(90*time.Second, "released under the freeze: past its last gate", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.Phase == v1alpha1.PhaseHealthy && ro.Status.StableRevision == ro.Status.CanaryRevision &&
-			w.pods(w.ns, "echoserver")["echo:2.0"] == [2]int{5, 5}, nil
+			w.Pods(w.NS, "echoserver")["echo:2.0"] == [2]int{5, 5}, nil
 	})
 
 	// The next image waits for the freeze.
-	w.applyYAML(echoApp("echo:3.0"))
+	w.ApplyYAML(echoApp("echo:3.0"))
 	w.heldBeforeItsFirstPod("a new image under the freeze", "freeze black-friday (shop peak), merged in")
 }
 
 // heldBeforeItsFirstPod waits for the Rollout to say why (WaitingForFreeze)
 // and then checks for 2 s that no pod of the new image exists.
 func (w *world) heldBeforeItsFirstPod(what, why string) {
-	w.t.Helper()
-	w.eventually(60*time.Second, what+": held, saying "+why, func(ctx context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
+	w.T.Helper()
+	w.Eventually(60*time.Second, what+": held, saying "+why, func(ctx context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
 		return strings.Contains(ro.Status.Message, why) && conditions.GetReason(ro, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForFreeze, nil
 	})
-	before := w.pods(w.ns, "echoserver")
-	w.holds(2*time.Second, what+": no pod moves", func(ctx context.Context) error {
-		if now := w.pods(w.ns, "echoserver"); fmt.Sprint(now) != fmt.Sprint(before) {
+	before := w.Pods(w.NS, "echoserver")
+	w.Holds(2*time.Second, what+": no pod moves", func(ctx context.Context) error {
+		if now := w.Pods(w.NS, "echoserver"); fmt.Sprint(now) != fmt.Sprint(before) {
 			return fmt.Errorf("pods by image %v, were %v", now, before)
 		}
 		return nil
@@ -138,16 +138,16 @@ func budgetStory(t *testing.T, budget string) {
 		}
 		rollouts[n] = rig.Rollout{Name: n, Namespace: "demo", GitPath: "apps/" + n + "/rollout.yaml", WithoutTraffic: true,
 			Steps: []string{first, `{replicas: "100%"}`}}.YAML()
-		files["apps/"+n+"/rollout.yaml"] = w.inNS(rollouts[n])
+		files["apps/"+n+"/rollout.yaml"] = w.InNS(rollouts[n])
 	}
 	w.givenRepository(files, rules)
 	for _, n := range names {
-		w.applyYAML(rig.App("demo", n, "echo:1.0", 2))
-		w.applyYAML(rollouts[n])
+		w.ApplyYAML(rig.App("demo", n, "echo:1.0", 2))
+		w.ApplyYAML(rollouts[n])
 	}
-	w.eventually(60*time.Second, "three Rollouts healthy", func(ctx context.Context) (bool, error) {
+	w.Eventually(60*time.Second, "three Rollouts healthy", func(ctx context.Context) (bool, error) {
 		for _, n := range names {
-			if ro := w.rollout(w.ns, n); ro.Status.Phase != v1alpha1.PhaseHealthy {
+			if ro := w.Rollout(w.NS, n); ro.Status.Phase != v1alpha1.PhaseHealthy {
 				return false, nil
 			}
 		}
@@ -167,7 +167,7 @@ func budgetStory(t *testing.T, budget string) {
 			flying := 0
 			for _, n := range names {
 				ro := &v1alpha1.Rollout{}
-				if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: n}, ro); err != nil {
+				if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: n}, ro); err != nil {
 					continue
 				}
 				if strategy.InFlight(&ro.Status) {
@@ -187,37 +187,37 @@ func budgetStory(t *testing.T, budget string) {
 	}()
 
 	queued := func(n string, position int32) {
-		w.eventually(30*time.Second, fmt.Sprintf("%s waiting at position %d", n, position), func(ctx context.Context) (bool, error) {
-			ro := w.rollout(w.ns, n)
+		w.Eventually(30*time.Second, fmt.Sprintf("%s waiting at position %d", n, position), func(ctx context.Context) (bool, error) {
+			ro := w.Rollout(w.NS, n)
 			q := ro.Status.Queue
 			return q != nil && q.Budget == budget && q.Position == position &&
 				conditions.GetReason(ro, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForBudget &&
 				strings.Contains(ro.Status.Message, fmt.Sprintf("position %d in its queue", position)) &&
-				w.pods(w.ns, n)["echo:2.0"] == [2]int{}, nil
+				w.Pods(w.NS, n)["echo:2.0"] == [2]int{}, nil
 		})
 	}
-	w.applyYAML(rig.App("demo", "alpha", "echo:2.0", 2))
+	w.ApplyYAML(rig.App("demo", "alpha", "echo:2.0", 2))
 	var alpha *v1alpha1.Rollout
-	w.eventually(30*time.Second, "alpha at its gate", func(ctx context.Context) (bool, error) {
-		alpha = w.rollout(w.ns, "alpha")
+	w.Eventually(30*time.Second, "alpha at its gate", func(ctx context.Context) (bool, error) {
+		alpha = w.Rollout(w.NS, "alpha")
 		return strategy.InFlight(&alpha.Status) && alpha.Status.AwaitingApproval != nil, nil
 	})
-	w.applyYAML(rig.App("demo", "beta", "echo:2.0", 2))
+	w.ApplyYAML(rig.App("demo", "beta", "echo:2.0", 2))
 	queued("beta", 1)
-	w.applyYAML(rig.App("demo", "gamma", "echo:2.0", 2))
+	w.ApplyYAML(rig.App("demo", "gamma", "echo:2.0", 2))
 	queued("gamma", 2)
-	if msg := w.rollout(w.ns, "gamma").Status.Message; !strings.Contains(msg, "budget "+budget+" allows 1 release(s) in flight and 1 are (alpha)") {
+	if msg := w.Rollout(w.NS, "gamma").Status.Message; !strings.Contains(msg, "budget "+budget+" allows 1 release(s) in flight and 1 are (alpha)") {
 		t.Fatalf("gamma says %q, want the budget and what is in flight", msg)
 	}
 
 	// alpha's gate approved: alpha completes, then beta, then gamma.
-	w.update(alpha, func() {
+	w.Update(alpha, func() {
 		alpha.Spec.Approvals = append(alpha.Spec.Approvals, v1alpha1.Approval{Revision: alpha.Status.CanaryRevision, Step: 1})
 	})
-	w.eventually(120*time.Second, "the three released", func(ctx context.Context) (bool, error) {
+	w.Eventually(120*time.Second, "the three released", func(ctx context.Context) (bool, error) {
 		for _, n := range names {
-			ro := w.rollout(w.ns, n)
-			if ro.Status.Phase != v1alpha1.PhaseHealthy || ro.Status.Queue != nil || w.pods(w.ns, n)["echo:2.0"] != [2]int{2, 2} {
+			ro := w.Rollout(w.NS, n)
+			if ro.Status.Phase != v1alpha1.PhaseHealthy || ro.Status.Queue != nil || w.Pods(w.NS, n)["echo:2.0"] != [2]int{2, 2} {
 				return false, nil
 			}
 		}

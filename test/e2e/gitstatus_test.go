@@ -35,16 +35,16 @@ type rolloutVersion struct {
 
 // watchRollout starts recording the Rollout ns/name until the test ends.
 func (w *world) watchRollout(ns, name string) *rolloutLog {
-	w.t.Helper()
-	wc, err := client.NewWithWatch(w.cluster.RESTConfig, client.Options{Scheme: rig.NewScheme(w.t)})
+	w.T.Helper()
+	wc, err := client.NewWithWatch(w.cluster.RESTConfig, client.Options{Scheme: rig.NewScheme(w.T)})
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	watcher, err := wc.Watch(context.Background(), &v1alpha1.RolloutList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
-	w.t.Cleanup(watcher.Stop)
+	w.T.Cleanup(watcher.Stop)
 	l := &rolloutLog{}
 	go func() {
 		for ev := range watcher.ResultChan() {
@@ -86,9 +86,9 @@ func describeGitSynced(st v1alpha1.RolloutStatus) string {
 // yet when it appeared), and waits for a later version, still in that
 // state, with GitSynced True/GitSynced. It returns both versions.
 func (w *world) gitSyncedAfter(l *rolloutLog, what string, state func(v1alpha1.RolloutStatus) bool) (pending, synced rolloutVersion) {
-	w.t.Helper()
+	w.T.Helper()
 	found := false
-	w.eventually(30*time.Second, what+": GitSynced True", func(context.Context) (bool, error) {
+	w.Eventually(30*time.Second, what+": GitSynced True", func(context.Context) (bool, error) {
 		for _, v := range l.snapshot() {
 			switch {
 			case !found && state(v.status):
@@ -103,11 +103,11 @@ func (w *world) gitSyncedAfter(l *rolloutLog, what string, state func(v1alpha1.R
 		return false, nil
 	})
 	if c := gitSynced(pending.status); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonGitPending {
-		w.t.Fatalf("%s: first seen with %s; want False/%s until it is in Git", what, describeGitSynced(pending.status), v1alpha1.ReasonGitPending)
+		w.T.Fatalf("%s: first seen with %s; want False/%s until it is in Git", what, describeGitSynced(pending.status), v1alpha1.ReasonGitPending)
 	}
 	if c := gitSynced(synced.status); c.Reason != v1alpha1.ReasonGitSynced || synced.status.Git == nil ||
 		len(synced.status.Git.StatusCommit) < 7 || !strings.Contains(c.Message, synced.status.Git.StatusCommit[:7]) {
-		w.t.Fatalf("%s: %s with status.git %+v; want reason %s naming status.git.statusCommit", what, describeGitSynced(synced.status), synced.status.Git, v1alpha1.ReasonGitSynced)
+		w.T.Fatalf("%s: %s with status.git %+v; want reason %s naming status.git.statusCommit", what, describeGitSynced(synced.status), synced.status.Git, v1alpha1.ReasonGitSynced)
 	}
 	return pending, synced
 }
@@ -140,10 +140,10 @@ func assertKstatusIgnoresGitSynced(t *testing.T, versions []rolloutVersion) {
 
 // repository reads a Repository.
 func (w *world) repository(ns, name string) *v1alpha1.Repository {
-	w.t.Helper()
+	w.T.Helper()
 	r := &v1alpha1.Repository{}
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, r); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, r); err != nil {
+		w.T.Fatal(err)
 	}
 	return r
 }

@@ -35,21 +35,21 @@ func TestLockstepGroupReleasesAsOne(t *testing.T) {
 	w := newWorld(t)
 	steps := []string{`{replicas: 1, pause: {}}`, `{replicas: "50%", pause: {duration: 1}}`, `{replicas: "100%"}`}
 	for _, m := range groupMembers {
-		w.applyYAML(groupWorkload(w.ns, m.kind, m.name, "shop:1"))
-		w.applyYAML(rig.Rollout{Name: m.name, Namespace: w.ns, Kind: m.kind, Group: "shop", WithoutTraffic: true, Steps: steps}.YAML())
+		w.ApplyYAML(groupWorkload(w.NS, m.kind, m.name, "shop:1"))
+		w.ApplyYAML(rig.Rollout{Name: m.name, Namespace: w.NS, Kind: m.kind, Group: "shop", WithoutTraffic: true, Steps: steps}.YAML())
 	}
-	w.eventually(90*time.Second, "three members healthy on shop:1", func(ctx context.Context) (bool, error) {
+	w.Eventually(90*time.Second, "three members healthy on shop:1", func(ctx context.Context) (bool, error) {
 		return w.groupAt("shop:1"), nil
 	})
 
-	rec := rig.RecordGroup(w.c, w.ns, 50*time.Millisecond)
+	rec := rig.RecordGroup(w.C, w.NS, 50*time.Millisecond)
 	for _, m := range groupMembers {
-		w.applyYAML(groupWorkload(w.ns, m.kind, m.name, "shop:2"))
+		w.ApplyYAML(groupWorkload(w.NS, m.kind, m.name, "shop:2"))
 	}
-	w.eventually(90*time.Second, "the group at its gate: agent asks for the approval, api and db wait for it", func(ctx context.Context) (bool, error) {
+	w.Eventually(90*time.Second, "the group at its gate: agent asks for the approval, api and db wait for it", func(ctx context.Context) (bool, error) {
 		for _, m := range groupMembers {
-			ro := w.rollout(w.ns, m.name)
-			if ro.Status.CurrentStepIndex != 1 || ro.Status.CurrentStepState != v1alpha1.StepPaused || w.pods(w.ns, m.name)["shop:2"] != [2]int{1, 1} {
+			ro := w.Rollout(w.NS, m.name)
+			if ro.Status.CurrentStepIndex != 1 || ro.Status.CurrentStepState != v1alpha1.StepPaused || w.Pods(w.NS, m.name)["shop:2"] != [2]int{1, 1} {
 				return false, nil
 			}
 			if m.name == "agent" {
@@ -70,23 +70,23 @@ func TestLockstepGroupReleasesAsOne(t *testing.T) {
 	})
 
 	// api's own approval does not open the group's gate.
-	api := w.rollout(w.ns, "api")
-	w.update(api, func() {
+	api := w.Rollout(w.NS, "api")
+	w.Update(api, func() {
 		api.Spec.Approvals = append(api.Spec.Approvals, v1alpha1.Approval{Revision: api.Status.CanaryRevision, Step: 1, ApprovedBy: "e2e"})
 	})
-	w.holds(3*time.Second, "api approved on its own: still at the group's gate", func(ctx context.Context) error {
-		if ro := w.rollout(w.ns, "api"); ro.Status.CurrentStepIndex != 1 || ro.Status.CurrentStepState != v1alpha1.StepPaused {
+	w.Holds(3*time.Second, "api approved on its own: still at the group's gate", func(ctx context.Context) error {
+		if ro := w.Rollout(w.NS, "api"); ro.Status.CurrentStepIndex != 1 || ro.Status.CurrentStepState != v1alpha1.StepPaused {
 			return fmt.Errorf("api at step %d %s", ro.Status.CurrentStepIndex, ro.Status.CurrentStepState)
 		}
 		return nil
 	})
 
 	start := time.Now()
-	agent := w.rollout(w.ns, "agent")
-	w.update(agent, func() {
+	agent := w.Rollout(w.NS, "agent")
+	w.Update(agent, func() {
 		agent.Spec.Approvals = append(agent.Spec.Approvals, v1alpha1.Approval{Revision: agent.Status.CanaryRevision, Step: 1, ApprovedBy: "e2e"})
 	})
-	w.eventually(120*time.Second, "the group released on shop:2", func(ctx context.Context) (bool, error) {
+	w.Eventually(120*time.Second, "the group released on shop:2", func(ctx context.Context) (bool, error) {
 		return w.groupAt("shop:2"), nil
 	})
 	t.Logf("the group's approval to every member released: %s", time.Since(start).Round(100*time.Millisecond))
@@ -94,23 +94,23 @@ func TestLockstepGroupReleasesAsOne(t *testing.T) {
 
 	// A member aborted at the gate of the next release rolls back the group.
 	for _, m := range groupMembers {
-		w.applyYAML(groupWorkload(w.ns, m.kind, m.name, "shop:3"))
+		w.ApplyYAML(groupWorkload(w.NS, m.kind, m.name, "shop:3"))
 	}
-	w.eventually(90*time.Second, "the next release at the group's gate", func(ctx context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "agent")
-		return ro.Status.AwaitingApproval != nil && w.pods(w.ns, "db")["shop:3"] == [2]int{1, 1}, nil
+	w.Eventually(90*time.Second, "the next release at the group's gate", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "agent")
+		return ro.Status.AwaitingApproval != nil && w.Pods(w.NS, "db")["shop:3"] == [2]int{1, 1}, nil
 	})
-	db := w.rollout(w.ns, "db")
-	w.update(db, func() {
+	db := w.Rollout(w.NS, "db")
+	w.Update(db, func() {
 		db.Spec.Abort = &v1alpha1.RevisionRequest{Revision: db.Status.CanaryRevision, Reason: "bad schema"}
 	})
-	w.eventually(90*time.Second, "every member rolled back to shop:2", func(ctx context.Context) (bool, error) {
+	w.Eventually(90*time.Second, "every member rolled back to shop:2", func(ctx context.Context) (bool, error) {
 		for _, m := range groupMembers {
 			// A DaemonSet rolls back by taking its stable template back,
 			// after which its Rollout is Healthy (reason RolledBack).
-			ro := w.rollout(w.ns, m.name)
+			ro := w.Rollout(w.NS, m.name)
 			back := ro.Status.Phase == v1alpha1.PhaseFailed || conditions.GetReason(ro, v1alpha1.StalledCondition) == v1alpha1.ReasonRolledBack
-			if !back || fmt.Sprint(w.pods(w.ns, m.name)) != fmt.Sprint(map[string][2]int{"shop:2": {m.pods, m.pods}}) {
+			if !back || fmt.Sprint(w.Pods(w.NS, m.name)) != fmt.Sprint(map[string][2]int{"shop:2": {m.pods, m.pods}}) {
 				return false, nil
 			}
 		}
@@ -121,11 +121,11 @@ func TestLockstepGroupReleasesAsOne(t *testing.T) {
 		if m.name == "db" {
 			want = v1alpha1.ReasonAborted
 		}
-		if n := w.warningEvents(w.ns, m.name, want); n == 0 {
+		if n := w.warningEvents(w.NS, m.name, want); n == 0 {
 			t.Errorf("%s: no %s warning event", m.name, want)
 		}
 	}
-	if msg := w.rollout(w.ns, "api").Status.Message; !strings.Contains(msg, "member db of group shop failed (Aborted)") {
+	if msg := w.Rollout(w.NS, "api").Status.Message; !strings.Contains(msg, "member db of group shop failed (Aborted)") {
 		t.Fatalf("api says %q, want the member that failed named", msg)
 	}
 }
@@ -134,9 +134,9 @@ func TestLockstepGroupReleasesAsOne(t *testing.T) {
 // and is Healthy with no release in progress.
 func (w *world) groupAt(image string) bool {
 	for _, m := range groupMembers {
-		ro := w.rollout(w.ns, m.name)
+		ro := w.Rollout(w.NS, m.name)
 		if ro.Status.Phase != v1alpha1.PhaseHealthy || (ro.Status.CanaryRevision != "" && ro.Status.CanaryRevision != ro.Status.StableRevision) ||
-			fmt.Sprint(w.pods(w.ns, m.name)) != fmt.Sprint(map[string][2]int{image: {m.pods, m.pods}}) {
+			fmt.Sprint(w.Pods(w.NS, m.name)) != fmt.Sprint(map[string][2]int{image: {m.pods, m.pods}}) {
 			return false
 		}
 	}

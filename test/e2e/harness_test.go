@@ -18,13 +18,9 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -33,7 +29,6 @@ import (
 	"github.com/rollgate/rollgate/reconciler/rollout"
 	"github.com/rollgate/rollgate/test/gitserver"
 	"github.com/rollgate/rollgate/test/inproc"
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/test/rig"
@@ -41,19 +36,17 @@ import (
 )
 
 // fluxManager is the field manager Flux's kustomize-controller applies with.
-const fluxManager = "kustomize-controller"
+const fluxManager = rig.FluxManager
 
 // world is a story's namespace (or, for the fleet stories, a cluster of
 // its own), its Git server and its rollgate controller.
 type world struct {
-	t       *testing.T
+	// World's namespace is the story's own: the stories are written for
+	// namespace demo, and its ApplyYAML and InNS move their YAML there.
+	rig.World
 	cluster *kwok.Cluster
-	c       client.Client
 	git     *gitserver.Server
-	// ns is the namespace the story's objects live in. The stories are
-	// written for namespace demo: applyYAML and inNS move their YAML here.
-	ns   string
-	stop func()
+	stop    func()
 	// ctrlOpts are the controller's options (its namespace, webhook
 	// configuration name and scope), kept for a restart.
 	ctrlOpts reconciler.Options
@@ -72,9 +65,9 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	cl := theCluster.get(t)
-	ns := kube.StoryNamespace(t.Name())
-	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}), ns: ns, watchOwn: true, log: &testlog.Buffer{}}
-	w.ensureNamespace(ns)
+	ns := rig.StoryNamespace(t.Name())
+	w := &world{World: rig.World{T: t, C: cl.Client, NS: ns}, cluster: cl, git: gitserver.Start(t, gitserver.Options{}), watchOwn: true, log: &testlog.Buffer{}}
+	w.EnsureNamespace(ns)
 	w.ctrlOpts = controllerOptions(ns, "rollgate-"+ns)
 	w.startController()
 	t.Cleanup(func() {
@@ -96,7 +89,7 @@ func newWorld(t *testing.T) *world {
 			&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: w.ctrlOpts.WebhookConfigName}},
 			&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: w.ctrlOpts.WebhookConfigName}},
 		} {
-			if err := w.c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			if err := w.C.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("cleanup: delete %T %s: %v", o, o.GetName(), err)
 			}
 		}
@@ -117,16 +110,16 @@ func (w *world) deleteNamespace() {
 		return // a story that ended with its controller stopped: releaseNamespace
 	}
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}
-	if err := w.c.Delete(ctx, ns); err != nil {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.NS}}
+	if err := w.C.Delete(ctx, ns); err != nil {
 		if !apierrors.IsNotFound(err) {
-			w.t.Errorf("cleanup: delete namespace %s: %v", w.ns, err)
+			w.T.Errorf("cleanup: delete namespace %s: %v", w.NS, err)
 		}
 		return
 	}
-	err := wait.PollUntilContextTimeout(ctx, kube.Poll, namespaceGoneWithin, true, func(ctx context.Context) (bool, error) {
-		err := w.c.Get(ctx, client.ObjectKeyFromObject(ns), ns)
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	_, err := rig.Wait(ctx, namespaceGoneWithin, "namespace "+w.NS+" gone", func(ctx context.Context) (bool, string, error) {
+		err := w.C.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+		return apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
 	})
 	if err != nil {
 		var why []string
@@ -135,8 +128,8 @@ func (w *world) deleteNamespace() {
 				why = append(why, c.Message)
 			}
 		}
-		w.t.Errorf("cleanup: namespace %s, deleted with its controller running, still there after %s: %s",
-			w.ns, namespaceGoneWithin, strings.Join(why, "; "))
+		w.T.Errorf("cleanup: namespace %s, deleted with its controller running, still there after %s: %s",
+			w.NS, namespaceGoneWithin, strings.Join(why, "; "))
 	}
 }
 
@@ -146,8 +139,8 @@ func (w *world) deleteNamespace() {
 func (w *world) releaseNamespace() {
 	ctx := context.Background()
 	var ros v1alpha1.RolloutList
-	if err := w.c.List(ctx, &ros, client.InNamespace(w.ns)); err != nil {
-		w.t.Errorf("cleanup: list Rollouts: %v", err)
+	if err := w.C.List(ctx, &ros, client.InNamespace(w.NS)); err != nil {
+		w.T.Errorf("cleanup: list Rollouts: %v", err)
 	}
 	for i := range ros.Items {
 		ro := &ros.Items[i]
@@ -156,13 +149,13 @@ func (w *world) releaseNamespace() {
 		}
 		patch := client.MergeFrom(ro.DeepCopy())
 		controllerutil.RemoveFinalizer(ro, rollout.Finalizer)
-		if err := w.c.Patch(ctx, ro, patch); err != nil && !apierrors.IsNotFound(err) {
-			w.t.Errorf("cleanup: remove the finalizer of Rollout %s: %v", ro.Name, err)
+		if err := w.C.Patch(ctx, ro, patch); err != nil && !apierrors.IsNotFound(err) {
+			w.T.Errorf("cleanup: remove the finalizer of Rollout %s: %v", ro.Name, err)
 		}
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}
-	if err := w.c.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
-		w.t.Errorf("cleanup: delete namespace %s: %v", w.ns, err)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.NS}}
+	if err := w.C.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+		w.T.Errorf("cleanup: delete namespace %s: %v", w.NS, err)
 	}
 }
 
@@ -174,9 +167,9 @@ func newWorldWith(t *testing.T, git *gitserver.Server) *world {
 	t.Helper()
 	scheme := rig.NewScheme(t)
 	cl := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
-	w := &world{t: t, cluster: cl, c: cl.Client, git: git, ns: "demo", log: &testlog.Buffer{}}
+	w := &world{World: rig.World{T: t, C: cl.Client, NS: "demo"}, cluster: cl, git: git, log: &testlog.Buffer{}}
 	installCRDs(t, cl.Client)
-	w.ensureNamespace("rollgate-system")
+	w.EnsureNamespace("rollgate-system")
 	w.ctrlOpts = controllerOptions("rollgate-system", "rollgate")
 	w.startController()
 	t.Cleanup(func() {
@@ -188,8 +181,8 @@ func newWorldWith(t *testing.T, git *gitserver.Server) *world {
 
 // installCRDs applies rollgate's CRDs and Gateway API's HTTPRoute.
 func installCRDs(t testing.TB, c client.Client) {
-	kube.ApplyFiles(t, c, filepath.Join(repo.Root(), "charts", "rollgate", "crds"), "e2e")
-	kube.ApplyFiles(t, c, repo.HTTPRouteCRD("standard"), "e2e")
+	rig.ApplyFiles(t, c, filepath.Join(repo.Root(), "charts", "rollgate", "crds"), "e2e")
+	rig.ApplyFiles(t, c, repo.HTTPRouteCRD("standard"), "e2e")
 }
 
 // sharedCluster is the package's kwok cluster, started by the first story
@@ -230,44 +223,6 @@ func (s *sharedCluster) stop() error {
 	return s.cluster.Delete()
 }
 
-func (w *world) ensureNamespace(name string) { kube.EnsureNamespace(w.t, w.c, name) }
-
-// createSecret creates the Secret ns/name holding data.
-func (w *world) createSecret(ns, name string, data map[string][]byte) {
-	w.t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
-	if err := w.c.Create(context.Background(), s); err != nil {
-		w.t.Fatalf("create Secret %s/%s: %v", ns, name, err)
-	}
-}
-
-// applyFiles creates every object in a YAML file or folder and waits for
-// CRDs to be established.
-func (w *world) applyFiles(path string) { kube.ApplyFiles(w.t, w.c, path, "e2e") }
-
-// decode decodes docs, moved to the story's namespace (inNS).
-func (w *world) decode(docs string) []*unstructured.Unstructured {
-	return kube.Decode(w.t, w.inNS(docs))
-}
-
-// apply server-side applies obj as fieldManager, the way Flux applies a
-// Git change.
-func (w *world) apply(obj *unstructured.Unstructured, fieldManager string) {
-	w.t.Helper()
-	kube.Apply(w.t, w.c, obj, fieldManager)
-}
-
-// applyYAML applies every document of docs as Flux would, moved from
-// namespace demo to the story's (inNS).
-func (w *world) applyYAML(docs string) {
-	w.t.Helper()
-	kube.ApplyYAML(w.t, w.c, w.inNS(docs), fluxManager)
-}
-
-// inNS moves docs, written for namespace demo, to the story's namespace:
-// what the stories apply and what they commit to Git.
-func (w *world) inNS(docs string) string { return kube.InNamespace(docs, w.ns) }
-
 // controllerOptions are the options of a story's controller in namespace
 // ns, registering its webhooks as webhookConfig.
 func controllerOptions(ns, webhookConfig string) reconciler.Options {
@@ -277,8 +232,8 @@ func controllerOptions(ns, webhookConfig string) reconciler.Options {
 // startController runs the controller in-process against the cluster,
 // registering its webhook with a loopback URL.
 func (w *world) startController() {
-	w.t.Helper()
-	w.stop = inproc.Start(w.t, w.cluster.RESTConfig, w.c, reconciler.ManagerOptions{
+	w.T.Helper()
+	w.stop = inproc.Start(w.T, w.cluster.RESTConfig, w.C, reconciler.ManagerOptions{
 		// A restarted controller registers the same controller name again
 		// in this process' metrics registry.
 		Restartable:       true,
@@ -293,64 +248,6 @@ func (w *world) stopController() {
 	}
 }
 
-// eventually polls cond until it holds or timeout passes, and logs how
-// long it took.
-func (w *world) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	w.t.Helper()
-	start := time.Now()
-	kube.Eventually(w.t, timeout, what, cond)
-	w.t.Logf("%s: after %s", what, time.Since(start).Round(100*time.Millisecond))
-}
-
-// holds checks that check passes for d, from now on (see kube.Holds).
-func (w *world) holds(d time.Duration, what string, check func(ctx context.Context) error) {
-	w.t.Helper()
-	kube.Holds(w.t, d, what, check)
-}
-
-// rollout reads a Rollout.
-func (w *world) rollout(ns, name string) *v1alpha1.Rollout {
-	ro := &v1alpha1.Rollout{}
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ro); err != nil {
-		w.t.Fatal(err)
-	}
-	return ro
-}
-
-// update reads obj afresh, changes it with mutate and writes it back,
-// again on a conflict: the controller writes the status of the same
-// objects meanwhile, and a user's kubectl edit retries the same way.
-func (w *world) update(obj client.Object, mutate func()) {
-	w.t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		if err := w.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		mutate()
-		return w.c.Update(context.Background(), obj)
-	})
-	if err != nil {
-		w.t.Fatalf("updating %s: %v", client.ObjectKeyFromObject(obj), err)
-	}
-}
-
-// pods counts the pods of a Deployment by image: ready and total.
-func (w *world) pods(ns, app string) map[string][2]int {
-	out, err := kube.PodsByImage(context.Background(), w.c, ns, app)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return out
-}
-
-func (w *world) deployment(ns, name string) *appsv1.Deployment {
-	d := &appsv1.Deployment{}
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
-		w.t.Fatal(err)
-	}
-	return d
-}
-
 // givenAppFromGit is the start of the Git stories: Git repository "app"
 // holds rolloutYAML at apps/echoserver/rollout.yaml; the Repository
 // app-repo (its spec extended by repoSpec, a flow-map fragment such as
@@ -361,12 +258,12 @@ func (w *world) deployment(ns, name string) *appsv1.Deployment {
 // Repository app-repo for it (appRepository, with spec); it returns the
 // repository's URL.
 func (w *world) givenRepository(files map[string]string, spec string) string {
-	w.t.Helper()
+	w.T.Helper()
 	url, err := w.git.CreateRepo("app", files)
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
-	w.applyYAML(appRepository(url, spec))
+	w.ApplyYAML(appRepository(url, spec))
 	return url
 }
 
@@ -386,13 +283,13 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}%s}
 }
 
 func (w *world) givenAppFromGit(rolloutYAML, repoSpec string) {
-	w.t.Helper()
-	w.givenRepository(map[string]string{"apps/echoserver/rollout.yaml": w.inNS(rolloutYAML)}, repoSpec)
-	w.applyYAML(echoApp("echo:1.0"))
-	w.applyYAML(rolloutYAML)
-	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
-		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
-			conditions.IsReady(ro) && w.deployment(w.ns, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+	w.T.Helper()
+	w.givenRepository(map[string]string{"apps/echoserver/rollout.yaml": w.InNS(rolloutYAML)}, repoSpec)
+	w.ApplyYAML(echoApp("echo:1.0"))
+	w.ApplyYAML(rolloutYAML)
+	w.Eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
+		return w.Pods(w.NS, "echoserver")["echo:1.0"] == [2]int{5, 5} && ro.Status.Phase == v1alpha1.PhaseHealthy &&
+			conditions.IsReady(ro) && w.Deployment(w.NS, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
 	})
 }

@@ -123,39 +123,39 @@ func TestHooksGateTheSteps(t *testing.T) {
 	hooks.answer("/broken", hookReply{500, `{"error": "load test failed"}`})
 	hooks.answer("/rollback", hookReply{200, `{}`})
 
-	w.applyYAML(echoApp("echo:1.0"))
-	w.applyYAML(hookedRollout(hooks.URL, "/before"))
-	w.eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
-		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(w.rollout(w.ns, "echoserver")), nil
+	w.ApplyYAML(echoApp("echo:1.0"))
+	w.ApplyYAML(hookedRollout(hooks.URL, "/before"))
+	w.Eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
+		return w.Pods(w.NS, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(w.Rollout(w.NS, "echoserver")), nil
 	})
 
 	// v2: the before hook says no once, then yes.
-	w.applyYAML(echoApp("echo:2.0"))
-	w.eventually(30*time.Second, "the before hook asked", func(ctx context.Context) (bool, error) {
+	w.ApplyYAML(echoApp("echo:2.0"))
+	w.Eventually(30*time.Second, "the before hook asked", func(ctx context.Context) (bool, error) {
 		return len(hooks.callsTo("/before")) >= 1, nil
 	})
-	if n := w.pods(w.ns, "echoserver")["echo:2.0"][1]; n > 0 && len(hooks.callsTo("/before")) < 2 {
+	if n := w.Pods(w.NS, "echoserver")["echo:2.0"][1]; n > 0 && len(hooks.callsTo("/before")) < 2 {
 		t.Fatalf("%d pods of echo:2.0 before the before hook said yes", n)
 	}
-	w.eventually(60*time.Second, "step 1's pod up after the before hook's yes", func(ctx context.Context) (bool, error) {
-		return w.pods(w.ns, "echoserver")["echo:2.0"] == [2]int{1, 1}, nil
+	w.Eventually(60*time.Second, "step 1's pod up after the before hook's yes", func(ctx context.Context) (bool, error) {
+		return w.Pods(w.NS, "echoserver")["echo:2.0"] == [2]int{1, 1}, nil
 	})
 	before := hooks.callsTo("/before")
 	if len(before) != 2 {
 		t.Errorf("before hook called %d times, want 2 (a 503, then 200)", len(before))
 	}
-	if p := before[0].Payload; p["point"] != "Before" || p["step"] != float64(1) || p["name"] != "echoserver" || p["namespace"] != w.ns {
+	if p := before[0].Payload; p["point"] != "Before" || p["step"] != float64(1) || p["name"] != "echoserver" || p["namespace"] != w.NS {
 		t.Errorf("before hook's payload %v", p)
 	}
 
 	// Step 1 done: the confirm hook holds it until approved.
-	w.eventually(60*time.Second, "waiting for the sign-off", func(ctx context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
+	w.Eventually(60*time.Second, "waiting for the sign-off", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
 		return conditions.GetReason(ro, v1alpha1.ProgressingCondition) == v1alpha1.ReasonWaitingForHook &&
 			strings.Contains(ro.Status.Message, `hook "sign-off" (after the step) waits for confirmation`), nil
 	})
-	w.holds(3*time.Second, "step 1 held by the confirm hook", func(ctx context.Context) error {
-		if got := w.pods(w.ns, "echoserver")["echo:2.0"]; got[1] != 1 {
+	w.Holds(3*time.Second, "step 1 held by the confirm hook", func(ctx context.Context) error {
+		if got := w.Pods(w.NS, "echoserver")["echo:2.0"]; got[1] != 1 {
 			return fmt.Errorf("echo:2.0 pods %v while the sign-off says no", got)
 		}
 		return nil
@@ -165,28 +165,28 @@ func TestHooksGateTheSteps(t *testing.T) {
 		t.Errorf("confirm hook asked %d times in 3 s at a 1 s interval", asked)
 	}
 	hooks.answer("/sign-off", hookReply{200, `{"approved": true}`})
-	w.eventually(90*time.Second, "v2 released", func(ctx context.Context) (bool, error) {
-		return conditions.IsReady(w.rollout(w.ns, "echoserver")) && w.pods(w.ns, "echoserver")["echo:2.0"] == [2]int{5, 5}, nil
+	w.Eventually(90*time.Second, "v2 released", func(ctx context.Context) (bool, error) {
+		return conditions.IsReady(w.Rollout(w.NS, "echoserver")) && w.Pods(w.NS, "echoserver")["echo:2.0"] == [2]int{5, 5}, nil
 	})
 
 	// v3: a before hook that keeps failing fails the release.
-	w.applyYAML(hookedRollout(hooks.URL, "/broken"))
-	w.applyYAML(echoApp("echo:3.0"))
+	w.ApplyYAML(hookedRollout(hooks.URL, "/broken"))
+	w.ApplyYAML(echoApp("echo:3.0"))
 	var ro *v1alpha1.Rollout
-	w.eventually(60*time.Second, "v3 failed by its before hook", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(60*time.Second, "v3 failed by its before hook", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.Phase == v1alpha1.PhaseFailed && conditions.GetReason(ro, v1alpha1.StalledCondition) == v1alpha1.ReasonHookFailed, nil
 	})
 	if !strings.Contains(ro.Status.Message, `hook "load-test" (before the step) answered no after 3 calls: HTTP 500`) {
 		t.Errorf("message %q", ro.Status.Message)
 	}
-	if got := w.pods(w.ns, "echoserver"); got["echo:3.0"][1] != 0 || got["echo:2.0"] != [2]int{5, 5} {
+	if got := w.Pods(w.NS, "echoserver"); got["echo:3.0"][1] != 0 || got["echo:2.0"] != [2]int{5, 5} {
 		t.Errorf("pods %v after the failed before hook, want echo:2.0 only", got)
 	}
-	w.eventually(30*time.Second, "the onRollback hook called", func(ctx context.Context) (bool, error) {
+	w.Eventually(30*time.Second, "the onRollback hook called", func(ctx context.Context) (bool, error) {
 		return len(hooks.callsTo("/rollback")) == 1, nil
 	})
-	w.holds(3*time.Second, "the onRollback hook called once", func(ctx context.Context) error {
+	w.Holds(3*time.Second, "the onRollback hook called once", func(ctx context.Context) error {
 		if n := len(hooks.callsTo("/rollback")); n != 1 {
 			return fmt.Errorf("onRollback called %d times", n)
 		}

@@ -130,7 +130,7 @@ func (s *secretWatch) Write(p []byte) (int, error) {
 func startNotifier(t *testing.T, w *world, log io.Writer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := notify.NewManager(ctx, w.cluster.RESTConfig, notify.ManagerOptions{
-		Namespace: w.ns, ConfigMap: "rollgate-notifications", Secret: "rollgate-notifications",
+		Namespace: w.NS, ConfigMap: "rollgate-notifications", Secret: "rollgate-notifications",
 		WatchOwnNamespace: true, Logger: zap.New(zap.UseDevMode(true), zap.WriteTo(log)),
 	})
 	if err != nil {
@@ -178,8 +178,8 @@ func TestNotificationsTellWhereTheReleaseStands(t *testing.T) {
 	}))
 	t.Cleanup(busy.Close)
 
-	w.createSecret(w.ns, "rollgate-notifications", map[string][]byte{"token": []byte(token)})
-	w.applyYAML(fmt.Sprintf(`
+	w.CreateSecret(w.NS, "rollgate-notifications", map[string][]byte{"token": []byte(token)})
+	w.ApplyYAML(fmt.Sprintf(`
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: rollgate-notifications, namespace: demo}
@@ -200,23 +200,23 @@ data:
       triggers: [on-release-started, on-gate-waiting, on-step-done, on-analysis-failed, on-rolled-back, on-released]
 `, hook.URL, closed, smtpPort, busy.URL))
 
-	w.applyYAML(echoApp("echo:1.0"))
-	w.applyYAML(rig.Rollout{Name: "echoserver", Namespace: "demo", WithoutTraffic: true,
+	w.ApplyYAML(echoApp("echo:1.0"))
+	w.ApplyYAML(rig.Rollout{Name: "echoserver", Namespace: "demo", WithoutTraffic: true,
 		Annotations: `{"notifications.argoproj.io/subscribe.on-gate-waiting.email": "ops@example.com", "notifications.argoproj.io/subscribe.on-released.down": "", "notifications.argoproj.io/subscribe.on-released.busy": ""}`,
 		Steps:       []string{`{replicas: 1, pause: {}}`, `{replicas: "100%"}`}}.YAML())
-	w.eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
-		return conditions.IsReady(w.rollout(w.ns, "echoserver")), nil
+	w.Eventually(60*time.Second, "v1 running", func(ctx context.Context) (bool, error) {
+		return conditions.IsReady(w.Rollout(w.NS, "echoserver")), nil
 	})
 
 	// v2 through its gate.
-	w.applyYAML(echoApp("echo:2.0"))
+	w.ApplyYAML(echoApp("echo:2.0"))
 	var ro *v1alpha1.Rollout
-	w.eventually(60*time.Second, "step 1 at its gate", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(60*time.Second, "step 1 at its gate", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil, nil
 	})
 	v2 := ro.Status.CanaryRevision
-	w.eventually(30*time.Second, "the gate told by webhook and email", func(ctx context.Context) (bool, error) {
+	w.Eventually(30*time.Second, "the gate told by webhook and email", func(ctx context.Context) (bool, error) {
 		bodies, _ := recv.got()
 		return len(bodies) >= 2 && len(box.got()) >= 1, nil
 	})
@@ -226,39 +226,39 @@ data:
 		t.Fatalf("the gate's email does not parse: %v\n%s", err, m.data)
 	}
 	if subject := msg.Header.Get("Subject"); m.from != "rollgate@example.com" || len(m.to) != 1 || m.to[0] != "ops@example.com" ||
-		subject != "[rollgate] "+w.ns+"/echoserver: step 1 of "+v2+" waits for approval" {
+		subject != "[rollgate] "+w.NS+"/echoserver: step 1 of "+v2+" waits for approval" {
 		t.Errorf("the gate's email: from %q to %v, subject %q", m.from, m.to, subject)
 	}
-	w.update(ro, func() {
+	w.Update(ro, func() {
 		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: v2, Step: 1})
 	})
-	w.eventually(60*time.Second, "v2 released", func(ctx context.Context) (bool, error) {
-		st := w.rollout(w.ns, "echoserver").Status
+	w.Eventually(60*time.Second, "v2 released", func(ctx context.Context) (bool, error) {
+		st := w.Rollout(w.NS, "echoserver").Status
 		return st.Phase == v1alpha1.PhaseHealthy && st.StableRevision == v2, nil
 	})
-	w.eventually(60*time.Second, "the release told, and the dead and the rate-limiting services' failures on the Rollout", func(ctx context.Context) (bool, error) {
+	w.Eventually(60*time.Second, "the release told, and the dead and the rate-limiting services' failures on the Rollout", func(ctx context.Context) (bool, error) {
 		bodies, _ := recv.got()
-		return len(bodies) >= 4 && w.warningEvents(w.ns, "echoserver", notify.ReasonNotificationFailed) >= 2, nil
+		return len(bodies) >= 4 && w.warningEvents(w.NS, "echoserver", notify.ReasonNotificationFailed) >= 2, nil
 	})
 
 	// v3, aborted at its gate.
-	w.applyYAML(echoApp("echo:3.0"))
-	w.eventually(60*time.Second, "v3 at its gate", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.ApplyYAML(echoApp("echo:3.0"))
+	w.Eventually(60*time.Second, "v3 at its gate", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.CanaryRevision != v2, nil
 	})
 	v3 := ro.Status.CanaryRevision
-	w.update(ro, func() { ro.Spec.Abort = &v1alpha1.RevisionRequest{Revision: v3, Reason: "bad latency"} })
-	w.eventually(60*time.Second, "v3 rolled back and told", func(ctx context.Context) (bool, error) {
+	w.Update(ro, func() { ro.Spec.Abort = &v1alpha1.RevisionRequest{Revision: v3, Reason: "bad latency"} })
+	w.Eventually(60*time.Second, "v3 rolled back and told", func(ctx context.Context) (bool, error) {
 		bodies, _ := recv.got()
-		st := w.rollout(w.ns, "echoserver").Status
+		st := w.Rollout(w.NS, "echoserver").Status
 		return len(bodies) >= 7 && st.Phase == v1alpha1.PhaseFailed && st.CanaryReplicas == 0, nil
 	})
 	// Whatever else would come, comes within the send timeout's retries.
 	time.Sleep(3 * time.Second)
 
 	bodies, auth := recv.got()
-	p := w.ns + "/echoserver: "
+	p := w.NS + "/echoserver: "
 	want := []string{
 		p + "the release of " + v2 + " started (2 steps).",
 		p + "step 1 of 2 of " + v2 + " waits for approval.",
@@ -287,7 +287,7 @@ data:
 		t.Errorf("%d emails, want 2 (one per gate)", n)
 	}
 	var events corev1.EventList
-	if err := w.c.List(context.Background(), &events, client.InNamespace(w.ns)); err != nil {
+	if err := w.C.List(context.Background(), &events, client.InNamespace(w.NS)); err != nil {
 		t.Fatal(err)
 	}
 	failed := 0

@@ -70,7 +70,7 @@ func scaledStory(s *kindStory) {
 
 	// When the approval is merged: step 2 runs half of the 6 pods, then all.
 	s.k.replicas = 6
-	s.applyYAML(s.rolloutYAML(approvalItem(canary, 1)))
+	s.ApplyYAML(s.rolloutYAML(approvalItem(canary, 1)))
 	ro = s.healthy(webV2, v1alpha1.ReasonSucceeded)
 	if got := s.replicas(); got != 6 {
 		t.Errorf("the release ended with %d replicas, want the 6 the autoscaler set", got)
@@ -93,7 +93,7 @@ func scaledStory(s *kindStory) {
 func (s *kindStory) scaleTo(replicas int32) {
 	s.t.Helper()
 	sc := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: replicas}}
-	if err := s.c.SubResource("scale").Update(context.Background(), s.workload(), client.WithSubResourceBody(sc)); err != nil {
+	if err := s.C.SubResource("scale").Update(context.Background(), s.workload(), client.WithSubResourceBody(sc)); err != nil {
 		s.t.Fatalf("scale to %d: %v", replicas, err)
 	}
 	s.t.Logf("scaled to %d", replicas)
@@ -115,7 +115,7 @@ func (s *kindStory) liveReplicas() (int32, error) {
 	if s.k.kind == "StatefulSet" {
 		obj = &appsv1.StatefulSet{}
 	}
-	if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: "web"}, obj); err != nil {
+	if err := s.C.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: "web"}, obj); err != nil {
 		return 0, err
 	}
 	switch o := obj.(type) {
@@ -138,7 +138,7 @@ func (s *kindStory) atScaledGate(replicas int32) {
 		old = replicas // the canary Deployment runs beside every stable pod
 	}
 	s.until(90*time.Second, fmt.Sprintf("step 1 at %d replicas: %d new pods, %d old", replicas, n, old), func() (bool, string) {
-		ro, pods := s.rollout(s.ns, "web"), s.census("")
+		ro, pods := s.Rollout(s.ns, "web"), s.census("")
 		return ro.Status.CurrentStepIndex == 1 && ro.Status.AwaitingApproval != nil &&
 				pods.count(webV2) == allReady(n) && pods.count(webV1) == allReady(old) && len(pods) == int(n+old),
 			fmt.Sprintf("%s, pods %v", releasePosition(&ro.Status), pods)
@@ -181,14 +181,14 @@ func (s *kindStory) sampleScaled() *scaledSampler {
 			case <-tick.C:
 			}
 			var ro v1alpha1.Rollout
-			if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: "web"}, &ro); err != nil {
+			if err := s.C.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: "web"}, &ro); err != nil {
 				continue
 			}
 			replicas, err := s.liveReplicas()
 			if err != nil {
 				continue
 			}
-			pods, err := listPodCensus(s.c, s.ns, "")
+			pods, err := listPodCensus(s.C, s.ns, "")
 			if err != nil {
 				continue
 			}

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // TestNamespacedControllerLeavesOtherNamespacesAlone: a controller
@@ -28,22 +28,22 @@ import (
 func TestNamespacedControllerLeavesOtherNamespacesAlone(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	other := w.ns + "-other"
-	kube.EnsureNamespace(t, w.c, other)
+	other := w.NS + "-other"
+	rig.EnsureNamespace(t, w.C, other)
 	t.Cleanup(func() {
-		if err := w.c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}); err != nil && !apierrors.IsNotFound(err) {
+		if err := w.C.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("delete namespace %s: %v", other, err)
 		}
 	})
-	applyIn := func(ns, docs string) { kube.ApplyYAML(t, w.c, kube.InNamespace(docs, ns), fluxManager) }
+	applyIn := func(ns, docs string) { rig.ApplyYAML(t, w.C, rig.InNamespace(docs, ns), fluxManager) }
 
-	for _, ns := range []string{w.ns, other} {
+	for _, ns := range []string{w.NS, other} {
 		applyIn(ns, echoApp("echo:v1"))
 		applyIn(ns, plainRollout("echoserver"))
 	}
-	w.eventually(60*time.Second, "v1 running in both namespaces, the own Rollout Ready", func(context.Context) (bool, error) {
-		return w.pods(w.ns, "echoserver")["echo:v1"] == [2]int{5, 5} && w.pods(other, "echoserver")["echo:v1"] == [2]int{5, 5} &&
-			condition(w.rollout(w.ns, "echoserver"), v1alpha1.ReadyCondition).Status == metav1.ConditionTrue, nil
+	w.Eventually(60*time.Second, "v1 running in both namespaces, the own Rollout Ready", func(context.Context) (bool, error) {
+		return w.Pods(w.NS, "echoserver")["echo:v1"] == [2]int{5, 5} && w.Pods(other, "echoserver")["echo:v1"] == [2]int{5, 5} &&
+			condition(w.Rollout(w.NS, "echoserver"), v1alpha1.ReadyCondition).Status == metav1.ConditionTrue, nil
 	})
 
 	{
@@ -51,7 +51,7 @@ func TestNamespacedControllerLeavesOtherNamespacesAlone(t *testing.T) {
 		var m admissionregistrationv1.MutatingWebhookConfiguration
 		var v admissionregistrationv1.ValidatingWebhookConfiguration
 		for _, o := range []client.Object{&m, &v} {
-			if err := w.c.Get(context.Background(), client.ObjectKey{Name: name}, o); err != nil {
+			if err := w.C.Get(context.Background(), client.ObjectKey{Name: name}, o); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -67,29 +67,29 @@ func TestNamespacedControllerLeavesOtherNamespacesAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.Matches(namespaceLabels(other)) || !s.Matches(namespaceLabels(w.ns)) {
-				t.Errorf("webhook configuration %s: namespaceSelector %v does not send %s alone", name, sel, w.ns)
+			if s.Matches(namespaceLabels(other)) || !s.Matches(namespaceLabels(w.NS)) {
+				t.Errorf("webhook configuration %s: namespaceSelector %v does not send %s alone", name, sel, w.NS)
 			}
 		}
 	}
 
-	for _, ns := range []string{w.ns, other} {
+	for _, ns := range []string{w.NS, other} {
 		applyIn(ns, echoApp("echo:v2"))
 	}
-	w.eventually(60*time.Second, "v2 everywhere in the other namespace; step 1 at home", func(context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
-		return w.pods(other, "echoserver")["echo:v2"] == [2]int{5, 5} && w.pods(other, "echoserver")["echo:v1"][1] == 0 &&
+	w.Eventually(60*time.Second, "v2 everywhere in the other namespace; step 1 at home", func(context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
+		return w.Pods(other, "echoserver")["echo:v2"] == [2]int{5, 5} && w.Pods(other, "echoserver")["echo:v1"][1] == 0 &&
 			ro.Status.CurrentStepIndex == 1 && ro.Status.AwaitingApproval != nil, nil
 	})
-	w.holds(3*time.Second, "the other namespace untouched", func(context.Context) error {
-		ro := w.rollout(other, "echoserver")
+	w.Holds(3*time.Second, "the other namespace untouched", func(context.Context) error {
+		ro := w.Rollout(other, "echoserver")
 		if len(ro.Finalizers) > 0 || ro.Status.Phase != "" || len(ro.Status.Conditions) > 0 || ro.Status.ObservedGeneration != 0 {
 			return fmt.Errorf("Rollout %s/echoserver was reconciled: finalizers %v, status %+v", other, ro.Finalizers, ro.Status)
 		}
-		if d := w.deployment(other, "echoserver"); d.Labels[v1alpha1.LabelControlled] != "" || d.Spec.Paused {
+		if d := w.Deployment(other, "echoserver"); d.Labels[v1alpha1.LabelControlled] != "" || d.Spec.Paused {
 			return fmt.Errorf("Deployment %s/echoserver was taken over: labels %v, paused %v", other, d.Labels, d.Spec.Paused)
 		}
-		if n := w.pods(w.ns, "echoserver")["echo:v2"][1]; n != 1 {
+		if n := w.Pods(w.NS, "echoserver")["echo:v2"][1]; n != 1 {
 			return fmt.Errorf("own namespace: %d pods of v2 at step 1, want 1", n)
 		}
 		return nil

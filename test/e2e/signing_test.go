@@ -29,8 +29,8 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 	w := newWorld(t)
 	private, public := gitserver.OpenPGPKeyPair(t, "rollgate-e2e")
 	for name, key := range map[string][]byte{"signing-key": private, "broken-key": []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----\nnot a key\n")} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Data: map[string][]byte{"git.asc": key}}
-		if err := w.c.Create(context.Background(), s); err != nil {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.NS, Name: name}, Data: map[string][]byte{"git.asc": key}}
+		if err := w.C.Create(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,10 +38,10 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 
 	// When a release reaches its gate, the approval branch and the status
 	// branch that shows the gate are signed by the Repository's key.
-	w.applyYAML(echoApp("echo:2.0"))
+	w.ApplyYAML(echoApp("echo:2.0"))
 	var ro *v1alpha1.Rollout
-	w.eventually(90*time.Second, "step 1 waiting for approval, in Git", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(90*time.Second, "step 1 waiting for approval, in Git", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.AwaitingApproval.Branch != "" &&
 			conditions.IsTrue(ro, v1alpha1.GitSyncedCondition), nil
 	})
@@ -58,10 +58,10 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 
 	// When the key cannot be used, nothing more is pushed, and the
 	// Repository and the Rollout say why.
-	r := w.repository(w.ns, "app-repo")
-	w.update(r, func() { r.Spec.Commit.SigningKeyRef.Name = "broken-key" })
-	w.eventually(30*time.Second, "the Repository not Ready, naming the signing key", func(ctx context.Context) (bool, error) {
-		c := conditions.Get(w.repository(w.ns, "app-repo"), v1alpha1.ReadyCondition)
+	r := w.repository(w.NS, "app-repo")
+	w.Update(r, func() { r.Spec.Commit.SigningKeyRef.Name = "broken-key" })
+	w.Eventually(30*time.Second, "the Repository not Ready, naming the signing key", func(ctx context.Context) (bool, error) {
+		c := conditions.Get(w.repository(w.NS, "app-repo"), v1alpha1.ReadyCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "spec.commit.signingKeyRef"), nil
 	})
 	// A state the writer held before it saw the change may still have been
@@ -70,25 +70,25 @@ func TestCommitsAreSignedWithTheRepositoryKey(t *testing.T) {
 	if _, err := statusHead.Verify(public); err != nil {
 		t.Fatalf("the head of the status branch when the key changed (%s) is not signed by the Repository's key: %v", statusHead.Hash, err)
 	}
-	msg := conditions.GetMessage(w.repository(w.ns, "app-repo"), v1alpha1.ReadyCondition)
+	msg := conditions.GetMessage(w.repository(w.NS, "app-repo"), v1alpha1.ReadyCondition)
 	if strings.Contains(msg, "not a key") || strings.Contains(msg, "BEGIN PGP") {
 		t.Fatalf("the Repository's status quotes the key: %q", msg)
 	}
 	// The release goes on in the cluster (approve it there); Git gets no
 	// unsigned commit meanwhile.
-	ro = w.rollout(w.ns, "echoserver")
-	w.update(ro, func() {
+	ro = w.Rollout(w.NS, "echoserver")
+	w.Update(ro, func() {
 		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
 	})
-	w.eventually(60*time.Second, "step 1 approved", func(ctx context.Context) (bool, error) {
-		return w.rollout(w.ns, "echoserver").Status.CurrentStepIndex >= 2, nil
+	w.Eventually(60*time.Second, "step 1 approved", func(ctx context.Context) (bool, error) {
+		return w.Rollout(w.NS, "echoserver").Status.CurrentStepIndex >= 2, nil
 	})
-	w.eventually(30*time.Second, "GitSynced=False naming the key", func(ctx context.Context) (bool, error) {
-		c := conditions.Get(w.rollout(w.ns, "echoserver"), v1alpha1.GitSyncedCondition)
+	w.Eventually(30*time.Second, "GitSynced=False naming the key", func(ctx context.Context) (bool, error) {
+		c := conditions.Get(w.Rollout(w.NS, "echoserver"), v1alpha1.GitSyncedCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "signingKeyRef"), nil
 	})
 	// Three status windows: nothing may be written meanwhile.
-	w.holds(3*time.Second, "the status branch with an unusable signing key", func(ctx context.Context) error {
+	w.Holds(3*time.Second, "the status branch with an unusable signing key", func(ctx context.Context) error {
 		if h := headCommit(t, bare, gitsync.DefaultStatusBranch).Hash; h != statusHead.Hash {
 			return fmt.Errorf("rollgate pushed %s to the status branch with an unusable signing key", h)
 		}

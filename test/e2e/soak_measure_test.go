@@ -45,8 +45,8 @@ type memSample struct {
 // observeApprovals measures spec.approvals in Git's main after a change
 // there, and checks it against its bound.
 func (s *soak) observeApprovals(what string) {
-	s.t.Helper()
-	as, err := gitsync.ApprovalsIn([]byte(s.readGit(soakRolloutPath)), s.ns, "echoserver")
+	s.T.Helper()
+	as, err := gitsync.ApprovalsIn([]byte(s.readGit(soakRolloutPath)), s.NS, "echoserver")
 	if err != nil {
 		s.broke("%s: spec.approvals in Git unreadable: %v", what, err)
 		return
@@ -62,11 +62,11 @@ func (s *soak) observeApprovals(what string) {
 // approvals than Git may, obsolete approval branches are gone; and
 // measures the status file.
 func (s *soak) check(i int) {
-	s.t.Helper()
+	s.T.Helper()
 	if d := s.readGit(soakDeploymentPath); !strings.Contains(d, "image: "+s.stable+"\n") {
 		s.broke("Git's main declares\n%s\nwant image %s", d, s.stable)
 	}
-	if n := len(s.rollout(s.ns, "echoserver").Spec.Approvals); n > soakApprovalsBound {
+	if n := len(s.Rollout(s.NS, "echoserver").Spec.Approvals); n > soakApprovalsBound {
 		s.broke("the Rollout in the cluster holds %d approvals, more than %d", n, soakApprovalsBound)
 	}
 	approve := s.branches(gitsync.ApprovalBranchPrefix)
@@ -75,7 +75,7 @@ func (s *soak) check(i int) {
 		s.broke("%d approval branches on the Git server, more than the %d gates of a release: %v", len(approve), soakGates, approve)
 	}
 	s.figures.revertBranches = len(s.branches("rollgate/revert/"))
-	file, err := s.git.ReadFile("app", "rollgate/status", s.ns+"/echoserver.yaml")
+	file, err := s.git.ReadFile("app", "rollgate/status", s.NS+"/echoserver.yaml")
 	if err != nil {
 		s.broke("status file: %v", err)
 		return
@@ -91,7 +91,7 @@ func (s *soak) check(i int) {
 // gate is the only one on the Git server: every earlier one, merged or
 // not, is gone.
 func (s *soak) checkApproveBranches(branch string) {
-	s.t.Helper()
+	s.T.Helper()
 	var got []string
 	if !s.settles(5*time.Second, func() bool {
 		got = s.branches(gitsync.ApprovalBranchPrefix)
@@ -103,11 +103,11 @@ func (s *soak) checkApproveBranches(branch string) {
 
 // gitCLI runs git on the story's bare repository on the server.
 func (s *soak) gitCLI(args ...string) string {
-	s.t.Helper()
+	s.T.Helper()
 	cmd := exec.Command("git", append([]string{"--git-dir", filepath.Join(s.git.Root, "app.git")}, args...)...)
 	out, err := cmd.Output()
 	if err != nil {
-		s.t.Fatalf("git %v: %v", args, err)
+		s.T.Fatalf("git %v: %v", args, err)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -129,7 +129,7 @@ func (s *soak) commits(branch string) int {
 	}
 	var n int
 	if _, err := fmt.Sscan(s.gitCLI("rev-list", "--count", branch), &n); err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
 	return n
 }
@@ -155,7 +155,7 @@ func (s *soak) progress(i int) {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	s.t.Logf("SOAK at release %d after %v: refusals %d, invariant breaks %d, largest spec.approvals %d, restarts %d, heap in use %.1f MiB, RSS %.1f MiB",
+	s.T.Logf("SOAK at release %d after %v: refusals %d, invariant breaks %d, largest spec.approvals %d, restarts %d, heap in use %.1f MiB, RSS %.1f MiB",
 		i, time.Since(s.started).Round(time.Second), len(s.refusals), len(s.breaks), s.figures.maxApprovals, s.restarts,
 		float64(m.HeapInuse)/(1<<20), float64(rss())/(1<<20))
 }
@@ -200,7 +200,7 @@ func (s *soak) report() {
 	for _, d := range s.perRelease {
 		total += d
 	}
-	logf := func(format string, args ...any) { s.t.Logf("SOAK "+format, args...) }
+	logf := func(format string, args ...any) { s.T.Logf("SOAK "+format, args...) }
 	logf("seed %d: releases completed %d of %d (%d aborted at a gate and reverted); controller restarts %d",
 		s.seed, s.completed, s.planned, s.aborted, s.restarts)
 	logf("refusals by the API server %d; invariant breaks %d", len(s.refusals), len(s.breaks))

@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/rig"
 )
 
@@ -128,10 +126,10 @@ func soakEnv(t *testing.T, name string, def int) int {
 // given starts the story: Git holds the Rollout and the app (Deployment,
 // Service, HTTPRoute) at echo:1.0, both applied, v1 Healthy.
 func (s *soak) given() {
-	s.t.Helper()
+	s.T.Helper()
 	s.givenAppFromGit(soakRollout, "")
-	if _, err := s.git.Commit("app", "main", "Add the echoserver app", map[string]string{soakDeploymentPath: s.inNS(echoApp(s.stable))}); err != nil {
-		s.t.Fatal(err)
+	if _, err := s.git.Commit("app", "main", "Add the echoserver app", map[string]string{soakDeploymentPath: s.InNS(echoApp(s.stable))}); err != nil {
+		s.T.Fatal(err)
 	}
 	s.sync("the app added to Git")
 	s.figures.baseMain, s.figures.baseStatus = s.commits("main"), s.commits("rollgate/status")
@@ -142,14 +140,14 @@ func (s *soak) given() {
 // approvals (the new image released) or, when fail, an abort at a gate
 // picked at random and the revert (the stable image back).
 func (s *soak) release(i int, fail bool) {
-	s.t.Helper()
+	s.T.Helper()
 	s.current = i
 	start := time.Now()
 	image := fmt.Sprintf("echo:1.%d", i)
 	manifest := s.readGit(soakRolloutPath)
 	// The user drops a past abort from the Rollout with the next bump.
 	s.commit(fmt.Sprintf("Bump echoserver to %s", image), map[string]string{
-		soakDeploymentPath: s.inNS(echoApp(image)),
+		soakDeploymentPath: s.InNS(echoApp(image)),
 		soakRolloutPath:    withoutAbort(manifest),
 	})
 	s.maybeRestart("after the image bump")
@@ -168,7 +166,7 @@ func (s *soak) release(i int, fail bool) {
 			return
 		}
 		if _, err := s.git.Merge("app", "main", ro.Status.AwaitingApproval.Branch, fmt.Sprintf("Merge approval of echoserver %s step %d", image, step)); err != nil {
-			s.t.Fatalf("release %d: merging the approval of step %d: %v", i, step, err)
+			s.T.Fatalf("release %d: merging the approval of step %d: %v", i, step, err)
 		}
 		s.sync(fmt.Sprintf("approval of step %d merged", step))
 		s.maybeRestart(fmt.Sprintf("after the merge of gate %d", step))
@@ -182,23 +180,23 @@ func (s *soak) release(i int, fail bool) {
 // branch pushed, and checks the pods it holds: soakGatePods[step] of the
 // new image, the others of the stable one.
 func (s *soak) gate(step int, image string) *v1alpha1.Rollout {
-	s.t.Helper()
+	s.T.Helper()
 	var ro *v1alpha1.Rollout
-	s.eventually(120*time.Second, fmt.Sprintf("release %d: gate %d waiting on its approval branch", s.current, step), func(ctx context.Context) (bool, error) {
-		ro = s.rollout(s.ns, "echoserver")
+	s.Eventually(120*time.Second, fmt.Sprintf("release %d: gate %d waiting on its approval branch", s.current, step), func(ctx context.Context) (bool, error) {
+		ro = s.Rollout(s.NS, "echoserver")
 		a := ro.Status.AwaitingApproval
 		return a != nil && int(a.Step) == step && a.Branch != "" && a.Revision == ro.Status.CanaryRevision, nil
 	})
 	if head, err := s.git.Head("app", ro.Status.AwaitingApproval.Branch); err != nil || head == "" {
-		s.t.Fatalf("release %d: approval branch %s of gate %d not on the Git server (%v)", s.current, ro.Status.AwaitingApproval.Branch, step, err)
+		s.T.Fatalf("release %d: approval branch %s of gate %d not on the Git server (%v)", s.current, ro.Status.AwaitingApproval.Branch, step, err)
 	}
 	s.checkApproveBranches(ro.Status.AwaitingApproval.Branch)
 	want := soakGatePods[step]
 	if !s.settles(10*time.Second, func() bool {
-		p := s.pods(s.ns, "echoserver")
+		p := s.Pods(s.NS, "echoserver")
 		return p[image][1] == want && p[s.stable][1] == 5-want && len(p) == 2
 	}) {
-		s.broke("gate %d runs pods %v, want %d of %s and %d of %s", step, s.pods(s.ns, "echoserver"), want, image, 5-want, s.stable)
+		s.broke("gate %d runs pods %v, want %d of %s and %d of %s", step, s.Pods(s.NS, "echoserver"), want, image, 5-want, s.stable)
 	}
 	return ro
 }
@@ -207,15 +205,15 @@ func (s *soak) gate(step int, image string) *v1alpha1.Rollout {
 // Git (spec.abort naming the canary revision), waits for the revert
 // branch rollgate pushes, merges it and applies it.
 func (s *soak) abort(ro *v1alpha1.Rollout) {
-	s.t.Helper()
+	s.T.Helper()
 	canary := ro.Status.CanaryRevision
 	manifest := withoutAbort(s.readGit(soakRolloutPath)) +
 		fmt.Sprintf("  abort: {revision: %s, reason: release %d fails on purpose}\n", canary, s.current)
 	s.commit(fmt.Sprintf("Abort echoserver revision %s", canary), map[string]string{soakRolloutPath: manifest})
 	s.maybeRestart("after the abort")
 	var branch string
-	s.eventually(90*time.Second, fmt.Sprintf("release %d: rolled back, the revert branch in Git", s.current), func(ctx context.Context) (bool, error) {
-		ro := s.rollout(s.ns, "echoserver")
+	s.Eventually(90*time.Second, fmt.Sprintf("release %d: rolled back, the revert branch in Git", s.current), func(ctx context.Context) (bool, error) {
+		ro := s.Rollout(s.NS, "echoserver")
 		if ro.Status.Phase != v1alpha1.PhaseFailed || ro.Status.Git == nil || ro.Status.Git.RevertBranch == "" {
 			return false, nil
 		}
@@ -224,7 +222,7 @@ func (s *soak) abort(ro *v1alpha1.Rollout) {
 		return head != "", err
 	})
 	if _, err := s.git.Merge("app", "main", branch, "Merge revert of echoserver revision "+canary); err != nil {
-		s.t.Fatalf("release %d: merging the revert: %v", s.current, err)
+		s.T.Fatalf("release %d: merging the revert: %v", s.current, err)
 	}
 	s.sync("revert merged")
 	s.aborted++
@@ -237,7 +235,7 @@ func (s *soak) abort(ro *v1alpha1.Rollout) {
 // for it (a bounded wait, not a timing assert). No revert branch of the
 // story is ever left unmerged, so none may remain.
 func (s *soak) checkRevertBranches() {
-	s.t.Helper()
+	s.T.Helper()
 	var left []string
 	if !s.settles(60*time.Second, func() bool {
 		left = s.branches("rollgate/revert/")
@@ -251,24 +249,24 @@ func (s *soak) checkRevertBranches() {
 // image or RolledBack to it, every pod of it ready, the Deployment given
 // back, and the status file in Git at the status the cluster shows.
 func (s *soak) released(image string, rolledBack bool) {
-	s.t.Helper()
+	s.T.Helper()
 	what := fmt.Sprintf("release %d: Healthy on %s with 5 of 5 pods", s.current, image)
 	if rolledBack {
 		what = fmt.Sprintf("release %d: rolled back to %s, Healthy with 5 of 5 pods", s.current, image)
 	}
-	s.eventually(180*time.Second, what, func(ctx context.Context) (bool, error) {
-		ro := s.rollout(s.ns, "echoserver")
+	s.Eventually(180*time.Second, what, func(ctx context.Context) (bool, error) {
+		ro := s.Rollout(s.NS, "echoserver")
 		st := ro.Status
 		ended := st.StableRevision == st.CanaryRevision && st.CurrentStepState == v1alpha1.StepCompleted
 		if rolledBack {
 			ended = st.CurrentStepState == v1alpha1.StepRolledBack
 		}
-		pods := s.pods(s.ns, "echoserver")
+		pods := s.Pods(s.NS, "echoserver")
 		return ended && st.Phase == v1alpha1.PhaseHealthy && conditions.IsReady(ro) && st.AwaitingApproval == nil &&
-			pods[image] == [2]int{5, 5} && len(pods) == 1 && !s.deployment(s.ns, "echoserver").Spec.Paused, nil
+			pods[image] == [2]int{5, 5} && len(pods) == 1 && !s.Deployment(s.NS, "echoserver").Spec.Paused, nil
 	})
-	s.eventually(30*time.Second, fmt.Sprintf("release %d: GitSynced, naming the head of the status branch", s.current), func(ctx context.Context) (bool, error) {
-		ro := s.rollout(s.ns, "echoserver")
+	s.Eventually(30*time.Second, fmt.Sprintf("release %d: GitSynced, naming the head of the status branch", s.current), func(ctx context.Context) (bool, error) {
+		ro := s.Rollout(s.NS, "echoserver")
 		head, err := s.git.Head("app", "rollgate/status")
 		return err == nil && conditions.IsTrue(ro, v1alpha1.GitSyncedCondition) && ro.Status.Git != nil && ro.Status.Git.StatusCommit == head, err
 	})
@@ -278,9 +276,9 @@ func (s *soak) released(image string, rolledBack bool) {
 // commit commits files to main, as the user does, and applies what main
 // then holds, as Flux does.
 func (s *soak) commit(msg string, files map[string]string) {
-	s.t.Helper()
+	s.T.Helper()
 	if _, err := s.git.Commit("app", "main", msg, files); err != nil {
-		s.t.Fatalf("release %d: commit %q: %v", s.current, msg, err)
+		s.T.Fatalf("release %d: commit %q: %v", s.current, msg, err)
 	}
 	s.sync(msg)
 }
@@ -289,10 +287,10 @@ func (s *soak) commit(msg string, files map[string]string) {
 // kustomize-controller does (server-side apply, its field manager); a
 // refusal is counted, not fatal. It also measures spec.approvals in Git.
 func (s *soak) sync(what string) {
-	s.t.Helper()
+	s.T.Helper()
 	for _, path := range []string{soakRolloutPath, soakDeploymentPath} {
-		for _, obj := range kube.Decode(s.t, s.readGit(path)) {
-			if err := kube.TryApply(context.Background(), s.c, obj, fluxManager); err != nil {
+		for _, obj := range rig.Decode(s.T, s.readGit(path)) {
+			if err := rig.TryApply(context.Background(), s.C, obj, fluxManager); err != nil {
 				s.refusals = append(s.refusals, fmt.Sprintf("release %d, %s: %v", s.current, what, err))
 			}
 		}
@@ -302,10 +300,10 @@ func (s *soak) sync(what string) {
 
 // readGit reads path at the head of main.
 func (s *soak) readGit(path string) string {
-	s.t.Helper()
+	s.T.Helper()
 	data, err := s.git.ReadFile("app", "main", path)
 	if err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
 	return data
 }
@@ -314,29 +312,29 @@ func (s *soak) readGit(path string) string {
 // random delay of up to a second so that the restart lands at a random
 // instant of what the release is doing.
 func (s *soak) maybeRestart(where string) {
-	s.t.Helper()
+	s.T.Helper()
 	if s.rng.Float64() >= soakRestartChance {
 		return
 	}
 	// A random instant, not a wait for something: no condition to poll.
 	time.Sleep(time.Duration(s.rng.Intn(1000)) * time.Millisecond)
-	ro := s.rollout(s.ns, "echoserver")
+	ro := s.Rollout(s.NS, "echoserver")
 	s.stopController()
 	s.startController()
 	s.restarts++
-	s.t.Logf("release %d: controller restarted %s (%s)", s.current, where, releasePosition(&ro.Status))
+	s.T.Logf("release %d: controller restarted %s (%s)", s.current, where, releasePosition(&ro.Status))
 }
 
 // settles polls cond for up to d and reports whether it held.
 func (s *soak) settles(d time.Duration, cond func() bool) bool {
-	err := wait.PollUntilContextTimeout(context.Background(), kube.Poll, d, true, func(context.Context) (bool, error) { return cond(), nil })
+	_, err := rig.Wait(context.Background(), d, "settled", func(context.Context) (bool, string, error) { return cond(), "", nil })
 	return err == nil
 }
 
 // broke records an invariant break of the release under way.
 func (s *soak) broke(format string, args ...any) {
 	msg := fmt.Sprintf("release %d: ", s.current) + fmt.Sprintf(format, args...)
-	s.t.Log("INVARIANT BREAK " + msg)
+	s.T.Log("INVARIANT BREAK " + msg)
 	s.breaks = append(s.breaks, msg)
 }
 

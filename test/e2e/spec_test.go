@@ -55,12 +55,12 @@ func condition(ro *v1alpha1.Rollout, typ string) metav1.Condition {
 // holdsStill asserts that for d no pod of image runs and the Rollout
 // stays as check wants it.
 func (w *world) holdsStill(d time.Duration, image string, check func(*v1alpha1.Rollout) error) {
-	w.t.Helper()
-	w.holds(d, "nothing moves", func(ctx context.Context) error {
-		if n := w.pods(w.ns, "echoserver")[image]; n[1] > 0 {
+	w.T.Helper()
+	w.Holds(d, "nothing moves", func(ctx context.Context) error {
+		if n := w.Pods(w.NS, "echoserver")[image]; n[1] > 0 {
 			return fmt.Errorf("%d pods of %s were created while nothing may move", n[1], image)
 		}
-		return check(w.rollout(w.ns, "echoserver"))
+		return check(w.Rollout(w.NS, "echoserver"))
 	})
 }
 
@@ -72,22 +72,22 @@ func (w *world) holdsStill(d time.Duration, image string, check func(*v1alpha1.R
 func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	app := w.decode(echoApp("echo:v1"))
+	app := w.Decode(echoApp("echo:v1"))
 	for _, u := range app[:2] { // the Deployment and the Service; no HTTPRoute yet
-		w.apply(u, fluxManager)
+		w.Apply(u, fluxManager)
 	}
-	w.applyYAML(specRollout(""))
-	w.eventually(30*time.Second, "the missing HTTPRoute and template reported", func(context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
+	w.ApplyYAML(specRollout(""))
+	w.Eventually(30*time.Second, "the missing HTTPRoute and template reported", func(context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
 		ready := condition(ro, v1alpha1.ReadyCondition)
 		return ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonDependencyNotFound &&
 			strings.Contains(ready.Message, "spec.strategy.canary.trafficRoutings[0].gateway.httpRouteName") &&
 			strings.Contains(ready.Message, "spec.strategy.canary.steps[0].analysis.templates[0]"), nil
 	})
-	assertKstatus(t, w.rollout(w.ns, "echoserver"))
+	assertKstatus(t, w.Rollout(w.NS, "echoserver"))
 
 	// An image bump while they are missing: nothing moves.
-	w.applyYAML(echoApp("echo:v2")[:strings.Index(echoApp("echo:v2"), "---")])
+	w.ApplyYAML(echoApp("echo:v2")[:strings.Index(echoApp("echo:v2"), "---")])
 	w.holdsStill(5*time.Second, "echo:v2", func(ro *v1alpha1.Rollout) error {
 		if ro.Status.CurrentStepIndex != 0 || condition(ro, v1alpha1.ReadyCondition).Reason != v1alpha1.ReasonDependencyNotFound {
 			return fmt.Errorf("the release started with objects missing: step %d, %+v", ro.Status.CurrentStepIndex, ro.Status.Conditions)
@@ -97,10 +97,10 @@ func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
 
 	// The route and the template arrive; the template needs an argument
 	// the Rollout does not give: Stalled, field named, still nothing moves.
-	w.apply(app[2], fluxManager)
-	w.applyYAML(successRate)
-	w.eventually(30*time.Second, "the missing argument stalls the Rollout", func(context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
+	w.Apply(app[2], fluxManager)
+	w.ApplyYAML(successRate)
+	w.Eventually(30*time.Second, "the missing argument stalls the Rollout", func(context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
 		st := condition(ro, v1alpha1.StalledCondition)
 		return st.Status == metav1.ConditionTrue && st.Reason == v1alpha1.ReasonInvalidSpec &&
 			strings.Contains(st.Message, "spec.strategy.canary.steps[0].analysis.args"), nil
@@ -111,17 +111,17 @@ func TestNothingMovesOnAHalfUnderstoodSpec(t *testing.T) {
 		}
 		return nil
 	})
-	assertKstatus(t, w.rollout(w.ns, "echoserver"))
-	warnings := w.warningEvents(w.ns, "echoserver", v1alpha1.ReasonInvalidSpec)
+	assertKstatus(t, w.Rollout(w.NS, "echoserver"))
+	warnings := w.warningEvents(w.NS, "echoserver", v1alpha1.ReasonInvalidSpec)
 	if warnings != 1 {
 		t.Errorf("%d InvalidSpec warning events, want 1 (events on transitions only)", warnings)
 	}
 
 	// The argument is given: the release starts.
-	w.applyYAML(specRollout(", args: [{name: service, value: echoserver}]"))
-	w.eventually(60*time.Second, "the release starts at step 1", func(context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
-		return ro.Status.CurrentStepIndex == 1 && ro.Status.Phase == v1alpha1.PhaseProgressing && w.pods(w.ns, "echoserver")["echo:v2"][1] == 1, nil
+	w.ApplyYAML(specRollout(", args: [{name: service, value: echoserver}]"))
+	w.Eventually(60*time.Second, "the release starts at step 1", func(context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
+		return ro.Status.CurrentStepIndex == 1 && ro.Status.Phase == v1alpha1.PhaseProgressing && w.Pods(w.NS, "echoserver")["echo:v2"][1] == 1, nil
 	})
 }
 
@@ -133,10 +133,10 @@ func plainRollout(name string) string {
 
 // warningEvents counts the Warning events with reason on a Rollout.
 func (w *world) warningEvents(ns, name, reason string) int {
-	w.t.Helper()
+	w.T.Helper()
 	var list corev1.EventList
-	if err := w.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		w.T.Fatal(err)
 	}
 	n := 0
 	for _, e := range list.Items {
@@ -154,24 +154,24 @@ func (w *world) warningEvents(ns, name, reason string) int {
 func TestOneRolloutPerWorkload(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.applyYAML(echoApp("echo:v1"))
-	w.applyYAML(plainRollout("echoserver"))
-	w.eventually(30*time.Second, "the first Rollout is Ready", func(context.Context) (bool, error) {
-		return conditions.IsReady(w.rollout(w.ns, "echoserver")), nil
+	w.ApplyYAML(echoApp("echo:v1"))
+	w.ApplyYAML(plainRollout("echoserver"))
+	w.Eventually(30*time.Second, "the first Rollout is Ready", func(context.Context) (bool, error) {
+		return conditions.IsReady(w.Rollout(w.NS, "echoserver")), nil
 	})
 	second := plainRollout("echoserver-too")
-	u := w.decode(second)[0]
-	err := w.c.Patch(context.Background(), u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership)
+	u := w.Decode(second)[0]
+	err := w.C.Patch(context.Background(), u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership)
 	if err == nil || !strings.Contains(err.Error(), "spec.workloadRef") || !strings.Contains(err.Error(), "Rollout echoserver") {
 		t.Fatalf("want the second Rollout refused naming spec.workloadRef and Rollout echoserver, got %v", err)
 	}
 
 	// Without the validating webhook it gets in: Stalled, and hands off.
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-	if err := w.c.Get(context.Background(), client.ObjectKey{Name: w.ctrlOpts.WebhookConfigName}, &vwc); err != nil {
+	if err := w.C.Get(context.Background(), client.ObjectKey{Name: w.ctrlOpts.WebhookConfigName}, &vwc); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.c.Delete(context.Background(), &vwc); err != nil {
+	if err := w.C.Delete(context.Background(), &vwc); err != nil {
 		t.Fatal(err)
 	}
 	// The API server drops a deleted webhook configuration once its own
@@ -179,24 +179,24 @@ func TestOneRolloutPerWorkload(t *testing.T) {
 	// refuses (CI of 9a27aea, at load 15), so the apply is tried again
 	// until it gets in.
 	deleted := time.Now()
-	w.eventually(30*time.Second, "the API server stops calling the deleted validating webhook", func(ctx context.Context) (bool, error) {
-		err := w.c.Patch(ctx, w.decode(second)[0], client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership)
+	w.Eventually(30*time.Second, "the API server stops calling the deleted validating webhook", func(ctx context.Context) (bool, error) {
+		err := w.C.Patch(ctx, w.Decode(second)[0], client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership)
 		return err == nil, nil
 	})
 	t.Logf("the second Rollout got in %v after the webhook configuration was deleted", time.Since(deleted).Round(10*time.Millisecond))
-	w.eventually(30*time.Second, "the second Rollout is Stalled naming the first", func(context.Context) (bool, error) {
-		st := condition(w.rollout(w.ns, "echoserver-too"), v1alpha1.StalledCondition)
+	w.Eventually(30*time.Second, "the second Rollout is Stalled naming the first", func(context.Context) (bool, error) {
+		st := condition(w.Rollout(w.NS, "echoserver-too"), v1alpha1.StalledCondition)
 		return st.Status == metav1.ConditionTrue && strings.Contains(st.Message, "Rollout echoserver already releases"), nil
 	})
-	w.applyYAML(echoApp("echo:v2"))
-	w.eventually(60*time.Second, "the first Rollout releases step 1", func(context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
+	w.ApplyYAML(echoApp("echo:v2"))
+	w.Eventually(60*time.Second, "the first Rollout releases step 1", func(context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
 		return ro.Status.CurrentStepIndex == 1 && ro.Status.AwaitingApproval != nil, nil
 	})
-	if ro := w.rollout(w.ns, "echoserver-too"); ro.Status.CanaryRevision != "" || ro.Status.CurrentStepIndex != 0 {
+	if ro := w.Rollout(w.NS, "echoserver-too"); ro.Status.CanaryRevision != "" || ro.Status.CurrentStepIndex != 0 {
 		t.Fatalf("the second Rollout took part in the release: %+v", ro.Status)
 	}
-	if n := w.pods(w.ns, "echoserver")["echo:v2"]; n[1] != 1 {
+	if n := w.Pods(w.NS, "echoserver")["echo:v2"]; n[1] != 1 {
 		t.Fatalf("%d pods of echo:v2, want the first Rollout's 1", n[1])
 	}
 }
@@ -207,12 +207,12 @@ func TestOneRolloutPerWorkload(t *testing.T) {
 func TestApprovalOfAStepThatDoesNotExistWarns(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.applyYAML(echoApp("echo:v1"))
-	u := w.decode(plainRollout("echoserver") + "  approvals: [{revision: abc, step: 9}]\n")[0]
+	w.ApplyYAML(echoApp("echo:v1"))
+	u := w.Decode(plainRollout("echoserver") + "  approvals: [{revision: abc, step: 9}]\n")[0]
 	var warnings []string
 	cfg := rest.CopyConfig(w.cluster.RESTConfig)
 	cfg.WarningHandler = warningRecorder{&warnings}
-	wc, err := client.New(cfg, client.Options{Scheme: w.c.Scheme()})
+	wc, err := client.New(cfg, client.Options{Scheme: w.C.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 func TestBadAnalysisTemplateRefused(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	u := w.decode(`
+	u := w.Decode(`
 apiVersion: rollgate.dev/v1alpha1
 kind: AnalysisTemplate
 metadata: {name: broken, namespace: demo}
@@ -23,11 +23,11 @@ spec:
     provider:
       prometheus: {address: "http://prometheus:9090", query: "sum(rate(errors[1m]))"}
 `)[0]
-	err := w.c.Create(context.Background(), u)
+	err := w.C.Create(context.Background(), u)
 	if err == nil || !strings.Contains(err.Error(), "spec.metrics[0].successCondition") {
 		t.Fatalf("want the template refused naming spec.metrics[0].successCondition, got %v", err)
 	}
-	ok := w.decode(`
+	ok := w.Decode(`
 apiVersion: rollgate.dev/v1alpha1
 kind: AnalysisTemplate
 metadata: {name: fine, namespace: demo}
@@ -38,7 +38,7 @@ spec:
     provider:
       prometheus: {address: "http://prometheus:9090", query: "sum(rate(errors[1m]))"}
 `)[0]
-	if err := w.c.Create(context.Background(), ok); err != nil {
+	if err := w.C.Create(context.Background(), ok); err != nil {
 		t.Fatalf("a valid template was refused: %v", err)
 	}
 }

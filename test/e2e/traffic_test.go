@@ -364,7 +364,7 @@ func TestFluxReapplyAtGateIsUndone(t *testing.T) {
 	// When Flux applies the Service and the HTTPRoute as Git declares them
 	// (it applies only the objects that differ from Git).
 	re := s.reassert(ro, route, rulesView, declaredRules, weightedRules(20), func() {
-		s.w.applyYAML(stableService + "---" + httpRoute)
+		s.w.ApplyYAML(stableService + "---" + httpRoute)
 	})
 
 	// Then the apply is stored with 20% already in it, and nothing moves after.
@@ -395,7 +395,7 @@ func TestFluxReapplyOfVirtualServiceAtGateIsUndone(t *testing.T) {
 	// When Flux applies the Istio objects as Git declares them (only
 	// them: a re-applied Service would bring a reconcile of its own).
 	re := s.reassert(ro, vs, specView, virtualService(0), virtualService(20), func() {
-		s.w.applyYAML(istioRoutes)
+		s.w.ApplyYAML(istioRoutes)
 	})
 
 	// Then the VirtualService is stored with 20% already in it, and the
@@ -419,10 +419,10 @@ func TestCanaryIngressWriteAtGateIsUndone(t *testing.T) {
 	re := s.reassert(ro, canary, metaView, canaryIngress(0), canaryIngress(20), func() {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(ingressGVK)
-		u.SetNamespace(s.w.ns)
+		u.SetNamespace(s.w.NS)
 		u.SetName(canary.name)
 		u.SetAnnotations(map[string]string{nginxCanaryWeight: "0"})
-		if err := s.w.c.Patch(context.Background(), u, client.Merge, client.FieldOwner("kubectl-edit")); err != nil {
+		if err := s.w.C.Patch(context.Background(), u, client.Merge, client.FieldOwner("kubectl-edit")); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -436,11 +436,11 @@ func TestCanaryIngressWriteAtGateIsUndone(t *testing.T) {
 // Rollout then.
 func (s *trafficStory) atGate() *v1alpha1.Rollout {
 	s.t.Helper()
-	stable := s.w.rollout(s.w.ns, "echoserver").Status.StableRevision
-	s.w.applyYAML(routedApp("echo:2.0", s.routes))
+	stable := s.w.Rollout(s.w.NS, "echoserver").Status.StableRevision
+	s.w.ApplyYAML(routedApp("echo:2.0", s.routes))
 	var ro *v1alpha1.Rollout
-	s.w.eventually(45*time.Second, "step 1 at its gate", func(ctx context.Context) (bool, error) {
-		ro = s.w.rollout(s.w.ns, "echoserver")
+	s.w.Eventually(45*time.Second, "step 1 at its gate", func(ctx context.Context) (bool, error) {
+		ro = s.w.Rollout(s.w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.CurrentStepIndex == 1, nil
 	})
 	s.revs = strings.NewReplacer("$STABLE", stable, "$CANARY", ro.Status.CanaryRevision)
@@ -484,13 +484,13 @@ func backAndHeld(samples []string) bool {
 func (s *trafficStory) reassert(ro *v1alpha1.Rollout, k routedKey, v routeView, off, step string, write func()) *reassertion {
 	t := s.t
 	t.Helper()
-	pods := s.w.pods(s.w.ns, "echoserver")
+	pods := s.w.Pods(s.w.NS, "echoserver")
 	// The controller looks again 500 ms after the release moves; past that
 	// only an event brings it back before its 30 s resync.
 	time.Sleep(2 * time.Second)
 	s.rec.catchUp(s.w)
 	since := len(s.rec.timeline())
-	deployment := s.w.deployment(s.w.ns, "echoserver").ResourceVersion
+	deployment := s.w.Deployment(s.w.NS, "echoserver").ResourceVersion
 
 	applied := time.Now()
 	write()
@@ -538,10 +538,10 @@ func (s *trafficStory) reassert(ro *v1alpha1.Rollout, k routedKey, v routeView, 
 				conditions.GetMessage(&st, v1alpha1.TrafficShiftedCondition))
 		}
 	}
-	if got := s.w.pods(s.w.ns, "echoserver"); !reflect.DeepEqual(got, pods) {
+	if got := s.w.Pods(s.w.NS, "echoserver"); !reflect.DeepEqual(got, pods) {
 		t.Errorf("the write moved pods: before %v, after %v", pods, got)
 	}
-	if rv := s.w.deployment(s.w.ns, "echoserver").ResourceVersion; rv != deployment {
+	if rv := s.w.Deployment(s.w.NS, "echoserver").ResourceVersion; rv != deployment {
 		t.Errorf("the Deployment changed (resourceVersion %s, then %s): its watch event, not the routes', may have brought the re-assertion", deployment, rv)
 	}
 	return re
@@ -664,15 +664,15 @@ func givenRoutedApp(t *testing.T, rollout, routes string, gvks ...schema.GroupVe
 		s.gvks[gvk.Kind] = gvk
 	}
 	if _, istio := s.gvks[virtualSvcGVK.Kind]; istio {
-		w.applyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "istio-networking-minimal.yaml"))
+		w.ApplyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "istio-networking-minimal.yaml"))
 	}
-	s.rec = w.watchObjects(w.ns, s.gvks)
-	w.applyYAML(routedApp("echo:1.0", routes))
-	w.applyYAML(rollout)
-	w.eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		ro := w.rollout(w.ns, "echoserver")
-		return w.pods(w.ns, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
-			w.deployment(w.ns, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+	s.rec = w.watchObjects(w.NS, s.gvks)
+	w.ApplyYAML(routedApp("echo:1.0", routes))
+	w.ApplyYAML(rollout)
+	w.Eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout(w.NS, "echoserver")
+		return w.Pods(w.NS, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
+			w.Deployment(w.NS, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
 	})
 	t.Logf("v1 runs under its Rollout after %s", time.Since(start).Round(time.Millisecond))
 	return s
@@ -696,11 +696,11 @@ func givenRoutedApp(t *testing.T, rollout, routes string, gvks ...schema.GroupVe
 func (s *trafficStory) release(want map[routedKey]routePhases, views map[string]routeView) {
 	t, w := s.t, s.w
 	start := time.Now()
-	stable := w.rollout(w.ns, "echoserver").Status.StableRevision
-	w.applyYAML(routedApp("echo:2.0", s.routes))
+	stable := w.Rollout(w.NS, "echoserver").Status.StableRevision
+	w.ApplyYAML(routedApp("echo:2.0", s.routes))
 	var ro *v1alpha1.Rollout
-	w.eventually(60*time.Second, "the release completes", func(ctx context.Context) (bool, error) {
-		ro = w.rollout(w.ns, "echoserver")
+	w.Eventually(60*time.Second, "the release completes", func(ctx context.Context) (bool, error) {
+		ro = w.Rollout(w.NS, "echoserver")
 		if ro.Status.Phase == v1alpha1.PhaseFailed {
 			return false, fmt.Errorf("the release failed: %s", ro.Status.Message)
 		}
@@ -997,7 +997,7 @@ func (s *trafficStory) assertNow(k routedKey, v routeView, want string) {
 func (s *trafficStory) get(k routedKey, v routeView) any {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(s.gvks[k.kind])
-	if err := s.w.c.Get(context.Background(), client.ObjectKey{Namespace: s.w.ns, Name: k.name}, u); err != nil {
+	if err := s.w.C.Get(context.Background(), client.ObjectKey{Namespace: s.w.NS, Name: k.name}, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -1102,10 +1102,10 @@ type objectVersion struct {
 // watchObjects starts watching the kinds gvks in namespace ns until the
 // test ends. It returns once every watch is established.
 func (w *world) watchObjects(ns string, gvks map[string]schema.GroupVersionKind) *objectLog {
-	w.t.Helper()
-	wc, err := client.NewWithWatch(w.cluster.RESTConfig, client.Options{Scheme: w.c.Scheme()})
+	w.T.Helper()
+	wc, err := client.NewWithWatch(w.cluster.RESTConfig, client.Options{Scheme: w.C.Scheme()})
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	l := &objectLog{ns: ns, gvks: gvks, seen: map[routedKey][]objectVersion{}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -1114,17 +1114,17 @@ func (w *world) watchObjects(ns string, gvks map[string]schema.GroupVersionKind)
 		wi, err := wc.Watch(ctx, listOf(gvk), client.InNamespace(ns))
 		if err != nil {
 			cancel()
-			w.t.Fatalf("watch %s: %v", gvk.Kind, err)
+			w.T.Fatalf("watch %s: %v", gvk.Kind, err)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := l.follow(ctx, wc, gvk, wi); err != nil && ctx.Err() == nil {
-				w.t.Errorf("watch %s: %v (its log is incomplete)", gvk.Kind, err)
+				w.T.Errorf("watch %s: %v (its log is incomplete)", gvk.Kind, err)
 			}
 		}()
 	}
-	w.t.Cleanup(func() { cancel(); wg.Wait() })
+	w.T.Cleanup(func() { cancel(); wg.Wait() })
 	return l
 }
 
@@ -1210,11 +1210,11 @@ func (l *objectLog) timeline() []objectVersion {
 // catchUp waits until the log holds the current version of every object
 // of its kinds, and no object that is gone.
 func (l *objectLog) catchUp(w *world) {
-	w.t.Helper()
-	w.eventually(30*time.Second, "the watches deliver every write", func(ctx context.Context) (bool, error) {
+	w.T.Helper()
+	w.Eventually(30*time.Second, "the watches deliver every write", func(ctx context.Context) (bool, error) {
 		for _, gvk := range l.gvks {
 			list := listOf(gvk)
-			if err := w.c.List(ctx, list, client.InNamespace(l.ns)); err != nil {
+			if err := w.C.List(ctx, list, client.InNamespace(l.ns)); err != nil {
 				return false, err
 			}
 			listed := map[string]string{}

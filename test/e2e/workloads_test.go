@@ -16,13 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/workload"
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/rig"
 )
 
@@ -115,28 +113,27 @@ type kindStory struct {
 // workload lives in its namespace.
 func newKindStory(t *testing.T, k workloadKind) *kindStory {
 	w := newWorld(t)
-	return &kindStory{world: w, t: t, k: k, ns: w.ns, steps: kindSteps}
+	return &kindStory{world: w, t: t, k: k, ns: w.NS, steps: kindSteps}
 }
 
-// until polls cond every 250 ms until it holds, failing with cond's last
-// explanation after timeout.
+// until waits until cond holds, failing with cond's last explanation after
+// timeout (see rig.Until).
 func (s *kindStory) until(timeout time.Duration, what string, cond func() (bool, string)) {
 	s.t.Helper()
-	s.untilEvery(250*time.Millisecond, timeout, what, cond)
+	s.untilEvery(rig.Interval, timeout, what, cond)
 }
 
-// untilEvery is until polling every interval.
+// untilEvery is until looking every interval.
 func (s *kindStory) untilEvery(interval, timeout time.Duration, what string, cond func() (bool, string)) {
 	s.t.Helper()
-	var why string
-	err := wait.PollUntilContextTimeout(context.Background(), interval, timeout, true, func(context.Context) (bool, error) {
-		var ok bool
-		ok, why = cond()
-		return ok, nil
+	took, err := rig.WaitEvery(context.Background(), interval, timeout, what, func(context.Context) (bool, string, error) {
+		ok, why := cond()
+		return ok, why, nil
 	})
 	if err != nil {
-		s.t.Fatalf("%s: not within %s; last seen: %s", what, timeout, why)
+		s.t.Fatal(err)
 	}
+	s.t.Logf("%s: after %s", what, took.Round(time.Millisecond))
 }
 
 // targets are the new pods each step of kindSteps asks for.
@@ -160,7 +157,7 @@ func (s *kindStory) workloadYAML(image string) string {
       containers:
       - name: web
         image: %s`, image)
-	head := fmt.Sprintf("apiVersion: apps/v1\nkind: %s\nmetadata: {name: web, namespace: %s}\nspec:", s.k.kind, s.ns)
+	head := fmt.Sprintf("apiVersion: apps/v1\nkind: %s\nmetadata: {name: web, namespace: %s}\nspec:", s.k.kind, s.NS)
 	switch s.k.kind {
 	case "Deployment":
 		strategy := s.strategy
@@ -192,7 +189,7 @@ spec:
   strategy:
     canary:%s
       steps:%s
-`, s.ns, s.k.kind, extra, s.steps)
+`, s.NS, s.k.kind, extra, s.steps)
 	if len(approvals) > 0 {
 		doc += "  approvals:\n"
 		for _, a := range approvals {
@@ -212,10 +209,10 @@ func approvalItem(rev string, step int) string {
 // webhook. It records the declared update settings.
 func (s *kindStory) given() {
 	s.t.Helper()
-	s.applyYAML(s.workloadYAML(webV1))
-	s.applyYAML(s.rolloutYAML())
+	s.ApplyYAML(s.workloadYAML(webV1))
+	s.ApplyYAML(s.rolloutYAML())
 	s.until(90*time.Second, "v1 running everywhere and the Rollout healthy", func() (bool, string) {
-		ro, pods := s.rollout(s.ns, "web"), s.census("")
+		ro, pods := s.Rollout(s.NS, "web"), s.census("")
 		covered := s.workload().GetLabels()[v1alpha1.LabelControlled] != ""
 		return pods.count(webV1) == allReady(s.k.replicas) && conditions.IsReady(ro) && ro.Status.Phase == v1alpha1.PhaseHealthy && covered,
 			fmt.Sprintf("%s, pods %v, covered %t", releasePosition(&ro.Status), pods, covered)
@@ -234,7 +231,7 @@ func (s *kindStory) workload() client.Object {
 	default:
 		obj = &appsv1.DaemonSet{}
 	}
-	if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: "web"}, obj); err != nil {
+	if err := s.C.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "web"}, obj); err != nil {
 		s.t.Fatal(err)
 	}
 	return obj
@@ -277,7 +274,7 @@ func (s *kindStory) released() string {
 
 func (s *kindStory) canaryDeployments() []appsv1.Deployment {
 	var list appsv1.DeploymentList
-	if err := s.c.List(context.Background(), &list, client.InNamespace(s.ns), client.MatchingLabels{workload.LabelCanaryOf: "web"}); err != nil {
+	if err := s.C.List(context.Background(), &list, client.InNamespace(s.NS), client.MatchingLabels{workload.LabelCanaryOf: "web"}); err != nil {
 		s.t.Fatal(err)
 	}
 	return list.Items
@@ -298,7 +295,7 @@ type podCensus []livePod
 // resource versions of every kind, so the version of a Rollout status
 // write names the instant of that write.
 func (s *kindStory) census(rv string) podCensus {
-	c, err := listPodCensus(s.c, s.ns, rv)
+	c, err := listPodCensus(s.C, s.NS, rv)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -409,7 +406,7 @@ func (s *kindStory) oldAt(n int32) int32 {
 }
 
 // bump applies image as Flux would.
-func (s *kindStory) bump(image string) { s.applyYAML(s.workloadYAML(image)) }
+func (s *kindStory) bump(image string) { s.ApplyYAML(s.workloadYAML(image)) }
 
 // atGate waits until step 1 of the release of image waits for approval,
 // with exactly one new pod, labelled for batch 1, and the old ones.
@@ -418,7 +415,7 @@ func (s *kindStory) atGate(image, old string) *v1alpha1.Rollout {
 	var ro *v1alpha1.Rollout
 	var pods podCensus
 	s.until(90*time.Second, "step 1 of "+image+" waiting for approval with one new pod", func() (bool, string) {
-		ro, pods = s.rollout(s.ns, "web"), s.census("")
+		ro, pods = s.Rollout(s.NS, "web"), s.census("")
 		a := ro.Status.AwaitingApproval
 		batches := pods.batches(image, workload.RolloutID("web", ro.Status.CanaryRevision))
 		return a != nil && a.Step == 1 && a.Revision == ro.Status.CanaryRevision && ro.Status.CurrentStepIndex == 1 &&
@@ -440,7 +437,7 @@ func (s *kindStory) healthy(image, reason string) *v1alpha1.Rollout {
 	s.t.Helper()
 	var ro *v1alpha1.Rollout
 	s.until(120*time.Second, image+" everywhere, the workload released and the Rollout healthy", func() (bool, string) {
-		ro = s.rollout(s.ns, "web")
+		ro = s.Rollout(s.NS, "web")
 		pods, why := s.census(""), s.released()
 		return ro.Status.Phase == v1alpha1.PhaseHealthy && conditions.IsReady(ro) &&
 				conditions.GetReason(ro, v1alpha1.ReadyCondition) == reason && ro.Status.ObservedGeneration == ro.Generation &&
@@ -476,8 +473,8 @@ func kindReleaseStory(s *kindStory) {
 	t.Logf("gate reached %s after the bump", time.Since(start).Round(time.Millisecond))
 	before := s.census("")
 	// Nothing may move without an approval.
-	kube.Holds(t, 3*time.Second, "the unapproved gate", func(ctx context.Context) error {
-		ro = s.rollout(s.ns, "web")
+	rig.Holds(t, 3*time.Second, "the unapproved gate", func(ctx context.Context) error {
+		ro = s.Rollout(s.NS, "web")
 		if after := s.census(""); after.names() != before.names() || after.String() != before.String() {
 			return fmt.Errorf("pods changed at an unapproved gate: %v -> %v", before, after)
 		}
@@ -489,7 +486,7 @@ func kindReleaseStory(s *kindStory) {
 
 	// When the approval is merged and Flux applies the Rollout.
 	approved := time.Now()
-	s.applyYAML(s.rolloutYAML(approvalItem(canary, 1)))
+	s.ApplyYAML(s.rolloutYAML(approvalItem(canary, 1)))
 
 	// Then steps 2 and 3 run and the workload is handed back as declared.
 	ro = s.healthy(webV2, v1alpha1.ReasonSucceeded)
@@ -619,7 +616,7 @@ func kindContinuousStory(s *kindStory) {
 	}
 	s.until(30*time.Second, "no v2 pod left, not even terminating", func() (bool, string) {
 		var list corev1.PodList
-		if err := s.c.List(context.Background(), &list, client.InNamespace(s.ns), client.MatchingLabels{"app": "web"}); err != nil {
+		if err := s.C.List(context.Background(), &list, client.InNamespace(s.NS), client.MatchingLabels{"app": "web"}); err != nil {
 			return false, err.Error()
 		}
 		for _, p := range list.Items {
@@ -642,7 +639,7 @@ func kindContinuousStory(s *kindStory) {
 	}
 
 	// And approving v3 finishes the release with v3 everywhere.
-	s.applyYAML(s.rolloutYAML(approvalItem(v3, 1)))
+	s.ApplyYAML(s.rolloutYAML(approvalItem(v3, 1)))
 	if ro = s.healthy(webV3, v1alpha1.ReasonSucceeded); ro.Status.StableRevision != v3 {
 		t.Errorf("stable revision %s, want %s", ro.Status.StableRevision, v3)
 	}
@@ -701,7 +698,7 @@ func (s *kindStory) record(opts recordOptions) *releaseRecorder {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	ro := s.rollout(s.ns, "web")
+	ro := s.Rollout(s.NS, "web")
 	r.writes = append(r.writes, statusAt{ro: ro, pods: s.census(ro.ResourceVersion)})
 	r.wg.Add(2)
 	go r.watch(ctx, wc, ro.ResourceVersion)
@@ -722,7 +719,7 @@ func (r *releaseRecorder) fail(format string, args ...any) {
 func (r *releaseRecorder) watch(ctx context.Context, wc client.WithWatch, rv string) {
 	defer r.wg.Done()
 	for ctx.Err() == nil {
-		wi, err := wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(r.s.ns),
+		wi, err := wc.Watch(ctx, &v1alpha1.RolloutList{}, client.InNamespace(r.s.NS),
 			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", "web")},
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 		if err != nil {
@@ -750,7 +747,7 @@ func (r *releaseRecorder) watch(ctx context.Context, wc client.WithWatch, rv str
 			if releasePosition(&prev) == releasePosition(&ro.Status) {
 				continue
 			}
-			pods, err := listPodCensus(r.s.c, r.s.ns, rv)
+			pods, err := listPodCensus(r.s.C, r.s.NS, rv)
 			if err != nil {
 				r.fail("%v", err)
 			}
@@ -782,7 +779,7 @@ func (r *releaseRecorder) sample(ctx context.Context) {
 	defer r.wg.Done()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	key := client.ObjectKey{Namespace: r.s.ns, Name: "web"}
+	key := client.ObjectKey{Namespace: r.s.NS, Name: "web"}
 	for {
 		select {
 		case <-ctx.Done():
@@ -790,11 +787,11 @@ func (r *releaseRecorder) sample(ctx context.Context) {
 		case <-tick.C:
 		}
 		var before, after v1alpha1.Rollout
-		if err := r.s.c.Get(ctx, key, &before); err != nil {
+		if err := r.s.C.Get(ctx, key, &before); err != nil {
 			continue
 		}
-		pods, err := listPodCensus(r.s.c, r.s.ns, "")
-		if err != nil || r.s.c.Get(ctx, key, &after) != nil {
+		pods, err := listPodCensus(r.s.C, r.s.NS, "")
+		if err != nil || r.s.C.Get(ctx, key, &after) != nil {
 			continue
 		}
 		r.mu.Lock()
@@ -833,7 +830,7 @@ func (r *releaseRecorder) stop() []statusAt {
 		r.s.t.Error(p)
 	}
 	if len(r.problems) > 0 {
-		r.s.t.Logf("events of the workload and its pods, to see who deleted what:\n%s", workloadEvents(r.s.c, r.s.ns))
+		r.s.t.Logf("events of the workload and its pods, to see who deleted what:\n%s", workloadEvents(r.s.C, r.s.NS))
 	}
 	return r.writes
 }

@@ -13,10 +13,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // fieldManager is the field manager of the CRDs InstallCRDs applies.
@@ -61,11 +62,10 @@ func InstallCRDs(ctx context.Context, kubeconfig, bin string) error {
 		names = append(names, applied...)
 	}
 	for _, name := range names {
-		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			return Established(ctx, c, name), nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not Established: %w", name, err)
+		if _, err := rig.Wait(ctx, 30*time.Second, "CRD "+name+" Established", func(ctx context.Context) (bool, string, error) {
+			return Established(ctx, c, name), "", nil
+		}); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -187,23 +187,15 @@ func (s *fluxInstall) helmRelease() (*unstructured.Unstructured, error) {
 // deployed from chart version at Git commit head.
 func (s *fluxInstall) waitReleased(timeout time.Duration, head, version string) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		last := ""
-		if u, err := s.helmRelease(); err != nil {
-			last = err.Error()
-		} else {
-			ready, chart := HelmReleaseState(u)
-			if strings.HasPrefix(ready, "True") && strings.HasPrefix(chart, version+"+"+head[:12]) && strings.HasSuffix(chart, " deployed") {
-				return
-			}
-			last = fmt.Sprintf("Ready=%s, last release %s", ready, chart)
+	rig.Until(s.t, context.Background(), timeout, "the HelmRelease releasing chart "+version+" at "+head[:12], func() (bool, string) {
+		u, err := s.helmRelease()
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("the HelmRelease did not release chart %s at %s within %s: %s", version, head[:12], timeout, last)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		ready, chart := HelmReleaseState(u)
+		return strings.HasPrefix(ready, "True") && strings.HasPrefix(chart, version+"+"+head[:12]) && strings.HasSuffix(chart, " deployed"),
+			fmt.Sprintf("Ready=%s, last release %s", ready, chart)
+	})
 }
 
 // requestReconcile asks a Flux controller to reconcile the object named

@@ -13,10 +13,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/gitsync/forge"
@@ -24,7 +20,6 @@ import (
 	"github.com/rollgate/rollgate/test/browser"
 	"github.com/rollgate/rollgate/test/gitea"
 	"github.com/rollgate/rollgate/test/inproc"
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/test/rig"
@@ -35,8 +30,8 @@ import (
 // running in-process, for the stories that run the controller against
 // the package's Gitea.
 type cluster struct {
-	t *testing.T
-	c client.Client
+	// World's namespace is demo, where the stories' applications live.
+	rig.World
 	// kubeconfig is the cluster's, for the processes a story runs.
 	kubeconfig string
 	// pushURL is the controller's push-webhook endpoint, to which a
@@ -47,8 +42,8 @@ type cluster struct {
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	kc := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: rig.NewScheme(t)})
-	kube.ApplyFiles(t, kc.Client, filepath.Join(repo.Root(), "charts", "rollgate", "crds"), "gitea")
-	kube.EnsureNamespace(t, kc.Client, "rollgate-system")
+	rig.ApplyFiles(t, kc.Client, filepath.Join(repo.Root(), "charts", "rollgate", "crds"), "gitea")
+	rig.EnsureNamespace(t, kc.Client, "rollgate-system")
 	log := &testlog.Buffer{}
 	opts := inproc.Options("rollgate-system", "rollgate")
 	pushPort := rig.FreePort(t)
@@ -58,58 +53,7 @@ func startCluster(t *testing.T) *cluster {
 		stop()
 		log.Report(t, "controller of cluster "+kc.Name)
 	})
-	return &cluster{t: t, c: kc.Client, kubeconfig: kc.Kubeconfig, pushURL: fmt.Sprintf("http://127.0.0.1:%d/hook/", pushPort)}
-}
-
-func (k *cluster) apply(docs string) {
-	k.t.Helper()
-	kube.ApplyYAML(k.t, k.c, docs, "kustomize-controller")
-}
-
-// eventually waits until cond holds, up to timeout, and logs how long it
-// took; on timeout the message ends with what state says, if given.
-func (k *cluster) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error), state ...func() string) {
-	k.t.Helper()
-	began := time.Now()
-	if err := wait.PollUntilContextTimeout(context.Background(), kube.Poll, timeout, true, cond); err != nil {
-		msg := fmt.Sprintf("%s: not within %s: %v", what, timeout, err)
-		for _, s := range state {
-			msg += "; " + s()
-		}
-		k.t.Fatal(msg)
-	}
-	k.t.Logf("%s: %v", what, time.Since(began).Round(100*time.Millisecond))
-}
-
-func (k *cluster) holds(d time.Duration, what string, check func(ctx context.Context) error) {
-	k.t.Helper()
-	kube.Holds(k.t, d, what, check)
-}
-
-func (k *cluster) rollout(ns, name string) *v1alpha1.Rollout {
-	k.t.Helper()
-	ro := &v1alpha1.Rollout{}
-	if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ro); err != nil {
-		k.t.Fatal(err)
-	}
-	return ro
-}
-
-// pods counts the pods labelled app=app by image: [ready, total].
-func (k *cluster) pods(ns, app string) map[string][2]int {
-	k.t.Helper()
-	out, err := kube.PodsByImage(context.Background(), k.c, ns, app)
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	return out
-}
-
-func (k *cluster) createSecret(ns, name string, data map[string][]byte) {
-	k.t.Helper()
-	if err := k.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}); err != nil {
-		k.t.Fatal(err)
-	}
+	return &cluster{World: rig.World{T: t, C: kc.Client, NS: "demo"}, kubeconfig: kc.Kubeconfig, pushURL: fmt.Sprintf("http://127.0.0.1:%d/hook/", pushPort)}
 }
 
 // TestApprovalPullRequestOnARealForge: the controller meets a real forge,
@@ -166,19 +110,19 @@ func TestApprovalPullRequestOnARealForge(t *testing.T) {
 	}
 
 	w := startCluster(t)
-	kube.EnsureNamespace(t, w.c, "demo")
-	w.createSecret("demo", "shop-git", map[string][]byte{"username": []byte(s.Admin.Name), "token": []byte(token), "ca.crt": s.CA})
+	rig.EnsureNamespace(t, w.C, "demo")
+	w.CreateSecret("demo", "shop-git", map[string][]byte{"username": []byte(s.Admin.Name), "token": []byte(token), "ca.crt": s.CA})
 	// The push webhook, set up in Gitea with a secret that is not the
 	// Repository's.
 	pushSecret := "push-secret-of-the-shop"
-	w.createSecret("demo", "shop-push", map[string][]byte{"token": []byte(pushSecret)})
+	w.CreateSecret("demo", "shop-push", map[string][]byte{"token": []byte(pushSecret)})
 	hook, err := s.CreateHook(ctx, repo, w.pushURL+"demo/shop", "a-wrong-secret")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The platform team's objects: rollgate's Repository, and Flux's
 	// GitRepository and Kustomization of the deploy folder.
-	w.apply(fmt.Sprintf(`
+	w.ApplyYAML(fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: shop, namespace: demo}
@@ -194,8 +138,8 @@ spec:
 	fl := w.startFlux(s, repo, "shop", "./deploy")
 	head := mainHead(t, s, repo)
 	fl.waitApplied(head, "web:1 and the Rollout")
-	w.eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
-		return w.pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(w.rollout("demo", "web")), nil
+	w.Eventually(90*time.Second, "web:1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
+		return w.Pods("demo", "web")["web:1"] == [2]int{3, 3} && conditions.IsReady(w.Rollout("demo", "web")), nil
 	})
 	phase("setup (Gitea repository, kwok, controller, Flux applying web:1)")
 
@@ -208,8 +152,8 @@ spec:
 	// then the gate's pull request is open on Gitea, from the approval
 	// branch into main, with a pending status on its head.
 	var branch, prURL, canary string
-	w.eventually(90*time.Second, "the gate's pull request opened", func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "web")
+	w.Eventually(90*time.Second, "the gate's pull request opened", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout("demo", "web")
 		a := ro.Status.AwaitingApproval
 		if a == nil || a.PullRequestURL == "" {
 			return false, nil
@@ -239,7 +183,7 @@ spec:
 	if link == nil {
 		t.Fatalf("pull request body links no status file:\n%s", pr.Body)
 	}
-	w.eventually(30*time.Second, "the status file the pull request links served by Gitea", func(ctx context.Context) (bool, error) {
+	w.Eventually(30*time.Second, "the status file the pull request links served by Gitea", func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, link[1], nil)
 		if err != nil {
 			return false, err
@@ -255,7 +199,7 @@ spec:
 	})
 	statusIs := func(sha string, want forge.StatusState) {
 		t.Helper()
-		w.eventually(60*time.Second, "the pull request's status "+string(want), func(ctx context.Context) (bool, error) {
+		w.Eventually(60*time.Second, "the pull request's status "+string(want), func(ctx context.Context) (bool, error) {
 			combined, list, err := s.CombinedStatus(ctx, repo, sha)
 			return err == nil && combined == string(want) && len(list) == 1 && list[0].Context == "rollgate/demo/web", nil
 		})
@@ -271,13 +215,13 @@ spec:
 	}
 	atTheGate := func(why string) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
-			if got := w.pods("demo", "web")["web:2"]; got[0] > 1 {
+			if got := w.Pods("demo", "web")["web:2"]; got[0] > 1 {
 				return fmt.Errorf("web:2 has %d pods, want 1 (the gate's step): %s", got[0], why)
 			}
 			return nil
 		}
 	}
-	w.holds(2*time.Second, "the gate holds until the merge", atTheGate("released before the merge"))
+	w.Holds(2*time.Second, "the gate holds until the merge", atTheGate("released before the merge"))
 	phase("web:2 merged, applied by Flux, its gate's pull request open")
 
 	// When the reviewer approves and merges while Flux is suspended (as
@@ -294,7 +238,7 @@ spec:
 	}
 	head = mainHead(t, s, repo)
 	release2.merged(head)
-	w.holds(10*time.Second, "the gate holds while the push webhook's signature is wrong", atTheGate("a push signed with the wrong secret opened the gate"))
+	w.Holds(10*time.Second, "the gate holds while the push webhook's signature is wrong", atTheGate("a push signed with the wrong secret opened the gate"))
 	// once a webhook signs with the Repository's secret, Gitea's
 	// delivery wakes rollgate, which releases the step from the merge in
 	// Git,
@@ -308,8 +252,8 @@ spec:
 	if err := s.TestHook(ctx, hook); err != nil {
 		t.Fatal(err)
 	}
-	w.eventually(90*time.Second, "web:2 released", func(ctx context.Context) (bool, error) {
-		return conditions.IsReady(w.rollout("demo", "web")) && w.pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
+	w.Eventually(90*time.Second, "web:2 released", func(ctx context.Context) (bool, error) {
+		return conditions.IsReady(w.Rollout("demo", "web")) && w.Pods("demo", "web")["web:2"] == [2]int{3, 3}, nil
 	})
 	t.Logf("Gitea's signed push delivery → web:2 released in %v", time.Since(delivered).Round(100*time.Millisecond))
 	// and the pull request's status says so. Resumed, Flux applies the
@@ -317,11 +261,11 @@ spec:
 	statusIs(pr.Head.SHA, forge.StatusSuccess)
 	fl.suspend(false)
 	fl.waitApplied(head, "the merged approval, after the release")
-	if got := w.rollout("demo", "web").Spec.Approvals; !slices.Contains(got, v1alpha1.Approval{Revision: canary, Step: 1}) {
+	if got := w.Rollout("demo", "web").Spec.Approvals; !slices.Contains(got, v1alpha1.Approval{Revision: canary, Step: 1}) {
 		t.Fatalf("the Rollout in the cluster has approvals %+v after Flux applied the merge; want {revision: %s, step: 1}", got, canary)
 	}
-	w.holds(6*time.Second, "web:2 on every pod while Flux keeps applying", func(ctx context.Context) error {
-		if got := w.pods("demo", "web"); got["web:2"] != [2]int{3, 3} || len(got) != 1 {
+	w.Holds(6*time.Second, "web:2 on every pod while Flux keeps applying", func(ctx context.Context) error {
+		if got := w.Pods("demo", "web"); got["web:2"] != [2]int{3, 3} || len(got) != 1 {
 			return fmt.Errorf("pods %v, want web:2 only, 3 of 3 ready", got)
 		}
 		return nil
@@ -335,8 +279,8 @@ spec:
 	head = mergeReviewed(t, s, repo, "release-web-3", "deploy/app.yaml", rig.Deployment("demo", "web", "web:3", 3), "Release web:3")
 	release3.merged(head)
 	fl.waitApplied(head, "web:3")
-	w.eventually(90*time.Second, "the gate of web:3 opened its pull request", func(ctx context.Context) (bool, error) {
-		ro := w.rollout("demo", "web")
+	w.Eventually(90*time.Second, "the gate of web:3 opened its pull request", func(ctx context.Context) (bool, error) {
+		ro := w.Rollout("demo", "web")
 		a := ro.Status.AwaitingApproval
 		if a == nil || a.PullRequestURL == "" || a.Branch == branch {
 			return false, nil
@@ -361,8 +305,8 @@ spec:
 	// pull request that sets web:2 back.
 	statusIs(gate3.Head.SHA, forge.StatusFailure)
 	var revert string
-	w.eventually(90*time.Second, "the revert's pull request opened", func(ctx context.Context) (bool, error) {
-		g := w.rollout("demo", "web").Status.Git
+	w.Eventually(90*time.Second, "the revert's pull request opened", func(ctx context.Context) (bool, error) {
+		g := w.Rollout("demo", "web").Status.Git
 		if g == nil || g.RevertPullRequestURL == "" {
 			return false, nil
 		}
@@ -379,14 +323,14 @@ spec:
 	}
 	// Until the revert is merged, main still declares web:3: Flux keeps
 	// applying it, Ready, and web:2 stays on every pod.
-	w.eventually(90*time.Second, "web:2 back on every pod", func(ctx context.Context) (bool, error) {
-		got := w.pods("demo", "web")
+	w.Eventually(90*time.Second, "web:2 back on every pod", func(ctx context.Context) (bool, error) {
+		got := w.Pods("demo", "web")
 		return got["web:2"] == [2]int{3, 3} && len(got) == 1, nil
 	})
 	fl.waitApplied(head, "main's head after the abort")
 	aborted := fl.watchNoFight("demo", "web", "web:3", "web:2", head)
-	w.holds(6*time.Second, "web:2 on every pod while Flux applies web:3 from main", func(ctx context.Context) error {
-		if got := w.pods("demo", "web"); got["web:2"] != [2]int{3, 3} || len(got) != 1 {
+	w.Holds(6*time.Second, "web:2 on every pod while Flux applies web:3 from main", func(ctx context.Context) error {
+		if got := w.Pods("demo", "web"); got["web:2"] != [2]int{3, 3} || len(got) != 1 {
 			return fmt.Errorf("pods %v, want web:2 only, 3 of 3 ready", got)
 		}
 		return nil

@@ -16,7 +16,7 @@ import (
 
 	"github.com/rollgate/rollgate/test/flux"
 	"github.com/rollgate/rollgate/test/gitea"
-	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // fluxNamespace holds Flux's objects and the Secret it clones with.
@@ -49,35 +49,35 @@ const fluxInterval = "2s"
 // v1.9 reads for HTTPS (username, password and ca.crt), a GitRepository
 // and a Kustomization (prune: true), all named name.
 func (k *cluster) startFlux(s *gitea.Server, repo gitea.Repo, name, path string) *fluxSync {
-	k.t.Helper()
+	k.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := flux.InstallCRDs(ctx, k.kubeconfig, ""); err != nil {
-		k.t.Fatal(err)
+		k.T.Fatal(err)
 	}
-	kube.EnsureNamespace(k.t, k.c, fluxNamespace)
-	f := &fluxSync{k: k, name: name, dir: k.t.TempDir()}
+	rig.EnsureNamespace(k.T, k.C, fluxNamespace)
+	f := &fluxSync{k: k, name: name, dir: k.T.TempDir()}
 	var err error
 	if f.ctrl, err = flux.Start(ctx, flux.Options{Kubeconfig: k.kubeconfig, Dir: f.dir}); err != nil {
-		k.t.Fatal(err)
+		k.T.Fatal(err)
 	}
-	k.t.Cleanup(func() {
-		if k.t.Failed() {
-			k.t.Logf("Flux's logs: %s, %s", filepath.Join(f.dir, flux.SourceController+".log"), filepath.Join(f.dir, flux.KustomizeController+".log"))
+	k.T.Cleanup(func() {
+		if k.T.Failed() {
+			k.T.Logf("Flux's logs: %s, %s", filepath.Join(f.dir, flux.SourceController+".log"), filepath.Join(f.dir, flux.KustomizeController+".log"))
 		}
 		if err := f.ctrl.Stop(); err != nil {
-			k.t.Errorf("stop Flux: %v", err)
+			k.T.Errorf("stop Flux: %v", err)
 		}
 	})
 	// A token of its own that can read the repository and nothing more.
 	token, err := s.CreateToken(ctx, s.Admin, "flux-"+repo.Name, "read:repository")
 	if err != nil {
-		k.t.Fatal(err)
+		k.T.Fatal(err)
 	}
-	k.createSecret(fluxNamespace, name+"-git", map[string][]byte{
+	k.CreateSecret(fluxNamespace, name+"-git", map[string][]byte{
 		"username": []byte(s.Admin.Name), "password": []byte(token), "ca.crt": s.CA,
 	})
-	kube.ApplyYAML(k.t, k.c, fmt.Sprintf(`
+	rig.ApplyYAML(k.T, k.C, fmt.Sprintf(`
 apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata: {name: %[1]s, namespace: %[2]s}
@@ -105,14 +105,14 @@ spec:
 // suspend sets the Kustomization's spec.suspend, as `flux suspend
 // kustomization` and `flux resume kustomization` do.
 func (f *fluxSync) suspend(on bool) {
-	f.k.t.Helper()
+	f.k.T.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(kustomizationGVK)
 	u.SetNamespace(fluxNamespace)
 	u.SetName(f.name)
 	patch := fmt.Sprintf(`{"spec":{"suspend":%t}}`, on)
-	if err := f.k.c.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		f.k.t.Fatal(err)
+	if err := f.k.C.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		f.k.T.Fatal(err)
 	}
 }
 
@@ -127,7 +127,7 @@ type kustomization struct {
 func (f *fluxSync) kustomization(ctx context.Context) (kustomization, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(kustomizationGVK)
-	if err := f.k.c.Get(ctx, client.ObjectKey{Namespace: fluxNamespace, Name: f.name}, u); err != nil {
+	if err := f.k.C.Get(ctx, client.ObjectKey{Namespace: fluxNamespace, Name: f.name}, u); err != nil {
 		return kustomization{}, err
 	}
 	var ks kustomization
@@ -148,7 +148,7 @@ func (f *fluxSync) kustomization(ctx context.Context) (kustomization, error) {
 func (f *fluxSync) source(ctx context.Context) string {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gitRepositoryGVK)
-	if err := f.k.c.Get(ctx, client.ObjectKey{Namespace: fluxNamespace, Name: f.name}, u); err != nil {
+	if err := f.k.C.Get(ctx, client.ObjectKey{Namespace: fluxNamespace, Name: f.name}, u); err != nil {
 		return err.Error()
 	}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
@@ -163,19 +163,20 @@ func (f *fluxSync) source(ctx context.Context) string {
 // waitApplied waits until the Kustomization is Ready with commit (main's
 // head) as its last applied revision, and says how long that took.
 func (f *fluxSync) waitApplied(commit, what string) {
-	f.k.t.Helper()
-	var last kustomization
-	f.k.eventually(90*time.Second, "Flux applied "+short(commit)+" ("+what+")", func(ctx context.Context) (bool, error) {
+	f.k.T.Helper()
+	what = "Flux applied " + short(commit) + " (" + what + ")"
+	took, err := rig.Wait(context.Background(), 90*time.Second, what, func(ctx context.Context) (bool, string, error) {
 		ks, err := f.kustomization(ctx)
 		if err != nil {
-			return false, client.IgnoreNotFound(err)
+			return false, "", client.IgnoreNotFound(err)
 		}
-		last = ks
-		return ks.ready == "True" && ks.applied == "main@sha1:"+commit, nil
-	}, func() string {
-		return fmt.Sprintf("Kustomization Ready=%s %s: %s, last applied %s; GitRepository %s",
-			last.ready, last.reason, last.message, last.applied, f.source(context.Background()))
+		return ks.ready == "True" && ks.applied == "main@sha1:"+commit, fmt.Sprintf("Kustomization Ready=%s %s: %s, last applied %s; GitRepository %s",
+			ks.ready, ks.reason, ks.message, ks.applied, f.source(ctx)), nil
 	})
+	if err != nil {
+		f.k.T.Fatal(err)
+	}
+	f.k.T.Logf("%s: after %s", what, took.Round(time.Millisecond))
 }
 
 // short is the first 8 characters of a commit.
@@ -237,7 +238,7 @@ func (w *noFight) run() {
 		case <-tick.C:
 		}
 		at := time.Since(start).Round(100 * time.Millisecond)
-		if pods, err := kube.PodsByImage(ctx, w.f.k.c, w.ns, w.app); err == nil {
+		if pods, err := rig.PodsByImage(ctx, w.f.k.C, w.ns, w.app); err == nil {
 			if n := pods[w.newIm][0]; n < w.maxNew {
 				w.backwards = append(w.backwards, fmt.Sprintf("+%v: %s ready pods %d after %d", at, w.newIm, n, w.maxNew))
 			} else {
@@ -292,7 +293,7 @@ func (w *noFight) outOfOrder() []string {
 // applied out of order, or too few applies for the check to mean anything
 // (at least minReconciles).
 func (w *noFight) check(phase string, minReconciles int) {
-	t := w.f.k.t
+	t := w.f.k.T
 	t.Helper()
 	close(w.stop)
 	<-w.done

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/kwok"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 func TestDeploymentPodsBecomeReady(t *testing.T) {
@@ -121,7 +121,7 @@ func TestDeploymentPodsBecomeReady(t *testing.T) {
 // webDeployment is a Deployment of replicas pods labelled app=name, in
 // namespace default, and its labels.
 func webDeployment(name string, replicas int32) (*appsv1.Deployment, map[string]string) {
-	d := kube.Deployment("default", name, replicas, corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "example.invalid/" + name + ":v1"}}})
+	d := rig.DeploymentObject("default", name, replicas, corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "example.invalid/" + name + ":v1"}}})
 	return d, d.Spec.Selector.MatchLabels
 }
 

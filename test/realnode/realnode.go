@@ -47,6 +47,7 @@ import (
 
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // Options configures a node.
@@ -438,23 +439,22 @@ func (c *Cluster) start(name, bin string, args ...string) (*component, error) {
 // waitFor polls check until it holds; it fails with the component, its
 // command and its log tail when the component exits or time runs out.
 func (c *Cluster) waitFor(ctx context.Context, comp *component, what string, limit time.Duration, check func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	var exited error
+	_, err := rig.Wait(ctx, limit, comp.Name+" "+what, func(context.Context) (bool, string, error) {
 		if check() {
-			return nil
+			return true, "", nil
 		}
-		if err := comp.Exited(); err != nil {
-			return fmt.Errorf("%s did not come up (waiting until it %s)\ncommand: %s\n%w", comp.Name, what, comp.cmd, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not come up: it never %s within %s\ncommand: %s\nlast lines of %s:\n%s",
-				comp.Name, what, limit, comp.cmd, comp.Log, proc.Tail(comp.Log, 20))
-		case <-tick.C:
-		}
+		exited = comp.Exited()
+		return false, "", exited
+	})
+	switch {
+	case err == nil:
+		return nil
+	case exited != nil:
+		return fmt.Errorf("%s did not come up (waiting until it %s)\ncommand: %s\n%w", comp.Name, what, comp.cmd, exited)
+	default:
+		return fmt.Errorf("%s did not come up: it never %s within %s\ncommand: %s\nlast lines of %s:\n%s",
+			comp.Name, what, limit, comp.cmd, comp.Log, proc.Tail(comp.Log, 20))
 	}
 }
 

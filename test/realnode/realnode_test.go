@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/realnode"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // A Deployment's pods run real containers on the real node, become Ready
@@ -103,7 +103,7 @@ func TestDeploymentPodsServeHTTP(t *testing.T) {
 }
 
 func verserver(name, image string, replicas int32) *appsv1.Deployment {
-	return kube.Deployment("default", name, replicas, corev1.PodSpec{
+	return rig.DeploymentObject("default", name, replicas, corev1.PodSpec{
 		TerminationGracePeriodSeconds: ptr.To[int64](10),
 		Containers: []corev1.Container{{
 			Name:            "app",

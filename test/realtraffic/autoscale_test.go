@@ -53,8 +53,8 @@ func TestAutoscaledReleaseUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	w := newWorldOf(t, ctx, worldOptions{rollout: rollout(autoscaledSteps), app: autoscaledApp})
-	metric := startMetricsAPI(t, w.ns, 4)
-	w.applyYAML(ctx, metric.manifests()+"---"+autoscaler)
+	metric := startMetricsAPI(t, w.NS, 4)
+	w.ApplyYAML(metric.manifests() + "---" + autoscaler)
 	t.Cleanup(func() {
 		// The APIService is cluster-wide: once its Service is gone, every
 		// discovery on the shared node (helm, kubectl) would report it
@@ -87,7 +87,7 @@ func TestAutoscaledReleaseUnderLoad(t *testing.T) {
 
 	// Release v2: step 1 runs a quarter of 4 pods.
 	stable := w.rollout(ctx).Status.StableRevision
-	w.applyYAML(ctx, autoscaledApp("localhost/verserver:v2", w.port()))
+	w.ApplyYAML(autoscaledApp("localhost/verserver:v2", w.port()))
 	canary := w.waitStep(ctx, 1, 25).Status.CanaryRevision
 	w.waitPods(ctx, "step 1: 1 new pod of 4", map[string]int32{"v1": 3, "v2": 1})
 	measure("step 1 at 4 pods, declared 25%", "v2", 25)
@@ -248,11 +248,11 @@ spec:
 // (the image tag), and returns the Deployment's replicas.
 func (w *world) census(ctx context.Context) (map[string]int32, int32, error) {
 	var d appsv1.Deployment
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "echoserver"}, &d); err != nil {
+	if err := w.C.Get(ctx, types.NamespacedName{Namespace: w.NS, Name: "echoserver"}, &d); err != nil {
 		return nil, 0, err
 	}
 	var list corev1.PodList
-	if err := w.c.List(ctx, &list, client.InNamespace(w.ns), client.MatchingLabels{"app": "echoserver"}); err != nil {
+	if err := w.C.List(ctx, &list, client.InNamespace(w.NS), client.MatchingLabels{"app": "echoserver"}); err != nil {
 		return nil, 0, err
 	}
 	out := map[string]int32{}
@@ -282,8 +282,8 @@ func podReady(p *corev1.Pod) bool {
 // waitPods waits until exactly want runs: that many ready pods of each
 // version, no other pod.
 func (w *world) waitPods(ctx context.Context, what string, want map[string]int32) {
-	w.t.Helper()
-	w.eventually(ctx, 3*time.Minute, what, func() (bool, string) {
+	w.T.Helper()
+	w.Until(ctx, 3*time.Minute, what, func() (bool, string) {
 		got, replicas, err := w.census(ctx)
 		if err != nil {
 			return false, err.Error()

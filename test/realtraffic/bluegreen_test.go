@@ -92,7 +92,7 @@ func TestBlueGreenUnderLoad(t *testing.T) {
 
 	// Release v2: the preview at the gate of step 1.
 	stable := w.rollout(ctx).Status.StableRevision
-	w.applyYAML(ctx, app("localhost/verserver:v2", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v2", w.port()))
 	ro := w.atBlueGreenGate(ctx, 1, map[string]int32{"v1": 5, "v2": 5})
 	v2 := ro.Status.CanaryRevision
 	measure("v2 preview (step 1), declared 0%", "v2", 0)
@@ -116,7 +116,7 @@ func TestBlueGreenUnderLoad(t *testing.T) {
 	}
 
 	// Release v3, switched to, then aborted after the switch.
-	w.applyYAML(ctx, app("localhost/verserver:v3", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v3", w.port()))
 	ro = w.atBlueGreenGate(ctx, 1, map[string]int32{"v2": 5, "v3": 5})
 	v3 := ro.Status.CanaryRevision
 	measure("v3 preview (step 1), declared 0%", "v3", 0)
@@ -127,8 +127,8 @@ func TestBlueGreenUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.applyYAML(ctx, declared+fmt.Sprintf("  abort: {revision: %q, reason: realtraffic aborts v3 after the switch}\n", v3))
-	w.eventually(ctx, 3*time.Minute, "v3 rolled back to v2", func() (bool, string) {
+	w.ApplyYAML(declared + fmt.Sprintf("  abort: {revision: %q, reason: realtraffic aborts v3 after the switch}\n", v3))
+	w.Until(ctx, 3*time.Minute, "v3 rolled back to v2", func() (bool, string) {
 		ro := w.rollout(ctx)
 		pods, _, err := w.census(ctx)
 		return err == nil && ro.Status.Phase == v1alpha1.PhaseFailed && ro.Status.CanaryWeight == 0 && fmt.Sprint(pods) == fmt.Sprint(map[string]int32{"v2": 5}),
@@ -148,13 +148,13 @@ func TestBlueGreenUnderLoad(t *testing.T) {
 // atBlueGreenGate waits until the release waits for approval at step with
 // pods running (ready, by version) and the step's analysis passed.
 func (w *world) atBlueGreenGate(ctx context.Context, step int32, pods map[string]int32) *v1alpha1.Rollout {
-	w.t.Helper()
+	w.T.Helper()
 	var ro *v1alpha1.Rollout
-	w.eventually(ctx, 3*time.Minute, fmt.Sprintf("the gate of step %d with pods %v", step, pods), func() (bool, string) {
+	w.Until(ctx, 3*time.Minute, fmt.Sprintf("the gate of step %d with pods %v", step, pods), func() (bool, string) {
 		ro = w.rollout(ctx)
 		got, _, err := w.census(ctx)
 		if ro.Status.Phase == v1alpha1.PhaseFailed {
-			w.t.Fatalf("the release failed: %s", describe(ro))
+			w.T.Fatalf("the release failed: %s", describe(ro))
 		}
 		return err == nil && ro.Status.AwaitingApproval != nil && ro.Status.CurrentStepIndex == step && fmt.Sprint(got) == fmt.Sprint(pods),
 			fmt.Sprintf("pods %v; %s", got, describe(ro))
@@ -166,7 +166,7 @@ func (w *world) atBlueGreenGate(ctx context.Context, step int32, pods map[string
 		}
 	}
 	if !passed {
-		w.t.Fatalf("the gate of step %d opened before its analysis passed: %+v", step, ro.Status.Analysis)
+		w.T.Fatalf("the gate of step %d opened before its analysis passed: %+v", step, ro.Status.Analysis)
 	}
 	return ro
 }
@@ -174,30 +174,30 @@ func (w *world) atBlueGreenGate(ctx context.Context, step int32, pods map[string
 // assertPreview sends 50 requests to the preview Service's ClusterIP (the
 // node's kube-proxy routes it from the host): all answered by version.
 func (w *world) assertPreview(ctx context.Context, version string) {
-	w.t.Helper()
+	w.T.Helper()
 	var svc corev1.Service
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "echoserver-canary"}, &svc); err != nil {
-		w.t.Fatalf("the preview Service: %v", err)
+	if err := w.C.Get(ctx, types.NamespacedName{Namespace: w.NS, Name: "echoserver-canary"}, &svc); err != nil {
+		w.T.Fatalf("the preview Service: %v", err)
 	}
 	by := map[string]int{}
 	for range 50 {
 		body, err := get(fmt.Sprintf("http://%s:80/", svc.Spec.ClusterIP))
 		if err != nil {
-			w.t.Fatalf("the preview Service: %v", err)
+			w.T.Fatalf("the preview Service: %v", err)
 		}
 		by[strings.Fields(body)[0]]++
 	}
-	w.t.Logf("preview Service %s: 50 requests by version %v", svc.Spec.ClusterIP, by)
+	w.T.Logf("preview Service %s: 50 requests by version %v", svc.Spec.ClusterIP, by)
 	if by[version] != 50 {
-		w.t.Errorf("the preview Service answered %v, want %s only", by, version)
+		w.T.Errorf("the preview Service answered %v, want %s only", by, version)
 	}
 }
 
 // waitQuery waits until Prometheus answers query with a number (Traefik
 // scraped twice, with load).
 func (w *world) waitQuery(ctx context.Context, promURL, query string) {
-	w.t.Helper()
-	w.eventually(ctx, time.Minute, "Prometheus answers "+query, func() (bool, string) {
+	w.T.Helper()
+	w.Until(ctx, time.Minute, "Prometheus answers "+query, func() (bool, string) {
 		res, err := promQuery(ctx, promURL, query)
 		return err == nil && len(res) > 0, fmt.Sprintf("%v %v", res, err)
 	})

@@ -79,7 +79,7 @@ func TestLockstepGroupUnderLoad(t *testing.T) {
 		rollout: rollout(groupSteps) + "  group: {name: shop}\n",
 		extra:   func(*world) string { return frontend("localhost/verserver:v1") },
 	})
-	w.eventually(ctx, 2*time.Minute, "frontend answers v1 and its Rollout is healthy", func() (bool, string) {
+	w.Until(ctx, 2*time.Minute, "frontend answers v1 and its Rollout is healthy", func() (bool, string) {
 		body, err := get(w.url + "frontend")
 		ro := w.member(ctx, "frontend")
 		return err == nil && strings.HasPrefix(body, "v1 ") && ro.Status.Phase == v1alpha1.PhaseHealthy,
@@ -106,11 +106,11 @@ func TestLockstepGroupUnderLoad(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	rec := rig.RecordGroup(w.c, w.ns, 100*time.Millisecond)
+	rec := rig.RecordGroup(w.C, w.NS, 100*time.Millisecond)
 
 	start := time.Now()
-	w.applyYAML(ctx, app("localhost/verserver:v2", w.port())+"---"+frontend("localhost/verserver:v2"))
-	w.eventually(ctx, 3*time.Minute, "both members at the group's gate: echoserver asks for the approval, frontend waits for it", func() (bool, string) {
+	w.ApplyYAML(app("localhost/verserver:v2", w.port()) + "---" + frontend("localhost/verserver:v2"))
+	w.Until(ctx, 3*time.Minute, "both members at the group's gate: echoserver asks for the approval, frontend waits for it", func() (bool, string) {
 		e, f := w.member(ctx, "echoserver"), w.member(ctx, "frontend")
 		atGate := func(ro *v1alpha1.Rollout) bool {
 			return ro.Status.CurrentStepIndex == 1 && ro.Status.CurrentStepState == v1alpha1.StepPaused && ro.Status.CanaryWeight == 20
@@ -126,7 +126,7 @@ func TestLockstepGroupUnderLoad(t *testing.T) {
 	w.applyDeclared(ctx)
 	approved := time.Now()
 	for _, m := range []string{"echoserver", "frontend"} {
-		w.eventually(ctx, 2*time.Minute, m+" at 60%", func() (bool, string) {
+		w.Until(ctx, 2*time.Minute, m+" at 60%", func() (bool, string) {
 			ro := w.member(ctx, m)
 			return ro.Status.CurrentStepIndex == 2 && ro.Status.CurrentStepState == v1alpha1.StepPaused && ro.Status.CanaryWeight == 60, describe(ro)
 		})
@@ -134,7 +134,7 @@ func TestLockstepGroupUnderLoad(t *testing.T) {
 	t.Logf("both at 60%% %s after the group's approval", time.Since(approved).Round(time.Millisecond))
 	measure("step 2, declared 60%", 60)
 	for _, m := range []string{"echoserver", "frontend"} {
-		w.eventually(ctx, 3*time.Minute, m+" released", func() (bool, string) {
+		w.Until(ctx, 3*time.Minute, m+" released", func() (bool, string) {
 			ro := w.member(ctx, m)
 			if ro.Status.Phase == v1alpha1.PhaseFailed {
 				t.Fatalf("%s failed: %s", m, ro.Status.Message)
@@ -158,6 +158,6 @@ func TestLockstepGroupUnderLoad(t *testing.T) {
 // member reads Rollout name of the story.
 func (w *world) member(ctx context.Context, name string) *v1alpha1.Rollout {
 	ro := &v1alpha1.Rollout{}
-	_ = w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, ro)
+	_ = w.C.Get(ctx, types.NamespacedName{Namespace: w.NS, Name: name}, ro)
 	return ro
 }

@@ -30,7 +30,7 @@ func TestHeaderMatchUnderLoad(t *testing.T) {
 	l := startLoad(w.url, rate, http.Header{"X-Canary": []string{"yes"}})
 	defer l.stop()
 
-	w.applyYAML(ctx, app("localhost/verserver:v2", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v2", w.port()))
 	ro := w.waitStep(ctx, 1, 0)
 	m := l.mark()
 	// At the gate, a GitOps tool re-applies the application as Git

@@ -76,9 +76,9 @@ func TestJobCheckOnTheRealNode(t *testing.T) {
 
 	// v2, checked for v2: the Job succeeds, the release completes.
 	stable := w.rollout(ctx).Status.StableRevision
-	w.applyYAML(ctx, app("localhost/verserver:v2", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v2", w.port()))
 	var v2 string
-	w.eventually(ctx, 3*time.Minute, "v2 released after its Job check passed", func() (bool, string) {
+	w.Until(ctx, 3*time.Minute, "v2 released after its Job check passed", func() (bool, string) {
 		ro := w.rollout(ctx)
 		if ro.Status.Phase == v1alpha1.PhaseFailed {
 			t.Fatalf("v2 failed: %s", describe(ro))
@@ -93,7 +93,7 @@ func TestJobCheckOnTheRealNode(t *testing.T) {
 	}
 
 	// v3, checked for v2: the Job fails, the release rolls back.
-	w.applyYAML(ctx, app("localhost/verserver:v3", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v3", w.port()))
 	v3 := w.waitFailedCheck(ctx, v2, "v3", v2)
 	m = smokeMeasurement(t, w.rollout(ctx))
 	t.Logf("v3's check: %s %s: %s", m.Phase, m.Value, m.Message)
@@ -104,9 +104,9 @@ func TestJobCheckOnTheRealNode(t *testing.T) {
 	}
 
 	// v4, whose check image is missing: fails with the reason at once.
-	w.applyYAML(ctx, smokeRollout("v4", "localhost/verserver:missing"))
+	w.ApplyYAML(smokeRollout("v4", "localhost/verserver:missing"))
 	started := time.Now()
-	w.applyYAML(ctx, app("localhost/verserver:v4", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v4", w.port()))
 	w.waitFailedCheck(ctx, v2, "v4", v3)
 	m = smokeMeasurement(t, w.rollout(ctx))
 	t.Logf("v4's check, %v after the release began: %s %s: %s", time.Since(started).Round(time.Second), m.Phase, m.Value, m.Message)
@@ -127,13 +127,13 @@ func TestJobCheckOnTheRealNode(t *testing.T) {
 // returns its revision. Without the revision, the previous release's
 // failure would pass for this one's.
 func (w *world) waitFailedCheck(ctx context.Context, stable, version, before string) string {
-	w.t.Helper()
+	w.T.Helper()
 	var canary string
-	w.eventually(ctx, 3*time.Minute, version+" rolled back after its Job (a check or a hook) failed", func() (bool, string) {
+	w.Until(ctx, 3*time.Minute, version+" rolled back after its Job (a check or a hook) failed", func() (bool, string) {
 		ro := w.rollout(ctx)
 		st := ro.Status
 		if st.Phase == v1alpha1.PhaseHealthy && st.StableRevision != stable {
-			w.t.Fatalf("%s was released despite its check: %s", version, describe(ro))
+			w.T.Fatalf("%s was released despite its check: %s", version, describe(ro))
 		}
 		canary = st.CanaryRevision
 		return st.Phase == v1alpha1.PhaseFailed && canary != before && canary != stable && st.StableRevision == stable &&

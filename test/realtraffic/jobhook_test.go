@@ -20,13 +20,13 @@ import (
 // (and, with check set, labelled as that check). what names them in the
 // failure: "checks", "hooks".
 func (w *world) checkJobs(ctx context.Context, what, check string) {
-	w.t.Helper()
+	w.T.Helper()
 	var jobs batchv1.JobList
-	if err := w.c.List(ctx, &jobs, client.InNamespace(w.ns), client.MatchingLabels{analysis.LabelCheckRollout: "echoserver"}); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.List(ctx, &jobs, client.InNamespace(w.NS), client.MatchingLabels{analysis.LabelCheckRollout: "echoserver"}); err != nil {
+		w.T.Fatal(err)
 	}
 	if len(jobs.Items) == 0 || len(jobs.Items) > analysis.JobHistory {
-		w.t.Errorf("%d Jobs of the Rollout's %s, want 1..%d", len(jobs.Items), what, analysis.JobHistory)
+		w.T.Errorf("%d Jobs of the Rollout's %s, want 1..%d", len(jobs.Items), what, analysis.JobHistory)
 	}
 	want := "the Rollout"
 	if check != "" {
@@ -35,7 +35,7 @@ func (w *world) checkJobs(ctx context.Context, what, check string) {
 	for _, j := range jobs.Items {
 		owned := len(j.OwnerReferences) == 1 && j.OwnerReferences[0].Kind == "Rollout" && j.OwnerReferences[0].Name == "echoserver"
 		if !owned || check != "" && j.Labels[analysis.LabelCheck] != check {
-			w.t.Errorf("Job %s: owners %+v, labels %v; want %s", j.Name, j.OwnerReferences, j.Labels, want)
+			w.T.Errorf("Job %s: owners %+v, labels %v; want %s", j.Name, j.OwnerReferences, j.Labels, want)
 		}
 	}
 }
@@ -88,10 +88,10 @@ func TestJobHooksOnTheRealNode(t *testing.T) {
 
 	// v2, checked for v2: the hook says yes, the release completes.
 	stable := w.rollout(ctx).Status.StableRevision
-	w.applyYAML(ctx, app("localhost/verserver:v2", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v2", w.port()))
 	var v2 string
 	var running, yes time.Time // when the hook was first seen with its Job under way, and answered yes
-	w.eventually(ctx, 2*time.Minute, "v2 released after its Job hook said yes", func() (bool, string) {
+	w.Until(ctx, 2*time.Minute, "v2 released after its Job hook said yes", func() (bool, string) {
 		ro := w.rollout(ctx)
 		if ro.Status.Phase == v1alpha1.PhaseFailed {
 			t.Fatalf("v2 failed: %s", describe(ro))
@@ -114,7 +114,7 @@ func TestJobHooksOnTheRealNode(t *testing.T) {
 	}
 	t.Logf("v2's hook: Job under way %s after v2 was applied, yes %s later: %s", running.Sub(start).Round(time.Second), yes.Sub(running).Round(time.Second), st.Message)
 	var j batchv1.Job
-	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: strings.Fields(st.Message)[1]}, &j); err != nil {
+	if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: strings.Fields(st.Message)[1]}, &j); err != nil {
 		t.Fatalf("v2's hook Job: %v", err)
 	}
 	if env := j.Spec.Template.Spec.Containers[0].Env; len(env) != 2 || env[0].Value != "2" || env[1].Value != v2 {
@@ -123,7 +123,7 @@ func TestJobHooksOnTheRealNode(t *testing.T) {
 
 	// v3, checked for v2: the hook says no, the release rolls back, and
 	// the Rollout's message says why with the Job's log.
-	w.applyYAML(ctx, app("localhost/verserver:v3", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v3", w.port()))
 	v3 := w.waitFailedCheck(ctx, v2, "v3", v2)
 	ro := w.rollout(ctx)
 	t.Logf("v3 failed: %s", ro.Status.Message)
@@ -137,9 +137,9 @@ func TestJobHooksOnTheRealNode(t *testing.T) {
 	}
 
 	// v4, whose hook image is missing: no at once, with the reason.
-	w.applyYAML(ctx, hookRollout("v4", "localhost/verserver:missing"))
+	w.ApplyYAML(hookRollout("v4", "localhost/verserver:missing"))
 	began := time.Now()
-	w.applyYAML(ctx, app("localhost/verserver:v4", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v4", w.port()))
 	w.waitFailedCheck(ctx, v2, "v4", v3)
 	st = smokeHook(w.rollout(ctx))
 	t.Logf("v4's hook, %v after the release began: %+v", time.Since(began).Round(time.Second), st)

@@ -71,10 +71,10 @@ type leaderChange struct {
 // on through the API server while the old pod drains
 // (webhook.drainSeconds) and another takes the Lease.
 func (w *world) changeLeader(ctx context.Context) leaderChange {
-	w.t.Helper()
+	w.T.Helper()
 	pods := w.readyControllerPods(ctx)
 	if len(pods) < 2 {
-		w.t.Fatalf("the chart's default runs 2 controller replicas; %d ready: %v", len(pods), podNames(pods))
+		w.T.Fatalf("the chart's default runs 2 controller replicas; %d ready: %v", len(pods), podNames(pods))
 	}
 	var ch leaderChange
 	ch.old = w.leader(ctx)
@@ -87,12 +87,12 @@ func (w *world) changeLeader(ctx context.Context) leaderChange {
 		}
 	}
 	if oldPod == nil || other == nil {
-		w.t.Fatalf("the Lease names %q; ready controller pods: %v", ch.old, podNames(pods))
+		w.T.Fatalf("the Lease names %q; ready controller pods: %v", ch.old, podNames(pods))
 	}
 	if held := w.admitDirect(ctx, *other, "localhost/verserver:v4"); !held {
-		w.t.Fatalf("replica %s, not the leader, let a new image through unheld", other.Name)
+		w.T.Fatalf("replica %s, not the leader, let a new image through unheld", other.Name)
 	}
-	w.t.Logf("replica %s, not the leader, holds a new image when asked directly", other.Name)
+	w.T.Logf("replica %s, not the leader, holds a new image when asked directly", other.Name)
 
 	var mu sync.Mutex
 	stop := make(chan struct{})
@@ -107,7 +107,7 @@ func (w *world) changeLeader(ctx context.Context) leaderChange {
 			}
 			var err error
 			if i%2 == 0 {
-				err = w.c.Create(ctx, webhookProbe(w.ns), client.DryRunAll)
+				err = w.C.Create(ctx, webhookProbe(w.NS), client.DryRunAll)
 			} else {
 				err = w.dryRunApply(ctx, workload("localhost/verserver:v4"))
 			}
@@ -128,11 +128,11 @@ func (w *world) changeLeader(ctx context.Context) leaderChange {
 	defer stopCalls()
 
 	before := w.webhookRequests(ctx, *other)
-	if err := w.c.Delete(ctx, oldPod); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.Delete(ctx, oldPod); err != nil {
+		w.T.Fatal(err)
 	}
 	ch.deleted = time.Now()
-	w.eventually(ctx, 2*time.Minute, "another replica holds the Lease", func() (bool, string) {
+	w.Until(ctx, 2*time.Minute, "another replica holds the Lease", func() (bool, string) {
 		// The counter is read before the Lease: a count read while the
 		// Lease did not name the replica was served while it did not lead.
 		served := w.webhookRequests(ctx, *other) - before
@@ -157,10 +157,10 @@ func (w *world) changeLeader(ctx context.Context) leaderChange {
 			failed = append(failed, fmt.Sprintf("+%.2fs after the delete (leader %q): %v", c.at.Sub(ch.deleted).Seconds(), c.leader, c.err))
 		}
 	}
-	w.t.Logf("leader %s -> %s %s after the delete; %d writes through the webhooks, %d of them before the new leader; %s answered %.0f webhook requests after the delete and before a new leader",
+	w.T.Logf("leader %s -> %s %s after the delete; %d writes through the webhooks, %d of them before the new leader; %s answered %.0f webhook requests after the delete and before a new leader",
 		ch.old, ch.new, ch.led.Sub(ch.deleted).Round(time.Millisecond), len(ch.calls), inGap, other.Name, ch.servedBeforeLeading)
 	if len(failed) > 0 {
-		w.t.Errorf("%d of %d writes needing the webhooks were refused during the leader change:\n  %s", len(failed), len(ch.calls), strings.Join(failed, "\n  "))
+		w.T.Errorf("%d of %d writes needing the webhooks were refused during the leader change:\n  %s", len(failed), len(ch.calls), strings.Join(failed, "\n  "))
 	}
 	return ch
 }
@@ -170,10 +170,10 @@ func (w *world) changeLeader(ctx context.Context) leaderChange {
 // CA in the webhook configuration, and says whether the answer holds it
 // (allowed, with a patch).
 func (w *world) admitDirect(ctx context.Context, pod corev1.Pod, image string) bool {
-	w.t.Helper()
+	w.T.Helper()
 	var dep appsv1.Deployment
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "echoserver"}, &dep); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.Get(ctx, types.NamespacedName{Namespace: w.NS, Name: "echoserver"}, &dep); err != nil {
+		w.T.Fatal(err)
 	}
 	dep.APIVersion, dep.Kind = "apps/v1", "Deployment"
 	oldRaw, _ := json.Marshal(&dep)
@@ -197,12 +197,12 @@ func (w *world) admitDirect(ctx context.Context, pod corev1.Pod, image string) b
 	}
 	body, _ := json.Marshal(review)
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
-	if err := w.c.Get(ctx, types.NamespacedName{Name: release}, &mwc); err != nil || len(mwc.Webhooks) == 0 {
-		w.t.Fatalf("webhook configuration %s: %v", release, err)
+	if err := w.C.Get(ctx, types.NamespacedName{Name: release}, &mwc); err != nil || len(mwc.Webhooks) == 0 {
+		w.T.Fatalf("webhook configuration %s: %v", release, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(mwc.Webhooks[0].ClientConfig.CABundle) {
-		w.t.Fatal("the webhook configuration's CA bundle holds no certificate")
+		w.T.Fatal("the webhook configuration's CA bundle holds no certificate")
 	}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		RootCAs: pool, ServerName: fmt.Sprintf("%s-webhook.%s.svc", release, releaseNS),
@@ -212,14 +212,14 @@ func (w *world) admitDirect(ctx context.Context, pod corev1.Pod, image string) b
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		w.t.Fatalf("AdmissionReview to %s: %v", pod.Name, err)
+		w.T.Fatalf("AdmissionReview to %s: %v", pod.Name, err)
 	}
 	defer resp.Body.Close()
 	var answer admissionv1.AdmissionReview
 	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || answer.Response == nil {
-		w.t.Fatalf("AdmissionReview answer of %s (%s): %v", pod.Name, resp.Status, err)
+		w.T.Fatalf("AdmissionReview answer of %s (%s): %v", pod.Name, resp.Status, err)
 	}
-	w.t.Logf("%s answered the AdmissionReview: allowed %v, %d bytes of patch, warnings %q", pod.Name, answer.Response.Allowed, len(answer.Response.Patch), answer.Response.Warnings)
+	w.T.Logf("%s answered the AdmissionReview: allowed %v, %d bytes of patch, warnings %q", pod.Name, answer.Response.Allowed, len(answer.Response.Patch), answer.Response.Warnings)
 	return answer.Response.Allowed && len(answer.Response.Patch) > 0
 }
 
@@ -243,7 +243,7 @@ func (w *world) readyControllerPods(ctx context.Context) []corev1.Pod {
 // leader is the pod named by the leader Lease ("" when none leads).
 func (w *world) leader(ctx context.Context) string {
 	var l coordinationv1.Lease
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: releaseNS, Name: leaseName}, &l); err != nil || l.Spec.HolderIdentity == nil {
+	if err := w.C.Get(ctx, types.NamespacedName{Namespace: releaseNS, Name: leaseName}, &l); err != nil || l.Spec.HolderIdentity == nil {
 		return ""
 	}
 	// controller-runtime's identity is the host name, an underscore and a
@@ -256,12 +256,12 @@ func (w *world) leader(ctx context.Context) string {
 // server answered, from its metrics endpoint (controller-runtime's
 // controller_runtime_webhook_requests_total, every webhook and code).
 func (w *world) webhookRequests(ctx context.Context, p corev1.Pod) float64 {
-	w.t.Helper()
+	w.T.Helper()
 	url := fmt.Sprintf("http://%s:8080/metrics", p.Status.PodIP)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		w.t.Fatalf("metrics of %s: %v", p.Name, err)
+		w.T.Fatalf("metrics of %s: %v", p.Name, err)
 	}
 	defer resp.Body.Close()
 	var sum float64
@@ -275,7 +275,7 @@ func (w *world) webhookRequests(ctx context.Context, p corev1.Pod) float64 {
 		fields := strings.Fields(line)
 		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
 		if err != nil {
-			w.t.Fatalf("metrics of %s: %q: %v", p.Name, line, err)
+			w.T.Fatalf("metrics of %s: %q: %v", p.Name, line, err)
 		}
 		sum += v
 	}
@@ -300,8 +300,8 @@ func webhookProbe(ns string) *unstructured.Unstructured {
 // dryRunApply applies docs as Flux would, as a server-side dry run: every
 // admission webhook is called, nothing is stored.
 func (w *world) dryRunApply(ctx context.Context, docs string) error {
-	for _, u := range decodeAll(w, docs) {
-		if err := w.c.Patch(ctx, u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership, client.DryRunAll); err != nil {
+	for _, u := range w.Decode(docs) {
+		if err := w.C.Patch(ctx, u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership, client.DryRunAll); err != nil {
 			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
@@ -322,26 +322,26 @@ func podNames(pods []corev1.Pod) []string {
 // replica must answer 202: it forwarded the call to the leader, which
 // accepted it.
 func (w *world) pushToFollower(ctx context.Context) time.Time {
-	w.t.Helper()
+	w.T.Helper()
 	leader := w.leader(ctx)
 	for _, p := range w.readyControllerPods(ctx) {
 		if p.Name == leader {
 			continue
 		}
-		url := fmt.Sprintf("http://%s:9292/hook/%s/app-repo", p.Status.PodIP, w.ns)
+		url := fmt.Sprintf("http://%s:9292/hook/%s/app-repo", p.Status.PodIP, w.NS)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"ref":"refs/heads/main"}`))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			w.t.Fatalf("push to %s: %v", p.Name, err)
+			w.T.Fatalf("push to %s: %v", p.Name, err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusAccepted {
-			w.t.Fatalf("push to %s, which does not lead (%s does): %s, want 202 Accepted (forwarded to the leader)\ncontroller log:\n%s", p.Name, leader, resp.Status, w.controllerLog(20))
+			w.T.Fatalf("push to %s, which does not lead (%s does): %s, want 202 Accepted (forwarded to the leader)\ncontroller log:\n%s", p.Name, leader, resp.Status, w.controllerLog(20))
 		}
-		w.t.Logf("push delivered to %s, which does not lead (%s does): %s", p.Name, leader, resp.Status)
+		w.T.Logf("push delivered to %s, which does not lead (%s does): %s", p.Name, leader, resp.Status)
 		return time.Now()
 	}
-	w.t.Fatalf("no ready controller replica besides the leader %s", leader)
+	w.T.Fatalf("no ready controller replica besides the leader %s", leader)
 	return time.Time{}
 }

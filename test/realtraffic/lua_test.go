@@ -110,27 +110,27 @@ func perWindowFor(l *load, withHeader bool) int {
 // (the chart's luaConfigMap), creating it; the test's cleanup deletes the
 // ConfigMap.
 func (w *world) setUserScript(ctx context.Context, key, script string) {
-	w.t.Helper()
+	w.T.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "rollgate-lua", Namespace: releaseNS}}
-	err := w.c.Get(ctx, types.NamespacedName{Namespace: releaseNS, Name: cm.Name}, cm)
+	err := w.C.Get(ctx, types.NamespacedName{Namespace: releaseNS, Name: cm.Name}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		cm.Data = map[string]string{key: script}
-		err = w.c.Create(ctx, cm)
-		w.t.Cleanup(func() {
+		err = w.C.Create(ctx, cm)
+		w.T.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			_ = w.c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "rollgate-lua", Namespace: releaseNS}})
+			_ = w.C.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "rollgate-lua", Namespace: releaseNS}})
 		})
 	case err == nil:
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
 		cm.Data[key] = script
-		err = w.c.Update(ctx, cm)
+		err = w.C.Update(ctx, cm)
 	}
 	if err != nil {
-		w.t.Fatalf("ConfigMap %s/rollgate-lua: %v", releaseNS, err)
+		w.T.Fatalf("ConfigMap %s/rollgate-lua: %v", releaseNS, err)
 	}
 }
 
@@ -150,7 +150,7 @@ func (w *world) weightedServices(ctx context.Context, name string) string {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("traefik.io/v1alpha1")
 	u.SetKind("TraefikService")
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, u); err != nil {
+	if err := w.C.Get(ctx, types.NamespacedName{Namespace: w.NS, Name: name}, u); err != nil {
 		return err.Error()
 	}
 	services, _, _ := unstructured.NestedSlice(u.Object, "spec", "weighted", "services")
@@ -188,7 +188,7 @@ func TestTraefikServiceThroughLua(t *testing.T) {
 	release := func(version, by string) {
 		t.Helper()
 		stable := w.rollout(ctx).Status.StableRevision
-		w.applyYAML(ctx, traefikServiceApp("localhost/verserver:"+version, w.port()))
+		w.ApplyYAML(traefikServiceApp("localhost/verserver:"+version, w.port()))
 		ro := w.waitStep(ctx, 1, 20)
 		t.Logf("%s step 1: TraefikService %s", version, w.weightedServices(ctx, ref))
 		window(t, ctx, l, false, version+" step 1, declared 20% ("+by+")", version, 20)
@@ -207,9 +207,9 @@ func TestTraefikServiceThroughLua(t *testing.T) {
 
 	// A user script that sends 80% to the canary at a 20% step.
 	w.setUserScript(ctx, key, kruiseScript(t, "misroute", "TraefikService.traefik.io.lua"))
-	w.applyYAML(ctx, traefikServiceApp("localhost/verserver:v4", w.port()))
+	w.ApplyYAML(traefikServiceApp("localhost/verserver:v4", w.port()))
 	var ro *v1alpha1.Rollout
-	w.eventually(ctx, 3*time.Minute, "v4's first step is refused by the routing guard with its canary pod ready", func() (bool, string) {
+	w.Until(ctx, 3*time.Minute, "v4's first step is refused by the routing guard with its canary pod ready", func() (bool, string) {
 		ro = w.rollout(ctx)
 		msg := conditions.GetMessage(ro, v1alpha1.TrafficShiftedCondition)
 		return conditions.IsFalse(ro, v1alpha1.TrafficShiftedCondition) && strings.Contains(msg, "refused before writing") &&
@@ -224,7 +224,7 @@ func TestTraefikServiceThroughLua(t *testing.T) {
 	if refused.byVersion["v4"] != 0 {
 		t.Errorf("%d requests reached v4 while its step was refused", refused.byVersion["v4"])
 	}
-	w.applyYAML(ctx, rollout+fmt.Sprintf("  abort: {revision: %q, reason: realtraffic aborts v4}\n", v4))
+	w.ApplyYAML(rollout + fmt.Sprintf("  abort: {revision: %q, reason: realtraffic aborts v4}\n", v4))
 	w.waitRolledBack(ctx, v4)
 	window(t, ctx, l, false, "after v4's rollback", "v4", 0)
 
@@ -266,7 +266,7 @@ func TestIngressRouteThroughLua(t *testing.T) {
 
 	headerStep := func(version string) *v1alpha1.Rollout {
 		t.Helper()
-		w.applyYAML(ctx, ingressRouteApp("localhost/verserver:"+version, w.port()))
+		w.ApplyYAML(ingressRouteApp("localhost/verserver:"+version, w.port()))
 		ro := w.waitStep(ctx, 1, 0)
 		with := window(t, ctx, l, true, version+" header step, with x-canary: yes", version, 100)
 		without := window(t, ctx, l, false, version+" header step, without the header", version, 0)
@@ -289,7 +289,7 @@ func TestIngressRouteThroughLua(t *testing.T) {
 
 	ro = headerStep("v3")
 	v3 := ro.Status.CanaryRevision
-	w.applyYAML(ctx, rollout+fmt.Sprintf("  abort: {revision: %q, reason: realtraffic aborts v3}\n", v3))
+	w.ApplyYAML(rollout + fmt.Sprintf("  abort: {revision: %q, reason: realtraffic aborts v3}\n", v3))
 	w.waitRolledBack(ctx, v3)
 	window(t, ctx, l, true, "after v3's rollback, with the header", "v3", 0)
 
@@ -314,7 +314,7 @@ func (w *world) stickyCookie(ctx context.Context, name string) string {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("traefik.io/v1alpha1")
 	u.SetKind("TraefikService")
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, u); err != nil {
+	if err := w.C.Get(ctx, types.NamespacedName{Namespace: w.NS, Name: name}, u); err != nil {
 		return err.Error()
 	}
 	cookie, _, _ := unstructured.NestedString(u.Object, "spec", "weighted", "sticky", "cookie", "name")
@@ -432,7 +432,7 @@ func TestStickyCanaryThroughTraefikService(t *testing.T) {
 		return clients, first
 	}
 	stable := w.rollout(ctx).Status.StableRevision
-	w.applyYAML(ctx, traefikServiceApp("localhost/verserver:v2", w.port()))
+	w.ApplyYAML(traefikServiceApp("localhost/verserver:v2", w.port()))
 	ro := w.waitStep(ctx, 1, 20)
 	cookie := w.stickyCookie(ctx, "echoserver-wrr")
 	t.Logf("step 1: TraefikService %s, sticky cookie %q", w.weightedServices(ctx, "echoserver-wrr"), cookie)

@@ -36,7 +36,7 @@ const mirrorWindow = 1500
 // /requests), read from each ready pod directly.
 func (w *world) canaryServed(ctx context.Context, revision string) (int, error) {
 	var pods corev1.PodList
-	if err := w.c.List(ctx, &pods, client.InNamespace(w.ns), client.MatchingLabels{v1alpha1.LabelRevision: revision}); err != nil {
+	if err := w.C.List(ctx, &pods, client.InNamespace(w.NS), client.MatchingLabels{v1alpha1.LabelRevision: revision}); err != nil {
 		return 0, err
 	}
 	total, counted := 0, 0
@@ -66,7 +66,7 @@ func (w *world) traefikServiceSpec(ctx context.Context, name string) string {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("traefik.io/v1alpha1")
 	u.SetKind("TraefikService")
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, u); err != nil {
+	if err := w.C.Get(ctx, types.NamespacedName{Namespace: w.NS, Name: name}, u); err != nil {
 		return err.Error()
 	}
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
@@ -91,7 +91,7 @@ func TestMirrorThroughTraefikService(t *testing.T) {
 	l := startLoad(w.url, rate, nil)
 	defer l.stop()
 
-	w.applyYAML(ctx, traefikServiceApp("localhost/verserver:v2", w.port()))
+	w.ApplyYAML(traefikServiceApp("localhost/verserver:v2", w.port()))
 	ro := w.waitStep(ctx, 1, 0)
 	v2 := ro.Status.CanaryRevision
 	if ro.Status.Traffic != "mirror 30%" {
@@ -126,7 +126,7 @@ func TestMirrorThroughTraefikService(t *testing.T) {
 		t.Errorf("mirror step: v2's pod received %d copies of %d requests (%.1f%%), declared 30%% (±%.0f)", copies, tl.total, share, tolerance)
 	}
 
-	w.applyYAML(ctx, rollout+fmt.Sprintf("  abort: {revision: %q, reason: realtraffic aborts the mirror step}\n", v2))
+	w.ApplyYAML(rollout + fmt.Sprintf("  abort: {revision: %q, reason: realtraffic aborts the mirror step}\n", v2))
 	w.waitRolledBack(ctx, v2)
 	if got := w.weightedServices(ctx, ref); got != "echoserver:<nil>" {
 		t.Errorf("TraefikService %s after the abort: %s, want it as declared (echoserver:<nil>)", ref, got)

@@ -194,7 +194,7 @@ func runNativeCost(b *testing.B) {
 	m := newCostMeter(b, w)
 	kinds := []string{"native", costKind(weights)}
 	for _, kind := range kinds {
-		w.eventually(ctx, 2*time.Minute, kind+": steady at v1, run 0", func() (bool, string) { return m.steady(ctx, kind, 0) })
+		w.Until(ctx, 2*time.Minute, kind+": steady at v1, run 0", func() (bool, string) { return m.steady(ctx, kind, 0) })
 	}
 	if err := m.checkGatewayAt(costURL(w, "native")); err != nil {
 		b.Fatal(err)
@@ -269,7 +269,7 @@ func newCostMeter(b *testing.B, w *world) *costMeter {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &costMeter{b: b, w: w, c: w.c, raw: cs, own: map[string]int{}}
+	return &costMeter{b: b, w: w, c: w.C, raw: cs, own: map[string]int{}}
 }
 
 // checkGatewayAt fails unless url answers v1 through the gateway.
@@ -300,7 +300,7 @@ func (m *costMeter) observe(ctx context.Context, kind, image string, run int, st
 	name := costName(kind)
 	var pods corev1.PodList
 	m.own["LIST pods"]++
-	if err := m.c.List(ctx, &pods, client.InNamespace(m.w.ns), client.MatchingLabels{"app": name}); err != nil {
+	if err := m.c.List(ctx, &pods, client.InNamespace(m.w.NS), client.MatchingLabels{"app": name}); err != nil {
 		return costState{desc: err.Error()}
 	}
 	newReady, other := 0, 0
@@ -314,7 +314,7 @@ func (m *costMeter) observe(ctx context.Context, kind, image string, run int, st
 	s := costState{podsDone: newReady == costPods && len(pods.Items) == costPods, newReady: newReady == costPods}
 	var d appsv1.Deployment
 	m.own["GET deployments"]++
-	if err := m.c.Get(ctx, types.NamespacedName{Namespace: m.w.ns, Name: name}, &d); err != nil {
+	if err := m.c.Get(ctx, types.NamespacedName{Namespace: m.w.NS, Name: name}, &d); err != nil {
 		return costState{desc: err.Error()}
 	}
 	st := d.Status
@@ -377,7 +377,7 @@ func (m *costMeter) run(ctx context.Context, kind string, n int, image string) c
 	before := m.scrape(ctx)
 	mark := l.mark()
 	start := time.Now()
-	w.applyYAML(ctx, doc)
+	w.ApplyYAML(doc)
 	var podsAt, completeAt time.Duration
 	last, lastMoment := "", ""
 	for podsAt == 0 || completeAt == 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/realnode"
 	"github.com/rollgate/rollgate/test/repo"
+	"github.com/rollgate/rollgate/test/rig"
 )
 
 // theNode is the package's real node, shared by every story.
@@ -153,20 +154,14 @@ func waitWebhook(ctx context.Context, c client.Client) error {
 	})
 }
 
-// poll calls cond every 200 ms until it holds; past limit it returns an
-// error with cond's last description.
+// poll waits until cond holds (see rig.Wait), for the package's node,
+// which no one test owns.
 func poll(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) error {
-	deadline := time.Now().Add(limit)
-	last := ""
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		ok, desc := cond()
-		if ok {
-			return nil
-		}
-		last = desc
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("%s: not within %s; last: %s", what, limit, last)
+	_, err := rig.Wait(ctx, limit, what, func(context.Context) (bool, string, error) {
+		ok, last := cond()
+		return ok, last, nil
+	})
+	return err
 }
 
 // controllerLog is the tail of the controller pods' logs.

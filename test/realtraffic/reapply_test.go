@@ -27,14 +27,14 @@ func (w *world) reapplyFromGit(ctx context.Context, docs string, d time.Duration
 			for _, u := range objs {
 				var err error
 				if mode == "ssa" {
-					err = w.c.Patch(ctx, u.DeepCopy(), client.Apply, client.FieldOwner(argoManager), client.ForceOwnership)
+					err = w.C.Patch(ctx, u.DeepCopy(), client.Apply, client.FieldOwner(argoManager), client.ForceOwnership)
 				} else {
 					err = w.replaceSpec(ctx, u)
 				}
 				writes++
 				if err != nil {
 					refused++
-					w.t.Logf("re-apply (%s) %s %s: %v", mode, u.GetKind(), u.GetName(), err)
+					w.T.Logf("re-apply (%s) %s %s: %v", mode, u.GetKind(), u.GetName(), err)
 				}
 			}
 		}
@@ -47,7 +47,7 @@ func (w *world) reapplyFromGit(ctx context.Context, docs string, d time.Duration
 func (w *world) replaceSpec(ctx context.Context, u *unstructured.Unstructured) error {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(u.GroupVersionKind())
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live); err != nil {
+	if err := w.C.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live); err != nil {
 		return err
 	}
 	spec, ok := u.Object["spec"]
@@ -55,12 +55,12 @@ func (w *world) replaceSpec(ctx context.Context, u *unstructured.Unstructured) e
 		return nil // a Namespace, say
 	}
 	live.Object["spec"] = spec
-	return w.c.Update(ctx, live, client.FieldOwner(argoManager))
+	return w.C.Update(ctx, live, client.FieldOwner(argoManager))
 }
 
 func decodeDocs(w *world, docs string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
-	for _, u := range decodeAll(w, docs) {
+	for _, u := range w.Decode(docs) {
 		if u.GetKind() == "Namespace" || u.GetKind() == "GatewayClass" {
 			continue
 		}
@@ -92,7 +92,7 @@ func (w *world) sampleRoute(ctx context.Context) *routeSampler {
 			time.Sleep(50 * time.Millisecond)
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"))
-			if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "echoserver"}, u); err != nil {
+			if err := w.C.Get(ctx, types.NamespacedName{Namespace: w.NS, Name: "echoserver"}, u); err != nil {
 				continue
 			}
 			var r gatewayv1.HTTPRoute

@@ -87,7 +87,7 @@ func TestReleaseUnderLoad(t *testing.T) {
 	start := time.Now()
 	stable := w.rollout(ctx).Status.StableRevision
 	at("apply v2")
-	w.applyYAML(ctx, app("localhost/verserver:v2", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v2", w.port()))
 	ro := w.waitStep(ctx, 1, 20)
 	at("step 1 reported done")
 	canary := ro.Status.CanaryRevision
@@ -123,7 +123,7 @@ func TestReleaseUnderLoad(t *testing.T) {
 	// Release v3, upgrade rollgate at its gate, then abort it.
 	start = time.Now()
 	at("apply v3")
-	w.applyYAML(ctx, app("localhost/verserver:v3", w.port())+"---"+rollout(steps))
+	w.ApplyYAML(app("localhost/verserver:v3", w.port()) + "---" + rollout(steps))
 	ro = w.waitStep(ctx, 1, 20)
 	at("v3 step 1 reported done")
 	v3 := ro.Status.CanaryRevision
@@ -132,7 +132,7 @@ func TestReleaseUnderLoad(t *testing.T) {
 	at("helm upgrade of rollgate at v3's gate done")
 	w.waitStep(ctx, 1, 20)
 	measure("v3 step 1 after helm upgrade", "v3", 20)
-	w.applyYAML(ctx, rollout(steps)+fmt.Sprintf(`  abort: {revision: %q, reason: realtraffic aborts v3}
+	w.ApplyYAML(rollout(steps) + fmt.Sprintf(`  abort: {revision: %q, reason: realtraffic aborts v3}
 `, v3))
 	at("abort applied")
 	w.waitRolledBack(ctx, v3)
@@ -187,19 +187,19 @@ func report(figures []figure, all tally) string {
 // waitStep waits until the Rollout reports step n paused (its traffic and
 // pods in place) at weight.
 func (w *world) waitStep(ctx context.Context, n, weight int32) *v1alpha1.Rollout {
-	w.t.Helper()
+	w.T.Helper()
 	return w.waitStepWithin(ctx, n, weight, 3*time.Minute)
 }
 
 // waitStepWithin is waitStep failing past limit.
 func (w *world) waitStepWithin(ctx context.Context, n, weight int32, limit time.Duration) *v1alpha1.Rollout {
-	w.t.Helper()
+	w.T.Helper()
 	var ro *v1alpha1.Rollout
-	w.eventually(ctx, limit, fmt.Sprintf("step %d at %d%% reported done", n, weight), func() (bool, string) {
+	w.Until(ctx, limit, fmt.Sprintf("step %d at %d%% reported done", n, weight), func() (bool, string) {
 		ro = w.rollout(ctx)
 		st := ro.Status
 		if st.Phase == v1alpha1.PhaseFailed {
-			w.t.Fatalf("the release failed: %s", st.Message)
+			w.T.Fatalf("the release failed: %s", st.Message)
 		}
 		return st.CurrentStepIndex == n && st.CurrentStepState == v1alpha1.StepPaused && st.CanaryWeight == weight,
 			describe(ro)
@@ -208,20 +208,20 @@ func (w *world) waitStepWithin(ctx context.Context, n, weight int32, limit time.
 }
 
 func (w *world) waitHealthy(ctx context.Context, stable, canary string) {
-	w.t.Helper()
-	w.eventually(ctx, 3*time.Minute, "the release completes", func() (bool, string) {
+	w.T.Helper()
+	w.Until(ctx, 3*time.Minute, "the release completes", func() (bool, string) {
 		ro := w.rollout(ctx)
 		st := ro.Status
 		if st.Phase == v1alpha1.PhaseFailed {
-			w.t.Fatalf("the release failed: %s", st.Message)
+			w.T.Fatalf("the release failed: %s", st.Message)
 		}
 		return st.Phase == v1alpha1.PhaseHealthy && st.StableRevision == canary && st.StableRevision != stable, describe(ro)
 	})
 }
 
 func (w *world) waitRolledBack(ctx context.Context, canary string) {
-	w.t.Helper()
-	w.eventually(ctx, 3*time.Minute, "the rollback completes", func() (bool, string) {
+	w.T.Helper()
+	w.Until(ctx, 3*time.Minute, "the rollback completes", func() (bool, string) {
 		ro := w.rollout(ctx)
 		st := ro.Status
 		return st.Phase == v1alpha1.PhaseFailed && st.CanaryWeight == 0 && st.CanaryReplicas == 0, describe(ro)

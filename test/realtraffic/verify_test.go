@@ -75,7 +75,7 @@ func TestTrafficVerifiedFromTheDataPlane(t *testing.T) {
 
 	// Release v2 through the real route: verified at 25%, then 100%.
 	stable := w.rollout(ctx).Status.StableRevision
-	w.applyYAML(ctx, app("localhost/verserver:v2", w.port()))
+	w.ApplyYAML(app("localhost/verserver:v2", w.port()))
 	ro := w.waitStep(ctx, 1, 25)
 	v2 := ro.Status.CanaryRevision
 	share := measuredShare(t, ro, 1)
@@ -87,10 +87,10 @@ func TestTrafficVerifiedFromTheDataPlane(t *testing.T) {
 	t.Logf("v2 step 2: declared 100%%, measured %s", measuredShare(t, w.rollout(ctx), 2))
 
 	// Release v3 through a route no data plane serves.
-	w.applyYAML(ctx, verifiedRollout("orphan", p.URL))
-	w.applyYAML(ctx, app("localhost/verserver:v3", w.port()))
+	w.ApplyYAML(verifiedRollout("orphan", p.URL))
+	w.ApplyYAML(app("localhost/verserver:v3", w.port()))
 	var gated bool
-	w.eventually(ctx, 4*time.Minute, "v3's step fails its traffic verification and rolls back", func() (bool, string) {
+	w.Until(ctx, 4*time.Minute, "v3's step fails its traffic verification and rolls back", func() (bool, string) {
 		ro = w.rollout(ctx)
 		gated = gated || ro.Status.AwaitingApproval != nil && ro.Status.AwaitingApproval.Revision != v2
 		return ro.Status.Phase == v1alpha1.PhaseFailed && ro.Status.CanaryReplicas == 0 && ro.Status.CanaryWeight == 0, describe(ro)

@@ -11,14 +11,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/test/gitserver"
-	"github.com/rollgate/rollgate/test/kube"
 	"github.com/rollgate/rollgate/test/proc"
 	"github.com/rollgate/rollgate/test/realnode"
 	"github.com/rollgate/rollgate/test/repo"
@@ -40,14 +37,12 @@ const (
 // chart): the sample application under a Rollout in the story's namespace,
 // and a Traefik of its own in front of it.
 type world struct {
-	t       testing.TB
+	// World's namespace is the story's: its application, Rollout and
+	// Repository (the stories declare them in demo; see World.InNS).
+	rig.World
 	node    *realnode.Cluster
-	c       client.Client
 	helm    string
 	traefik *proc.Process
-	// ns is the story's namespace: its application, Rollout and
-	// Repository (the stories declare them in demo; see inNamespace).
-	ns string
 	// git serves the application's repository on the node's address, where
 	// the controller's pod reaches it.
 	git *gitserver.Server
@@ -100,7 +95,7 @@ func newWorldOf(t testing.TB, ctx context.Context, opts worldOptions) *world {
 	if theNode.ready != "" {
 		t.Logf("the package's node: %s", theNode.ready)
 	}
-	w := &world{t: t, node: node, c: node.Client, helm: repo.Tool(t, "helm"), ns: kube.StoryNamespace(t.Name())}
+	w := &world{World: rig.World{T: t, C: node.Client, NS: rig.StoryNamespace(t.Name())}, node: node, helm: repo.Tool(t, "helm")}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("real node logs:\n%s", node.LogTails(15))
@@ -109,8 +104,8 @@ func newWorldOf(t testing.TB, ctx context.Context, opts worldOptions) *world {
 		// for the next story.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if out, err := node.Kubectl(ctx, "delete", "namespace", w.ns, "--wait=false"); err != nil {
-			t.Errorf("delete namespace %s: %v\n%s", w.ns, err, out)
+		if out, err := node.Kubectl(ctx, "delete", "namespace", w.NS, "--wait=false"); err != nil {
+			t.Errorf("delete namespace %s: %v\n%s", w.NS, err, out)
 		}
 	})
 
@@ -134,7 +129,7 @@ func newWorldOf(t testing.TB, ctx context.Context, opts worldOptions) *world {
 	// The application's repository, on the node's address so that the
 	// controller's pod reaches it; approvals are merges there.
 	w.git = gitserver.Start(t, gitserver.Options{Host: realnode.NodeIP})
-	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: kube.InNamespace(ro, w.ns)})
+	repoURL, err := w.git.CreateRepo("app", map[string]string{rolloutPath: rig.InNamespace(ro, w.NS)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +138,7 @@ func newWorldOf(t testing.TB, ctx context.Context, opts worldOptions) *world {
 	if extra != "" {
 		docs += "---" + extra
 	}
-	w.applyYAML(ctx, docs+"---"+fmt.Sprintf(`
+	w.ApplyYAML(docs + "---" + fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: app-repo, namespace: demo}
@@ -154,8 +149,8 @@ spec: {url: %q, branch: main, interval: %s, status: {window: 1s}}
 	// namespace only.
 	p, err := proc.Start(dir, "traefik", traefik, []string{
 		fmt.Sprintf("--entryPoints.web.address=127.0.0.1:%d", port),
-		"--providers.kubernetesgateway=true", "--providers.kubernetesgateway.namespaces=" + w.ns,
-		"--providers.kubernetescrd=true", "--providers.kubernetescrd.namespaces=" + w.ns,
+		"--providers.kubernetesgateway=true", "--providers.kubernetesgateway.namespaces=" + w.NS,
+		"--providers.kubernetescrd=true", "--providers.kubernetescrd.namespaces=" + w.NS,
 		"--ping=false", "--log.level=INFO", "--global.checkNewVersion=false",
 		"--global.sendAnonymousUsage=false",
 		// Prometheus metrics on their own entry point, for the stories
@@ -174,7 +169,7 @@ spec: {url: %q, branch: main, interval: %s, status: {window: 1s}}
 		}
 		_ = p.Stop(5 * time.Second)
 	})
-	w.eventually(ctx, 2*time.Minute, "v1 answers through the gateway and the Rollout is healthy", func() (bool, string) {
+	w.Until(ctx, 2*time.Minute, "v1 answers through the gateway and the Rollout is healthy", func() (bool, string) {
 		if err := p.Exited(); err != nil {
 			t.Fatal(err)
 		}
@@ -201,26 +196,26 @@ func get(url string) (string, error) {
 }
 
 func (w *world) helmRun(ctx context.Context, args ...string) string {
-	w.t.Helper()
+	w.T.Helper()
 	out, err := runHelm(ctx, w.node, w.helm, args...)
 	if err != nil {
-		w.t.Fatalf("helm %s: %v\n%s\ncontroller log:\n%s", strings.Join(args, " "), err, out, w.controllerLog(30))
+		w.T.Fatalf("helm %s: %v\n%s\ncontroller log:\n%s", strings.Join(args, " "), err, out, w.controllerLog(30))
 	}
 	return out
 }
 
 // waitWebhookCA waits until the controller's webhook answers again.
 func (w *world) waitWebhookCA(ctx context.Context) {
-	w.t.Helper()
-	if err := waitWebhook(ctx, w.c); err != nil {
-		w.t.Fatal(err)
+	w.T.Helper()
+	if err := waitWebhook(ctx, w.C); err != nil {
+		w.T.Fatal(err)
 	}
 }
 
 // controllerPods lists the controller's pods.
 func (w *world) controllerPods(ctx context.Context) []corev1.Pod {
 	var list corev1.PodList
-	_ = w.c.List(ctx, &list, client.InNamespace(releaseNS))
+	_ = w.C.List(ctx, &list, client.InNamespace(releaseNS))
 	return list.Items
 }
 
@@ -228,54 +223,8 @@ func (w *world) controllerLog(n int) string { return controllerLog(w.node, n) }
 
 func (w *world) rollout(ctx context.Context) *v1alpha1.Rollout {
 	ro := &v1alpha1.Rollout{}
-	_ = w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "echoserver"}, ro)
+	_ = w.C.Get(ctx, types.NamespacedName{Namespace: w.NS, Name: "echoserver"}, ro)
 	return ro
-}
-
-// eventually polls cond until it holds; it fails the test with cond's last
-// description when limit passes.
-func (w *world) eventually(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) {
-	w.t.Helper()
-	deadline := time.Now().Add(limit)
-	last := ""
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		ok, desc := cond()
-		if ok {
-			return
-		}
-		last = desc
-		time.Sleep(200 * time.Millisecond)
-	}
-	w.t.Fatalf("%s: not within %s; last: %s", what, limit, last)
-}
-
-// applyYAML applies every document of docs as Flux would.
-func (w *world) applyYAML(ctx context.Context, docs string) {
-	w.t.Helper()
-	for _, u := range decodeAll(w, docs) {
-		if err := w.c.Patch(ctx, u, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership); err != nil {
-			w.t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
-}
-
-// decodeAll decodes every non-empty document of docs.
-func decodeAll(w *world, docs string) []*unstructured.Unstructured {
-	w.t.Helper()
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(kube.InNamespace(docs, w.ns)), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if err == io.EOF {
-				return out
-			}
-			w.t.Fatalf("decode: %v", err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
-	}
 }
 
 // app is the application as Git declares it: namespace demo, Deployment
@@ -393,7 +342,7 @@ const rolloutPath = "apps/echoserver/rollout.yaml"
 // reviewer merges the pull request, then applies the Rollout as Git now
 // declares it, as Flux would.
 func (w *world) approveInGit(ctx context.Context) {
-	w.t.Helper()
+	w.T.Helper()
 	w.mergeApproval(ctx)
 	w.applyDeclared(ctx)
 }
@@ -401,9 +350,9 @@ func (w *world) approveInGit(ctx context.Context) {
 // mergeApproval merges the approval branch of the gate the Rollout waits
 // at into main, as a reviewer merges its pull request.
 func (w *world) mergeApproval(ctx context.Context) {
-	w.t.Helper()
+	w.T.Helper()
 	var branch string
-	w.eventually(ctx, time.Minute, "the approval branch is in Git", func() (bool, string) {
+	w.Until(ctx, time.Minute, "the approval branch is in Git", func() (bool, string) {
 		ro := w.rollout(ctx)
 		if ro.Status.AwaitingApproval == nil || ro.Status.AwaitingApproval.Branch == "" {
 			return false, describe(ro)
@@ -413,17 +362,17 @@ func (w *world) mergeApproval(ctx context.Context) {
 		return err == nil, fmt.Sprintf("branch %s: %v", branch, err)
 	})
 	if _, err := w.git.Merge("app", "main", branch, "Merge approval "+branch); err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 }
 
 // applyDeclared applies the Rollout as main declares it, as the GitOps
 // tool does after a merge.
 func (w *world) applyDeclared(ctx context.Context) {
-	w.t.Helper()
+	w.T.Helper()
 	declared, err := w.git.ReadFile("app", "main", rolloutPath)
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
-	w.applyYAML(ctx, declared)
+	w.ApplyYAML(declared)
 }

@@ -1,8 +1,9 @@
 // Package rig holds what the cluster tests set up the same way: the
 // scheme of their clients, loopback ports for the listeners a controller
-// opens, polling until something holds (saying how long it took), and the
-// YAML of the application they release (Deployment, Service, HTTPRoute and
-// the Rollout over them).
+// opens, the one way they wait (wait.go: until something holds, saying how
+// long it took, or while nothing moves), the World a story works in
+// (world.go), and the YAML of the application they release (Deployment,
+// Service, HTTPRoute and the Rollout over them).
 package rig
 
 import (
@@ -58,52 +59,6 @@ func FreePort(t testing.TB) int {
 		t.Fatal(err)
 	}
 	return ports[0]
-}
-
-// Interval is how often Eventually and Wait look.
-const Interval = 250 * time.Millisecond
-
-// Wait looks at cond at once and then every Interval until it holds, and
-// returns how long that took. It returns an error naming what, limit and
-// cond's last word when limit passes first or ctx ends, and at once when
-// cond returns an error (a process it depends on died, say).
-func Wait(ctx context.Context, limit time.Duration, what string, cond func(ctx context.Context) (ok bool, last string, err error)) (time.Duration, error) {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	last := "not looked yet"
-	for {
-		ok, why, err := cond(ctx)
-		if why != "" {
-			last = why
-		}
-		if err != nil {
-			return time.Since(start), fmt.Errorf("%s: %w (last: %s)", what, err, last)
-		}
-		if ok {
-			return time.Since(start), nil
-		}
-		select {
-		case <-ctx.Done():
-			return time.Since(start), fmt.Errorf("%s: not within %s (%v); last: %s", what, limit, context.Cause(ctx), last)
-		case <-time.After(Interval):
-		}
-	}
-}
-
-// Eventually waits (see Wait) until cond holds, logs how long that took,
-// and fails the test with cond's last word when limit passes first or ctx
-// ends.
-func Eventually(t testing.TB, ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	took, err := Wait(ctx, limit, what, func(context.Context) (bool, string, error) {
-		ok, last := cond()
-		return ok, last, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s: after %s", what, took.Round(time.Millisecond))
 }
 
 // App is the YAML of an application in namespace ns (no namespace when

@@ -1,48 +1,12 @@
 package rig
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 )
-
-func TestEventuallyFailsWithWhatAndTheLastWord(t *testing.T) {
-	looks := 0
-	failed := Failure(func(tb testing.TB) {
-		Eventually(tb, context.Background(), 3*Interval, "v2 released", func() (bool, string) {
-			looks++
-			return false, fmt.Sprintf("look %d", looks)
-		})
-	})
-	if !strings.Contains(failed, "v2 released: not within") || !strings.Contains(failed, fmt.Sprintf("last: look %d", looks)) {
-		t.Fatalf("failure %q, want it to name what did not happen and the last look (%d)", failed, looks)
-	}
-	if failed := Failure(func(tb testing.TB) {
-		Eventually(tb, context.Background(), Interval, "at once", func() (bool, string) { return true, "" })
-	}); failed != "" {
-		t.Fatalf("a condition that holds at once failed: %s", failed)
-	}
-}
-
-func TestWaitStopsAtTheFirstError(t *testing.T) {
-	looks := 0
-	died := errors.New("controller exited")
-	_, err := Wait(context.Background(), 10*Interval, "healthy", func(context.Context) (bool, string, error) {
-		looks++
-		if looks == 2 {
-			return false, "", died
-		}
-		return false, "progressing", nil
-	})
-	if !errors.Is(err, died) || looks != 2 || !strings.Contains(err.Error(), "last: progressing") {
-		t.Fatalf("Wait: %v after %d looks, want the error at the second look with the last word", err, looks)
-	}
-}
 
 // The builders give the objects the tests used to write out by hand (here
 // as JSON).

@@ -68,7 +68,7 @@ func TestShardsSplitRollouts(t *testing.T) {
 
 	// Every instance leads on a Lease of its own: with a shared one, all
 	// but one would wait and their Rollouts with them.
-	w.eventually(60*time.Second, "three Leases held", func(context.Context) (bool, error) {
+	w.Eventually(60*time.Second, "three Leases held", func(context.Context) (bool, error) {
 		return len(w.leases()) == 3, nil
 	})
 	t.Logf("Leases: %v", w.leases())
@@ -82,7 +82,7 @@ func TestShardsSplitRollouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.applyYAML(fmt.Sprintf(`
+	w.ApplyYAML(fmt.Sprintf(`
 apiVersion: rollgate.dev/v1alpha1
 kind: Repository
 metadata: {name: app-repo, namespace: %s}
@@ -93,13 +93,13 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 		marks[name] = in.writes.mark()
 	}
 	for app, in := range apps {
-		w.applyYAML(appYAML(app, "app:1.0"))
-		w.applyYAML(rolloutYAML(app, shardOf(in)))
+		w.ApplyYAML(appYAML(app, "app:1.0"))
+		w.ApplyYAML(rolloutYAML(app, shardOf(in)))
 	}
 	for app := range apps {
-		w.eventually(90*time.Second, app+" healthy at v1", func(context.Context) (bool, error) {
-			ro := w.rollout(app)
-			return ro.Status.Phase == v1alpha1.PhaseHealthy && conditions.IsReady(ro) && w.pods(app)["app:1.0"] == 4, nil
+		w.Eventually(90*time.Second, app+" healthy at v1", func(context.Context) (bool, error) {
+			ro := w.Rollout(ns, app)
+			return ro.Status.Phase == v1alpha1.PhaseHealthy && conditions.IsReady(ro) && w.Pods(ns, app)["app:1.0"][1] == 4, nil
 		})
 	}
 
@@ -115,10 +115,10 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 		if w.lb.Served(by) == before {
 			t.Fatalf("the image update of %s reached no webhook of %s", app, by)
 		}
-		w.eventually(90*time.Second, app+" at the gate of step 1", func(context.Context) (bool, error) {
-			ro := w.rollout(app)
-			p := w.pods(app)
-			return ro.Status.AwaitingApproval != nil && p["app:2.0"] == 1 && p["app:1.0"] == 3, nil
+		w.Eventually(90*time.Second, app+" at the gate of step 1", func(context.Context) (bool, error) {
+			ro := w.Rollout(ns, app)
+			p := w.Pods(ns, app)
+			return ro.Status.AwaitingApproval != nil && p["app:2.0"][1] == 1 && p["app:1.0"][1] == 3, nil
 		})
 	}
 	w.lb.Pin("")
@@ -148,10 +148,10 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	for name, in := range w.instances {
 		moved[name] = in.writes.mark()
 	}
-	ro := w.rollout("cart")
+	ro := w.Rollout(ns, "cart")
 	patch := client.MergeFrom(ro.DeepCopy())
 	ro.Labels[shardKey] = "shard2"
-	if err := w.c.Patch(ctx, ro, patch); err != nil {
+	if err := w.C.Patch(ctx, ro, patch); err != nil {
 		t.Fatal(err)
 	}
 	apps["cart"] = "shard2"
@@ -159,9 +159,9 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 		w.approveStep1(app)
 	}
 	for app := range apps {
-		w.eventually(120*time.Second, app+" released to v2", func(context.Context) (bool, error) {
-			ro := w.rollout(app)
-			return ro.Status.Phase == v1alpha1.PhaseHealthy && ro.Status.AwaitingApproval == nil && w.pods(app)["app:2.0"] == 4 && w.pods(app)["app:1.0"] == 0, nil
+		w.Eventually(120*time.Second, app+" released to v2", func(context.Context) (bool, error) {
+			ro := w.Rollout(ns, app)
+			return ro.Status.Phase == v1alpha1.PhaseHealthy && ro.Status.AwaitingApproval == nil && w.Pods(ns, app)["app:2.0"][1] == 4 && w.Pods(ns, app)["app:1.0"][1] == 0, nil
 		})
 	}
 	if got := w.instances["shard1"].writes.of(moved["shard1"], "rollouts", "cart"); len(got) > 0 {
@@ -179,7 +179,7 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 
 	// And the status branch, written by three Git writers, holds every
 	// Rollout's file at its last state and an overview listing them all.
-	w.eventually(60*time.Second, "every status file Healthy on rollgate/status", func(context.Context) (bool, error) {
+	w.Eventually(60*time.Second, "every status file Healthy on rollgate/status", func(context.Context) (bool, error) {
 		readme, err := w.git.ReadFile("app", "rollgate/status", "README.md")
 		if err != nil {
 			return false, nil
@@ -196,8 +196,8 @@ spec: {url: %q, branch: main, interval: 1s, status: {window: 1s}}
 	// When shard1 writes the status branch again (shop's next release
 	// reaches its gate), it leaves cart's file to shard2: it does not put
 	// back the state cart had when it left shard1.
-	w.applyYAML(appYAML("shop", "app:3.0"))
-	w.eventually(90*time.Second, "shop's next release at its gate on rollgate/status", func(context.Context) (bool, error) {
+	w.ApplyYAML(appYAML("shop", "app:3.0"))
+	w.Eventually(90*time.Second, "shop's next release at its gate on rollgate/status", func(context.Context) (bool, error) {
 		st, ok := w.statusFile("shop")
 		return ok && st.Phase != string(v1alpha1.PhaseHealthy) && st.Step.Current == 1, nil
 	})
@@ -221,14 +221,14 @@ func (w *world) statusFile(app string) (gitsync.RolloutState, bool) {
 // between the read and the update (shard2 takes over a relabelled one),
 // so a conflict reads it again.
 func (w *world) approveStep1(app string) {
-	w.t.Helper()
+	w.T.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ro := w.rollout(app)
+		ro := w.Rollout(ns, app)
 		ro.Spec.Approvals = append(ro.Spec.Approvals, v1alpha1.Approval{Revision: ro.Status.CanaryRevision, Step: 1})
-		return w.c.Update(context.Background(), ro)
+		return w.C.Update(context.Background(), ro)
 	})
 	if err != nil {
-		w.t.Fatalf("approve %s: %v", app, err)
+		w.T.Fatalf("approve %s: %v", app, err)
 	}
 }
 

@@ -12,16 +12,13 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
 	"github.com/rollgate/rollgate/test/gitserver"
-	"github.com/rollgate/rollgate/test/kube"
+	"github.com/rollgate/rollgate/test/inproc"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/test/rig"
@@ -35,7 +32,7 @@ const (
 	ns = "demo"
 	// fluxManager is the field manager Flux's kustomize-controller
 	// applies with.
-	fluxManager = "kustomize-controller"
+	fluxManager = rig.FluxManager
 )
 
 // instance is one rollgate controller of the shard set.
@@ -55,9 +52,9 @@ type instance struct {
 // world is the cluster, the Git server, the webhook address shared by
 // every instance, and the instances.
 type world struct {
-	t         *testing.T
+	// World's namespace is demo, where the applications live.
+	rig.World
 	cluster   *kwok.Cluster
-	c         client.Client
 	git       *gitserver.Server
 	lb        *Balancer
 	instances map[string]*instance
@@ -71,12 +68,12 @@ func newWorld(t *testing.T, selectors map[string]string) *world {
 	t.Helper()
 	scheme := rig.NewScheme(t)
 	cl := kwok.Start(t, kwok.Options{Nodes: 3, Scheme: scheme})
-	w := &world{t: t, cluster: cl, c: cl.Client, git: gitserver.Start(t, gitserver.Options{}),
+	w := &world{World: rig.World{T: t, C: cl.Client, NS: ns}, cluster: cl, git: gitserver.Start(t, gitserver.Options{}),
 		instances: map[string]*instance{}, log: &testlog.Buffer{}}
-	w.applyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
-	w.applyFiles(repo.HTTPRouteCRD("standard"))
-	w.ensureNamespace("rollgate-system")
-	w.ensureNamespace(ns)
+	w.ApplyFiles(filepath.Join(repo.Root(), "charts", "rollgate", "crds"))
+	w.ApplyFiles(repo.HTTPRouteCRD("standard"))
+	w.EnsureNamespace("rollgate-system")
+	w.EnsureNamespace(ns)
 	w.lb = StartBalancer(t)
 	names := make([]string, 0, len(selectors))
 	for name := range selectors {
@@ -92,11 +89,11 @@ func newWorld(t *testing.T, selectors map[string]string) *world {
 		}
 		w.log.Report(t, "instances")
 	})
-	w.eventually(60*time.Second, "webhooks registered with a CA bundle", func(ctx context.Context) (bool, error) {
+	w.Eventually(60*time.Second, "webhooks registered with a CA bundle", func(ctx context.Context) (bool, error) {
 		var m unstructured.Unstructured
 		m.SetAPIVersion("admissionregistration.k8s.io/v1")
 		m.SetKind("MutatingWebhookConfiguration")
-		if err := w.c.Get(ctx, client.ObjectKey{Name: "rollgate"}, &m); err != nil {
+		if err := w.C.Get(ctx, client.ObjectKey{Name: "rollgate"}, &m); err != nil {
 			return false, nil
 		}
 		hooks, _, _ := unstructured.NestedSlice(m.Object, "webhooks")
@@ -114,76 +111,37 @@ func newWorld(t *testing.T, selectors map[string]string) *world {
 // the flags (its Lease name among them), its webhook server on its own
 // port and the webhook registered at the balancer's address.
 func (w *world) start(name, selector string) {
-	w.t.Helper()
-	in := &instance{name: name, selector: selector, writes: &writeLog{}, webhookPort: rig.FreePort(w.t),
-		probeAddr: fmt.Sprintf("127.0.0.1:%d", rig.FreePort(w.t))}
+	w.T.Helper()
+	in := &instance{name: name, selector: selector, writes: &writeLog{}, webhookPort: rig.FreePort(w.T),
+		probeAddr: fmt.Sprintf("127.0.0.1:%d", rig.FreePort(w.T))}
 	cfg := rest.CopyConfig(w.cluster.RESTConfig)
 	cfg.WrapTransport = in.writes.wrap
-	logger := zap.New(zap.UseDevMode(true), zap.WriteTo(w.log.Prefixed(name+": ")))
-	mgr, err := reconciler.NewManager(cfg, reconciler.ManagerOptions{
-		Logger:             logger,
+	// The flags' defaults: webhook configurations named rollgate, no Git
+	// push endpoint.
+	opts := inproc.Options("rollgate-system", "")
+	opts.WebhookURL, opts.WebhookHost, opts.WebhookPort = w.lb.URL(), "127.0.0.1", in.webhookPort
+	opts.GitWebhookAddr = "0"
+	ctrl, err := inproc.Run(inproc.Config{REST: cfg, Log: w.log.Prefixed(name + ": "), Options: opts, Manager: reconciler.ManagerOptions{
 		LeaderElect:        true,
 		ProbeAddr:          in.probeAddr,
 		WatchLabelSelector: selector,
 		// Several managers in one process register the same controller
 		// names.
 		Restartable: true,
-	}, reconciler.Options{
-		Namespace:          "rollgate-system",
-		Concurrent:         2,
-		LuaConfigMap:       "rollgate-lua",
-		WebhookURL:         w.lb.URL(),
-		WebhookHost:        "127.0.0.1",
-		WebhookPort:        in.webhookPort,
-		WebhookSecret:      "rollgate-webhook-cert",
-		GitWebhookAddr:     "0",
-		GitDefaultInterval: time.Second,
-		GitStatusBranch:    "rollgate/status",
-		GitStatusWindow:    time.Second,
-		GitInsecureHTTP:    true,
-	})
+	}})
 	if err != nil {
-		w.t.Fatalf("instance %s: %v", name, err)
+		w.T.Fatalf("instance %s: %v", name, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var startErr error
-	go func() {
-		startErr = mgr.Start(ctx)
-		close(done)
-	}()
 	in.stop = func() {
-		cancel()
-		<-done
-		if startErr != nil {
-			w.t.Errorf("instance %s: %v", name, startErr)
+		if err := ctrl.Stop(); err != nil {
+			w.T.Errorf("instance %s: %v", name, err)
 		}
 	}
 	w.instances[name] = in
 	// Behind the balancer only once ready, as behind the chart's Service:
 	// an instance whose certificate is not loaded yet fails every TLS
 	// handshake, and the API server's call with it.
-	w.lb.AddWhenReady(w.t, name, in.webhookPort, in.probeAddr, 60*time.Second, func() error {
-		select {
-		case <-done:
-			return fmt.Errorf("stopped before it was ready: %v", startErr)
-		default:
-			return nil
-		}
-	})
-}
-
-func (w *world) ensureNamespace(name string) { kube.EnsureNamespace(w.t, w.c, name) }
-
-// applyFiles creates every object of a YAML file and waits for CRDs to be
-// established.
-func (w *world) applyFiles(path string) { kube.ApplyFiles(w.t, w.c, path, "e2e") }
-
-func decode(t *testing.T, docs string) []*unstructured.Unstructured { return kube.Decode(t, docs) }
-
-func (w *world) applyYAML(docs string) {
-	w.t.Helper()
-	kube.ApplyYAML(w.t, w.c, docs, fluxManager)
+	w.lb.AddWhenReady(w.T, name, in.webhookPort, in.probeAddr, 60*time.Second, ctrl.Exited)
 }
 
 // applyThroughPinned applies docs as Flux would, right after the balancer
@@ -191,52 +149,22 @@ func (w *world) applyYAML(docs string) {
 // connection that the balancer closed (a "broken pipe" to the webhook);
 // Flux applies again at its next interval, the test at once.
 func (w *world) applyThroughPinned(docs string) {
-	w.t.Helper()
-	for _, u := range decode(w.t, docs) {
+	w.T.Helper()
+	for _, u := range w.Decode(docs) {
 		for attempt := 1; ; attempt++ {
 			obj := u.DeepCopy()
 			obj.SetManagedFields(nil)
 			obj.SetResourceVersion("")
-			err := w.c.Patch(context.Background(), obj, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership)
+			err := w.C.Patch(context.Background(), obj, client.Apply, client.FieldOwner(fluxManager), client.ForceOwnership)
 			if err == nil {
 				break
 			}
 			if attempt == 3 || !strings.Contains(err.Error(), "failed calling webhook") {
-				w.t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+				w.T.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
 			}
-			w.t.Logf("apply %s %s again: %v", u.GetKind(), u.GetName(), err)
+			w.T.Logf("apply %s %s again: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
-}
-
-// eventually polls cond until it holds or timeout passes.
-func (w *world) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	w.t.Helper()
-	kube.Eventually(w.t, timeout, what, cond)
-}
-
-func (w *world) rollout(name string) *v1alpha1.Rollout {
-	w.t.Helper()
-	ro := &v1alpha1.Rollout{}
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ro); err != nil {
-		w.t.Fatal(err)
-	}
-	return ro
-}
-
-// pods counts the running pods of app by image.
-func (w *world) pods(app string) map[string]int {
-	var list corev1.PodList
-	if err := w.c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
-		w.t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			out[p.Spec.Containers[0].Image]++
-		}
-	}
-	return out
 }
 
 // writeLog records the write requests (every method but GET) one
@@ -294,8 +222,8 @@ func (l *writeLog) of(since int, resource, name string) []string {
 // leases returns the names of the Leases in the controllers' namespace.
 func (w *world) leases() []string {
 	var list coordinationv1.LeaseList
-	if err := w.c.List(context.Background(), &list, client.InNamespace("rollgate-system")); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.List(context.Background(), &list, client.InNamespace("rollgate-system")); err != nil {
+		w.T.Fatal(err)
 	}
 	var out []string
 	for _, l := range list.Items {

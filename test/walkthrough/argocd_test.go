@@ -135,15 +135,11 @@ func checkArgoCDPageEnd(ctx context.Context, t *testing.T, cluster *kwok.Cluster
 		t.Errorf("Application %s at %s, want Synced at main's head %s", app.Status.Sync.Status, app.Status.Sync.Revision, head)
 	}
 	// The status branch follows within a status window (10 s).
-	var status string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
-		status, err = git.ReadFile("app-repo", "rollgate/status", "demo/echoserver.yaml")
-		if err == nil && strings.Contains(status, "phase: Healthy") && strings.Contains(status, "revision: "+ro.Status.StableRevision) {
-			break
+	rig.Until(t, ctx, time.Minute, "the status file on rollgate/status saying "+ro.Status.StableRevision+" is released and Healthy", func() (bool, string) {
+		status, err := git.ReadFile("app-repo", "rollgate/status", "demo/echoserver.yaml")
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("the status file on rollgate/status does not say %s is released and Healthy (%v):\n%s", ro.Status.StableRevision, err, status)
-			break
-		}
-	}
+		return strings.Contains(status, "phase: Healthy") && strings.Contains(status, "revision: "+ro.Status.StableRevision), status
+	})
 }

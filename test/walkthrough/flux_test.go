@@ -269,26 +269,22 @@ func waitFluxAt(ctx context.Context, t *testing.T, c client.Client, commit strin
 	if err := c.Patch(ctx, src, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	var rev, ready string
-	for time.Now().Before(deadline) {
+	rig.Until(t, ctx, 2*time.Minute, "Flux applied main@"+commit, func() (bool, string) {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"})
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: "echoserver"}, u); err == nil {
-			rev, _, _ = unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
-			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-			for _, x := range conds {
-				if m, _ := x.(map[string]any); m["type"] == "Ready" {
-					ready = fmt.Sprint(m["status"])
-				}
-			}
-			if strings.HasSuffix(rev, commit) && ready == "True" {
-				return
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: "echoserver"}, u); err != nil {
+			return false, err.Error()
+		}
+		rev, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		ready := ""
+		for _, x := range conds {
+			if m, _ := x.(map[string]any); m["type"] == "Ready" {
+				ready = fmt.Sprint(m["status"])
 			}
 		}
-		time.Sleep(time.Second)
-	}
-	t.Errorf("Flux did not apply main@%s (lastAppliedRevision %q, Ready %s)", commit, rev, ready)
+		return strings.HasSuffix(rev, commit) && ready == "True", fmt.Sprintf("lastAppliedRevision %q, Ready %s", rev, ready)
+	})
 }
 
 func indent(s string) string {

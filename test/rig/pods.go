@@ -1,4 +1,4 @@
-package kube
+package rig
 
 import (
 	"context"
@@ -35,9 +35,10 @@ func PodsByImage(ctx context.Context, c client.Reader, ns, app string) (map[stri
 	return out, nil
 }
 
-// Deployment is Deployment name in namespace ns: replicas pods running
-// pod, labelled app: name (its selector).
-func Deployment(ns, name string, replicas int32, pod corev1.PodSpec) *appsv1.Deployment {
+// DeploymentObject is the object of Deployment name in namespace ns:
+// replicas pods running pod, labelled app: name (its selector). Deployment
+// is the same as YAML.
+func DeploymentObject(ns, name string, replicas int32, pod corev1.PodSpec) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

@@ -1,8 +1,8 @@
-// Package kube holds the few steps every cluster test takes against a real
-// API server: decode YAML, server-side apply it as a GitOps tool would,
-// wait for CRDs, poll until something holds, and check that nothing moves
-// for a while.
-package kube
+package rig
+
+// The few steps every cluster test takes against a real API server:
+// decode YAML, server-side apply it as a GitOps tool would, wait for CRDs,
+// and create namespaces.
 
 import (
 	"context"
@@ -20,13 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// Poll is how often Eventually and Holds look.
-const Poll = 250 * time.Millisecond
 
 // Decode splits docs (YAML or JSON, "---" separated) into objects,
 // skipping empty documents.
@@ -167,33 +163,4 @@ func NewNamespace(t testing.TB, c client.Client) string {
 		t.Fatal(err)
 	}
 	return ns.Name
-}
-
-// Eventually polls cond every Poll until it holds, and fails the test
-// when timeout passes first or cond returns an error.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), Poll, timeout, true, cond); err != nil {
-		t.Fatalf("%s: not within %s: %v", what, timeout, err)
-	}
-}
-
-// Holds is the negative of Eventually: "nothing moves for d". It checks
-// at once and then every Poll until d has passed, and fails the test at
-// the first look where check returns an error. A fixed sleep followed by
-// one look would miss a move that came back before the look; this sees
-// every state that lasted longer than Poll.
-func Holds(t testing.TB, d time.Duration, what string, check func(ctx context.Context) error) {
-	t.Helper()
-	ctx := context.Background()
-	end := time.Now().Add(d)
-	for {
-		if err := check(ctx); err != nil {
-			t.Fatalf("%s did not hold for %s: %v", what, d, err)
-		}
-		if !time.Now().Before(end) {
-			return
-		}
-		time.Sleep(min(Poll, time.Until(end)))
-	}
 }
