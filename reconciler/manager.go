@@ -261,6 +261,7 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 	co := ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOptions(opts.Namespace, shard, scope),
+		NewCache:                newNamespacedIndexesCache,
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(mo.MetricsAddr, "0")},
 		HealthProbeBindAddress:  cmp.Or(mo.ProbeAddr, "0"),

@@ -2,18 +2,23 @@ package reconciler
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
+	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/test/envtest"
 	"github.com/rollgate/rollgate/test/rig"
 )
@@ -189,5 +194,62 @@ func TestShardCachesItsRolloutsAlone(t *testing.T) {
 	}
 	if _, ok := list.Items[0].Annotations[lastApplied]; ok {
 		t.Errorf("shard1's cached Rollout keeps its last-applied configuration")
+	}
+}
+
+// TestFieldIndexesArePerNamespace checks the manager's cache files an
+// object in a field index under its namespace only (not also under a key
+// for all namespaces, which no lookup of rollgate's reads: half of the
+// indexes' memory), that a lookup in one namespace finds what it did, and
+// that a lookup across all namespaces by a field fails, naming the fix,
+// instead of finding nothing.
+func TestFieldIndexesArePerNamespace(t *testing.T) {
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	for _, ns := range []string{"shop", "blog"} {
+		rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		rollouttest.MustCreate(t, c, rig.Rollout{Name: "web", Namespace: ns, Steps: []string{`{replicas: 1, pause: {}}`}}.Object(t))
+	}
+	opts := cacheOptions("rollgate-system", nil, watchScope{})
+	opts.Scheme = scheme
+	cached, err := newNamespacedIndexesCache(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workload.IndexRollouts(ctx, cached); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cached.Start(ctx) }()
+	if !cached.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not start")
+	}
+
+	var list v1alpha1.RolloutList
+	byWorkload := client.MatchingFields{workload.RolloutWorkloadIndex: workload.WorkloadKey("Deployment", "web")}
+	if err := cached.List(ctx, &list, client.InNamespace("shop"), byWorkload); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Namespace != "shop" {
+		t.Fatalf("Rollouts of Deployment web in shop: %d, want shop's alone", len(list.Items))
+	}
+	err = cached.List(ctx, &list, byWorkload)
+	if err == nil || !strings.Contains(err.Error(), "client.InNamespace") {
+		t.Fatalf("a list by field across all namespaces: %v, want an error naming client.InNamespace", err)
+	}
+
+	inf, err := cached.GetInformer(ctx, &v1alpha1.Rollout{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := inf.(interface{ GetIndexer() toolscache.Indexer }).GetIndexer().ListIndexFuncValues("field:" + workload.RolloutWorkloadIndex)
+	slices.Sort(keys)
+	want := []string{"blog/" + workload.WorkloadKey("Deployment", "web"), "shop/" + workload.WorkloadKey("Deployment", "web")}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("keys of the index: %q, want %q (one per namespace, none for all namespaces)", keys, want)
 	}
 }

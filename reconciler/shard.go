@@ -39,7 +39,7 @@ func newAdmissionView(cfg *rest.Config, mgr ctrl.Manager, scope watchScope) (cli
 	if scope.namespace != "" {
 		o.DefaultNamespaces = map[string]cache.Config{scope.namespace: {}}
 	}
-	c, err := cache.New(cfg, o)
+	c, err := newNamespacedIndexesCache(cfg, o)
 	if err != nil {
 		return nil, fmt.Errorf("admission cache of Rollouts: %w", err)
 	}
