@@ -53,7 +53,10 @@ type blueGreenSampler struct {
 	mu      sync.Mutex
 	bad     []string
 	samples int
-	stop    func()
+	// moved counts the samples dropped because the route changed while
+	// they were read.
+	moved int
+	stop  func()
 }
 
 func (w *world) sampleBlueGreen(p *blueGreenPhase) *blueGreenSampler {
@@ -85,12 +88,25 @@ func (s *blueGreenSampler) enter(p *blueGreenPhase) { s.phase.Store(p) }
 
 func (s *blueGreenSampler) sample(ctx context.Context) {
 	p := s.phase.Load()
-	share, err := s.w.newShare(ctx)
+	// The route and the pods are two reads. A rollback can switch the
+	// route and remove new pods between them (all of it took 352 ms on a
+	// loaded CI machine), and a sample pairing the route from before the
+	// switch with the pods from after it saw traffic on pods that were
+	// already gone. So the route is read again after the pods, and the
+	// sample counts only when the route did not change in between: then
+	// the pair is what the cluster held at the moment the pods were read.
+	share, before, err := s.w.routeShare(ctx)
 	if err != nil {
 		return
 	}
 	pods, err := s.w.podsByImage(ctx, s.w.NS, "echoserver")
 	if err != nil {
+		return
+	}
+	if _, after, err := s.w.routeShare(ctx); err != nil || after != before {
+		s.mu.Lock()
+		s.moved++
+		s.mu.Unlock()
 		return
 	}
 	// The phase may have moved on while the sample was read: judge it
@@ -136,15 +152,21 @@ func (s *blueGreenSampler) check(what string) {
 	if len(s.bad) > 0 {
 		s.w.T.Fatalf("%s: %d of %d samples outside the step, first ones:\n%s", what, len(s.bad), s.samples, strings.Join(s.bad[:min(len(s.bad), 10)], "\n"))
 	}
-	s.w.T.Logf("%s: %d samples, all within the step", what, s.samples)
+	s.w.T.Logf("%s: %d samples, all within the step (%d more dropped: the route changed while they were read)", what, s.samples, s.moved)
 }
 
 // newShare reads the percentage of the HTTPRoute's traffic that goes to
 // the canary (preview) Service.
 func (w *world) newShare(ctx context.Context) (int32, error) {
+	share, _, err := w.routeShare(ctx)
+	return share, err
+}
+
+// routeShare is newShare with the resourceVersion of the route it read.
+func (w *world) routeShare(ctx context.Context) (int32, string, error) {
 	var route gatewayv1.HTTPRoute
 	if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: "echoserver"}, &route); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	var canary, total int32
 	for _, rule := range route.Spec.Rules {
@@ -160,9 +182,9 @@ func (w *world) newShare(ctx context.Context) (int32, error) {
 		}
 	}
 	if total == 0 {
-		return 0, fmt.Errorf("no weight on the route")
+		return 0, "", fmt.Errorf("no weight on the route")
 	}
-	return canary * 100 / total, nil
+	return canary * 100 / total, route.ResourceVersion, nil
 }
 
 // podsByImage counts the pods of app by image, ready and total, as
