@@ -205,14 +205,29 @@ func podReady(p corev1.Pod) bool {
 // controller manager and scheduler as their client limits, that both run
 // without leader election (a lost lease would end them for good), that etcd
 // does not fsync (a test cluster's data is thrown away), and that the
-// cluster still works with them.
+// cluster still works with them. The components also run without the
+// test process's Go runtime limits: GOMEMLIMIT set for a benchmark of the
+// controller must not cap the simulated API server (docs/benchmarks.md,
+// P2).
 func TestClientQPS(t *testing.T) {
+	// Read by a Go program at its start only: this process keeps its own.
+	t.Setenv("GOMEMLIMIT", "64MiB")
+	t.Setenv("GOGC", "10")
 	c := kwok.Start(t, kwok.Options{ClientQPS: 300})
 	want := map[string]bool{"kube-controller-manager": false, "kube-scheduler": false, "etcd": false}
 	for _, pid := range c.PIDs() {
 		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil {
 			t.Fatal(err)
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if strings.HasPrefix(kv, "GOMEMLIMIT=") || strings.HasPrefix(kv, "GOGC=") {
+				t.Errorf("component %d (%s) runs with the test's %s", pid, strings.SplitN(string(raw), "\x00", 2)[0], kv)
+			}
 		}
 		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 		for name := range want {
