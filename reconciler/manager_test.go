@@ -27,7 +27,7 @@ import (
 // context that ends with the test (at most a minute), a client, and a
 // function that starts the manager's cache (cacheOptions, for the shard
 // selected by shard, nil for every Rollout) on it.
-func startAPIServer(t *testing.T) (context.Context, client.Client, func(shard labels.Selector) cache.Cache) {
+func startAPIServer(t *testing.T) (context.Context, client.Client, func(shard labels.Selector, before ...func(cache.Cache) error) cache.Cache) {
 	t.Helper()
 	scheme, err := NewScheme()
 	if err != nil {
@@ -36,13 +36,18 @@ func startAPIServer(t *testing.T) (context.Context, client.Client, func(shard la
 	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	return ctx, c, func(shard labels.Selector) cache.Cache {
+	return ctx, c, func(shard labels.Selector, before ...func(cache.Cache) error) cache.Cache {
 		t.Helper()
 		opts := cacheOptions("rollgate-system", shard, watchScope{})
 		opts.Scheme = scheme
-		cached, err := cache.New(cfg, opts)
+		cached, err := newNamespacedIndexesCache(cfg, opts)
 		if err != nil {
 			t.Fatal(err)
+		}
+		for _, f := range before {
+			if err := f(cached); err != nil {
+				t.Fatal(err)
+			}
 		}
 		go func() { _ = cached.Start(ctx) }()
 		if !cached.WaitForCacheSync(ctx) {
@@ -204,30 +209,12 @@ func TestShardCachesItsRolloutsAlone(t *testing.T) {
 // that a lookup across all namespaces by a field fails, naming the fix,
 // instead of finding nothing.
 func TestFieldIndexesArePerNamespace(t *testing.T) {
-	scheme, err := NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, c := envtest.Start(t, envtest.WithScheme(scheme))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
+	ctx, c, startCache := startAPIServer(t)
 	for _, ns := range []string{"shop", "blog"} {
 		rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		rollouttest.MustCreate(t, c, rig.Rollout{Name: "web", Namespace: ns, Steps: []string{`{replicas: 1, pause: {}}`}}.Object(t))
 	}
-	opts := cacheOptions("rollgate-system", nil, watchScope{})
-	opts.Scheme = scheme
-	cached, err := newNamespacedIndexesCache(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := workload.IndexRollouts(ctx, cached); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cached.Start(ctx) }()
-	if !cached.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not start")
-	}
+	cached := startCache(nil, func(cached cache.Cache) error { return workload.IndexRollouts(ctx, cached) })
 
 	var list v1alpha1.RolloutList
 	byWorkload := client.MatchingFields{workload.RolloutWorkloadIndex: workload.WorkloadKey("Deployment", "web")}
@@ -237,7 +224,7 @@ func TestFieldIndexesArePerNamespace(t *testing.T) {
 	if len(list.Items) != 1 || list.Items[0].Namespace != "shop" {
 		t.Fatalf("Rollouts of Deployment web in shop: %d, want shop's alone", len(list.Items))
 	}
-	err = cached.List(ctx, &list, byWorkload)
+	err := cached.List(ctx, &list, byWorkload)
 	if err == nil || !strings.Contains(err.Error(), "client.InNamespace") {
 		t.Fatalf("a list by field across all namespaces: %v, want an error naming client.InNamespace", err)
 	}
