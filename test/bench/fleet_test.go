@@ -17,9 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -413,18 +411,12 @@ func (f *fleet) applyYAML(docs string) {
 // applyIn is applyYAML with every namespaced document moved to namespace
 // (none: as written).
 func (f *fleet) applyIn(namespace, docs string) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err == io.EOF {
-			return
-		} else if err != nil {
-			f.b.Errorf("decode: %v", err)
-			return
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	objs, err := rig.DecodeAll(docs)
+	if err != nil {
+		f.b.Error(err)
+		return
+	}
+	for _, u := range objs {
 		if namespace != "" && u.GetNamespace() != "" {
 			u.SetNamespace(namespace)
 		}

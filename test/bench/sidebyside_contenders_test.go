@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -371,19 +370,11 @@ func decodeFile(f *fleet, path string) []*unstructured.Unstructured {
 	if err != nil {
 		f.b.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(data)), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err == io.EOF {
-			return out
-		} else if err != nil {
-			f.b.Fatalf("%s: %v", path, err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
+	out, err := rig.DecodeAll(string(data))
+	if err != nil {
+		f.b.Fatalf("%s: %v", path, err)
 	}
+	return out
 }
 
 // contenderDir is bin/<tools>/crds, where make tools-bench copies the CRDs

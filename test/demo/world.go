@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/test/flux"
@@ -154,24 +152,16 @@ func (w *world) applyFiles(ctx context.Context, path string) error {
 // applyYAML server-side applies every document of docs as the platform
 // team.
 func (w *world) applyYAML(ctx context.Context, docs string) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return objs, err
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	objs, err := rig.DecodeAll(docs)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range objs {
 		if err := w.c.Patch(ctx, u, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 			return objs, fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
-		objs = append(objs, u)
 	}
+	return objs, nil
 }
 
 // startGit starts the Git server and seeds the application repository.

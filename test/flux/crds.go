@@ -2,18 +2,13 @@ package flux
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -74,16 +69,12 @@ func InstallCRDs(ctx context.Context, kubeconfig, bin string) error {
 // applyCRDs applies the CustomResourceDefinitions among docs and returns
 // their names.
 func applyCRDs(ctx context.Context, c client.Client, docs string) ([]string, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
+	objs, err := rig.DecodeAll(docs)
+	if err != nil {
+		return nil, err
+	}
 	var names []string
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return names, nil
-			}
-			return names, err
-		}
+	for _, u := range objs {
 		if u.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
@@ -92,6 +83,7 @@ func applyCRDs(ctx context.Context, c client.Client, docs string) ([]string, err
 		}
 		names = append(names, u.GetName())
 	}
+	return names, nil
 }
 
 // Established reports whether the CRD name exists and is Established.

@@ -7,6 +7,7 @@ package rig
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -28,15 +29,25 @@ import (
 // skipping empty documents.
 func Decode(t testing.TB, docs string) []*unstructured.Unstructured {
 	t.Helper()
+	out, err := DecodeAll(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// DecodeAll is Decode for a program (make demo) or a helper that returns
+// errors: every document of docs (YAML or JSON), empty ones skipped.
+func DecodeAll(docs string) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
 	var out []*unstructured.Unstructured
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
 			if errors.Is(err, io.EOF) {
-				return out
+				return out, nil
 			}
-			t.Fatalf("decode: %v", err)
+			return out, fmt.Errorf("decode document %d: %w", len(out)+1, err)
 		}
 		if len(u.Object) > 0 {
 			out = append(out, u)
