@@ -7,12 +7,10 @@ package proc
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -110,56 +108,6 @@ func Tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// FreePorts returns n distinct ports that were free on 127.0.0.1, all held
-// open together and then released for the children to bind.
-//
-// They are picked at random below the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range, 32768-60999 by default), where the kernel
-// never puts the local end of an outgoing connection: a port from the
-// ephemeral range (what listening on port 0 gives) can be taken by any
-// connection the machine opens between its release and the child's bind,
-// which happened with several clusters starting at once ("bind: address
-// already in use" from etcd).
-func FreePorts(n int) ([]int, error) {
-	low := ephemeralLow()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n; tries++ {
-		if tries == 1000 {
-			return nil, fmt.Errorf("no %d free ports on 127.0.0.1 between %d and %d", n, portsFrom, low)
-		}
-		port := portsFrom + rand.IntN(low-portsFrom)
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		defer ln.Close()
-		ports = append(ports, port)
-	}
-	return ports, nil
-}
-
-// portsFrom is the lowest port FreePorts hands out: above the well-known
-// and most registered service ports.
-const portsFrom = 20000
-
-// ephemeralLow is the first port of the kernel's ephemeral range, or 32768
-// where it cannot be read.
-func ephemeralLow() int {
-	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	f := strings.Fields(string(data))
-	if len(f) != 2 {
-		return 32768
-	}
-	low, err := strconv.Atoi(f[0])
-	if err != nil || low <= portsFrom+1000 {
-		return 32768
-	}
-	return low
 }
 
 // Listening reports whether something accepts connections on addr.
