@@ -176,27 +176,13 @@ func (s *kindStory) workloadYAML(image string) string {
 // rolloutYAML is the Rollout as Git declares it, with approvals appended
 // as spec.approvals items.
 func (s *kindStory) rolloutYAML(approvals ...string) string {
-	extra := s.extra
+	strategy := strings.TrimPrefix(s.extra, "\n")
 	if s.k.canary {
-		extra += "\n      enableExtraWorkloadForCanary: true"
+		strategy += "\n      enableExtraWorkloadForCanary: true"
 	}
-	doc := fmt.Sprintf(`
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: web, namespace: %s}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: %s, name: web}
-  strategy:
-    canary:%s
-      steps:%s
-`, s.NS, s.k.kind, extra, s.steps)
-	if len(approvals) > 0 {
-		doc += "  approvals:\n"
-		for _, a := range approvals {
-			doc += "  - " + a + "\n"
-		}
-	}
-	return doc
+	strategy = strings.TrimPrefix(strategy+"\n      steps:"+s.steps, "\n")
+	return rig.Rollout{Name: "web", Namespace: s.NS, Kind: s.k.kind, Strategy: strategy, WithoutTraffic: true,
+		Approvals: approvals}.YAML()
 }
 
 // approvalItem is a spec.approvals item for step of revision rev.

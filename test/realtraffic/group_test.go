@@ -47,20 +47,8 @@ spec:
   rules:
   - matches: [{path: {type: PathPrefix, value: /frontend}}]
     backendRefs: [{name: frontend, port: 80}]
----
-apiVersion: rollgate.dev/v1alpha1
-kind: Rollout
-metadata: {name: frontend, namespace: demo}
-spec:
-  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: frontend}
-  group: {name: shop}
-  strategy:
-    canary:
-      steps:` + groupSteps + `
-      trafficRoutings:
-      - service: frontend
-        gateway: {httpRouteName: frontend}
-`
+---` + rig.Rollout{Name: "frontend", Namespace: "demo", Group: "shop",
+		Strategy: "      steps:" + groupSteps + "\n" + strings.ReplaceAll(echoserverRoute, "echoserver", "frontend")}.YAML()
 }
 
 // TestLockstepGroupUnderLoad: two Deployments behind their own HTTPRoutes,

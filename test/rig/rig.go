@@ -147,6 +147,9 @@ type Rollout struct {
 	// OnRollback are spec.strategy.onRollback's hooks, each a YAML flow
 	// mapping: {name: page, url: "http://...", interval: 1s}.
 	OnRollback []string
+	// Approvals are spec.approvals' items, each a YAML flow mapping:
+	// {revision: abc, step: 1, approvedBy: e2e}.
+	Approvals []string
 	// Strategy, when set, is the YAML inside spec.strategy.canary (or
 	// blueGreen) in place of Steps and the traffic routing: for a story
 	// whose steps or routers the fields above do not say (hooks, Istio,
@@ -206,6 +209,12 @@ spec:
 	}
 	if r.Group != "" {
 		fmt.Fprintf(&b, "  group: {name: %s}\n", r.Group)
+	}
+	if len(r.Approvals) > 0 {
+		b.WriteString("  approvals:\n")
+		for _, a := range r.Approvals {
+			fmt.Fprintf(&b, "  - %s\n", a)
+		}
 	}
 	return b.String()
 }
