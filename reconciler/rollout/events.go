@@ -3,14 +3,17 @@ package rollout
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/workload"
 )
 
 // inMotionFirst queues the Rollouts that an event handler maps an event to
@@ -94,4 +97,14 @@ func specChanged() handler.EventHandler {
 			pq.AddWithOpts(priorityqueue.AddOpts{Priority: &prio}, req)
 		},
 	}
+}
+
+// podReadChanged passes every pod event but the updates that change
+// nothing rollgate reads of a pod (workload.PodReadChanged).
+func podReadChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, ok := e.ObjectOld.(*corev1.Pod)
+		cur, ok2 := e.ObjectNew.(*corev1.Pod)
+		return !ok || !ok2 || workload.PodReadChanged(old, cur)
+	}}
 }

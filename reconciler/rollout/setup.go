@@ -128,7 +128,7 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
 		Watches(&appsv1.StatefulSet{}, workloadEvents).
 		Watches(&appsv1.DaemonSet{}, workloadEvents).
 		Watches(&appsv1.ReplicaSet{}, r.eventsOf(r.rolloutsOfReplicaSet)).
-		Watches(&corev1.Pod{}, r.eventsOf(r.rolloutsOfPod)).
+		Watches(&corev1.Pod{}, r.eventsOf(r.rolloutsOfPod), builder.WithPredicates(podReadChanged())).
 		WatchesRawSource(r.repos.Woken(priorityWoken)).     // a fetch brought a merged approval
 		WatchesRawSource(r.repos.Written(priorityPoll)).    // progress reached Git: GitSynced
 		WatchesRawSource(r.repos.Proposed(priorityNormal)). // a gate's approval branch was pushed

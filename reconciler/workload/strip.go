@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -28,11 +29,12 @@ func CacheTransforms() map[client.Object]cache.ByObject {
 // What rollgate reads of a pod, every reader included (the adapters, the
 // owner index, the pod watch of the Rollout controller, the Service
 // router's wait for labels): its metadata (name, namespace, UID, labels,
-// owner references, deletion timestamp) and its status's phase and
-// conditions (Ready and when it became so). rollgate writes pods only with
-// label merge patches and deletes them, never with an update of a cached
-// copy, so nothing it drops can be written back.
-// TestStrippedPodsObserveTheSame keeps this list honest.
+// owner references, deletion timestamp) and its status's phase and Ready
+// condition (its status and when it became so); of the conditions only
+// Ready is kept. rollgate writes pods only with label merge patches and
+// deletes them, never with an update of a cached copy, so nothing it drops
+// can be written back. TestStrippedPodsObserveTheSame keeps this list
+// honest, and PodReadChanged compares what it names.
 func StripPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -41,8 +43,37 @@ func StripPod(obj any) (any, error) {
 	out := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta}
 	out.ManagedFields = nil
 	out.Status.Phase = p.Status.Phase
-	out.Status.Conditions = p.Status.Conditions
+	if ready := readyCondition(p); ready != nil {
+		out.Status.Conditions = []corev1.PodCondition{*ready}
+	}
 	return out, nil
+}
+
+// PodReadChanged reports whether what rollgate reads of a pod (StripPod)
+// differs between two copies of it. The Rollout controller's pod watch
+// passes only such updates: a kubelet reports a starting pod in several
+// status writes (scheduled, initialized, containers ready, ready), and all
+// but the one that makes it Ready would wake its Rollout to read the same.
+func PodReadChanged(old, cur *corev1.Pod) bool {
+	if !maps.Equal(old.Labels, cur.Labels) || !equality.Semantic.DeepEqual(old.OwnerReferences, cur.OwnerReferences) ||
+		!old.DeletionTimestamp.Equal(cur.DeletionTimestamp) || old.Status.Phase != cur.Status.Phase {
+		return true
+	}
+	r0, r1 := readyCondition(old), readyCondition(cur)
+	if r0 == nil || r1 == nil {
+		return r0 != r1
+	}
+	return r0.Status != r1.Status || !r0.LastTransitionTime.Equal(&r1.LastTransitionTime)
+}
+
+// readyCondition is the pod's Ready condition, nil when it has none.
+func readyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // cachedRevisionAnnotation holds, on a ReplicaSet in the cache only, the

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -151,4 +152,54 @@ func mustFor(t *testing.T, obj client.Object) workload.Adapter {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestPodReadChanged: a pod's update wakes its Rollout when something
+// rollgate reads of it changed, and only then; StripPod keeps the Ready
+// condition alone of the conditions.
+func TestPodReadChanged(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	base := func() *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-1", ResourceVersion: "1", Labels: map[string]string{"app": "web"},
+				OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-a", UID: "a", Controller: ptr.To(true)}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at},
+				{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: at},
+			}},
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(p *corev1.Pod)
+		want   bool
+	}{
+		{"resourceVersion only", func(p *corev1.Pod) { p.ResourceVersion = "2" }, false},
+		{"another condition", func(p *corev1.Pod) {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue})
+		}, false},
+		{"an annotation", func(p *corev1.Pod) { p.Annotations = map[string]string{"note": "x"} }, false},
+		{"Ready", func(p *corev1.Pod) { p.Status.Conditions[1].Status = corev1.ConditionTrue }, true},
+		{"Ready again, later", func(p *corev1.Pod) { p.Status.Conditions[1].LastTransitionTime = metav1.NewTime(at.Add(time.Second)) }, true},
+		{"Ready gone", func(p *corev1.Pod) { p.Status.Conditions = p.Status.Conditions[:1] }, true},
+		{"a label", func(p *corev1.Pod) { p.Labels[v1alpha1.LabelRevision] = "r2" }, true},
+		{"the owner", func(p *corev1.Pod) { p.OwnerReferences[0].UID = "b" }, true},
+		{"deleted", func(p *corev1.Pod) { p.DeletionTimestamp = &at }, true},
+		{"the phase", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, true},
+	} {
+		old, cur := base(), base()
+		c.change(cur)
+		if got := workload.PodReadChanged(old, cur); got != c.want {
+			t.Errorf("%s: changed %v, want %v", c.name, got, c.want)
+		}
+		s0, _ := workload.StripPod(old)
+		s1, _ := workload.StripPod(cur)
+		if got := workload.PodReadChanged(s0.(*corev1.Pod), s1.(*corev1.Pod)); got != c.want {
+			t.Errorf("%s, stripped: changed %v, want %v", c.name, got, c.want)
+		}
+	}
+	stripped, _ := workload.StripPod(base())
+	if got := stripped.(*corev1.Pod).Status.Conditions; len(got) != 1 || got[0].Type != corev1.PodReady {
+		t.Errorf("stripped conditions %v, want Ready alone", got)
+	}
 }

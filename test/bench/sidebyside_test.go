@@ -152,6 +152,11 @@ type sbsResult struct {
 	// start to every Rollout ready, cpuRelease from the first image change
 	// to the last completion, in seconds.
 	cpuAdopt, cpuRelease float64
+	// reconciles counts the controller's reconciles (controller-runtime's
+	// controller_runtime_reconcile_total, every controller of the process)
+	// from the first image change to the last completion; -1 for a
+	// controller that serves no such counter (Argo Rollouts).
+	reconciles float64
 }
 
 // BenchmarkSideBySide is P5 of docs/benchmarks.md: rollgate, OpenKruise
@@ -304,6 +309,7 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 	defer cancel()
 	tr := f.trackRelease(ctx, c, r.router, image)
 	cpu0 := f.cpu(cp)
+	rec0 := f.reconciles(cp)
 	profiled := f.profileCPU(c, cp, r.n)
 	defer profiled()
 	bumped := f.applyImages(image)
@@ -320,6 +326,9 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 		r.anonDone, r.fileDone = f.rss(cp, "RssAnon"), f.rss(cp, "RssFile")
 		r.heapDone = f.heap(cp)
 		r.cpuRelease = f.cpu(cp) - cpu0
+		if r.reconciles = -1; rec0 >= 0 {
+			r.reconciles = f.reconciles(cp) - rec0
+		}
 		if f.audited {
 			var err error
 			if r.audit, err = auditCounts(f.cluster.AuditLog(), firstOf(bumped), time.Now()); err != nil {
@@ -556,6 +565,17 @@ func (f *fleet) requests(cp *controllerProcess) (float64, map[string]float64) {
 		f.b.Fatal(err)
 	}
 	return v, byMethod
+}
+
+// reconciles reads the controller's reconcile counter, -1 when it serves
+// none.
+func (f *fleet) reconciles(cp *controllerProcess) float64 {
+	f.b.Helper()
+	v, err := metricSum(cp.metricsURL, "controller_runtime_reconcile_total")
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return v
 }
 
 // rss reads a size of the controller's /proc/<pid>/status (VmRSS, VmHWM,
@@ -815,6 +835,9 @@ func printSideBySideFigures(r sbsResult) {
 	row("controller CPU from its start to every Rollout ready", r.cpuAdopt, "s")
 	row("controller CPU from image change to completion", r.cpuRelease, "s")
 	row("controller CPU per Rollout from image change to completion", 1000*r.cpuRelease/float64(r.n), "ms")
+	if r.reconciles >= 0 {
+		row("controller reconciles per Rollout from image change to completion", r.reconciles/float64(r.n), "reconciles")
+	}
 	row("controller RSS with every Rollout ready", r.rssRest, "MiB")
 	row("controller peak RSS", r.rssPeak, "MiB")
 	row("controller RSS after the release, anonymous (heap, stacks)", r.anonDone, "MiB")

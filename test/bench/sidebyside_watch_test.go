@@ -296,6 +296,42 @@ func restRequests(url string) (float64, map[string]float64, error) {
 	return sum, byMethod, nil
 }
 
+// metricSum sums every series of the counter name on a Prometheus text
+// endpoint; -1 when the endpoint serves none.
+func metricSum(url, name string) (float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	sum, found := 0.0, false
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %v", url, line, err)
+		}
+		sum += v
+		found = true
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if !found {
+		return -1, nil
+	}
+	return sum, nil
+}
+
 // goHeapMiB reads go_memstats_heap_inuse_bytes, the Go heap spans in use,
 // from a controller's Prometheus text endpoint.
 func goHeapMiB(url string) (float64, error) {
