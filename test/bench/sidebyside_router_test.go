@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -197,5 +199,37 @@ func TestIngressShare(t *testing.T) {
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: got %+v, %v; want %+v, %v", tc.what, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestScrapedCounters: the counters P5 reads off a controller's metrics
+// endpoint, typed (as controller-runtime serves them) or untyped (as the
+// Argo Rollouts relay writes them), summed in all and by method; a counter
+// the endpoint does not serve is -1, not 0.
+func TestScrapedCounters(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="200",host="a",method="GET"} 7
+rest_client_requests_total{code="201",host="a",method="POST"} 2
+rest_client_requests_total{code="404",host="a",method="GET"} 0
+# TYPE controller_runtime_reconcile_total counter
+controller_runtime_reconcile_total{controller="rollout",result="success"} 40
+controller_runtime_reconcile_total{controller="rollout",result="requeue_after"} 2
+go_memstats_heap_inuse_bytes 2.097152e+06
+`)
+	}))
+	defer srv.Close()
+	sum, byMethod, err := restRequests(srv.URL)
+	if err != nil || sum != 9 || byMethod["GET"] != 7 || byMethod["POST"] != 2 {
+		t.Errorf("requests %v %v %v, want 9, GET 7, POST 2", sum, byMethod, err)
+	}
+	if v, err := metricSum(srv.URL, "controller_runtime_reconcile_total"); err != nil || v != 42 {
+		t.Errorf("reconciles %v %v, want 42", v, err)
+	}
+	if v, err := metricSum(srv.URL, "workqueue_adds_total"); err != nil || v != -1 {
+		t.Errorf("an absent counter: %v %v, want -1", v, err)
+	}
+	if v, err := goHeapMiB(srv.URL); err != nil || v != 2 {
+		t.Errorf("heap %v MiB %v, want 2", v, err)
 	}
 }

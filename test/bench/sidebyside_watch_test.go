@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -11,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -252,103 +254,81 @@ func processCPUSeconds(pid int) (float64, error) {
 	return ticks / 100, nil
 }
 
+// scrape reads a Prometheus text endpoint.
+func scrape(url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	return families, nil
+}
+
+// sumBy sums the counter or gauge family's series, in all and split by
+// the value of label (when not empty).
+func sumBy(family *dto.MetricFamily, label string) (float64, map[string]float64) {
+	var sum float64
+	by := map[string]float64{}
+	for _, m := range family.GetMetric() {
+		v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+		sum += v
+		for _, l := range m.GetLabel() {
+			if label != "" && l.GetName() == label {
+				by[l.GetValue()] += v
+			}
+		}
+	}
+	return sum, by
+}
+
 // restRequests sums rest_client_requests_total, the API requests every
 // client of a controller process made (client-go's counter, which
 // controller-runtime serves on the metrics endpoint by default), from its
 // Prometheus text endpoint, in all and per HTTP method.
 func restRequests(url string) (float64, map[string]float64, error) {
-	byMethod := map[string]float64{}
-	resp, err := http.Get(url)
+	families, err := scrape(url)
 	if err != nil {
 		return 0, nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	var sum float64
-	found := false
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			return 0, nil, fmt.Errorf("%s: %q: %v", url, line, err)
-		}
-		if _, rest, ok := strings.Cut(line, `method="`); ok {
-			method, _, _ := strings.Cut(rest, `"`)
-			byMethod[method] += v
-		}
-		sum += v
-		found = true
-	}
-	if err := sc.Err(); err != nil {
-		return 0, nil, err
-	}
-	if !found {
+	f, ok := families["rest_client_requests_total"]
+	if !ok {
 		return 0, nil, fmt.Errorf("%s serves no rest_client_requests_total", url)
 	}
+	sum, byMethod := sumBy(f, "method")
 	return sum, byMethod, nil
 }
 
 // metricSum sums every series of the counter name on a Prometheus text
 // endpoint; -1 when the endpoint serves none.
 func metricSum(url, name string) (float64, error) {
-	resp, err := http.Get(url)
+	families, err := scrape(url)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	sum, found := 0.0, false
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q: %v", url, line, err)
-		}
-		sum += v
-		found = true
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	if !found {
+	f, ok := families[name]
+	if !ok {
 		return -1, nil
 	}
+	sum, _ := sumBy(f, "")
 	return sum, nil
 }
 
 // goHeapMiB reads go_memstats_heap_inuse_bytes, the Go heap spans in use,
 // from a controller's Prometheus text endpoint.
 func goHeapMiB(url string) (float64, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err
+	v, err := metricSum(url, "go_memstats_heap_inuse_bytes")
+	if err == nil && v < 0 {
+		err = fmt.Errorf("%s serves no go_memstats_heap_inuse_bytes", url)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			return v / (1 << 20), err
-		}
-	}
-	return 0, fmt.Errorf("%s serves no go_memstats_heap_inuse_bytes", url)
+	return v / (1 << 20), err
 }
 
 // loadAvg is the 1-minute load average.
