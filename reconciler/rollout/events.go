@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -13,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/reconciler/workload"
 )
 
 // inMotionFirst queues the Rollouts that an event handler maps an event to
@@ -99,12 +97,15 @@ func specChanged() handler.EventHandler {
 	}
 }
 
-// podReadChanged passes every pod event but the updates that change
-// nothing rollgate reads of a pod (workload.PodReadChanged).
-func podReadChanged() predicate.Predicate {
+// readChanged passes every event of a kind but the updates that change
+// nothing rollgate reads of the object, as changed tells
+// (workload.PodReadChanged and the like): the workload controllers and
+// the kubelet write statuses far more often than what rollgate reads of
+// them moves.
+func readChanged[T client.Object](changed func(old, cur T) bool) predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		old, ok := e.ObjectOld.(*corev1.Pod)
-		cur, ok2 := e.ObjectNew.(*corev1.Pod)
-		return !ok || !ok2 || workload.PodReadChanged(old, cur)
+		old, ok := e.ObjectOld.(T)
+		cur, ok2 := e.ObjectNew.(T)
+		return !ok || !ok2 || changed(old, cur)
 	}}
 }

@@ -124,11 +124,11 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
 		Watches(&v1alpha1.Rollout{}, specChanged(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A member of a lockstep group waits for the others' steps.
 		Watches(&v1alpha1.Rollout{}, r.groupMembers(), builder.WithPredicates(groupStatusChanged())).
-		Watches(&appsv1.Deployment{}, workloadEvents).
+		Watches(&appsv1.Deployment{}, workloadEvents, builder.WithPredicates(readChanged(workload.DeploymentReadChanged))).
 		Watches(&appsv1.StatefulSet{}, workloadEvents).
 		Watches(&appsv1.DaemonSet{}, workloadEvents).
-		Watches(&appsv1.ReplicaSet{}, r.eventsOf(r.rolloutsOfReplicaSet)).
-		Watches(&corev1.Pod{}, r.eventsOf(r.rolloutsOfPod), builder.WithPredicates(podReadChanged())).
+		Watches(&appsv1.ReplicaSet{}, r.eventsOf(r.rolloutsOfReplicaSet), builder.WithPredicates(readChanged(workload.ReplicaSetReadChanged))).
+		Watches(&corev1.Pod{}, r.eventsOf(r.rolloutsOfPod), builder.WithPredicates(readChanged(workload.PodReadChanged))).
 		WatchesRawSource(r.repos.Woken(priorityWoken)).     // a fetch brought a merged approval
 		WatchesRawSource(r.repos.Written(priorityPoll)).    // progress reached Git: GitSynced
 		WatchesRawSource(r.repos.Proposed(priorityNormal)). // a gate's approval branch was pushed

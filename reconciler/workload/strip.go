@@ -6,6 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -84,12 +86,14 @@ func readyCondition(p *corev1.Pod) *corev1.PodCondition {
 const cachedRevisionAnnotation = labelPrefix + "cached-template-revision"
 
 // StripReplicaSet is the cache transform of ReplicaSets: it keeps the
-// metadata, the replicas, selector and minReadySeconds, and the status,
-// and replaces the pod template (most of a ReplicaSet, the same bytes as
-// its Deployment's template) by the template's Revision, which is all
-// rollgate reads of it (ReplicaSetRevision). A revert, which needs the
-// stable template itself, reads the ReplicaSet from the API server.
-// TestStrippedPodsObserveTheSame keeps this honest for the adapters.
+// metadata, the replicas, selector and minReadySeconds, and replaces the
+// pod template (most of a ReplicaSet, the same bytes as its Deployment's
+// template) by the template's Revision, which is all rollgate reads of it
+// (ReplicaSetRevision). The status goes: rollgate counts a ReplicaSet's
+// pods itself. A revert, which needs the stable template itself, reads the
+// ReplicaSet from the API server. TestStrippedPodsObserveTheSame keeps
+// this honest for the adapters, and ReplicaSetReadChanged compares what
+// it keeps.
 //
 // The transform may see an object it already stripped (an informer's
 // re-list): a ReplicaSet with no containers keeps the revision it has.
@@ -98,7 +102,7 @@ func StripReplicaSet(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &appsv1.ReplicaSet{TypeMeta: rs.TypeMeta, ObjectMeta: rs.ObjectMeta, Status: rs.Status}
+	out := &appsv1.ReplicaSet{TypeMeta: rs.TypeMeta, ObjectMeta: rs.ObjectMeta}
 	out.ManagedFields = nil
 	out.Spec.Replicas = rs.Spec.Replicas
 	out.Spec.MinReadySeconds = rs.Spec.MinReadySeconds
@@ -111,6 +115,38 @@ func StripReplicaSet(obj any) (any, error) {
 		out.Annotations[cachedRevisionAnnotation] = Revision(&rs.Spec.Template)
 	}
 	return out, nil
+}
+
+// ReplicaSetReadChanged reports whether what rollgate reads of a
+// ReplicaSet (StripReplicaSet) differs between two copies of it. The
+// Rollout controller's ReplicaSet watch passes only such updates: the
+// ReplicaSet controller writes a status for every pod that starts or
+// becomes ready, and rollgate counts those pods from their own events.
+func ReplicaSetReadChanged(old, cur *appsv1.ReplicaSet) bool {
+	return metadataReadChanged(&old.ObjectMeta, &cur.ObjectMeta) ||
+		ptr.Deref(old.Spec.Replicas, 1) != ptr.Deref(cur.Spec.Replicas, 1) || old.Spec.MinReadySeconds != cur.Spec.MinReadySeconds ||
+		!equality.Semantic.DeepEqual(old.Spec.Selector, cur.Spec.Selector) || ReplicaSetRevision(old) != ReplicaSetRevision(cur)
+}
+
+// DeploymentReadChanged reports whether what rollgate reads of a
+// Deployment differs between two copies of it: its metadata, its spec
+// (which moves its generation) and the status fields that say whether the
+// Deployment controller finished (deploymentComplete). The Deployment
+// controller writes a status for every pod that starts or becomes ready,
+// with conditions whose times move each time; those writes wake no Rollout
+// unless a field rollgate reads moved.
+func DeploymentReadChanged(old, cur *appsv1.Deployment) bool {
+	o, c := old.Status, cur.Status
+	return metadataReadChanged(&old.ObjectMeta, &cur.ObjectMeta) || old.Generation != cur.Generation ||
+		o.ObservedGeneration != c.ObservedGeneration || o.Replicas != c.Replicas ||
+		o.UpdatedReplicas != c.UpdatedReplicas || o.AvailableReplicas != c.AvailableReplicas
+}
+
+// metadataReadChanged reports whether the metadata rollgate reads of an
+// object moved: labels, annotations, owners and deletion.
+func metadataReadChanged(old, cur *metav1.ObjectMeta) bool {
+	return !maps.Equal(old.Labels, cur.Labels) || !maps.Equal(old.Annotations, cur.Annotations) ||
+		!equality.Semantic.DeepEqual(old.OwnerReferences, cur.OwnerReferences) || !old.DeletionTimestamp.Equal(cur.DeletionTimestamp)
 }
 
 // ReplicaSetRevision is the Revision of rs's pod template, read from the

@@ -78,8 +78,8 @@ func TestStrippedPodsObserveTheSame(t *testing.T) {
 		if err := suite.c.Get(context.Background(), client.ObjectKeyFromObject(&rs), &liveRS); err != nil {
 			t.Fatal(err)
 		}
-		if len(rs.Spec.Template.Spec.Containers) != 0 || len(rs.ManagedFields) != 0 {
-			t.Errorf("cached ReplicaSet %s keeps %d containers, %d managedFields entries: not stripped", rs.Name, len(rs.Spec.Template.Spec.Containers), len(rs.ManagedFields))
+		if len(rs.Spec.Template.Spec.Containers) != 0 || len(rs.ManagedFields) != 0 || !reflect.DeepEqual(rs.Status, appsv1.ReplicaSetStatus{}) {
+			t.Errorf("cached ReplicaSet %s keeps %d containers, %d managedFields entries, status %+v: not stripped", rs.Name, len(rs.Spec.Template.Spec.Containers), len(rs.ManagedFields), rs.Status)
 		}
 		if got, want := workload.ReplicaSetRevision(&rs), workload.Revision(&liveRS.Spec.Template); got != want {
 			t.Errorf("cached ReplicaSet %s: revision %s, the API server's template has %s", rs.Name, got, want)
@@ -201,5 +201,70 @@ func TestPodReadChanged(t *testing.T) {
 	stripped, _ := workload.StripPod(base())
 	if got := stripped.(*corev1.Pod).Status.Conditions; len(got) != 1 || got[0].Type != corev1.PodReady {
 		t.Errorf("stripped conditions %v, want Ready alone", got)
+	}
+}
+
+// TestWorkloadReadChanged: an update of a ReplicaSet or a Deployment wakes
+// its Rollout when something rollgate reads of it changed, and not for the
+// status writes of their controllers that change nothing read.
+func TestWorkloadReadChanged(t *testing.T) {
+	tpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "web:1"}}}}
+	rs := func() *appsv1.ReplicaSet {
+		return &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-a", ResourceVersion: "1", Labels: map[string]string{"app": "web"}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: tpl},
+			Status: appsv1.ReplicaSetStatus{Replicas: 2, ReadyReplicas: 1, AvailableReplicas: 1},
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*appsv1.ReplicaSet)
+		want   bool
+	}{
+		{"a status write", func(r *appsv1.ReplicaSet) { r.ResourceVersion = "2"; r.Status.ReadyReplicas, r.Status.AvailableReplicas = 2, 2 }, false},
+		{"replicas", func(r *appsv1.ReplicaSet) { r.Spec.Replicas = ptr.To[int32](3) }, true},
+		{"an annotation", func(r *appsv1.ReplicaSet) { r.Annotations = map[string]string{"deployment.kubernetes.io/revision": "2"} }, true},
+		{"the template", func(r *appsv1.ReplicaSet) { r.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "web:2"}} }, true},
+		{"deleted", func(r *appsv1.ReplicaSet) { r.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, true},
+	} {
+		old, cur := rs(), rs()
+		c.change(cur)
+		s0, _ := workload.StripReplicaSet(old)
+		s1, _ := workload.StripReplicaSet(cur)
+		if got := workload.ReplicaSetReadChanged(s0.(*appsv1.ReplicaSet), s1.(*appsv1.ReplicaSet)); got != c.want {
+			t.Errorf("ReplicaSet, %s: changed %v, want %v", c.name, got, c.want)
+		}
+	}
+
+	d := func() *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", ResourceVersion: "1", Generation: 3},
+			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Template: tpl},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 4, UpdatedReplicas: 1, ReadyReplicas: 3, AvailableReplicas: 3,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue}}},
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*appsv1.Deployment)
+		want   bool
+	}{
+		{"a condition's time", func(d *appsv1.Deployment) {
+			d.ResourceVersion = "2"
+			d.Status.Conditions[0].LastUpdateTime = metav1.Now()
+			d.Status.ReadyReplicas = 4
+		}, false},
+		{"the spec", func(d *appsv1.Deployment) { d.Generation = 4 }, true},
+		{"observed", func(d *appsv1.Deployment) { d.Status.ObservedGeneration = 4 }, true},
+		{"available", func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 4 }, true},
+		{"updated", func(d *appsv1.Deployment) { d.Status.UpdatedReplicas = 2 }, true},
+		{"replicas", func(d *appsv1.Deployment) { d.Status.Replicas = 5 }, true},
+		{"rollgate's control annotation", func(d *appsv1.Deployment) { d.Annotations = map[string]string{v1alpha1.AnnotationControl: "{}"} }, true},
+	} {
+		old, cur := d(), d()
+		c.change(cur)
+		if got := workload.DeploymentReadChanged(old, cur); got != c.want {
+			t.Errorf("Deployment, %s: changed %v, want %v", c.name, got, c.want)
+		}
 	}
 }
