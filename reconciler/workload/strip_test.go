@@ -212,8 +212,8 @@ func TestWorkloadReadChanged(t *testing.T) {
 	rs := func() *appsv1.ReplicaSet {
 		return &appsv1.ReplicaSet{
 			ObjectMeta: metav1.ObjectMeta{Name: "web-a", ResourceVersion: "1", Labels: map[string]string{"app": "web"}},
-			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: tpl},
-			Status: appsv1.ReplicaSetStatus{Replicas: 2, ReadyReplicas: 1, AvailableReplicas: 1},
+			Spec:       appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: tpl},
+			Status:     appsv1.ReplicaSetStatus{Replicas: 2, ReadyReplicas: 1, AvailableReplicas: 1},
 		}
 	}
 	for _, c := range []struct {
@@ -221,10 +221,17 @@ func TestWorkloadReadChanged(t *testing.T) {
 		change func(*appsv1.ReplicaSet)
 		want   bool
 	}{
-		{"a status write", func(r *appsv1.ReplicaSet) { r.ResourceVersion = "2"; r.Status.ReadyReplicas, r.Status.AvailableReplicas = 2, 2 }, false},
+		{"a status write", func(r *appsv1.ReplicaSet) {
+			r.ResourceVersion = "2"
+			r.Status.ReadyReplicas, r.Status.AvailableReplicas = 2, 2
+		}, false},
 		{"replicas", func(r *appsv1.ReplicaSet) { r.Spec.Replicas = ptr.To[int32](3) }, true},
-		{"an annotation", func(r *appsv1.ReplicaSet) { r.Annotations = map[string]string{"deployment.kubernetes.io/revision": "2"} }, true},
-		{"the template", func(r *appsv1.ReplicaSet) { r.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "web:2"}} }, true},
+		{"an annotation", func(r *appsv1.ReplicaSet) {
+			r.Annotations = map[string]string{"deployment.kubernetes.io/revision": "2"}
+		}, true},
+		{"the template", func(r *appsv1.ReplicaSet) {
+			r.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "web:2"}}
+		}, true},
 		{"deleted", func(r *appsv1.ReplicaSet) { r.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, true},
 	} {
 		old, cur := rs(), rs()
