@@ -36,6 +36,11 @@ type statusPatcher struct {
 	now, lastWrite time.Time
 	// countsDue, when set, is when the counts held back are to be written.
 	countsDue time.Time
+	// finalizersOnly, set by a reconcile that only adds the finalizer,
+	// leaves the status to the next reconcile (requeued at once), which
+	// writes it with what it observed: written here too, it would be a
+	// second write of a Rollout rollgate has not looked at yet.
+	finalizersOnly bool
 }
 
 func newStatusPatcher(c client.Client, ro *v1alpha1.Rollout, now, lastWrite time.Time) *statusPatcher {
@@ -55,9 +60,14 @@ func (p *statusPatcher) patch(ctx context.Context, ro *v1alpha1.Rollout) error {
 			return err
 		}
 		// The answer carries the stored status: keep this reconcile's, and
-		// lock the status patch on the version just written.
+		// base the status patch on the metadata just written (the answer's
+		// managedFields, which the cache strips, included: compared with
+		// the cached object's none, the status patch would send them all).
 		ro.Status = *status
-		p.before.ResourceVersion, p.before.Finalizers = ro.ResourceVersion, ro.Finalizers
+		p.before.ObjectMeta = *ro.ObjectMeta.DeepCopy()
+		if p.finalizersOnly {
+			return nil
+		}
 	}
 	ro.Status.ObservedGeneration = ro.Generation
 	p.countsDue = time.Time{}

@@ -1,12 +1,17 @@
 package rollout
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
@@ -73,5 +78,81 @@ func TestCountsAloneWaitForCountsEvery(t *testing.T) {
 	}
 	if got := read(); got.Status.CanaryReadyReplicas != 1 || !p.countsDue.IsZero() {
 		t.Errorf("counts alone %v after the last write: stored canaryReadyReplicas %d, due %v; want written", countsEvery, got.Status.CanaryReadyReplicas, p.countsDue)
+	}
+}
+
+// TestStatusPatchAfterFinalizerSendsStatusAlone: the reconcile that adds
+// the finalizer writes it and no status; a later one that writes both sends
+// in its status patch only the status and the resource version it is
+// locked on, not the managedFields the finalizer patch answered with
+// (which the cache strips). Against a real API server; the client records
+// the body of every status patch it sends.
+func TestStatusPatchAfterFinalizerSendsStatusAlone(t *testing.T) {
+	ctx, cfg, _, scheme := rollouttest.StartAPIServer(t)
+	real, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []map[string]any
+	c := interceptor.NewClient(real, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			data, err := patch.Data(obj)
+			if err != nil {
+				return err
+			}
+			body := map[string]any{}
+			if err := json.Unmarshal(data, &body); err != nil {
+				return err
+			}
+			sent = append(sent, body)
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	const ns = "finalizer"
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	rollouttest.MustCreate(t, c, rollouttest.GatedRollout(t, ns, "web", nil))
+	cached := func() *v1alpha1.Rollout {
+		t.Helper()
+		ro := &v1alpha1.Rollout{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, ro); err != nil {
+			t.Fatal(err)
+		}
+		ro.ManagedFields = nil // as the controller's cache keeps it
+		return ro
+	}
+
+	ro := cached()
+	p := newStatusPatcher(c, ro, time.Now(), time.Time{})
+	p.finalizersOnly = true
+	controllerutil.AddFinalizer(ro, Finalizer)
+	ro.Status.Message = "not to be written"
+	if err := p.patch(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	if got := cached(); !controllerutil.ContainsFinalizer(got, Finalizer) || got.Status.Message != "" || len(sent) != 0 {
+		t.Fatalf("finalizer-only reconcile: finalizers %v, status message %q, %d status patches; want the finalizer, no status", got.Finalizers, got.Status.Message, len(sent))
+	}
+
+	ro = cached()
+	ro.Finalizers = nil
+	if err := c.Update(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	ro = cached()
+	p = newStatusPatcher(c, ro, time.Now(), time.Time{})
+	controllerutil.AddFinalizer(ro, Finalizer)
+	ro.Status.Message = "written"
+	if err := p.patch(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 1 {
+		t.Fatalf("%d status patches, want 1", len(sent))
+	}
+	meta, _ := sent[0]["metadata"].(map[string]any)
+	if _, ok := meta["resourceVersion"]; !ok || len(meta) != 1 || len(sent[0]) != 2 {
+		t.Errorf("status patch %v: want only status and metadata.resourceVersion", sent[0])
+	}
+	if got := cached(); got.Status.Message != "written" || !controllerutil.ContainsFinalizer(got, Finalizer) {
+		t.Errorf("stored message %q, finalizers %v; want written with the finalizer", got.Status.Message, got.Finalizers)
 	}
 }

@@ -150,6 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 
 	if ro.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(ro, Finalizer) {
 		controllerutil.AddFinalizer(ro, Finalizer)
+		patcher.finalizersOnly = true
 		return reconcile.Result{Requeue: true}, nil
 	}
 	if !ro.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(ro, Finalizer) {
