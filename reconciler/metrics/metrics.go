@@ -86,17 +86,13 @@ func phases() []v1alpha1.RolloutPhase {
 // Rollout to observe every transition once. Build it with New; it is safe
 // for concurrent use. A nil *Metrics records nothing.
 type Metrics struct {
-	phase         *prometheus.GaugeVec
-	step          *prometheus.GaugeVec
-	steps         *prometheus.GaugeVec
-	weight        *prometheus.GaugeVec
-	awaitingSince *prometheus.GaugeVec
-	stepDuration  *prometheus.HistogramVec
-	releases      *prometheus.CounterVec
-	approvalWait  *prometheus.HistogramVec
-	measurements  *prometheus.CounterVec
-	git           *prometheus.HistogramVec
-	lua           *prometheus.HistogramVec
+	gauges       *rolloutGauges
+	stepDuration *prometheus.HistogramVec
+	releases     *prometheus.CounterVec
+	approvalWait *prometheus.HistogramVec
+	measurements *prometheus.CounterVec
+	git          *prometheus.HistogramVec
+	lua          *prometheus.HistogramVec
 
 	mu       sync.Mutex
 	rollouts map[types.NamespacedName]*memo
@@ -109,26 +105,6 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	// rollout labels the series of one Rollout, plus more labels.
 	rollout := func(more ...string) []string { return append([]string{"namespace", "name"}, more...) }
 	m := &Metrics{
-		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "rollout_phase",
-			Help: "1 for the current phase of a Rollout (status.phase), 0 for the other phases.",
-		}, rollout("phase")),
-		step: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "rollout_step",
-			Help: "Current step of a Rollout's release, 1-based (status.currentStepIndex); 0 before the first release.",
-		}, rollout()),
-		steps: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "rollout_steps",
-			Help: "Number of steps of a Rollout's current or last release (status.stepCount).",
-		}, rollout()),
-		weight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "rollout_canary_weight",
-			Help: "Percentage (0-100) of traffic routed to the canary revision (status.canaryWeight).",
-		}, rollout()),
-		awaitingSince: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "rollout_awaiting_approval_since_timestamp_seconds",
-			Help: "Unix time since when a Rollout's gate waits for approval (status.awaitingApproval.since); absent when no gate waits.",
-		}, rollout()),
 		stepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "rollout_step_duration_seconds",
 			Help:    "Time from the start of a release step to its end (gates and pauses included), by how the step ended.",
@@ -159,6 +135,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"script", "result"}),
 		rollouts: map[types.NamespacedName]*memo{},
 	}
+	m.gauges = newRolloutGauges(m)
 	for _, c := range m.collectors() {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -169,7 +146,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		m.phase, m.step, m.steps, m.weight, m.awaitingSince, m.stepDuration,
+		m.gauges, m.stepDuration,
 		m.releases, m.approvalWait, m.measurements, m.git, m.lua,
 	}
 }
@@ -180,7 +157,7 @@ func (m *Metrics) perRollout() []interface {
 } {
 	return []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.phase, m.step, m.steps, m.weight, m.awaitingSince, m.stepDuration, m.releases, m.measurements}
+	}{m.stepDuration, m.releases, m.measurements}
 }
 
 // SetRollout sets the gauges of a Rollout from its status: phase, step,
@@ -189,26 +166,19 @@ func (m *Metrics) SetRollout(ro *v1alpha1.Rollout) {
 	if m == nil {
 		return
 	}
-	ns, name, s := ro.Namespace, ro.Name, &ro.Status
-	current := s.Phase
-	if current == "" {
-		current = v1alpha1.PhaseInitial
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.memoOf(types.NamespacedName{Namespace: ro.Namespace, Name: ro.Name}).gauges = gaugesOf(&ro.Status)
+}
+
+// memoOf is what is remembered of key, made on first use; m.mu is held.
+func (m *Metrics) memoOf(key types.NamespacedName) *memo {
+	mem := m.rollouts[key]
+	if mem == nil {
+		mem = &memo{}
+		m.rollouts[key] = mem
 	}
-	for _, p := range phases() {
-		v := 0.0
-		if p == current {
-			v = 1
-		}
-		m.phase.WithLabelValues(ns, name, string(p)).Set(v)
-	}
-	m.step.WithLabelValues(ns, name).Set(float64(s.CurrentStepIndex))
-	m.steps.WithLabelValues(ns, name).Set(float64(s.StepCount))
-	m.weight.WithLabelValues(ns, name).Set(float64(s.CanaryWeight))
-	if a := s.AwaitingApproval; a != nil {
-		m.awaitingSince.WithLabelValues(ns, name).Set(float64(a.Since.Unix()))
-	} else {
-		m.awaitingSince.DeleteLabelValues(ns, name)
-	}
+	return mem
 }
 
 // Forget removes every series of a deleted Rollout and what was remembered

@@ -40,6 +40,8 @@ type memo struct {
 	endedStep    stepID
 	// approved is the last gate whose approval wait was observed.
 	approved stepID
+	// gauges are what the per-Rollout gauges export (SetRollout).
+	gauges gauges
 }
 
 // releaseID is one attempt at releasing one revision.
@@ -64,12 +66,7 @@ func (m *Metrics) Transition(t Transition) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
-	mem := m.rollouts[key]
-	if mem == nil {
-		mem = &memo{}
-		m.rollouts[key] = mem
-	}
+	mem := m.memoOf(types.NamespacedName{Namespace: t.Namespace, Name: t.Name})
 	m.approval(t, mem)
 	m.stepEnd(t, mem)
 	m.releaseEnd(t, mem)
