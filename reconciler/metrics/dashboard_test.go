@@ -111,6 +111,8 @@ func touchAll(t *testing.T, m *metrics.Metrics) {
 	s := luascripts.Script{Name: "built-in ingress.nginx", Key: luascripts.IngressKey("nginx"), BuiltIn: true}
 	lua(s, time.Millisecond, nil)
 	lua(s, time.Second, &luascripts.ScriptError{Script: s.Name, Kind: luascripts.ErrTimeout})
+	m.Woken("Pod", 3)
+	m.Woken(metrics.SourceSpec, 1)
 }
 
 // exported gathers reg and returns every series name it exposes (a

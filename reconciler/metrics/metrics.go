@@ -62,6 +62,16 @@ const (
 	SourceCluster = "cluster"
 )
 
+// Sources of a wakeup besides the kinds of the watched objects (label
+// source of rollgate_rollout_wakeups_total).
+const (
+	// SourceSpec: the Rollout's own spec changed (an approval, an abort, a
+	// pause, a retry).
+	SourceSpec = "Rollout"
+	// SourceGroup: a member of the Rollout's lockstep group moved.
+	SourceGroup = "group"
+)
+
 // Results of a Git exchange or a Lua run (label result).
 const (
 	ResultSuccess = "success"
@@ -93,6 +103,7 @@ type Metrics struct {
 	measurements *prometheus.CounterVec
 	git          *prometheus.HistogramVec
 	lua          *prometheus.HistogramVec
+	wakeups      *prometheus.CounterVec
 
 	mu       sync.Mutex
 	rollouts map[types.NamespacedName]*memo
@@ -133,6 +144,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Duration of Lua traffic script runs by script (ConfigMap key) and result (success, error, timeout, limit).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"script", "result"}),
+		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "rollout_wakeups_total",
+			Help: "Rollouts queued for a reconcile by a watch event, by the kind of object whose event queued them (Pod, ReplicaSet, Deployment, Service, ...; Rollout: its spec changed; group: a member of its lockstep group moved).",
+		}, []string{"source"}),
 		rollouts: map[types.NamespacedName]*memo{},
 	}
 	m.gauges = newRolloutGauges(m)
@@ -147,7 +162,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.gauges, m.stepDuration,
-		m.releases, m.approvalWait, m.measurements, m.git, m.lua,
+		m.releases, m.approvalWait, m.measurements, m.git, m.lua, m.wakeups,
 	}
 }
 
@@ -179,6 +194,14 @@ func (m *Metrics) memoOf(key types.NamespacedName) *memo {
 		m.rollouts[key] = mem
 	}
 	return mem
+}
+
+// Woken counts n Rollouts queued by a watch event of source.
+func (m *Metrics) Woken(source string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.wakeups.WithLabelValues(source).Add(float64(n))
 }
 
 // Forget removes every series of a deleted Rollout and what was remembered

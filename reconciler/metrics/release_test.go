@@ -273,6 +273,14 @@ func TestMetricsOfAReleaseThroughTheController(t *testing.T) {
 		return v == 1 && !waiting, fmt.Sprintf("Healthy=%v, gate series present %v", v, waiting)
 	})
 	checkControllerRuntimeLabels(t)
+	// The release was moved along by its workload's events and the
+	// approval (the spec change that carried it, or nothing: it may have
+	// come from Git before the spec changed); every wakeup has a source.
+	for _, source := range []string{"Deployment", "ReplicaSet"} {
+		if v := value(t, w.reg, "rollgate_rollout_wakeups_total", map[string]string{"source": source}); v < 1 {
+			t.Errorf("rollgate_rollout_wakeups_total{source=%q} = %v, want at least 1", source, v)
+		}
+	}
 
 	// The Rollout is deleted: its series go.
 	if err := w.c.Delete(context.Background(), ro); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/metrics"
 )
 
 // inMotionFirst queues the Rollouts that an event handler maps an event to
@@ -27,10 +28,16 @@ type inMotionFirst struct {
 	rollouts client.Reader
 }
 
-// eventsOf maps an event to Rollouts with fn and queues them as
-// inMotionFirst does.
-func (r *Reconciler) eventsOf(fn handler.MapFunc) handler.EventHandler {
-	return inMotionFirst{EventHandler: handler.EnqueueRequestsFromMapFunc(fn), rollouts: r.Client}
+// eventsOf maps an event of source (the kind of the watched object) to
+// Rollouts with fn, counts them (rollgate_rollout_wakeups_total) and
+// queues them as inMotionFirst does.
+func (r *Reconciler) eventsOf(source string, fn handler.MapFunc) handler.EventHandler {
+	counted := func(ctx context.Context, o client.Object) []reconcile.Request {
+		reqs := fn(ctx, o)
+		r.Options.Metrics.Woken(source, len(reqs))
+		return reqs
+	}
+	return inMotionFirst{EventHandler: handler.EnqueueRequestsFromMapFunc(counted), rollouts: r.Client}
 }
 
 func (h inMotionFirst) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -82,10 +89,11 @@ func (q motionQueue) Add(req reconcile.Request) {
 // rendered from Git by the GitOps tool) at priorityWoken. Someone waits
 // for it, so in a wave of releases it goes before the events of releases
 // in motion. The queue keeps the higher of two priorities of one Rollout.
-func specChanged() handler.EventHandler {
+func (r *Reconciler) specChanged() handler.EventHandler {
 	return handler.Funcs{
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)}
+			r.Options.Metrics.Woken(metrics.SourceSpec, 1)
 			pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
 			if !ok {
 				q.Add(req)

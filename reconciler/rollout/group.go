@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/metrics"
 	"github.com/rollgate/rollgate/strategy"
 )
 
@@ -90,7 +91,7 @@ func (r *Reconciler) groupInOneShard(ctx context.Context, sc *scope) error {
 // its group: a member finishing a step, passing a gate or failing is what
 // the others wait for.
 func (r *Reconciler) groupMembers() handler.EventHandler {
-	return r.eventsOf(func(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.eventsOf(metrics.SourceGroup, func(ctx context.Context, o client.Object) []reconcile.Request {
 		ro, ok := o.(*v1alpha1.Rollout)
 		if !ok || ro.Spec.Group == nil {
 			return nil

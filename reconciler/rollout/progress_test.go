@@ -204,7 +204,7 @@ func TestEventsOfReleasesInMotionGoFirst(t *testing.T) {
 	})
 	r := &Reconciler{Client: c}
 	// Each event names one Rollout: a pod named after it.
-	h := r.eventsOf(func(_ context.Context, o client.Object) []reconcile.Request {
+	h := r.eventsOf("Deployment", func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: o.GetName()}}}
 	})
 	pod := func(name, rv string) *corev1.Pod {
@@ -316,7 +316,7 @@ func TestASpecChangeGoesBeforeReleasesInMotion(t *testing.T) {
 		"approved":  {Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, CurrentStepState: v1alpha1.StepPaused},
 	})
 	r := &Reconciler{Client: c}
-	pods := r.eventsOf(func(_ context.Context, o client.Object) []reconcile.Request {
+	pods := r.eventsOf("Pod", func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: o.GetName()}}}
 	})
 	q := priorityqueue.New[reconcile.Request]("spec-test")
@@ -329,7 +329,7 @@ func TestASpecChangeGoesBeforeReleasesInMotion(t *testing.T) {
 	approved := old.DeepCopy()
 	approved.Generation = 2
 	approved.Spec.Approvals = []v1alpha1.Approval{{Revision: "abc", Step: 1}}
-	specChanged().Update(ctx, event.UpdateEvent{ObjectOld: old, ObjectNew: approved}, q)
+	r.specChanged().Update(ctx, event.UpdateEvent{ObjectOld: old, ObjectNew: approved}, q)
 	pods.Update(ctx, event.UpdateEvent{ObjectOld: pod("approved", "1"), ObjectNew: pod("approved", "2")}, q)
 
 	for i, w := range []struct {

@@ -113,7 +113,7 @@ func (w *routeWatches) watch(ctx context.Context, gvk schema.GroupVersionKind) {
 // rolloutsOfCustomRoute queues, for an event of an object of kind gk, the
 // Rollouts whose customNetworkRefs name it.
 func (r *Reconciler) rolloutsOfCustomRoute(gk schema.GroupKind) handler.EventHandler {
-	return r.eventsOf(func(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.eventsOf(gk.Kind, func(ctx context.Context, o client.Object) []reconcile.Request {
 		return r.rolloutsBy(ctx, o.GetNamespace(), routeIndex, customRouteKey(gk, o.GetName()))
 	})
 }

@@ -102,33 +102,32 @@ func Setup(mgr ctrl.Manager, opts Options, repos *gitsource.Pool) error {
 }
 
 func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
-	workloadEvents := r.eventsOf(r.rolloutsOfWorkload)
 	// A route or Service re-applied by the GitOps tool mid-release is
 	// re-asserted at once: watch them (HTTPRoutes only where the CRD is;
 	// the kinds named in customNetworkRefs once a Rollout names them, see
 	// routeWatches).
 	b := ctrl.NewControllerManagedBy(mgr).
-		Watches(&corev1.Service{}, r.eventsOf(r.rolloutsOfRoute("Service"))).
-		Watches(&networkingv1.Ingress{}, r.eventsOf(r.rolloutsOfRoute("Ingress")))
+		Watches(&corev1.Service{}, r.eventsOf("Service", r.rolloutsOfRoute("Service"))).
+		Watches(&networkingv1.Ingress{}, r.eventsOf("Ingress", r.rolloutsOfRoute("Ingress")))
 	if !opts.NoEndpointSlices {
 		// A canary Service's slice listing a ready endpoint lets the
 		// routes send it requests (traffic.Options.Endpoints).
-		b = b.Watches(&discoveryv1.EndpointSlice{}, r.eventsOf(r.rolloutsOfCanarySlice))
+		b = b.Watches(&discoveryv1.EndpointSlice{}, r.eventsOf("EndpointSlice", r.rolloutsOfCanarySlice))
 	}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute").GroupKind(), gatewayv1.SchemeGroupVersion.Version); err == nil {
-		b = b.Watches(&gatewayv1.HTTPRoute{}, r.eventsOf(r.rolloutsOfRoute("HTTPRoute")))
+		b = b.Watches(&gatewayv1.HTTPRoute{}, r.eventsOf("HTTPRoute", r.rolloutsOfRoute("HTTPRoute")))
 	}
 	c, err := b.
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// A spec change goes before the events of releases in motion.
-		Watches(&v1alpha1.Rollout{}, specChanged(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Rollout{}, r.specChanged(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A member of a lockstep group waits for the others' steps.
 		Watches(&v1alpha1.Rollout{}, r.groupMembers(), builder.WithPredicates(groupStatusChanged())).
-		Watches(&appsv1.Deployment{}, workloadEvents, builder.WithPredicates(readChanged(workload.DeploymentReadChanged))).
-		Watches(&appsv1.StatefulSet{}, workloadEvents).
-		Watches(&appsv1.DaemonSet{}, workloadEvents).
-		Watches(&appsv1.ReplicaSet{}, r.eventsOf(r.rolloutsOfReplicaSet), builder.WithPredicates(readChanged(workload.ReplicaSetReadChanged))).
-		Watches(&corev1.Pod{}, r.eventsOf(r.rolloutsOfPod), builder.WithPredicates(readChanged(workload.PodReadChanged))).
+		Watches(&appsv1.Deployment{}, r.eventsOf("Deployment", r.rolloutsOfWorkload), builder.WithPredicates(readChanged(workload.DeploymentReadChanged))).
+		Watches(&appsv1.StatefulSet{}, r.eventsOf("StatefulSet", r.rolloutsOfWorkload)).
+		Watches(&appsv1.DaemonSet{}, r.eventsOf("DaemonSet", r.rolloutsOfWorkload)).
+		Watches(&appsv1.ReplicaSet{}, r.eventsOf("ReplicaSet", r.rolloutsOfReplicaSet), builder.WithPredicates(readChanged(workload.ReplicaSetReadChanged))).
+		Watches(&corev1.Pod{}, r.eventsOf("Pod", r.rolloutsOfPod), builder.WithPredicates(readChanged(workload.PodReadChanged))).
 		WatchesRawSource(r.repos.Woken(priorityWoken)).     // a fetch brought a merged approval
 		WatchesRawSource(r.repos.Written(priorityPoll)).    // progress reached Git: GitSynced
 		WatchesRawSource(r.repos.Proposed(priorityNormal)). // a gate's approval branch was pushed

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler"
+	"github.com/rollgate/rollgate/reconciler/metrics"
 	"github.com/rollgate/rollgate/test/inproc"
 	"github.com/rollgate/rollgate/test/kwok"
 	"github.com/rollgate/rollgate/test/repo"
@@ -358,6 +360,28 @@ func (f *fleet) poll(timeout time.Duration, what string, cond func(ctx context.C
 	}
 }
 
+// fleetWait is how long a wait for the whole fleet may take: 5 minutes,
+// or 2 s per workload in a larger fleet. The simulated cluster's
+// controller manager rolls Deployments at a rate of its own (its
+// client-side limit), so rolling every Deployment at once takes time in
+// proportion to their number (the floor of P5 took 250 s at 200).
+func (f *fleet) fleetWait() time.Duration {
+	return max(5*time.Minute, time.Duration(len(f.names))*2*time.Second)
+}
+
+// pollFleet polls count until it reaches the size of the fleet, within
+// fleetWait; when it does not, it fails with how many it reached.
+func (f *fleet) pollFleet(what string, count func(ctx context.Context) (int, error)) {
+	f.b.Helper()
+	every := max(time.Second, time.Duration(len(f.names))*time.Millisecond)
+	if _, err := rig.WaitEvery(context.Background(), every, f.fleetWait(), what, func(ctx context.Context) (bool, string, error) {
+		n, err := count(ctx)
+		return n == len(f.names), fmt.Sprintf("%d of %d", n, len(f.names)), err
+	}); err != nil {
+		f.b.Fatal(err)
+	}
+}
+
 func (f *fleet) ensureNamespace(name string) {
 	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := f.c.Create(context.Background(), obj); err != nil && !strings.Contains(err.Error(), "already exists") {
@@ -458,9 +482,16 @@ func (f *fleet) startController() {
 	// trace when no logger was ever set.
 	discard := zap.New(zap.WriteTo(io.Discard))
 	ctrl.SetLogger(discard)
+	// Its Prometheus metrics too, as cmd/rollgate-controller has them:
+	// their series per Rollout are part of its memory.
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		f.b.Fatal(err)
+	}
 	c, err := inproc.Run(inproc.Config{REST: &cfg, Manager: reconciler.ManagerOptions{Logger: discard, Restartable: true}, Options: reconciler.Options{
 		Namespace: "rollgate-system", Concurrent: concurrentFromEnv(f.b), LuaConfigMap: "rollgate-lua",
 		WebhookSecret: "rollgate-webhook-cert", GitWebhookAddr: f.gitWebhookAddr(), GitDefaultInterval: time.Minute,
+		Metrics: m,
 	}})
 	if err != nil {
 		f.b.Fatal(err)

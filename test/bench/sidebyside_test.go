@@ -157,6 +157,9 @@ type sbsResult struct {
 	// from the first image change to the last completion; -1 for a
 	// controller that serves no such counter (Argo Rollouts).
 	reconciles float64
+	// wakeups are rollgate's rollgate_rollout_wakeups_total over the same
+	// time, by source; nil for the others.
+	wakeups map[string]float64
 }
 
 // BenchmarkSideBySide is P5 of docs/benchmarks.md: rollgate, OpenKruise
@@ -310,6 +313,10 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 	tr := f.trackRelease(ctx, c, r.router, image)
 	cpu0 := f.cpu(cp)
 	rec0 := f.reconciles(cp)
+	var woken0 map[string]float64
+	if c.name() == (rollgateContender{}).name() {
+		woken0 = f.wakeups(cp)
+	}
 	profiled := f.profileCPU(c, cp, r.n)
 	defer profiled()
 	bumped := f.applyImages(image)
@@ -328,6 +335,12 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 		r.cpuRelease = f.cpu(cp) - cpu0
 		if r.reconciles = -1; rec0 >= 0 {
 			r.reconciles = f.reconciles(cp) - rec0
+		}
+		if woken0 != nil {
+			r.wakeups = map[string]float64{}
+			for k, v := range f.wakeups(cp) {
+				r.wakeups[k] = v - woken0[k]
+			}
 		}
 		if f.audited {
 			var err error
@@ -481,11 +494,11 @@ func (f *fleet) applyImages(image string) map[string]time.Time {
 // waitRolled waits until every Deployment runs image on all its pods.
 func (f *fleet) waitRolled(image string) {
 	f.b.Helper()
-	f.poll(5*time.Minute, "every Deployment on "+image, func(ctx context.Context) (bool, error) {
+	f.pollFleet("every Deployment on "+image, func(ctx context.Context) (int, error) {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(deploymentGVK.GroupVersion().WithKind("DeploymentList"))
 		if err := f.c.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, nil
+			return 0, nil
 		}
 		rolled := 0
 		for i := range list.Items {
@@ -493,7 +506,7 @@ func (f *fleet) waitRolled(image string) {
 				rolled++
 			}
 		}
-		return rolled == len(f.names), nil
+		return rolled, nil
 	})
 }
 
@@ -516,8 +529,8 @@ func (f *fleet) measureFloor(image string) (first, all []time.Duration) {
 		}
 	})
 	bumped := f.applyImages(image)
-	f.poll(5*time.Minute, "every Deployment rolled to "+image, func(context.Context) (bool, error) {
-		return ready.len() == len(f.names) && rolled.len() == len(f.names), nil
+	f.pollFleet("every Deployment rolled to "+image, func(context.Context) (int, error) {
+		return min(ready.len(), rolled.len()), nil
 	})
 	for _, name := range f.names {
 		at, _ := ready.get(name)
@@ -531,16 +544,16 @@ func (f *fleet) measureFloor(image string) (first, all []time.Duration) {
 // waitReady waits until every Rollout of c is ready for a release.
 func (f *fleet) waitReady(c contender) {
 	f.b.Helper()
-	f.poll(5*time.Minute, "every "+c.name()+" Rollout ready", func(ctx context.Context) (bool, error) {
+	f.pollFleet("every "+c.name()+" Rollout ready", func(ctx context.Context) (int, error) {
 		ros := &unstructured.UnstructuredList{}
 		ros.SetGroupVersionKind(c.rolloutGVK().GroupVersion().WithKind(c.rolloutGVK().Kind + "List"))
 		ds := &unstructured.UnstructuredList{}
 		ds.SetGroupVersionKind(deploymentGVK.GroupVersion().WithKind("DeploymentList"))
 		if err := f.c.List(ctx, ros, client.InNamespace(ns)); err != nil {
-			return false, nil
+			return 0, nil
 		}
 		if err := f.c.List(ctx, ds, client.InNamespace(ns)); err != nil {
-			return false, nil
+			return 0, nil
 		}
 		byName := map[string]*unstructured.Unstructured{}
 		for i := range ds.Items {
@@ -552,7 +565,7 @@ func (f *fleet) waitReady(c contender) {
 				ready++
 			}
 		}
-		return ready == len(f.names), nil
+		return ready, nil
 	})
 }
 
@@ -576,6 +589,18 @@ func (f *fleet) reconciles(cp *controllerProcess) float64 {
 		f.b.Fatal(err)
 	}
 	return v
+}
+
+// wakeups reads rollgate's rollgate_rollout_wakeups_total by source
+// (empty before the first wakeup).
+func (f *fleet) wakeups(cp *controllerProcess) map[string]float64 {
+	f.b.Helper()
+	families, err := scrape(cp.metricsURL)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	_, by := sumBy(families["rollgate_rollout_wakeups_total"], "source")
+	return by
 }
 
 // rss reads a size of the controller's /proc/<pid>/status (VmRSS, VmHWM,
@@ -837,6 +862,9 @@ func printSideBySideFigures(r sbsResult) {
 	row("controller CPU per Rollout from image change to completion", 1000*r.cpuRelease/float64(r.n), "ms")
 	if r.reconciles >= 0 {
 		row("controller reconciles per Rollout from image change to completion", r.reconciles/float64(r.n), "reconciles")
+	}
+	for _, source := range slices.Sorted(maps.Keys(r.wakeups)) {
+		row("controller wakeups per Rollout from image change to completion, by "+source, r.wakeups[source]/float64(r.n), "wakeups")
 	}
 	row("controller RSS with every Rollout ready", r.rssRest, "MiB")
 	row("controller peak RSS", r.rssPeak, "MiB")
