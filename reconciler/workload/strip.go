@@ -10,6 +10,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/api/v1alpha1"
 )
 
 // CacheTransforms are the cache transforms of the kinds rollgate reads
@@ -135,11 +137,29 @@ func ReplicaSetReadChanged(old, cur *appsv1.ReplicaSet) bool {
 // controller writes a status for every pod that starts or becomes ready,
 // with conditions whose times move each time; those writes wake no Rollout
 // unless a field rollgate reads moved.
+//
+// While a release holds the Deployment (rollgate's control annotation on
+// both copies) rollgate reads none of its status: it counts the pods
+// itself, and each of those status writes follows a pod event that woke
+// the Rollout already. Except with minReadySeconds: a pod becomes
+// available that long after it is ready, with no pod event, and the
+// Deployment controller's count of available pods is what tells.
 func DeploymentReadChanged(old, cur *appsv1.Deployment) bool {
+	if metadataReadChanged(&old.ObjectMeta, &cur.ObjectMeta) || old.Generation != cur.Generation {
+		return true
+	}
+	if held(old) && held(cur) && cur.Spec.MinReadySeconds == 0 {
+		return false
+	}
 	o, c := old.Status, cur.Status
-	return metadataReadChanged(&old.ObjectMeta, &cur.ObjectMeta) || old.Generation != cur.Generation ||
-		o.ObservedGeneration != c.ObservedGeneration || o.Replicas != c.Replicas ||
+	return o.ObservedGeneration != c.ObservedGeneration || o.Replicas != c.Replicas ||
 		o.UpdatedReplicas != c.UpdatedReplicas || o.AvailableReplicas != c.AvailableReplicas
+}
+
+// held reports whether obj carries rollgate's control annotation.
+func held(obj client.Object) bool {
+	_, ok := obj.GetAnnotations()[v1alpha1.AnnotationControl]
+	return ok
 }
 
 // metadataReadChanged reports whether the metadata rollgate reads of an

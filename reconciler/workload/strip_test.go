@@ -274,4 +274,37 @@ func TestWorkloadReadChanged(t *testing.T) {
 			t.Errorf("Deployment, %s: changed %v, want %v", c.name, got, c.want)
 		}
 	}
+
+	// Held by a release, its status is not read: a status write wakes
+	// nothing, unless minReadySeconds makes the available count news.
+	heldD := func(minReady int32) *appsv1.Deployment {
+		x := d()
+		x.Annotations = map[string]string{v1alpha1.AnnotationControl: "{}"}
+		x.Spec.MinReadySeconds = minReady
+		return x
+	}
+	for _, c := range []struct {
+		name     string
+		minReady int32
+		change   func(*appsv1.Deployment)
+		want     bool
+	}{
+		{"available", 0, func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 4 }, false},
+		{"replicas", 0, func(d *appsv1.Deployment) { d.Status.Replicas, d.Status.UpdatedReplicas = 5, 2 }, false},
+		{"available with minReadySeconds", 10, func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 4 }, true},
+		{"released (the annotation removed)", 0, func(d *appsv1.Deployment) { d.Annotations = nil; d.Status.AvailableReplicas = 4 }, true},
+		{"the spec", 0, func(d *appsv1.Deployment) { d.Generation = 4 }, true},
+	} {
+		old, cur := heldD(c.minReady), heldD(c.minReady)
+		c.change(cur)
+		if got := workload.DeploymentReadChanged(old, cur); got != c.want {
+			t.Errorf("held Deployment, %s: changed %v, want %v", c.name, got, c.want)
+		}
+	}
+	// Released: the status is read again (deploymentComplete).
+	old, cur := d(), d()
+	cur.Status.AvailableReplicas = 4
+	if !workload.DeploymentReadChanged(old, cur) {
+		t.Error("released Deployment, available: a status write that deploymentComplete reads woke nothing")
+	}
 }
