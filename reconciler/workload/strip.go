@@ -33,9 +33,9 @@ func CacheTransforms() map[client.Object]cache.ByObject {
 // What rollgate reads of a pod, every reader included (the adapters, the
 // owner index, the pod watch of the Rollout controller, the Service
 // router's wait for labels): its metadata (name, namespace, UID, labels,
-// owner references, deletion timestamp) and its status's phase and Ready
-// condition (its status and when it became so); of the conditions only
-// Ready is kept. rollgate writes pods only with label merge patches and
+// owner references, deletion timestamp) and its Ready condition (its
+// status and when it became so); of the status only that condition is
+// kept. rollgate writes pods only with label merge patches and
 // deletes them, never with an update of a cached copy, so nothing it drops
 // can be written back. TestStrippedPodsObserveTheSame keeps this list
 // honest, and PodReadChanged compares what it names.
@@ -46,7 +46,6 @@ func StripPod(obj any) (any, error) {
 	}
 	out := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta}
 	out.ManagedFields = nil
-	out.Status.Phase = p.Status.Phase
 	if ready := readyCondition(p); ready != nil {
 		out.Status.Conditions = []corev1.PodCondition{*ready}
 	}
@@ -56,12 +55,17 @@ func StripPod(obj any) (any, error) {
 // PodReadChanged reports whether what rollgate reads of a pod (StripPod)
 // differs between two copies of it. The Rollout controller's pod watch
 // passes only such updates: a kubelet reports a starting pod in several
-// status writes (scheduled, initialized, containers ready, ready), and all
-// but the one that makes it Ready would wake its Rollout to read the same.
+// status writes (scheduled, initialized, running, containers ready,
+// ready), and all but the one that makes it Ready would wake its Rollout
+// to read the same. A terminating pod counts for nothing but its going
+// (Pods.count, available): the status writes of its shutdown wake nothing.
 func PodReadChanged(old, cur *corev1.Pod) bool {
 	if !maps.Equal(old.Labels, cur.Labels) || !equality.Semantic.DeepEqual(old.OwnerReferences, cur.OwnerReferences) ||
-		!old.DeletionTimestamp.Equal(cur.DeletionTimestamp) || old.Status.Phase != cur.Status.Phase {
+		!old.DeletionTimestamp.Equal(cur.DeletionTimestamp) {
 		return true
+	}
+	if cur.DeletionTimestamp != nil {
+		return false
 	}
 	r0, r1 := readyCondition(old), readyCondition(cur)
 	if r0 == nil || r1 == nil {

@@ -185,7 +185,7 @@ func TestPodReadChanged(t *testing.T) {
 		{"a label", func(p *corev1.Pod) { p.Labels[v1alpha1.LabelRevision] = "r2" }, true},
 		{"the owner", func(p *corev1.Pod) { p.OwnerReferences[0].UID = "b" }, true},
 		{"deleted", func(p *corev1.Pod) { p.DeletionTimestamp = &at }, true},
-		{"the phase", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, true},
+		{"the phase alone", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, false},
 	} {
 		old, cur := base(), base()
 		c.change(cur)
@@ -197,6 +197,14 @@ func TestPodReadChanged(t *testing.T) {
 		if got := workload.PodReadChanged(s0.(*corev1.Pod), s1.(*corev1.Pod)); got != c.want {
 			t.Errorf("%s, stripped: changed %v, want %v", c.name, got, c.want)
 		}
+	}
+	// A terminating pod: its shutdown's status writes wake nothing.
+	old, cur := base(), base()
+	old.DeletionTimestamp, cur.DeletionTimestamp = &at, &at
+	old.Status.Conditions[1].Status = corev1.ConditionTrue
+	cur.Status.Phase = corev1.PodSucceeded
+	if workload.PodReadChanged(old, cur) {
+		t.Error("a terminating pod turning unready and Succeeded: changed, want not")
 	}
 	stripped, _ := workload.StripPod(base())
 	if got := stripped.(*corev1.Pod).Status.Conditions; len(got) != 1 || got[0].Type != corev1.PodReady {
