@@ -99,6 +99,9 @@ type Reconciler struct {
 	statusWrites statusWrites
 	// budgets gives places in the budgets of the release rules.
 	budgets budget.Ledger
+	// routeWrites are the versions of the routing objects that the
+	// routers' own writes produced (their events wake no Rollout).
+	routeWrites routeWrites
 	// reached are the steps whose routes are in place without a grace
 	// period (traffic.Options.Reached).
 	reached traffic.Reached
@@ -354,7 +357,7 @@ func (r *Reconciler) actClaimWorkload(ctx context.Context, sc *scope) error {
 // are watched.
 func (r *Reconciler) actKeepTraffic(ctx context.Context, sc *scope) {
 	r.routes.ensure(ctx, sc.ro)
-	router, err := r.Routers.New(r.Client, sc.ro, r.trafficOptions(ctx))
+	router, err := r.Routers.New(recordingClient{Client: r.Client, writes: &r.routeWrites}, sc.ro, r.trafficOptions(ctx))
 	if err != nil {
 		sc.routerErr = err
 		if deleting(sc.ro) && nothingToRestore(err) {

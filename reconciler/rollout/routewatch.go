@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -54,14 +55,17 @@ type routeWatches struct {
 	// rollouts maps an event of an object of a kind to its Rollouts and
 	// queues them.
 	rollouts func(gk schema.GroupKind) handler.EventHandler
+	// predicates filter the events of every such watch.
+	predicates []predicate.TypedPredicate[client.Object]
 
 	mu      sync.Mutex
 	watched map[schema.GroupKind]bool
 	missing map[schema.GroupKind]bool // logged once until found
 }
 
-func newRouteWatches(c controller.Controller, ca cache.Cache, mapper meta.RESTMapper, rollouts func(schema.GroupKind) handler.EventHandler) *routeWatches {
-	return &routeWatches{ctrl: c, cache: ca, mapper: mapper, rollouts: rollouts,
+func newRouteWatches(c controller.Controller, ca cache.Cache, mapper meta.RESTMapper, rollouts func(schema.GroupKind) handler.EventHandler,
+	predicates ...predicate.TypedPredicate[client.Object]) *routeWatches {
+	return &routeWatches{ctrl: c, cache: ca, mapper: mapper, rollouts: rollouts, predicates: predicates,
 		watched: map[schema.GroupKind]bool{}, missing: map[schema.GroupKind]bool{}}
 }
 
@@ -101,7 +105,7 @@ func (w *routeWatches) watch(ctx context.Context, gvk schema.GroupVersionKind) {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gvk)
 	var o client.Object = obj
-	if err := w.ctrl.Watch(source.Kind(w.cache, o, w.rollouts(gk))); err != nil {
+	if err := w.ctrl.Watch(source.Kind(w.cache, o, w.rollouts(gk), w.predicates...)); err != nil {
 		logger.Error(err, "watching a routing kind; will try again")
 		return
 	}

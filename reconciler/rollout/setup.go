@@ -107,15 +107,15 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
 	// the kinds named in customNetworkRefs once a Rollout names them, see
 	// routeWatches).
 	b := ctrl.NewControllerManagedBy(mgr).
-		Watches(&corev1.Service{}, r.eventsOf("Service", r.rolloutsOfRoute("Service"))).
-		Watches(&networkingv1.Ingress{}, r.eventsOf("Ingress", r.rolloutsOfRoute("Ingress")))
+		Watches(&corev1.Service{}, r.eventsOf("Service", r.rolloutsOfRoute("Service")), builder.WithPredicates(r.routeWrites.notOwn())).
+		Watches(&networkingv1.Ingress{}, r.eventsOf("Ingress", r.rolloutsOfRoute("Ingress")), builder.WithPredicates(r.routeWrites.notOwn()))
 	if !opts.NoEndpointSlices {
 		// A canary Service's slice listing a ready endpoint lets the
 		// routes send it requests (traffic.Options.Endpoints).
 		b = b.Watches(&discoveryv1.EndpointSlice{}, r.eventsOf("EndpointSlice", r.rolloutsOfCanarySlice))
 	}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute").GroupKind(), gatewayv1.SchemeGroupVersion.Version); err == nil {
-		b = b.Watches(&gatewayv1.HTTPRoute{}, r.eventsOf("HTTPRoute", r.rolloutsOfRoute("HTTPRoute")))
+		b = b.Watches(&gatewayv1.HTTPRoute{}, r.eventsOf("HTTPRoute", r.rolloutsOfRoute("HTTPRoute")), builder.WithPredicates(r.routeWrites.notOwn()))
 	}
 	c, err := b.
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
@@ -136,7 +136,7 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	r.routes = newRouteWatches(c, mgr.GetCache(), mgr.GetRESTMapper(), r.rolloutsOfCustomRoute)
+	r.routes = newRouteWatches(c, mgr.GetCache(), mgr.GetRESTMapper(), r.rolloutsOfCustomRoute, r.routeWrites.notOwn())
 	return nil
 }
 
