@@ -26,18 +26,18 @@ import (
 type inMotionFirst struct {
 	handler.EventHandler
 	rollouts client.Reader
+	// woken counts the Rollouts queued (rollgate_rollout_wakeups_total).
+	woken func(n int)
 }
 
 // eventsOf maps an event of source (the kind of the watched object) to
-// Rollouts with fn, counts them (rollgate_rollout_wakeups_total) and
-// queues them as inMotionFirst does.
+// Rollouts with fn, and queues them as inMotionFirst does, counting them
+// (rollgate_rollout_wakeups_total). They are counted as queued: the map
+// function runs for both copies of an updated object, whose Rollouts the
+// handler queues once.
 func (r *Reconciler) eventsOf(source string, fn handler.MapFunc) handler.EventHandler {
-	counted := func(ctx context.Context, o client.Object) []reconcile.Request {
-		reqs := fn(ctx, o)
-		r.Options.Metrics.Woken(source, len(reqs))
-		return reqs
-	}
-	return inMotionFirst{EventHandler: handler.EnqueueRequestsFromMapFunc(counted), rollouts: r.Client}
+	woken := func(n int) { r.Options.Metrics.Woken(source, n) }
+	return inMotionFirst{EventHandler: handler.EnqueueRequestsFromMapFunc(fn), rollouts: r.Client, woken: woken}
 }
 
 func (h inMotionFirst) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -63,7 +63,7 @@ func (h inMotionFirst) queue(ctx context.Context, q workqueue.TypedRateLimitingI
 	if !ok {
 		return q
 	}
-	return motionQueue{PriorityQueue: pq, ctx: ctx, rollouts: h.rollouts}
+	return motionQueue{PriorityQueue: pq, ctx: ctx, rollouts: h.rollouts, woken: h.woken}
 }
 
 // motionQueue raises the priority of the plain adds of Rollouts in motion;
@@ -73,15 +73,25 @@ type motionQueue struct {
 	priorityqueue.PriorityQueue[reconcile.Request]
 	ctx      context.Context
 	rollouts client.Reader
+	woken    func(n int)
 }
 
 func (q motionQueue) Add(req reconcile.Request) {
 	prio := priorityNormal
 	var ro v1alpha1.Rollout
-	if err := q.rollouts.Get(q.ctx, req.NamespacedName, &ro); err == nil && inMotion(&ro.Status) {
+	// Read only (its status), so the cached Rollout is not copied: this
+	// runs for every event of every pod of a release.
+	if err := q.rollouts.Get(q.ctx, req.NamespacedName, &ro, client.UnsafeDisableDeepCopy); err == nil && inMotion(&ro.Status) {
 		prio = priorityInMotion
 	}
 	q.AddWithOpts(priorityqueue.AddOpts{Priority: &prio}, req)
+}
+
+func (q motionQueue) AddWithOpts(o priorityqueue.AddOpts, reqs ...reconcile.Request) {
+	if q.woken != nil {
+		q.woken(len(reqs))
+	}
+	q.PriorityQueue.AddWithOpts(o, reqs...)
 }
 
 // specChanged queues a Rollout whose spec changed (its generation moved:
