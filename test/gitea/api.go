@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -228,11 +229,31 @@ func (s *Server) Review(ctx context.Context, u User, r Repo, n int64, event, bod
 }
 
 // Merge merges pull request n as u with a merge commit, the default of
-// Gitea's merge button.
+// Gitea's merge button. Gitea checks whether a pull request can merge in
+// the background, again after events such as a review, and refuses a
+// merge while a check runs (405 "Please try again later"); Merge then
+// tries again, as a person clicks again, for up to mergeRetry. Any other
+// refusal (missing approvals, a conflict) is returned at once.
 func (s *Server) Merge(ctx context.Context, u User, r Repo, n int64) error {
-	return s.Call(ctx, u.Token, http.MethodPost, fmt.Sprintf("%s/pulls/%d/merge", r.path(), n),
-		map[string]any{"do": "merge"}, nil)
+	deadline := time.Now().Add(mergeRetry)
+	for {
+		err := s.Call(ctx, u.Token, http.MethodPost, fmt.Sprintf("%s/pulls/%d/merge", r.path(), n),
+			map[string]any{"do": "merge"}, nil)
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusMethodNotAllowed ||
+			!strings.Contains(apiErr.Body, "try again later") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
+
+// mergeRetry bounds how long Merge waits for Gitea's mergeability check.
+const mergeRetry = 30 * time.Second
 
 // BranchHead returns the commit at the head of branch.
 func (s *Server) BranchHead(ctx context.Context, r Repo, branch string) (string, error) {
