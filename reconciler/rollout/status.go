@@ -139,7 +139,12 @@ func markAnalysis(ro *v1alpha1.Rollout, a analysisSeen) {
 	}
 }
 
-// markTraffic sets TrafficShifted from the routers' last answer.
+// markTraffic sets TrafficShifted from the routers' last answer. A plan
+// that asks for other traffic than the routers were last asked for is
+// written (persisted before the routers are asked) as that traffic
+// pending: the routers' answer then changes the condition only if they
+// confirm it at once, and a move that waits for them (a canary endpoint
+// not ready yet) costs no second status write saying so.
 func markTraffic(sc *scope) {
 	ro, t := sc.ro, sc.traffic
 	switch {
@@ -148,6 +153,8 @@ func markTraffic(sc *scope) {
 	case !t.sent:
 	case t.err != nil:
 		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficError, "%s", t.err.Error())
+	case sc.plan != nil && !sc.plan.Traffic.Equal(t.asked):
+		conditions.MarkFalse(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficPending, "moving traffic: %s", trafficMessage(sc.plan.Traffic))
 	case t.done:
 		conditions.MarkTrue(ro, v1alpha1.TrafficShiftedCondition, v1alpha1.ReasonTrafficShifted, "%s", trafficMessage(t.asked))
 	default:

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -103,5 +104,31 @@ func TestAConflictIsRetriedWithoutConditions(t *testing.T) {
 	sc = newScope(&v1alpha1.Rollout{}, time.Now())
 	if _, err := r.stallOrRetry(sc, errors.New("connection refused")); err == nil || sc.failure == nil {
 		t.Errorf("another error: error %v, failure %+v; want both", err, sc.failure)
+	}
+}
+
+// TestAPlannedTrafficMoveIsWrittenPending: the status persisted before the
+// routers are asked for a step's traffic already says that traffic is
+// pending, so a move that waits for them (a canary endpoint not ready
+// yet) writes nothing more; their confirmation turns it True.
+func TestAPlannedTrafficMoveIsWrittenPending(t *testing.T) {
+	ro := &v1alpha1.Rollout{}
+	step := strategy.Traffic{Mode: strategy.TrafficCanary, Weight: 20}
+	sc := &scope{ro: ro, plan: &strategy.Plan{Traffic: step},
+		traffic: trafficAnswer{asked: strategy.Traffic{Mode: strategy.TrafficStable}, sent: true, done: true}}
+	markTraffic(sc)
+	if c := conditions.Get(ro, v1alpha1.TrafficShiftedCondition); c == nil || c.Reason != v1alpha1.ReasonTrafficPending || c.Message != "moving traffic: 20% of traffic to the canary revision" {
+		t.Fatalf("persisted before the routers are asked: TrafficShifted %+v, want pending 20%%", c)
+	}
+	sc.traffic = trafficAnswer{asked: step, sent: true} // the routers wait for the canary's endpoints
+	before := *conditions.Get(ro, v1alpha1.TrafficShiftedCondition)
+	markTraffic(sc)
+	if c := conditions.Get(ro, v1alpha1.TrafficShiftedCondition); *c != before {
+		t.Fatalf("the routers still moving: TrafficShifted changed from %+v to %+v (a second status write)", before, *c)
+	}
+	sc.traffic.done = true
+	markTraffic(sc)
+	if c := conditions.Get(ro, v1alpha1.TrafficShiftedCondition); c.Status != metav1True {
+		t.Fatalf("the routers confirmed: TrafficShifted %+v, want True", *c)
 	}
 }
