@@ -165,25 +165,47 @@ func (s *services) endpointsReady(ctx context.Context, r client.Reader, svc *cor
 // the live one (never narrowed, or re-applied from Git since) without that
 // key.
 func (s *services) declaredSelector(stable *corev1.Service) (map[string]string, error) {
-	rev := s.opts.revisionLabel()
-	if raw, ok := stable.Annotations[v1alpha1.AnnotationOriginal]; ok {
-		if _, narrowed := stable.Spec.Selector[rev]; narrowed {
-			var saved savedSelector
-			if err := json.Unmarshal([]byte(raw), &saved); err != nil {
-				return nil, fmt.Errorf("%w: Service %s/%s: annotation %s: %v",
-					ErrInvalid, stable.Namespace, stable.Name, v1alpha1.AnnotationOriginal, err)
-			}
-			return saved.Selector, nil
+	keys := s.revisionKeys(stable)
+	if raw, ok := stable.Annotations[v1alpha1.AnnotationOriginal]; ok && narrowedBy(stable, keys) {
+		var saved savedSelector
+		if err := json.Unmarshal([]byte(raw), &saved); err != nil {
+			return nil, fmt.Errorf("%w: Service %s/%s: annotation %s: %v",
+				ErrInvalid, stable.Namespace, stable.Name, v1alpha1.AnnotationOriginal, err)
 		}
+		return saved.Selector, nil
 	}
 	// Without the annotation (someone removed it), the revision key can
 	// only be rollgate's: the rest is the declared selector.
 	declared := maps.Clone(stable.Spec.Selector)
-	delete(declared, rev)
+	for _, k := range keys {
+		delete(declared, k)
+	}
 	if len(declared) == 0 {
 		return nil, fmt.Errorf("%w: Service %s/%s has no selector", ErrInvalid, stable.Namespace, stable.Name)
 	}
 	return declared, nil
+}
+
+// revisionKeys are the pod labels the stable Service may be narrowed by:
+// this router's, and the one the step held on it records, when another
+// (a release that began narrowing by rollgate.dev/revision and goes on by
+// pod-template-hash after an upgrade). Either comes off the selector.
+func (s *services) revisionKeys(stable *corev1.Service) []string {
+	keys := []string{s.opts.revisionLabel()}
+	if h, err := ParseHeld(stable.Annotations); err == nil && h != nil && h.RevisionLabel != keys[0] {
+		keys = append(keys, h.RevisionLabel)
+	}
+	return keys
+}
+
+// narrowedBy reports whether the Service's selector carries one of keys.
+func narrowedBy(svc *corev1.Service, keys []string) bool {
+	for _, k := range keys {
+		if _, ok := svc.Spec.Selector[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // narrow sets the stable Service's selector to declared plus the stable
@@ -339,14 +361,15 @@ func (s *services) restoreStable(ctx context.Context) (bool, error) {
 			}
 			return fmt.Errorf("get Service %s/%s: %w", s.ro.Namespace, s.stable, err)
 		}
+		keys := s.revisionKeys(stable)
 		declared := maps.Clone(stable.Spec.Selector)
-		delete(declared, s.opts.revisionLabel())
-		if raw, ok := stable.Annotations[v1alpha1.AnnotationOriginal]; ok {
-			if _, narrowed := stable.Spec.Selector[s.opts.revisionLabel()]; narrowed {
-				var saved savedSelector
-				if err := json.Unmarshal([]byte(raw), &saved); err == nil && len(saved.Selector) > 0 {
-					declared = saved.Selector
-				}
+		for _, k := range keys {
+			delete(declared, k)
+		}
+		if raw, ok := stable.Annotations[v1alpha1.AnnotationOriginal]; ok && narrowedBy(stable, keys) {
+			var saved savedSelector
+			if err := json.Unmarshal([]byte(raw), &saved); err == nil && len(saved.Selector) > 0 {
+				declared = saved.Selector
 			}
 		}
 		var err error

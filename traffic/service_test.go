@@ -226,6 +226,40 @@ func TestServicesSelectorReappliedFromGitBecomesDeclared(t *testing.T) {
 // running pod it selects carries the revision label: narrowed earlier it
 // would select none of them, and requests would fail (seen on a real data
 // plane: 503s for two seconds at the start of each release).
+// TestServicesNarrowedByAnotherKeyMidRelease: a release that narrowed the
+// stable Service by rollgate.dev/revision goes on by pod-template-hash (a
+// controller upgraded mid-release): the old key comes off the selector at
+// the next step, and Restore brings back the declared selector alone.
+func TestServicesNarrowedByAnotherKeyMidRelease(t *testing.T) {
+	f := newFixture(t, gatewayRef(0))
+	f.createRoute()
+	before := f.service("web")
+	f.ensure(f.router(), desired(10))
+	if sel := f.service("web").Spec.Selector; sel[v1alpha1.LabelRevision] != "v1" {
+		t.Fatalf("stable selector %v, want it narrowed by %s", sel, v1alpha1.LabelRevision)
+	}
+	f.opts.RevisionLabel = "pod-template-hash"
+	r := f.router()
+	d := desired(20)
+	d.StableRevision, d.CanaryRevision = "h1", "v2"
+	f.ensure(r, d)
+	want := map[string]string{"app": "web", "pod-template-hash": "h1"}
+	if sel := f.service("web").Spec.Selector; !maps.Equal(sel, want) {
+		t.Errorf("stable selector after the key changed: %v, want %v", sel, want)
+	}
+	want = map[string]string{"app": "web", "pod-template-hash": "v2"}
+	if sel := f.service("web-canary").Spec.Selector; !maps.Equal(sel, want) {
+		t.Errorf("canary selector after the key changed: %v, want %v", sel, want)
+	}
+	if held, err := traffic.ParseHeld(f.service("web").Annotations); err != nil || held == nil || held.RevisionLabel != "pod-template-hash" {
+		t.Errorf("held step %+v (%v), want it to record pod-template-hash", held, err)
+	}
+	f.restore(r)
+	if after := f.service("web"); !maps.Equal(after.Spec.Selector, before.Spec.Selector) {
+		t.Errorf("restored selector %v, want %v", after.Spec.Selector, before.Spec.Selector)
+	}
+}
+
 func TestServicesNarrowedOnlyOnceThePodsAreLabelled(t *testing.T) {
 	f := newFixture(t, gatewayRef(0))
 	f.createRoute()

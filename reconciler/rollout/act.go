@@ -87,8 +87,8 @@ func (r *Reconciler) sendTraffic(ctx context.Context, sc *scope, t strategy.Traf
 			Matches:               t.Matches,
 			RequestHeaderModifier: t.RequestHeaderModifier,
 			MirrorPercent:         mirrorOf(t),
-			StableRevision:        stable,
-			CanaryRevision:        ro.Status.CanaryRevision,
+			StableRevision:        sc.workload.LabelValue(stable),
+			CanaryRevision:        sc.workload.LabelValue(ro.Status.CanaryRevision),
 			PatchPodMetadata:      ro.Spec.Strategy.PatchPodTemplateMetadata(),
 		})
 	}

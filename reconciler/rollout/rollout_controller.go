@@ -357,7 +357,9 @@ func (r *Reconciler) actClaimWorkload(ctx context.Context, sc *scope) error {
 // are watched.
 func (r *Reconciler) actKeepTraffic(ctx context.Context, sc *scope) {
 	r.routes.ensure(ctx, sc.ro)
-	router, err := r.Routers.New(recordingClient{Client: r.Client, writes: &r.routeWrites}, sc.ro, r.trafficOptions(ctx))
+	opts := r.trafficOptions(ctx)
+	opts.RevisionLabel = sc.workload.RevisionLabel
+	router, err := r.Routers.New(recordingClient{Client: r.Client, writes: &r.routeWrites}, sc.ro, opts)
 	if err != nil {
 		sc.routerErr = err
 		if deleting(sc.ro) && nothingToRestore(err) {

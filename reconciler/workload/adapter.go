@@ -76,6 +76,26 @@ type Observation struct {
 	// controller has observed the latest spec and every pod runs Revision
 	// and is available.
 	Complete bool
+	// RevisionLabel is the pod label whose value tells the pods of one
+	// revision from another's, for the Services of a release to select
+	// them by; empty means rollgate.dev/revision, which the adapter puts
+	// on the pods and whose value is the revision itself. A Deployment
+	// released in place uses pod-template-hash instead: every pod of a
+	// ReplicaSet carries it from its creation, so no pod waits for a
+	// label and none is patched for one.
+	RevisionLabel string
+	// LabelValues maps a revision to the value of RevisionLabel on its
+	// pods where the two differ (a ReplicaSet the Deployment controller
+	// made has its own hash).
+	LabelValues map[string]string
+}
+
+// LabelValue is the value of RevisionLabel on the pods of revision rev.
+func (o Observation) LabelValue(rev string) string {
+	if v, ok := o.LabelValues[rev]; ok {
+		return v
+	}
+	return rev
 }
 
 // Batch is the desired state of one step of a release.

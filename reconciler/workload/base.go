@@ -129,13 +129,17 @@ func (b *base) listPods(ctx context.Context, selector *metav1.LabelSelector, own
 
 // labelPods labels the pods of the canary revision with the batch's
 // rollout id and batch id (pods already labelled for this rollout keep
-// the batch that created them), and every pod with its revision.
-func (b *base) labelPods(ctx context.Context, pods []*corev1.Pod, revOf func(*corev1.Pod) string, canary string, batch Batch) error {
+// the batch that created them) and with their revision, and, with every,
+// the other pods with their revision too (the Services narrow by it).
+func (b *base) labelPods(ctx context.Context, pods []*corev1.Pod, revOf func(*corev1.Pod) string, canary string, batch Batch, every bool) error {
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
 		rev := revOf(p)
+		if !every && (rev == "" || rev != canary) {
+			continue
+		}
 		want := map[string]string{}
 		if rev != "" {
 			want[v1alpha1.LabelRevision] = rev
@@ -171,7 +175,7 @@ func (b *base) labelPods(ctx context.Context, pods []*corev1.Pod, revOf func(*co
 func (b *base) labelRevisions(ctx context.Context, pods []*corev1.Pod, revOf func(*corev1.Pod) string) (bool, error) {
 	for _, p := range pods {
 		if rev := revOf(p); p.DeletionTimestamp == nil && rev != "" && p.Labels[v1alpha1.LabelRevision] != rev {
-			return false, b.labelPods(ctx, pods, revOf, "", Batch{})
+			return false, b.labelPods(ctx, pods, revOf, "", Batch{}, true)
 		}
 	}
 	return true, nil
@@ -182,12 +186,13 @@ func (b *base) labelRevisions(ctx context.Context, pods []*corev1.Pod, revOf fun
 // a reconcile sees them, and the release then completes without another
 // EnsureBatch. They get the batch id of the Rollout's current step, which
 // the reconciler records before it acts: the step that created them.
-func (b *base) labelLastBatch(ctx context.Context, pods []*corev1.Pod, revOf func(*corev1.Pod) string, ctrl *Control) error {
+// With every, the other pods get their revision label too (labelPods).
+func (b *base) labelLastBatch(ctx context.Context, pods []*corev1.Pod, revOf func(*corev1.Pod) string, ctrl *Control, every bool) error {
 	step := b.ro.Status.CurrentStepIndex
 	if ctrl == nil || ctrl.Rollback || step < 1 || b.ro.Status.CanaryRevision != ctrl.CanaryRevision {
 		return nil
 	}
-	return b.labelPods(ctx, pods, revOf, ctrl.CanaryRevision, Batch{RolloutID: RolloutID(b.ro.Name, ctrl.CanaryRevision), BatchID: step})
+	return b.labelPods(ctx, pods, revOf, ctrl.CanaryRevision, Batch{RolloutID: RolloutID(b.ro.Name, ctrl.CanaryRevision), BatchID: step}, every)
 }
 
 // deleteWithin deletes the candidate pods that are not available at no

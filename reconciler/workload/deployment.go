@@ -141,7 +141,35 @@ func (a *deployment) Observe(ctx context.Context) (Observation, error) {
 	// keeps finalizing (and the planner does not call it Healthy).
 	o.Held = o.Held || len(s.canaries) > 0
 	o.Complete = !o.Held && deploymentComplete(s.d)
+	if a.style(s) == StylePartition {
+		o.RevisionLabel, o.LabelValues = appsv1.DefaultDeploymentUniqueLabelKey, s.hashes()
+	}
 	return o, nil
+}
+
+// hashes maps the revision of each of the Deployment's ReplicaSets to the
+// pod-template-hash its pods carry, where the two differ: those of the
+// ReplicaSets the Deployment controller made. A ReplicaSet rollgate makes
+// has the revision as its hash (createReplicaSet), so a revision without
+// a ReplicaSet yet has its own value. The oldest ReplicaSet of a revision
+// counts, as in find.
+func (s *deployState) hashes() map[string]string {
+	var out map[string]string
+	seen := map[string]bool{}
+	for _, rs := range s.rss {
+		rev, hash := s.revs[rs.UID], rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+		if rev == "" || seen[rev] {
+			continue
+		}
+		seen[rev] = true
+		if hash != "" && hash != rev {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[rev] = hash
+		}
+	}
+	return out
 }
 
 // deploymentComplete reports whether the Deployment controller finished
@@ -184,9 +212,11 @@ func (a *deployment) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if s.ctrl == nil {
 		return false, fmt.Errorf("%s %s: %w", a.ro.Spec.WorkloadRef.Kind, a.key(), ErrNotHeld)
 	}
-	// Label first: the stable Service is narrowed to the revision label
-	// right after this, and must never select fewer pods than are running.
-	if err := a.labelPods(ctx, s.pods, s.revOf, s.ctrl.CanaryRevision, b); err != nil {
+	// Label first: the stable Service of the canary style is narrowed to
+	// the revision label right after this, and must never select fewer
+	// pods than are running. In place, the Services narrow by
+	// pod-template-hash (Observe): only the canary pods get labels.
+	if err := a.labelPods(ctx, s.pods, s.revOf, s.ctrl.CanaryRevision, b, a.style(s) == StyleCanary); err != nil {
 		return false, err
 	}
 	if a.style(s) == StyleCanary {
@@ -341,17 +371,20 @@ func (a *deployment) HandBack(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if s.ctrl != nil {
-		if err := a.labelLastBatch(ctx, s.pods, s.revOf, s.ctrl); err != nil {
+		if err := a.labelLastBatch(ctx, s.pods, s.revOf, s.ctrl, a.style(s) == StyleCanary); err != nil {
 			return false, err
 		}
 		return false, a.release(ctx, s)
 	}
-	// The pods the Deployment creates once released carry no revision
-	// label yet: labelled, they join the Services narrowed to the new
-	// revision (a release finishing with all traffic on it) before the
-	// canary Deployment's pods go.
-	if labelled, err := a.labelRevisions(ctx, s.pods, s.revOf); !labelled || err != nil {
-		return false, err
+	// The canary style: the pods the Deployment creates once released
+	// carry no revision label yet; labelled, they join the Services
+	// narrowed to the new revision (a release finishing with all traffic
+	// on it) before the canary Deployment's pods go. In place, the new
+	// ReplicaSet's pod-template-hash already says it.
+	if a.style(s) == StyleCanary {
+		if labelled, err := a.labelRevisions(ctx, s.pods, s.revOf); !labelled || err != nil {
+			return false, err
+		}
 	}
 	if !deploymentComplete(s.d) {
 		return false, nil

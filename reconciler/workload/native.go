@@ -121,7 +121,7 @@ func (a *native[T]) whileHeld(ctx context.Context, act func(st *ownedState[T]) (
 
 func (a *native[T]) HandBack(ctx context.Context) (bool, error) {
 	return a.whileHeld(ctx, func(st *ownedState[T]) (bool, error) {
-		if err := a.labelLastBatch(ctx, st.pods, st.h.revOf, st.ctrl); err != nil {
+		if err := a.labelLastBatch(ctx, st.pods, st.h.revOf, st.ctrl, true); err != nil {
 			return false, err
 		}
 		return false, a.release(ctx, st)

@@ -66,7 +66,7 @@ func (a *statefulSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 		return false, fmt.Errorf("StatefulSet %s: %w", a.key(), ErrNotHeld)
 	}
 	// Label first: the stable Service is narrowed to the revision label.
-	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b); err != nil {
+	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b, true); err != nil {
 		return false, err
 	}
 	r := a.kind.desired(st.obj)

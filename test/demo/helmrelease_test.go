@@ -489,7 +489,7 @@ func (s *helmStory) routeOnStep(ctx context.Context, stable string) (bool, strin
 		return false, "", err
 	}
 	canary, total := weights[App+"-canary"], weights[App]+weights[App+"-canary"]
-	narrowed := svc.Spec.Selector["rollgate.dev/revision"] != ""
+	narrowed := svc.Spec.Selector[appsv1.DefaultDeploymentUniqueLabelKey] != "" // a Deployment released in place
 	ok := total > 0 && canary*100 == 25*total && narrowed
 	return ok, fmt.Sprintf("route weights %v, stable Service selector %v (stable revision %s)", weights, svc.Spec.Selector, stable), nil
 }

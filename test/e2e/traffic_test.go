@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
+	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/test/repo"
 	"github.com/rollgate/rollgate/test/rig"
 )
@@ -117,11 +119,14 @@ func weightedRules(canary int) string {
 }
 
 // Selectors of the two Services: as declared, and narrowed to a revision
-// ($STABLE and $CANARY are the stable and canary revisions).
+// by pod-template-hash, the label a Deployment released in place is
+// narrowed by ($STABLE and $CANARY are the hashes of the stable and the
+// canary ReplicaSets: the Deployment controller's own, and the canary
+// revision, which rollgate gives the ReplicaSet it makes).
 const (
 	declaredSelector = `{app: echoserver}`
-	stableSelector   = `{app: echoserver, rollgate.dev/revision: $STABLE}`
-	canarySelector   = `{app: echoserver, rollgate.dev/revision: $CANARY}`
+	stableSelector   = `{app: echoserver, pod-template-hash: $STABLE}`
+	canarySelector   = `{app: echoserver, pod-template-hash: $CANARY}`
 )
 
 // serviceStates are the states of the stable and canary Services in each
@@ -171,7 +176,7 @@ func TestGatewayAPIWeights(t *testing.T) {
 		return map[string]any{"labels": u.GetLabels(), "annotations": u.GetAnnotations(), "ports": u.Object["spec"].(map[string]any)["ports"]}
 	}
 	if got, want := jsonValue(copied(canary)), s.norm(`
-labels: {team: web, rollgate.dev/revision: $CANARY, rollgate.dev/canary-of: echoserver}
+labels: {team: web, pod-template-hash: $CANARY, rollgate.dev/canary-of: echoserver}
 annotations: {owner: web-team}
 ports: [{name: http, port: 80, protocol: TCP, targetPort: 8080}]`); !reflect.DeepEqual(got, want) {
 		t.Errorf("the canary Service was created as\n%s\nwant\n%s", yamlOf(got), yamlOf(want))
@@ -227,7 +232,7 @@ metadata:
 // canaryIngress is the canary Ingress rollgate keeps beside userIngress.
 func canaryIngress(weight int) string {
 	return fmt.Sprintf(`
-labels: {team: web, rollgate.dev/revision: $CANARY}
+labels: {team: web, pod-template-hash: $CANARY}
 annotations:
   nginx.ingress.kubernetes.io/rewrite-target: /
   nginx.ingress.kubernetes.io/canary: "true"
@@ -288,16 +293,16 @@ const (
 host: echoserver
 trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
 subsets:
-- {name: stable, labels: {rollgate.dev/revision: $STABLE}}
-- {name: canary, labels: {rollgate.dev/revision: $CANARY}}`
+- {name: stable, labels: {pod-template-hash: $STABLE}}
+- {name: canary, labels: {pod-template-hash: $CANARY}}`
 	// promotedDestinationRule: both subsets on the new revision while the
 	// release finishes with every request on it.
 	promotedDestinationRule = `
 host: echoserver
 trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
 subsets:
-- {name: stable, labels: {rollgate.dev/revision: $CANARY}}
-- {name: canary, labels: {rollgate.dev/revision: $CANARY}}`
+- {name: stable, labels: {pod-template-hash: $CANARY}}
+- {name: canary, labels: {pod-template-hash: $CANARY}}`
 )
 
 // virtualService is the spec of the VirtualService with canary percent
@@ -443,8 +448,26 @@ func (s *trafficStory) atGate() *v1alpha1.Rollout {
 		ro = s.w.Rollout(s.w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.CurrentStepIndex == 1, nil
 	})
-	s.revs = strings.NewReplacer("$STABLE", stable, "$CANARY", ro.Status.CanaryRevision)
+	s.revs = strings.NewReplacer("$STABLE", stableHash(s.w, stable), "$CANARY", ro.Status.CanaryRevision)
 	return ro
+}
+
+// stableHash is the pod-template-hash of the ReplicaSet of Deployment
+// echoserver whose template is revision rev: what the stable Service of a
+// release in place is narrowed to.
+func stableHash(w *world, rev string) string {
+	w.T.Helper()
+	var list appsv1.ReplicaSetList
+	if err := w.C.List(context.Background(), &list, client.InNamespace(w.NS), client.MatchingLabels{"app": "echoserver"}); err != nil {
+		w.T.Fatal(err)
+	}
+	for _, rs := range list.Items {
+		if workload.Revision(&rs.Spec.Template) == rev {
+			return rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+		}
+	}
+	w.T.Fatalf("no ReplicaSet of revision %s among %d", rev, len(list.Items))
+	return ""
 }
 
 // reassertion is what followed a write that took a routing object off its
@@ -708,7 +731,7 @@ func (s *trafficStory) release(want map[routedKey]routePhases, views map[string]
 			ro.Status.StableRevision == ro.Status.CanaryRevision, nil
 	})
 	t.Logf("release of %s completed after %s", ro.Status.CanaryRevision, time.Since(start).Round(time.Millisecond))
-	s.revs = strings.NewReplacer("$STABLE", stable, "$CANARY", ro.Status.CanaryRevision)
+	s.revs = strings.NewReplacer("$STABLE", stableHash(w, stable), "$CANARY", ro.Status.CanaryRevision)
 	s.rec.catchUp(w)
 	keys := make([]routedKey, 0, len(want))
 	for k := range want {
