@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -182,6 +183,53 @@ func TestConfirmedTrafficReachesTheGateInOneReconcile(t *testing.T) {
 	}
 	if ro.Status.Replicas != 2 || ro.Status.CurrentStepState != v1alpha1.StepPaused {
 		t.Fatalf("when due: replicas %d at %s, want 2, still at the gate", ro.Status.Replicas, ro.Status.CurrentStepState)
+	}
+
+	// Approved, step 2's traffic is confirmed at once and the release
+	// plans its end in the same reconcile: both plans are written before
+	// their moves, and the routers' confirmation of the last one is left
+	// to the next reconcile, which follows at once (planAgain) and writes
+	// it with the next plan's status in one write.
+	// (Back to no pods: this API server runs no controller to make them.)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Replicas = ptr.To[int32](0)
+	if err := c.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	ro.Spec.Approvals = []v1alpha1.Approval{{Revision: st.CanaryRevision, Step: 1}}
+	if err := c.Update(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	inCache(ro)
+	inCache(d)
+	res, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, key, ro); err != nil {
+		t.Fatal(err)
+	}
+	shifted := func() *metav1.Condition { return conditions.Get(ro, v1alpha1.TrafficShiftedCondition) }
+	if ro.Status.CurrentStepState != v1alpha1.StepCompleted || shifted().Reason != v1alpha1.ReasonTrafficPending {
+		t.Fatalf("after the approval: %s, TrafficShifted %s (%s); want the end planned and written before its move, pending",
+			ro.Status.CurrentStepState, shifted().Reason, ro.Status.Message)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > cacheLagPoll {
+		t.Fatalf("the status was left to the next reconcile, which comes in %v (want within %v)", res.RequeueAfter, cacheLagPoll)
+	}
+	inCache(ro)
+	inCache(d)
+	written, pending := ro.ResourceVersion, ro.Status.Message
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, key, ro); err != nil {
+		t.Fatal(err)
+	}
+	if ro.ResourceVersion == written || ro.Status.Message == pending {
+		t.Fatalf("the next reconcile wrote nothing new: %s", ro.Status.Message)
 	}
 }
 

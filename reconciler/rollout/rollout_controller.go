@@ -131,8 +131,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	patcher := newStatusPatcher(r.Client, ro, sc.now, r.statusWrites.last(req.NamespacedName))
 	read := ro.ResourceVersion
 	defer func() {
-		r.updateStatus(sc)
-		err := r.persist(ctx, sc, patcher)
+		var err error
+		if !sc.planAgain {
+			r.updateStatus(sc)
+			err = r.persist(ctx, sc, patcher)
+		}
+		r.recordEvents(sc)
 		if ro.ResourceVersion != read {
 			r.writes.wrote(req.NamespacedName, sc.replaced)
 			r.statusWrites.set(req.NamespacedName, patcher.lastWrite)
@@ -237,6 +241,7 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, sc *scope, patcher *s
 			return r.stallOrRetry(sc, err)
 		}
 		if !again || round == planRounds {
+			sc.planAgain = again && !sc.plan.Released
 			break
 		}
 	}
@@ -264,7 +269,14 @@ func (r *Reconciler) persist(ctx context.Context, sc *scope, patcher *statusPatc
 	return err
 }
 
-// planRounds bounds the plans of one reconcile.
+// planRounds bounds the plans of one reconcile. A reconcile whose last
+// plan moved and whose routers confirmed the move at once (actOnRelease
+// says again) leaves its status to the next reconcile, which plans again
+// right away (planAgain): the status persisted before the move says
+// everything a restart needs, and a write now would say only that the
+// routers confirmed, which the next plan's write says too. The next
+// reconcile waits for the cache to show this one's writes; a third plan
+// here would act on objects the cache shows as they were before them.
 const planRounds = 2
 
 // actOnRelease moves the workload and the traffic as the plan says. again
@@ -600,6 +612,11 @@ func (r *Reconciler) requeue(sc *scope) time.Duration {
 	// finished moving, later, even if a watch event is missed.
 	if sc.moved && (d == 0 || d > movedRequeue) {
 		d = movedRequeue
+	}
+	// A reconcile that left its status to the next one (planAgain) is
+	// followed at once, as soon as the cache can show its writes.
+	if sc.planAgain && d > cacheLagPoll {
+		d = cacheLagPoll
 	}
 	if sc.plan.Workload != strategy.WorkloadKeep && !sc.workloadDone && (d == 0 || d > workloadPoll) {
 		d = workloadPoll

@@ -65,6 +65,12 @@ type scope struct {
 	// step, state, phase, revision or traffic).
 	plan  *strategy.Plan
 	moved bool
+	// planAgain says the plans of this reconcile ran out (planRounds)
+	// with a move the routers confirmed at once: the next reconcile plans
+	// again right away, and the status waits for it (planAgain).
+	planAgain bool
+	// events are the plans' events, recorded when the reconcile ends.
+	events []strategy.Event
 	// traffic is the routers' last answer.
 	traffic trafficAnswer
 	// workloadDone is the adapter's answer to the plan's workload action.

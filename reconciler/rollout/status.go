@@ -17,10 +17,10 @@ const (
 	metav1False = metav1.ConditionFalse
 )
 
-// applyPlan writes the plan's status fields into the Rollout and emits
-// the plan's event (transitions only). It reports whether the release
-// moved: another step, state, phase, revision or traffic. Conditions are
-// left to updateStatus.
+// applyPlan writes the plan's status fields into the Rollout and queues
+// the plan's event (transitions only; queueEvent). It reports whether the
+// release moved: another step, state, phase, revision or traffic.
+// Conditions are left to updateStatus.
 func (r *Reconciler) applyPlan(sc *scope) bool {
 	ro, p := sc.ro, sc.plan
 	keep := ro.Status
@@ -31,14 +31,38 @@ func (r *Reconciler) applyPlan(sc *scope) bool {
 	ro.Status.Conditions = keep.Conditions
 	ro.Status.Analysis = keep.Analysis
 	ro.Status.Git = gitStatusFor(keep.Git, &keep, &p.Status)
-	if !p.Event.IsZero() && r.Recorder != nil {
+	sc.queueEvent(p.Event)
+	return moved
+}
+
+// queueEvent queues the event of a plan, recorded when the reconcile ends
+// (recordEvents). A Progressing event that the next plan of the same
+// reconcile follows with an event of its own is dropped: it told of a
+// state the reconcile left at once (a step's traffic the routers
+// confirmed as soon as they were asked), which nobody could see.
+func (sc *scope) queueEvent(e strategy.Event) {
+	if e.IsZero() {
+		return
+	}
+	if n := len(sc.events); n > 0 && sc.events[n-1].Type == strategy.EventNormal && sc.events[n-1].Reason == v1alpha1.ReasonProgressing {
+		sc.events = sc.events[:n-1]
+	}
+	sc.events = append(sc.events, e)
+}
+
+// recordEvents records the events the reconcile's plans queued.
+func (r *Reconciler) recordEvents(sc *scope) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, e := range sc.events {
 		typ := corev1.EventTypeNormal
-		if p.Event.Type == strategy.EventWarning {
+		if e.Type == strategy.EventWarning {
 			typ = corev1.EventTypeWarning
 		}
-		r.Recorder.Event(ro, typ, p.Event.Reason, p.Event.Message)
+		r.Recorder.Event(sc.ro, typ, e.Reason, e.Message)
 	}
-	return moved
+	sc.events = nil
 }
 
 // updateStatus is the one writer of a Rollout's conditions (and of the

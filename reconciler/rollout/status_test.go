@@ -3,12 +3,14 @@ package rollout
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/strategy"
@@ -130,5 +132,46 @@ func TestAPlannedTrafficMoveIsWrittenPending(t *testing.T) {
 	markTraffic(sc)
 	if c := conditions.Get(ro, v1alpha1.TrafficShiftedCondition); c.Status != metav1True {
 		t.Fatalf("the routers confirmed: TrafficShifted %+v, want True", *c)
+	}
+}
+
+// TestAStateLeftInTheSameReconcileRecordsNoEvent: a Progressing event
+// that the next plan of the same reconcile follows with its own is
+// dropped (a step's traffic confirmed at once, then its gate); every
+// other event is recorded, in order.
+func TestAStateLeftInTheSameReconcileRecordsNoEvent(t *testing.T) {
+	progressing := func(msg string) strategy.Event {
+		return strategy.Event{Type: strategy.EventNormal, Reason: v1alpha1.ReasonProgressing, Message: msg}
+	}
+	gate := strategy.Event{Type: strategy.EventNormal, Reason: v1alpha1.ReasonWaitingForApproval, Message: "gate"}
+	warning := strategy.Event{Type: strategy.EventWarning, Reason: v1alpha1.ReasonProgressing, Message: "warning"}
+	for _, tc := range []struct {
+		name   string
+		queued []strategy.Event
+		want   []string
+	}{
+		{"traffic confirmed, then the gate", []strategy.Event{progressing("routers"), gate}, []string{"Normal WaitingForApproval gate"}},
+		{"two states left at once", []strategy.Event{progressing("pods"), progressing("routers"), progressing("finishing")},
+			[]string{"Normal Progressing finishing"}},
+		{"the gate, then a move", []strategy.Event{gate, progressing("step 2")}, []string{"Normal WaitingForApproval gate", "Normal Progressing step 2"}},
+		{"a warning stays", []strategy.Event{warning, gate}, []string{"Warning Progressing warning", "Normal WaitingForApproval gate"}},
+		{"no event", []strategy.Event{{}, progressing("pods"), {}}, []string{"Normal Progressing pods"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := record.NewFakeRecorder(10)
+			sc := &scope{ro: &v1alpha1.Rollout{}}
+			for _, e := range tc.queued {
+				sc.queueEvent(e)
+			}
+			(&Reconciler{Recorder: rec}).recordEvents(sc)
+			close(rec.Events)
+			var got []string
+			for e := range rec.Events {
+				got = append(got, e)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("recorded %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
