@@ -82,6 +82,13 @@ func (r *Reconciler) sendTraffic(ctx context.Context, sc *scope, t strategy.Traf
 			// pods shut down with no request on them.
 			stable = ro.Status.CanaryRevision
 		}
+		if p := sc.workload.LabelPending; p != "" && (p == stable || p == ro.Status.CanaryRevision) {
+			// The value its pods carry is not known yet (a new
+			// ControllerRevision not in the cache yet): a Service narrowed
+			// now would select no pod, and be written again in a moment.
+			sc.traffic = trafficAnswer{asked: t, sent: true, wait: cacheLagPoll}
+			return
+		}
 		done, err = sc.router.EnsureRoutes(ctx, traffic.Desired{
 			CanaryWeight:          weightOf(t),
 			Matches:               t.Matches,

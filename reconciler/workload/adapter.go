@@ -88,6 +88,11 @@ type Observation struct {
 	// pods where the two differ (a ReplicaSet the Deployment controller
 	// made has its own hash).
 	LabelValues map[string]string
+	// LabelPending is a revision whose value of RevisionLabel is not
+	// known yet: a StatefulSet's or DaemonSet's new revision whose
+	// ControllerRevision rollgate has not seen yet. A Service is not
+	// narrowed to it until it is.
+	LabelPending string
 }
 
 // LabelValue is the value of RevisionLabel on the pods of revision rev.

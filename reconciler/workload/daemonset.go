@@ -29,6 +29,7 @@ func newDaemonSet(b base) *daemonSet {
 		minReady: func(ds *appsv1.DaemonSet) int32 { return ds.Spec.MinReadySeconds },
 		complete: daemonSetComplete,
 		budget:   dsBudget,
+		podValue: func(cr *appsv1.ControllerRevision) string { return cr.Labels[appsv1.ControllerRevisionHashLabelKey] },
 	}}}
 }
 
@@ -63,8 +64,9 @@ func (a *daemonSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if st.ctrl == nil {
 		return false, fmt.Errorf("DaemonSet %s: %w", a.key(), ErrNotHeld)
 	}
-	// Label first: the stable Service is narrowed to the revision label.
-	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b, true); err != nil {
+	// Label first: where the Services select by rollgate.dev/revision, the
+	// stable one is narrowed to it (labelsEvery).
+	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b, labelsEvery(st)); err != nil {
 		return false, err
 	}
 	r := a.kind.desired(st.obj)

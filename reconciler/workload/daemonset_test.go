@@ -77,14 +77,10 @@ func TestDaemonSetBatches(t *testing.T) {
 func TestDaemonSetRollback(t *testing.T) {
 	ns := namespace(t)
 	ds := newDaemonSet(t, ns, "logs")
-	_, a := cover(t, ds, nil)
-	setImage(t, ds, "logs:v2")
-	o := observe(t, a)
-	drive(t, "batch 1 (2 pods)", a, 1, func(ctx context.Context) (bool, error) {
-		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 2, RolloutID: "logs-" + o.CanaryRevision, BatchID: 1})
-	})
+	a, _ := firstBatch(t, ds, "logs:v2", 2)
 	drive(t, "rollback", a, 1, a.Rollback)
-	if o = observe(t, a); o.Held || !o.Complete {
+	o := observe(t, a)
+	if o.Held || !o.Complete {
 		t.Fatalf("after Rollback: %+v", o)
 	}
 	wantPods(t, "stable", o.Stable, 3, 3)

@@ -124,16 +124,10 @@ func TestDeploymentPartitionStyle(t *testing.T) {
 func TestDeploymentRollback(t *testing.T) {
 	ns := namespace(t)
 	d := newDeployment(t, ns, "api", 4)
-	_, a := cover(t, d, nil)
-	setImage(t, d, "api:v2")
-	o := observe(t, a)
-	rolloutID := "api-" + o.CanaryRevision
-	drive(t, "batch 1 (2 pods)", a, 1, func(ctx context.Context) (bool, error) {
-		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 2, RolloutID: rolloutID, BatchID: 1})
-	})
+	a, _ := firstBatch(t, d, "api:v2", 2)
 
 	drive(t, "rollback while the template is new", a, 1, a.Rollback)
-	o = observe(t, a)
+	o := observe(t, a)
 	if !o.Held || o.Rollback {
 		t.Fatalf("after Rollback with the new template: %+v, want still held", o)
 	}
@@ -170,39 +164,15 @@ func TestDeploymentInPlaceNarrowsByPodTemplateHash(t *testing.T) {
 	ns := namespace(t)
 	d := newDeployment(t, ns, "hash", 4)
 	stableRS := replicaSets(t, d)[0]
-	_, a := cover(t, d, nil)
-	setImage(t, d, "hash:v2")
+	a, rolloutID := firstBatch(t, d, "hash:v2", 1)
 	o := observe(t, a)
-	rolloutID := "hash-" + o.CanaryRevision
-	drive(t, "batch 1 (1 pod)", a, 1, func(ctx context.Context) (bool, error) {
-		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: 1, RolloutID: rolloutID, BatchID: 1})
-	})
-	o = observe(t, a)
 	nativeHash := stableRS.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
 	if o.RevisionLabel != appsv1.DefaultDeploymentUniqueLabelKey || o.LabelValue(o.StableRevision) != nativeHash ||
 		o.LabelValue(o.CanaryRevision) != o.CanaryRevision || nativeHash == "" || nativeHash == o.StableRevision {
 		t.Fatalf("revision label %q, stable %s -> %q (its ReplicaSet's hash %q), canary %s -> %q; want pod-template-hash, the native hash and the revision",
 			o.RevisionLabel, o.StableRevision, o.LabelValue(o.StableRevision), nativeHash, o.CanaryRevision, o.LabelValue(o.CanaryRevision))
 	}
-	canary := 0
-	for _, p := range pods(t, ns, "hash") {
-		switch p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] {
-		case nativeHash:
-			if _, ok := p.Labels[v1alpha1.LabelRevision]; ok {
-				t.Errorf("stable pod %s was labelled: %v", p.Name, p.Labels)
-			}
-		case o.CanaryRevision:
-			canary++
-			if p.Labels[v1alpha1.LabelRevision] != o.CanaryRevision || p.Labels[v1alpha1.LabelBatchID] != "1" || p.Labels[v1alpha1.LabelRolloutID] != rolloutID {
-				t.Errorf("canary pod %s labels %v, want its revision, rollout id and batch 1", p.Name, p.Labels)
-			}
-		default:
-			t.Errorf("pod %s of no known ReplicaSet: %v", p.Name, p.Labels)
-		}
-	}
-	if canary != 1 {
-		t.Fatalf("%d canary pods, want 1", canary)
-	}
+	onlyCanaryLabelled(t, ns, "hash", appsv1.DefaultDeploymentUniqueLabelKey, nativeHash, o.CanaryRevision, o, rolloutID)
 }
 
 // Given enableExtraWorkloadForCanary, the Deployment keeps its old pods and

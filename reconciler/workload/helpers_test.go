@@ -127,6 +127,46 @@ func writeAs(t *testing.T, obj client.Object, owner string, mutate func() error)
 	}
 }
 
+// firstBatch covers obj with a Rollout, sets its image and drives the
+// release's first batch of canary pods (at most one pod unavailable); it
+// returns the adapter and the release's rollout id.
+func firstBatch(t *testing.T, obj client.Object, image string, canary int32) (workload.Adapter, string) {
+	t.Helper()
+	_, a := cover(t, obj, nil)
+	setImage(t, obj, image)
+	rolloutID := obj.GetName() + "-" + observe(t, a).CanaryRevision
+	drive(t, fmt.Sprintf("batch 1 (%d pods)", canary), a, 1, func(ctx context.Context) (bool, error) {
+		return a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: canary, RolloutID: rolloutID, BatchID: 1})
+	})
+	return a, rolloutID
+}
+
+// onlyCanaryLabelled checks the pods of app by the value of label key: the
+// stable ones (value stable) carry no rollgate.dev/revision, the one canary
+// pod (value canary) its revision, rollout id and batch 1.
+func onlyCanaryLabelled(t *testing.T, ns, app, key, stable, canary string, o workload.Observation, rolloutID string) {
+	t.Helper()
+	n := 0
+	for _, p := range pods(t, ns, app) {
+		switch p.Labels[key] {
+		case stable:
+			if _, ok := p.Labels[v1alpha1.LabelRevision]; ok {
+				t.Errorf("stable pod %s was labelled: %v", p.Name, p.Labels)
+			}
+		case canary:
+			n++
+			if p.Labels[v1alpha1.LabelRevision] != o.CanaryRevision || p.Labels[v1alpha1.LabelBatchID] != "1" || p.Labels[v1alpha1.LabelRolloutID] != rolloutID {
+				t.Errorf("canary pod %s labels %v, want its revision, rollout id and batch 1", p.Name, p.Labels)
+			}
+		default:
+			t.Errorf("pod %s of no known revision: %v", p.Name, p.Labels)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d canary pods, want 1", n)
+	}
+}
+
 func observe(t *testing.T, a workload.Adapter) workload.Observation {
 	t.Helper()
 	o, err := a.Observe(context.Background())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,6 +37,9 @@ type nativeKind[T client.Object] struct {
 	// budget resolves the declared maxUnavailable (or the override) as
 	// the native controller does, at least 1.
 	budget func(obj T, ctrl *Control, override *intstr.IntOrString) int32
+	// podValue is the controller-revision-hash the native controller
+	// gives the pods of a ControllerRevision.
+	podValue func(*appsv1.ControllerRevision) string
 }
 
 // ownedState is what one call reads about a natively held workload: the
@@ -72,7 +76,7 @@ func (a *native[T]) read(ctx context.Context) (*ownedState[T], error) {
 	if st.ctrl, err = ParseControl(obj); err != nil {
 		return nil, err
 	}
-	if st.h, err = a.readHistory(ctx, obj, a.kind.selector(obj)); err != nil {
+	if st.h, err = a.readHistory(ctx, obj, a.kind.selector(obj), a.kind.podValue); err != nil {
 		return nil, err
 	}
 	st.pods, err = a.listPods(ctx, a.kind.selector(obj), map[types.UID]bool{obj.GetUID(): true})
@@ -89,9 +93,30 @@ func (a *native[T]) Observe(ctx context.Context) (Observation, error) {
 		return o, err
 	}
 	a.tally(&o, st)
+	o.RevisionLabel, o.LabelValues, o.LabelPending = revisionLabel(st.h, o.StableRevision, o.CanaryRevision)
 	o.MaxUnavailable = a.kind.budget(st.obj, st.ctrl, nil)
 	o.Complete = !o.Held && a.kind.complete(st.obj)
 	return o, nil
+}
+
+// revisionLabel is the pod label the Services of a release select its
+// revisions by, with each revision's value and the revision whose value is
+// not known yet (Observation.RevisionLabel, LabelPending):
+// controller-revision-hash, which the native controller gives every pod
+// at its creation, when the stable revision's value is known for certain;
+// otherwise "", rollgate.dev/revision, which rollgate puts on every pod.
+func revisionLabel(h *history, stable, canary string) (string, map[string]string, string) {
+	if values, pending, ok := h.labelValues(stable, canary); ok {
+		return appsv1.ControllerRevisionHashLabelKey, values, pending
+	}
+	return "", nil, ""
+}
+
+// labelsEvery reports whether every pod, stable ones too, needs
+// rollgate.dev/revision: the Services select by it (revisionLabel).
+func labelsEvery[T client.Object](st *ownedState[T]) bool {
+	key, _, _ := revisionLabel(st.h, st.ctrl.StableRevision, st.ctrl.CanaryRevision)
+	return key == ""
 }
 
 // tally counts the workload's pods into o by revision.
@@ -121,7 +146,7 @@ func (a *native[T]) whileHeld(ctx context.Context, act func(st *ownedState[T]) (
 
 func (a *native[T]) HandBack(ctx context.Context) (bool, error) {
 	return a.whileHeld(ctx, func(st *ownedState[T]) (bool, error) {
-		if err := a.labelLastBatch(ctx, st.pods, st.h.revOf, st.ctrl, true); err != nil {
+		if err := a.labelLastBatch(ctx, st.pods, st.h.revOf, st.ctrl, labelsEvery(st)); err != nil {
 			return false, err
 		}
 		return false, a.release(ctx, st)

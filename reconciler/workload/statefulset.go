@@ -31,6 +31,7 @@ func newStatefulSet(b base) *statefulSet {
 		minReady: func(s *appsv1.StatefulSet) int32 { return s.Spec.MinReadySeconds },
 		complete: statefulSetComplete,
 		budget:   stsBudget,
+		podValue: func(cr *appsv1.ControllerRevision) string { return cr.Name },
 	}}}
 }
 
@@ -65,8 +66,9 @@ func (a *statefulSet) EnsureBatch(ctx context.Context, b Batch) (bool, error) {
 	if st.ctrl == nil {
 		return false, fmt.Errorf("StatefulSet %s: %w", a.key(), ErrNotHeld)
 	}
-	// Label first: the stable Service is narrowed to the revision label.
-	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b, true); err != nil {
+	// Label first: where the Services select by rollgate.dev/revision, the
+	// stable one is narrowed to it (labelsEvery).
+	if err := a.labelPods(ctx, st.pods, st.h.revOf, st.ctrl.CanaryRevision, b, labelsEvery(st)); err != nil {
 		return false, err
 	}
 	r := a.kind.desired(st.obj)

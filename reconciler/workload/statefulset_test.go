@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/workload"
@@ -124,4 +125,32 @@ func TestStatefulSetRollback(t *testing.T) {
 		t.Fatalf("after the revert and Rollback: %+v", o)
 	}
 	wantPods(t, "stable", o.Stable, 3, 3)
+}
+
+// Given a StatefulSet or a DaemonSet mid-release, the Services of the
+// release are told to select the revisions by controller-revision-hash,
+// which the native controller gives every pod at its creation (the
+// StatefulSet's current and update revisions): no stable pod is patched
+// for a label; the canary pods get their revision, rollout id and batch id.
+func TestNativeKindsNarrowByControllerRevisionHash(t *testing.T) {
+	ns := namespace(t)
+	for _, obj := range []client.Object{newStatefulSet(t, ns, "crh-sts", 3), newDaemonSet(t, ns, "crh-ds")} {
+		t.Run(obj.GetName(), func(t *testing.T) {
+			a, rolloutID := firstBatch(t, obj, obj.GetName()+":v2", 1)
+			o := observe(t, a)
+			stable, canary := o.LabelValue(o.StableRevision), o.LabelValue(o.CanaryRevision)
+			if o.RevisionLabel != appsv1.ControllerRevisionHashLabelKey || stable == "" || canary == "" || stable == canary {
+				t.Fatalf("revision label %q, stable %s -> %q, canary %s -> %q; want controller-revision-hash and two values",
+					o.RevisionLabel, o.StableRevision, stable, o.CanaryRevision, canary)
+			}
+			if s, ok := obj.(*appsv1.StatefulSet); ok {
+				get(t, s)
+				if stable != s.Status.CurrentRevision || canary != s.Status.UpdateRevision {
+					t.Fatalf("stable -> %q, canary -> %q; want the StatefulSet's current and update revisions %q and %q",
+						stable, canary, s.Status.CurrentRevision, s.Status.UpdateRevision)
+				}
+			}
+			onlyCanaryLabelled(t, ns, obj.GetName(), appsv1.ControllerRevisionHashLabelKey, stable, canary, o, rolloutID)
+		})
+	}
 }

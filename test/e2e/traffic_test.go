@@ -132,6 +132,14 @@ const (
 // serviceStates are the states of the stable and canary Services in each
 // phase of a release (see routePhases).
 func serviceStates() map[routedKey]routePhases {
+	return serviceStatesBy(appsv1.DefaultDeploymentUniqueLabelKey)
+}
+
+// serviceStatesBy are serviceStates with the Services narrowed by label
+// key.
+func serviceStatesBy(key string) map[routedKey]routePhases {
+	stableSelector := strings.Replace(stableSelector, appsv1.DefaultDeploymentUniqueLabelKey, key, 1)
+	canarySelector := strings.Replace(canarySelector, appsv1.DefaultDeploymentUniqueLabelKey, key, 1)
 	return map[routedKey]routePhases{
 		{"Service", "echoserver"}:        {declaredSelector, stableSelector, stableSelector, stableSelector, stableSelector, canarySelector, declaredSelector},
 		{"Service", "echoserver-canary"}: {absentObject, canarySelector, canarySelector, canarySelector, canarySelector, canarySelector, absentObject},
@@ -183,6 +191,37 @@ ports: [{name: http, port: 80, protocol: TCP, targetPort: 8080}]`); !reflect.Dee
 	}
 	if owner := metav1.GetControllerOf(canary); owner == nil || owner.Kind != "Rollout" || owner.Name != "echoserver" {
 		t.Errorf("the canary Service must be controlled by the Rollout, owner %+v", owner)
+	}
+}
+
+// TestGatewayAPIStatefulSet: a StatefulSet's release goes through the same
+// phases, its Services narrowed by controller-revision-hash, which the
+// StatefulSet controller gives every pod at its creation (the names of its
+// current and update revisions): at every step the stable Service selects
+// only old pods and the canary Service only new ones, and no stable pod is
+// written to for a label.
+func TestGatewayAPIStatefulSet(t *testing.T) {
+	t.Parallel()
+	ro := rig.Rollout{Name: "echoserver", Namespace: "demo", Kind: "StatefulSet", Strategy: threeSteps + `
+      trafficRoutings:
+      - service: echoserver
+` + noGrace + gatewayRouting}.YAML()
+	s := givenRoutedWorkload(t, "StatefulSet", ro, httpRoute, httpRouteGVK)
+	want := serviceStatesBy(appsv1.ControllerRevisionHashLabelKey)
+	want[routedKey{"HTTPRoute", "echoserver"}] = routePhases{declaredRules, declaredRules, weightedRules(20), weightedRules(60), weightedRules(100), weightedRules(100), declaredRules}
+	s.release(want, map[string]routeView{"HTTPRoute": rulesView, "Service": selectorView})
+	s.assertAsApplied(httpRouteGVK, "echoserver")
+
+	// The pods of the old revision kept their labels as the StatefulSet
+	// controller made them.
+	stable := s.revs.Replace("$STABLE")
+	for _, ev := range s.rec.timeline() {
+		if ev.key.kind != "Pod" || ev.obj == nil || ev.obj.GetLabels()[appsv1.ControllerRevisionHashLabelKey] != stable {
+			continue
+		}
+		if rev, ok := ev.obj.GetLabels()[v1alpha1.LabelRevision]; ok {
+			t.Errorf("old pod %s was labelled %s=%s", ev.key.name, v1alpha1.LabelRevision, rev)
+		}
 	}
 }
 
@@ -442,14 +481,81 @@ func TestCanaryIngressWriteAtGateIsUndone(t *testing.T) {
 func (s *trafficStory) atGate() *v1alpha1.Rollout {
 	s.t.Helper()
 	stable := s.w.Rollout(s.w.NS, "echoserver").Status.StableRevision
-	s.w.ApplyYAML(routedApp("echo:2.0", s.routes))
+	s.w.ApplyYAML(s.app("echo:2.0"))
 	var ro *v1alpha1.Rollout
 	s.w.Eventually(45*time.Second, "step 1 at its gate", func(ctx context.Context) (bool, error) {
 		ro = s.w.Rollout(s.w.NS, "echoserver")
 		return ro.Status.AwaitingApproval != nil && ro.Status.CurrentStepIndex == 1, nil
 	})
-	s.revs = strings.NewReplacer("$STABLE", stableHash(s.w, stable), "$CANARY", ro.Status.CanaryRevision)
+	s.revs = s.revisionValues(stable, ro.Status.CanaryRevision)
 	return ro
+}
+
+// app is the application as Git declares it, running image: routedApp,
+// or a StatefulSet of the same pods in place of the Deployment.
+func (s *trafficStory) app(image string) string {
+	if s.kind != "StatefulSet" {
+		return routedApp(image, s.routes)
+	}
+	sts := fmt.Sprintf(`
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: echoserver, namespace: demo}
+spec:
+  replicas: 5
+  serviceName: echoserver
+  selector: {matchLabels: {app: echoserver}}
+  template:
+    metadata: {labels: {app: echoserver}}
+    spec:
+      containers:
+      - name: echoserver
+        image: %s
+`, image)
+	return sts + "---" + stableService + "---" + s.routes
+}
+
+// workload is the story's workload as the API server has it.
+func (s *trafficStory) workload() client.Object {
+	var obj client.Object = &appsv1.Deployment{}
+	if s.kind == "StatefulSet" {
+		obj = &appsv1.StatefulSet{}
+	}
+	if err := s.w.C.Get(context.Background(), client.ObjectKey{Namespace: s.w.NS, Name: "echoserver"}, obj); err != nil {
+		s.t.Fatal(err)
+	}
+	return obj
+}
+
+// revisionValues replaces $STABLE and $CANARY with what the Services of a
+// release narrow revisions stable and canary by: for a Deployment, the
+// stable ReplicaSet's pod-template-hash and the canary revision (the hash
+// of the ReplicaSet rollgate makes); for a StatefulSet, the names of the
+// revisions' ControllerRevisions (controller-revision-hash).
+func (s *trafficStory) revisionValues(stable, canary string) *strings.Replacer {
+	if s.kind != "StatefulSet" {
+		return strings.NewReplacer("$STABLE", stableHash(s.w, stable), "$CANARY", canary)
+	}
+	var list appsv1.ControllerRevisionList
+	if err := s.w.C.List(context.Background(), &list, client.InNamespace(s.w.NS), client.MatchingLabels{"app": "echoserver"}); err != nil {
+		s.t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, cr := range list.Items {
+		var data struct {
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
+			s.t.Fatal(err)
+		}
+		names[workload.Revision(&data.Spec.Template)] = cr.Name
+	}
+	if names[stable] == "" || names[canary] == "" {
+		s.t.Fatalf("ControllerRevisions by revision %v: want ones of %s and %s", names, stable, canary)
+	}
+	return strings.NewReplacer("$STABLE", names[stable], "$CANARY", names[canary])
 }
 
 // stableHash is the pod-template-hash of the ReplicaSet of Deployment
@@ -672,6 +778,8 @@ type trafficStory struct {
 	rec    *objectLog
 	routes string
 	gvks   map[string]schema.GroupVersionKind
+	// kind is the workload's kind: Deployment or StatefulSet.
+	kind string
 	// revs replaces $STABLE and $CANARY in expected states.
 	revs *strings.Replacer
 }
@@ -680,9 +788,14 @@ type trafficStory struct {
 // under rollout, and logs every version of the Rollout, pods, Services
 // and the routing objects of kinds gvks from before they exist.
 func givenRoutedApp(t *testing.T, rollout, routes string, gvks ...schema.GroupVersionKind) *trafficStory {
+	return givenRoutedWorkload(t, "Deployment", rollout, routes, gvks...)
+}
+
+// givenRoutedWorkload is givenRoutedApp with a workload of kind.
+func givenRoutedWorkload(t *testing.T, kind, rollout, routes string, gvks ...schema.GroupVersionKind) *trafficStory {
 	start := time.Now()
 	w := newWorld(t)
-	s := &trafficStory{t: t, w: w, routes: routes, gvks: map[string]schema.GroupVersionKind{}}
+	s := &trafficStory{t: t, w: w, routes: routes, kind: kind, gvks: map[string]schema.GroupVersionKind{}}
 	for _, gvk := range append(gvks, serviceGVK, podGVK, rolloutGVK) {
 		s.gvks[gvk.Kind] = gvk
 	}
@@ -690,12 +803,12 @@ func givenRoutedApp(t *testing.T, rollout, routes string, gvks ...schema.GroupVe
 		w.ApplyFiles(filepath.Join(repo.Root(), "traffic", "testdata", "crds", "istio-networking-minimal.yaml"))
 	}
 	s.rec = w.watchObjects(w.NS, s.gvks)
-	w.ApplyYAML(routedApp("echo:1.0", routes))
+	w.ApplyYAML(s.app("echo:1.0"))
 	w.ApplyYAML(rollout)
 	w.Eventually(60*time.Second, "v1 running and the Rollout healthy", func(ctx context.Context) (bool, error) {
 		ro := w.Rollout(w.NS, "echoserver")
 		return w.Pods(w.NS, "echoserver")["echo:1.0"] == [2]int{5, 5} && conditions.IsReady(ro) &&
-			w.Deployment(w.NS, "echoserver").Labels[v1alpha1.LabelControlled] != "", nil
+			s.workload().GetLabels()[v1alpha1.LabelControlled] != "", nil
 	})
 	t.Logf("v1 runs under its Rollout after %s", time.Since(start).Round(time.Millisecond))
 	return s
@@ -720,7 +833,7 @@ func (s *trafficStory) release(want map[routedKey]routePhases, views map[string]
 	t, w := s.t, s.w
 	start := time.Now()
 	stable := w.Rollout(w.NS, "echoserver").Status.StableRevision
-	w.ApplyYAML(routedApp("echo:2.0", s.routes))
+	w.ApplyYAML(s.app("echo:2.0"))
 	var ro *v1alpha1.Rollout
 	w.Eventually(60*time.Second, "the release completes", func(ctx context.Context) (bool, error) {
 		ro = w.Rollout(w.NS, "echoserver")
@@ -731,7 +844,7 @@ func (s *trafficStory) release(want map[routedKey]routePhases, views map[string]
 			ro.Status.StableRevision == ro.Status.CanaryRevision, nil
 	})
 	t.Logf("release of %s completed after %s", ro.Status.CanaryRevision, time.Since(start).Round(time.Millisecond))
-	s.revs = strings.NewReplacer("$STABLE", stableHash(w, stable), "$CANARY", ro.Status.CanaryRevision)
+	s.revs = s.revisionValues(stable, ro.Status.CanaryRevision)
 	s.rec.catchUp(w)
 	keys := make([]routedKey, 0, len(want))
 	for k := range want {
