@@ -17,21 +17,18 @@ import (
 	"github.com/rollgate/rollgate/reconciler/internal/rollouttest"
 )
 
-// TestCountsAloneWaitForCountsEvery: a status that changed only in its pod
-// counts is not written within countsEvery of the last write (the patcher
-// says when it is due instead); the next change of anything else writes
-// it, counts included; and once countsEvery has passed, counts alone are
-// written. Against a real API server, so "not written" is a resource
-// version that did not move.
-func TestCountsAloneWaitForCountsEvery(t *testing.T) {
-	ctx, _, c, _ := rollouttest.StartAPIServer(t)
+// releaseAtStep1 starts an API server with Rollout web at step 1 of a
+// release, as a reconcile of the Rollout as created writes it; read reads
+// the Rollout as stored.
+func releaseAtStep1(t *testing.T) (ctx context.Context, c client.Client, read func() *v1alpha1.Rollout) {
+	ctx, _, c, _ = rollouttest.StartAPIServer(t)
 	const ns = "counts"
 	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	createWithStatus(ctx, t, c, ns, map[string]v1alpha1.RolloutStatus{"web": {
 		Phase: v1alpha1.PhaseProgressing, CurrentStepIndex: 1, Message: "step 1/2: waiting for 1 new pods of v2 to be ready",
-		ObservedGeneration: 1, // as a reconcile of the Rollout as created writes it
+		ObservedGeneration: 1,
 	}})
-	read := func() *v1alpha1.Rollout {
+	return ctx, c, func() *v1alpha1.Rollout {
 		t.Helper()
 		ro := &v1alpha1.Rollout{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, ro); err != nil {
@@ -39,10 +36,20 @@ func TestCountsAloneWaitForCountsEvery(t *testing.T) {
 		}
 		return ro
 	}
+}
+
+// TestCountsAloneWaitForCountsEvery: a status that changed only in its pod
+// counts is not written within countsEvery of the last write (the patcher
+// says when it is due instead); the next change of anything else writes
+// it, counts included; and once countsEvery has passed, counts alone are
+// written. Against a real API server, so "not written" is a resource
+// version that did not move.
+func TestCountsAloneWaitForCountsEvery(t *testing.T) {
+	ctx, c, read := releaseAtStep1(t)
 	now := time.Now()
 	ro := read()
 	wrote := now.Add(-time.Second)
-	p := newStatusPatcher(c, ro, now, wrote)
+	p := newStatusPatcher(c, ro, now, statusRecord{wrote: wrote})
 	ro.Status.CanaryReplicas, ro.Status.StableReadyReplicas = 1, 3
 	if err := p.patch(ctx, ro); err != nil {
 		t.Fatal(err)
@@ -68,16 +75,86 @@ func TestCountsAloneWaitForCountsEvery(t *testing.T) {
 		t.Errorf("after a write: counts due %v, last write %v; want none and %v", p.countsDue, p.lastWrite, now)
 	}
 
-	// countsEvery after the last write, counts alone are written.
+	// countsEvery after the last write, counts alone (seen since then) are
+	// written.
 	later := now.Add(countsEvery)
 	ro = got
-	p = newStatusPatcher(c, ro, later, now)
+	seen := ro.Status.DeepCopy()
+	seen.CanaryReadyReplicas = 1
+	p = newStatusPatcher(c, ro, later, statusRecord{wrote: now, seen: seenCounts{counts: countsOf(seen), since: now}})
 	ro.Status.CanaryReadyReplicas = 1
 	if err := p.patch(ctx, ro); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(); got.Status.CanaryReadyReplicas != 1 || !p.countsDue.IsZero() {
 		t.Errorf("counts alone %v after the last write: stored canaryReadyReplicas %d, due %v; want written", countsEvery, got.Status.CanaryReadyReplicas, p.countsDue)
+	}
+}
+
+// TestCountsAloneWaitToSettle: counts alone that changed in this reconcile
+// are not written even countsEvery after the last write: they wait until
+// they have stayed so for countsSettle (a move they made possible often
+// follows within a second and carries them), and counts that never settle
+// are written countsLatest after they first differed from the written ones.
+func TestCountsAloneWaitToSettle(t *testing.T) {
+	ctx, c, read := releaseAtStep1(t)
+	wrote := time.Now()
+	last := statusRecord{wrote: wrote, seen: seenCounts{counts: podCounts{}, since: wrote}}
+	// A reconcile countsEvery after the last write sees a new pod.
+	now := wrote.Add(countsEvery)
+	ro := read()
+	p := newStatusPatcher(c, ro, now, last)
+	ro.Status.CanaryReplicas = 1
+	if err := p.patch(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got.Status.CanaryReplicas != 0 {
+		t.Errorf("counts that changed just now were written alone (canaryReplicas %d)", got.Status.CanaryReplicas)
+	}
+	if want := now.Add(countsSettle); !p.countsDue.Equal(want) {
+		t.Errorf("counts due at %v, want %v (countsSettle after they changed)", p.countsDue, want)
+	}
+	// The same counts countsSettle later: written.
+	last = p.record()
+	settled := now.Add(countsSettle)
+	ro = read()
+	p = newStatusPatcher(c, ro, settled, last)
+	ro.Status.CanaryReplicas = 1
+	if err := p.patch(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got.Status.CanaryReplicas != 1 || !p.countsDue.IsZero() {
+		t.Errorf("settled counts: stored canaryReplicas %d, due %v; want written", got.Status.CanaryReplicas, p.countsDue)
+	}
+
+	// Counts that change at every reconcile, a second apart, are written
+	// countsLatest after they first differed from the written ones.
+	last = p.record()
+	first := settled.Add(countsEvery)
+	for i := 0; ; i++ {
+		now := first.Add(time.Duration(i) * time.Second)
+		ro = read()
+		p = newStatusPatcher(c, ro, now, last)
+		ro.Status.CanaryReadyReplicas = int32(i + 1)
+		if err := p.patch(ctx, ro); err != nil {
+			t.Fatal(err)
+		}
+		last = p.record()
+		got := read().Status.CanaryReadyReplicas
+		if now.Before(first.Add(countsLatest)) {
+			want := now.Add(countsSettle)
+			if latest := first.Add(countsLatest); want.After(latest) {
+				want = latest
+			}
+			if got != 0 || !p.countsDue.Equal(want) {
+				t.Fatalf("counts changing for %v: stored canaryReadyReplicas %d, due %v; want none yet, due %v", now.Sub(first), got, p.countsDue, want)
+			}
+			continue
+		}
+		if got != int32(i+1) {
+			t.Fatalf("counts changing for %v: stored canaryReadyReplicas %d, want %d written", now.Sub(first), got, i+1)
+		}
+		break
 	}
 }
 
@@ -122,7 +199,7 @@ func TestStatusPatchAfterFinalizerSendsStatusAlone(t *testing.T) {
 	}
 
 	ro := cached()
-	p := newStatusPatcher(c, ro, time.Now(), time.Time{})
+	p := newStatusPatcher(c, ro, time.Now(), statusRecord{})
 	p.finalizersOnly = true
 	controllerutil.AddFinalizer(ro, Finalizer)
 	ro.Status.Message = "not to be written"
@@ -139,7 +216,7 @@ func TestStatusPatchAfterFinalizerSendsStatusAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	ro = cached()
-	p = newStatusPatcher(c, ro, time.Now(), time.Time{})
+	p = newStatusPatcher(c, ro, time.Now(), statusRecord{})
 	controllerutil.AddFinalizer(ro, Finalizer)
 	ro.Status.Message = "written"
 	if err := p.patch(ctx, ro); err != nil {

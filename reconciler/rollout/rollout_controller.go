@@ -128,7 +128,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	}
 	defer r.recordMetrics(ro) // deferred first: runs after the status patch
 	sc := newScope(ro, r.Options.now())
-	patcher := newStatusPatcher(r.Client, ro, sc.now, r.statusWrites.last(req.NamespacedName))
+	last := r.statusWrites.last(req.NamespacedName)
+	patcher := newStatusPatcher(r.Client, ro, sc.now, last)
 	read := ro.ResourceVersion
 	defer func() {
 		var err error
@@ -139,7 +140,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		r.recordEvents(sc)
 		if ro.ResourceVersion != read {
 			r.writes.wrote(req.NamespacedName, sc.replaced)
-			r.statusWrites.set(req.NamespacedName, patcher.lastWrite)
+		}
+		if rec := patcher.record(); rec != last {
+			r.statusWrites.set(req.NamespacedName, rec)
 		}
 		if due := patcher.countsDue; !due.IsZero() && err == nil {
 			result = lookAgainBy(result, due.Sub(sc.now))
