@@ -247,6 +247,14 @@ func (argoContender) gated(ro *unstructured.Unstructured) (string, bool) {
 // done: Healthy with revision stable and every one of the 4 pods on it,
 // ready and available, and no other pod (status.replicas counts the pods
 // of every ReplicaSet of the Rollout).
+// passed: Argo Rollouts moved past the pause (currentStepIndex 2, the
+// end of its two steps), which it writes once it has seen the approval.
+func (argoContender) passed(ro *unstructured.Unstructured, revision string) bool {
+	step, _, _ := unstructured.NestedInt64(ro.Object, "status", "currentStepIndex")
+	hash, _, _ := unstructured.NestedString(ro.Object, "status", "currentPodHash")
+	return step >= 2 && hash == revision
+}
+
 func (argoContender) done(ro *unstructured.Unstructured, revision string) bool {
 	phase, _, _ := unstructured.NestedString(ro.Object, "status", "phase")
 	stable, _, _ := unstructured.NestedString(ro.Object, "status", "stableRS")

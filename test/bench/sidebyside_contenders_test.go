@@ -103,6 +103,14 @@ func (rollgateContender) gated(ro *unstructured.Unstructured) (string, bool) {
 	return rev, step == 1 && rev != "" && rev != stable
 }
 
+// passed: at step 2 of revision, or done with it.
+func (rollgateContender) passed(ro *unstructured.Unstructured, revision string) bool {
+	step, _, _ := unstructured.NestedInt64(ro.Object, "status", "currentStepIndex")
+	canary, _, _ := unstructured.NestedString(ro.Object, "status", "canaryRevision")
+	stable, _, _ := unstructured.NestedString(ro.Object, "status", "stableRevision")
+	return step >= 2 && canary == revision || stable == revision
+}
+
 func (rollgateContender) done(ro *unstructured.Unstructured, revision string) bool {
 	phase, _, _ := unstructured.NestedString(ro.Object, "status", "phase")
 	stable, _, _ := unstructured.NestedString(ro.Object, "status", "stableRevision")
@@ -308,6 +316,13 @@ func (kruiseContender) gated(ro *unstructured.Unstructured) (string, bool) {
 	state, _, _ := unstructured.NestedString(ro.Object, "status", "canaryStatus", "currentStepState")
 	rev, _, _ := unstructured.NestedString(ro.Object, "status", "canaryStatus", "canaryRevision")
 	return rev, step == 1 && state == "StepPaused"
+}
+
+// passed: Kruise's own status at step 2 (its canaryStatus goes when the
+// release ends).
+func (k kruiseContender) passed(ro *unstructured.Unstructured, revision string) bool {
+	step, _, _ := unstructured.NestedInt64(ro.Object, "status", "canaryStatus", "currentStepIndex")
+	return step >= 2 || k.done(ro, revision)
 }
 
 func (kruiseContender) done(ro *unstructured.Unstructured, _ string) bool {

@@ -90,6 +90,11 @@ type contender interface {
 	gated(ro *unstructured.Unstructured) (revision string, ok bool)
 	// done reports whether ro finished releasing revision.
 	done(ro *unstructured.Unstructured, revision string) bool
+	// passed reports whether the controller's own status shows ro past
+	// its step-1 gate of revision: what the approval led to, not the
+	// approval itself (which for Argo Rollouts and Kruise is a status
+	// write of the benchmark's).
+	passed(ro *unstructured.Unstructured, revision string) bool
 	// approve opens the step-1 gate of revision of the Rollout name, the
 	// way the controller's CLI does.
 	approve(ctx context.Context, c client.Client, name, revision string) error
@@ -123,6 +128,8 @@ type sbsResult struct {
 	// to the release finished (the Rollout done, every pod on the new
 	// image, the route on the stable Service alone).
 	step1, complete []time.Duration
+	// nextStep: approval to the controller's status past the gate.
+	nextStep []time.Duration
 	// incomplete, when set, says how many Rollouts made it in time.
 	incomplete string
 	// reapproved counts approvals sent again because the Rollout still
@@ -438,6 +445,9 @@ func (r *sbsResult) collect(names []string, tr *releaseTracker, bumped, approved
 		if first.IsZero() || bumped[name].Before(first) {
 			first = bumped[name]
 		}
+		if d, ok := tr.next.get(name); ok && approved != nil {
+			r.nextStep = append(r.nextStep, d.Sub(approved[name]))
+		}
 		if d, ok := tr.complete(name); ok && approved != nil {
 			r.complete = append(r.complete, d.Sub(approved[name]))
 			if d.After(last) {
@@ -674,8 +684,9 @@ type releaseTracker struct {
 	// gate: the Rollout at its step-1 gate (with revs[name] the revision
 	// to approve); pod: the first pod of image ready; route: the route at
 	// 20%; done: the Rollout done; rolled: the Deployment wholly on image;
-	// back: the route on the stable Service alone again.
-	gate, pod, route, done, rolled, back *firstTimes
+	// back: the route on the stable Service alone again; next: the
+	// Rollout past its gate (contender.passed).
+	gate, pod, route, done, rolled, back, next *firstTimes
 	mu                                   sync.Mutex
 	revs                                 map[string]string
 	last                                 map[string]string
@@ -694,7 +705,7 @@ func (f *fleet) trackRelease(ctx context.Context, c contender, rt router, image 
 	t := &releaseTracker{
 		c: c, rt: rt, image: image, revs: map[string]string{}, last: map[string]string{}, objs: map[string]*unstructured.Unstructured{},
 		gate: newFirstTimes(), pod: newFirstTimes(), route: newFirstTimes(),
-		done: newFirstTimes(), rolled: newFirstTimes(), back: newFirstTimes(),
+		done: newFirstTimes(), rolled: newFirstTimes(), back: newFirstTimes(), next: newFirstTimes(),
 	}
 	f.watchKind(ctx, c.rolloutGVK(), func(ro *unstructured.Unstructured, at time.Time) {
 		name := ro.GetName()
@@ -713,6 +724,9 @@ func (f *fleet) trackRelease(ctx context.Context, c contender, rt router, image 
 		if rev, ok := t.revision(name); ok {
 			if _, gated := t.gate.get(name); gated && c.done(ro, rev) {
 				t.done.mark(name, at)
+			}
+			if _, gated := t.gate.get(name); gated && c.passed(ro, rev) {
+				t.next.mark(name, at)
 			}
 		}
 	})
@@ -842,7 +856,8 @@ func printSideBySideFigures(r sbsResult) {
 		ds   []time.Duration
 	}{
 		{"floor (plain Deployment, first new pod ready)", r.floor}, {"time to step 1", r.step1},
-		{"floor (plain Deployment, every pod new)", r.floorDone}, {"approval to completion", r.complete},
+		{"floor (plain Deployment, every pod new)", r.floorDone}, {"approval to the next step", r.nextStep},
+		{"approval to completion", r.complete},
 	} {
 		row(p.what+" p50", percentile(p.ds, 50).Seconds(), "s")
 		row(p.what+" p95", percentile(p.ds, 95).Seconds(), "s")
@@ -888,8 +903,8 @@ func printSideBySideTable(rs []sbsResult) {
 	if len(rs) == 0 {
 		return
 	}
-	fmt.Println("P5 | N | controller | router | load | floor: first new pod p50 / p95 / max | step 1 p50 / p95 / max | step 1 p50 / floor p50 | floor: every pod new p50 / p95 / max | approval to completion p50 / p95 / max | approvals sent again | image change to last completion | API requests (per Rollout) | CPU image change to completion | RSS ready / peak |")
-	fmt.Println("P5 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("P5 | N | controller | router | load | floor: first new pod p50 / p95 / max | step 1 p50 / p95 / max | step 1 p50 / floor p50 | floor: every pod new p50 / p95 / max | approval to the next step p50 / p95 / max | approval to completion p50 / p95 / max | approvals sent again | image change to last completion | API requests (per Rollout) | CPU image change to completion | RSS ready / peak |")
+	fmt.Println("P5 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	s := func(ds []time.Duration) string {
 		return fmt.Sprintf("%.2f / %.2f / %.2f s", percentile(ds, 50).Seconds(), percentile(ds, 95).Seconds(), percentile(ds, 100).Seconds())
 	}
@@ -898,8 +913,8 @@ func printSideBySideTable(rs []sbsResult) {
 		if !r.movesTraffic {
 			rt += " (no traffic)"
 		}
-		fmt.Printf("P5 | %d | %s | %s | %.1f | %s | %s | %.2fx | %s | %s | %d | %.1f s | %.0f (%.1f) | %.1f s | %.0f / %.0f MiB |\n",
+		fmt.Printf("P5 | %d | %s | %s | %.1f | %s | %s | %.2fx | %s | %s | %s | %d | %.1f s | %.0f (%.1f) | %.1f s | %.0f / %.0f MiB |\n",
 			r.n, r.controller+note(r.incomplete), rt, r.load, s(r.floor), s(r.step1), percentile(r.step1, 50).Seconds()/max(percentile(r.floor, 50).Seconds(), 1e-9),
-			s(r.floorDone), s(r.complete), r.reapproved, r.wall.Seconds(), r.requests, r.requests/float64(r.n), r.cpuRelease, r.rssRest, r.rssPeak)
+			s(r.floorDone), s(r.nextStep), s(r.complete), r.reapproved, r.wall.Seconds(), r.requests, r.requests/float64(r.n), r.cpuRelease, r.rssRest, r.rssPeak)
 	}
 }
