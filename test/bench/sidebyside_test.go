@@ -687,10 +687,10 @@ type releaseTracker struct {
 	// back: the route on the stable Service alone again; next: the
 	// Rollout past its gate (contender.passed).
 	gate, pod, route, done, rolled, back, next *firstTimes
-	mu                                   sync.Mutex
-	revs                                 map[string]string
-	last                                 map[string]string
-	objs                                 map[string]*unstructured.Unstructured
+	mu                                         sync.Mutex
+	revs                                       map[string]string
+	last                                       map[string]string
+	objs                                       map[string]*unstructured.Unstructured
 }
 
 // latest is the last Rollout name the watch showed, or nil.
