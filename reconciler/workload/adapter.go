@@ -93,6 +93,11 @@ type Observation struct {
 	// ControllerRevision rollgate has not seen yet. A Service is not
 	// narrowed to it until it is.
 	LabelPending string
+	// AvailableAt is when the next pod that is Ready but not yet for the
+	// workload's minReadySeconds becomes available; zero when no pod
+	// waits for that. Nothing announces that moment (the pod does not
+	// change), so the Rollout controller sets a timer for it.
+	AvailableAt time.Time
 }
 
 // LabelValue is the value of RevisionLabel on the pods of revision rev.

@@ -260,6 +260,22 @@ func available(p *corev1.Pod, minReady int32, now time.Time) bool {
 	return false
 }
 
+// becomesAvailable is when pod p, Ready for less than minReady seconds at
+// now, becomes available; zero for any other pod.
+func becomesAvailable(p *corev1.Pod, minReady int32, now time.Time) time.Time {
+	if minReady == 0 || p.DeletionTimestamp != nil {
+		return time.Time{}
+	}
+	ready := readyCondition(p)
+	if ready == nil || ready.Status != corev1.ConditionTrue {
+		return time.Time{}
+	}
+	if at := ready.LastTransitionTime.Add(time.Duration(minReady) * time.Second); at.After(now) {
+		return at
+	}
+	return time.Time{}
+}
+
 // scaled resolves an int-or-percent against total.
 func scaled(v *intstr.IntOrString, def intstr.IntOrString, total int32, roundUp bool) int32 {
 	if v == nil {
@@ -304,9 +320,12 @@ func observeControl(o *Observation, obj client.Object) error {
 	return nil
 }
 
-// tally counts pods into o by revision.
+// tally counts pods into o by revision, and sets o.AvailableAt.
 func tally(o *Observation, pods []*corev1.Pod, revOf func(*corev1.Pod) string, minReady int32, now time.Time) {
 	for _, p := range pods {
+		if at := becomesAvailable(p, minReady, now); !at.IsZero() && (o.AvailableAt.IsZero() || at.Before(o.AvailableAt)) {
+			o.AvailableAt = at
+		}
 		if p.DeletionTimestamp != nil && o.Revision != "" && revOf(p) != o.Revision {
 			o.Leaving++
 		}

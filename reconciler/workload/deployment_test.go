@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -272,4 +273,77 @@ func TestFinalizeLabelsTheLastBatch(t *testing.T) {
 	if got := batchLabels(t, ns, "last", o.CanaryRevision, rolloutID); got["1"] != 2 || got["2"] != 2 {
 		t.Fatalf("canary pods by batch = %v, want 2 of batch 1 and 2 of batch 2", got)
 	}
+}
+
+// Given a Deployment with minReadySeconds whose pods are Ready, the
+// observation counts a pod available only minReadySeconds after it became
+// Ready, and says when the next one does (AvailableAt): nothing announces
+// that moment, and the Rollout controller sets its timer by it.
+func TestObservationSaysWhenPodsBecomeAvailable(t *testing.T) {
+	ns := namespace(t)
+	const minReady = 300 * time.Second
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:        ptr.To(int32(2)),
+			MinReadySeconds: int32(minReady / time.Second),
+			Selector:        &metav1.LabelSelector{MatchLabels: map[string]string{"app": "slow"}},
+			Template:        podTemplate("slow", "slow:v1"),
+		},
+	}
+	create(t, d)
+	var first, last time.Time
+	eventually(t, 60*time.Second, "both pods Ready", func(context.Context) (bool, error) {
+		var ready []time.Time
+		for _, p := range pods(t, ns, "slow") {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					ready = append(ready, c.LastTransitionTime.Time)
+				}
+			}
+		}
+		if len(ready) != 2 {
+			return false, nil
+		}
+		first, last = ready[0], ready[1]
+		if last.Before(first) {
+			first, last = last, first
+		}
+		return true, nil
+	})
+	ro := &v1alpha1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
+		Spec:       v1alpha1.RolloutSpec{WorkloadRef: v1alpha1.WorkloadRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "slow"}},
+	}
+	at := func(now time.Time) workload.Observation {
+		t.Helper()
+		a, err := workload.For(suite.c, ro, func() time.Time { return now })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return observe(t, a)
+	}
+	wantAt := func(what string, o workload.Observation, want time.Time) {
+		t.Helper()
+		if !o.AvailableAt.Equal(want) {
+			t.Fatalf("%s: AvailableAt %v, want %v", what, o.AvailableAt, want)
+		}
+	}
+
+	o := at(last)
+	wantPods(t, "both Ready, neither for minReadySeconds", o.Stable, 2, 0)
+	wantAt("both Ready, neither for minReadySeconds", o, first.Add(minReady))
+
+	o = at(first.Add(minReady))
+	if last.Equal(first) {
+		wantPods(t, "both Ready for minReadySeconds", o.Stable, 2, 2)
+		wantAt("both Ready for minReadySeconds", o, time.Time{})
+	} else {
+		wantPods(t, "the first Ready for minReadySeconds", o.Stable, 2, 1)
+		wantAt("the first Ready for minReadySeconds", o, last.Add(minReady))
+	}
+
+	o = at(last.Add(minReady))
+	wantPods(t, "both Ready for minReadySeconds", o.Stable, 2, 2)
+	wantAt("both Ready for minReadySeconds", o, time.Time{})
 }
