@@ -248,29 +248,18 @@ func available(p *corev1.Pod, minReady int32, now time.Time) bool {
 	if p.DeletionTimestamp != nil {
 		return false
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type != corev1.PodReady {
-			continue
-		}
-		if c.Status != corev1.ConditionTrue {
-			return false
-		}
-		return minReady == 0 || !c.LastTransitionTime.Add(time.Duration(minReady)*time.Second).After(now)
-	}
-	return false
+	since, ready := readySince(p)
+	return ready && (minReady == 0 || !since.Add(time.Duration(minReady)*time.Second).After(now))
 }
 
 // becomesAvailable is when pod p, Ready for less than minReady seconds at
 // now, becomes available; zero for any other pod.
 func becomesAvailable(p *corev1.Pod, minReady int32, now time.Time) time.Time {
-	if minReady == 0 || p.DeletionTimestamp != nil {
+	since, ready := readySince(p)
+	if minReady == 0 || p.DeletionTimestamp != nil || !ready {
 		return time.Time{}
 	}
-	ready := readyCondition(p)
-	if ready == nil || ready.Status != corev1.ConditionTrue {
-		return time.Time{}
-	}
-	if at := ready.LastTransitionTime.Add(time.Duration(minReady) * time.Second); at.After(now) {
+	if at := since.Add(time.Duration(minReady) * time.Second); at.After(now) {
 		return at
 	}
 	return time.Time{}

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"maps"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,11 +68,22 @@ func PodReadChanged(old, cur *corev1.Pod) bool {
 	if cur.DeletionTimestamp != nil {
 		return false
 	}
-	r0, r1 := readyCondition(old), readyCondition(cur)
-	if r0 == nil || r1 == nil {
-		return r0 != r1
+	s0, ok0 := readySince(old)
+	s1, ok1 := readySince(cur)
+	return ok0 != ok1 || !s0.Equal(s1)
+}
+
+// readySince is when pod p became Ready, and false when it is not Ready:
+// all that rollgate reads of its Ready condition (available,
+// becomesAvailable). A pod not Ready is not Ready whether its condition
+// is missing or False, whenever it became so: the kubelet's first status
+// of a starting pod (Ready False) wakes no Rollout.
+func readySince(p *corev1.Pod) (time.Time, bool) {
+	ready := readyCondition(p)
+	if ready == nil || ready.Status != corev1.ConditionTrue {
+		return time.Time{}, false
 	}
-	return r0.Status != r1.Status || !r0.LastTransitionTime.Equal(&r1.LastTransitionTime)
+	return ready.LastTransitionTime.Time, true
 }
 
 // readyCondition is the pod's Ready condition, nil when it has none.

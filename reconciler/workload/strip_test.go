@@ -180,8 +180,8 @@ func TestPodReadChanged(t *testing.T) {
 		}, false},
 		{"an annotation", func(p *corev1.Pod) { p.Annotations = map[string]string{"note": "x"} }, false},
 		{"Ready", func(p *corev1.Pod) { p.Status.Conditions[1].Status = corev1.ConditionTrue }, true},
-		{"Ready again, later", func(p *corev1.Pod) { p.Status.Conditions[1].LastTransitionTime = metav1.NewTime(at.Add(time.Second)) }, true},
-		{"Ready gone", func(p *corev1.Pod) { p.Status.Conditions = p.Status.Conditions[:1] }, true},
+		{"not Ready, since another time", func(p *corev1.Pod) { p.Status.Conditions[1].LastTransitionTime = metav1.NewTime(at.Add(time.Second)) }, false},
+		{"not Ready, the condition gone", func(p *corev1.Pod) { p.Status.Conditions = p.Status.Conditions[:1] }, false},
 		{"a label", func(p *corev1.Pod) { p.Labels[v1alpha1.LabelRevision] = "r2" }, true},
 		{"the owner", func(p *corev1.Pod) { p.OwnerReferences[0].UID = "b" }, true},
 		{"deleted", func(p *corev1.Pod) { p.DeletionTimestamp = &at }, true},
@@ -196,6 +196,26 @@ func TestPodReadChanged(t *testing.T) {
 		s1, _ := workload.StripPod(cur)
 		if got := workload.PodReadChanged(s0.(*corev1.Pod), s1.(*corev1.Pod)); got != c.want {
 			t.Errorf("%s, stripped: changed %v, want %v", c.name, got, c.want)
+		}
+	}
+	// A Ready pod: when it became Ready is read (minReadySeconds), and
+	// so is its ceasing to be Ready, with or without a condition.
+	readyAt := func(p *corev1.Pod, t metav1.Time) *corev1.Pod {
+		p.Status.Conditions[1].Status, p.Status.Conditions[1].LastTransitionTime = corev1.ConditionTrue, t
+		return p
+	}
+	for _, c := range []struct {
+		name     string
+		old, cur *corev1.Pod
+		want     bool
+	}{
+		{"Ready again, later", readyAt(base(), at), readyAt(base(), metav1.NewTime(at.Add(time.Second))), true},
+		{"Ready, then not", readyAt(base(), at), base(), true},
+		{"Ready, then the condition gone", readyAt(base(), at), func() *corev1.Pod { p := base(); p.Status.Conditions = p.Status.Conditions[:1]; return p }(), true},
+		{"the kubelet's first status (Ready False)", func() *corev1.Pod { p := base(); p.Status.Conditions = nil; return p }(), base(), false},
+	} {
+		if got := workload.PodReadChanged(c.old, c.cur); got != c.want {
+			t.Errorf("%s: changed %v, want %v", c.name, got, c.want)
 		}
 	}
 	// A terminating pod: its shutdown's status writes wake nothing.
