@@ -557,9 +557,10 @@ options:
 }
 
 // componentsPatches is the componentsPatches section: etcd does not fsync,
-// kube-controller-manager and kube-scheduler run without leader election,
-// and with client limits of qps (burst 2×qps) when qps is above 0 (kwokctl
-// sets neither flag itself).
+// the API server's Service range is serviceRange, kube-controller-manager
+// and kube-scheduler run without leader election, and with client limits
+// of qps (burst 2×qps) when qps is above 0 (kwokctl sets none of these
+// flags itself).
 //
 // A test cluster lives for one test and its data is thrown away, so etcd's
 // fsync of every write protects nothing; on a machine whose disk is busy
@@ -571,8 +572,15 @@ options:
 // component that cannot renew its lease within 10 s (an API server slowed by
 // a loaded machine) exits, and kwokctl does not restart it: a cluster whose
 // controller manager died creates no pod for a new Deployment.
+// serviceRange is the API server's Service range. Its default, a /24,
+// holds 254 cluster IPs: a fleet of 500 releases whose controller gives
+// each canary Service a cluster IP (Kruise Rollout does) ran out of them
+// at the 254th, and the rest waited for ever on "range is full".
+const serviceRange = "10.0.0.0/16"
+
 func componentsPatches(qps int) string {
-	s := "componentsPatches:\n- name: etcd\n  extraArgs:\n  - {key: unsafe-no-fsync, value: \"true\"}\n"
+	s := "componentsPatches:\n- name: etcd\n  extraArgs:\n  - {key: unsafe-no-fsync, value: \"true\"}\n" +
+		fmt.Sprintf("- name: kube-apiserver\n  extraArgs:\n  - {key: service-cluster-ip-range, value: %q}\n", serviceRange)
 	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
 		s += fmt.Sprintf("- name: %s\n  extraArgs:\n  - {key: leader-elect, value: \"false\"}\n", name)
 		if qps > 0 {

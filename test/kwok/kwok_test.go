@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -199,6 +200,33 @@ func podReady(p corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// TestServiceRangeHoldsAFleet: a cluster gives more cluster IPs than the
+// API server's default Service range holds (a /24: 254). P5 at N=500 runs
+// Kruise Rollout, which gives every canary Service a cluster IP; with the
+// default range its 255th release waited for ever on "range is full".
+func TestServiceRangeHoldsAFleet(t *testing.T) {
+	c := kwok.Start(t, kwok.Options{})
+	const n = 600
+	errs := make(chan error, n)
+	slots := make(chan struct{}, 8)
+	for i := range n {
+		go func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			svc := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%03d", i), Namespace: "default"},
+				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+			}
+			errs <- c.Client.Create(context.Background(), svc)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("create a ClusterIP Service: %v", err)
+		}
+	}
 }
 
 // TestClientQPS checks that Options.ClientQPS reaches the running
