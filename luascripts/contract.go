@@ -252,6 +252,15 @@ func (r Runner) RunCustom(ctx context.Context, s Script, in CustomInput) (Object
 // error wrapping ErrMisroute. On error the caller must leave the Ingress
 // untouched.
 func (r Runner) RunIngress(ctx context.Context, s Script, in IngressInput) (map[string]string, error) {
+	key, memo := "", r.Memo != nil && r.Print == nil && s.proto != nil
+	if memo {
+		key, memo = ingressKey(s, in, r.Limits.withDefaults())
+	}
+	if memo {
+		if out, ok := r.Memo.ingress(key); ok {
+			return out, nil
+		}
+	}
 	v, err := r.run(ctx, s, in.encode, func(d *decoder, ret lua.LValue) (any, error) {
 		if _, ok := ret.(*lua.LTable); !ok {
 			return nil, fmt.Errorf("expected the annotations table, got %s", ret.Type())
@@ -264,6 +273,9 @@ func (r Runner) RunIngress(ctx context.Context, s Script, in IngressInput) (map[
 	out := v.(map[string]string)
 	if err := checkIngress(s, in, out); err != nil {
 		return nil, err
+	}
+	if memo {
+		r.Memo.keepIngress(key, out)
 	}
 	return out, nil
 }

@@ -55,6 +55,8 @@ type Script struct {
 	BuiltIn bool
 
 	proto *lua.FunctionProto
+	// sum is the SHA-256 of the source (Memo's name for the script).
+	sum [32]byte
 	// native is the Go implementation of a built-in, or nil (see
 	// native.go).
 	native nativeFunc
@@ -74,7 +76,7 @@ func NewScript(name, source string) (Script, error) {
 	if err != nil {
 		return Script{}, compileError(name, err)
 	}
-	return Script{Name: name, proto: proto}, nil
+	return Script{Name: name, proto: proto, sum: sha256.Sum256([]byte(source))}, nil
 }
 
 // Library resolves which script handles a resource: a ConfigMap override,
@@ -87,6 +89,7 @@ type Library struct {
 	builtin  map[string]Script
 	override map[string]overrideEntry
 	pool     *Pool
+	memo     *Memo
 }
 
 type overrideEntry struct {
@@ -101,7 +104,7 @@ func NewLibrary() *Library {
 }
 
 func newLibrary(fsys fs.FS) *Library {
-	return &Library{fsys: fsys, builtin: map[string]Script{}, override: map[string]overrideEntry{}, pool: NewPool(libraryPoolSize)}
+	return &Library{fsys: fsys, builtin: map[string]Script{}, override: map[string]overrideEntry{}, pool: NewPool(libraryPoolSize), memo: NewMemo()}
 }
 
 // libraryPoolSize is how many idle Lua states a Library keeps.
@@ -111,6 +114,12 @@ const libraryPoolSize = 8
 // scripts of one Library share it.
 func (l *Library) Pool() *Pool {
 	return l.pool
+}
+
+// Memo returns the Library's memo of Ingress script results, for
+// Runner.Memo: the scripts of one Library share it.
+func (l *Library) Memo() *Memo {
+	return l.memo
 }
 
 var (

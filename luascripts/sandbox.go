@@ -97,6 +97,9 @@ type Runner struct {
 	// Observe, when set, is told about every run (metrics). Nil observes
 	// nothing.
 	Observe ObserveFunc
+	// Memo, when set, answers an Ingress script's repeated question
+	// without a run (see Memo). Nil runs the script every time.
+	Memo *Memo
 }
 
 // ObserveFunc receives the script of one run, how long the run took and

@@ -48,7 +48,8 @@ func ingressAnnotations(ctx context.Context, o Options, classType string, annota
 	if err != nil {
 		return nil, err
 	}
-	script, err := o.library().ResolveIngress(classType, o.LuaOverrides)
+	lib := o.library()
+	script, err := lib.ResolveIngress(classType, o.LuaOverrides)
 	if err != nil {
 		return nil, scriptError(err)
 	}
@@ -57,7 +58,7 @@ func ingressAnnotations(ctx context.Context, o Options, classType string, annota
 		RequestHeaderModifier: d.RequestHeaderModifier,
 		StableService:         d.StableService, CanaryService: d.CanaryService,
 	}
-	out, err := luascripts.Runner{Limits: o.Lua, Observe: o.LuaObserve, Pool: o.library().Pool()}.RunIngress(ctx, script, in)
+	out, err := luascripts.Runner{Limits: o.Lua, Observe: o.LuaObserve, Pool: lib.Pool(), Memo: lib.Memo()}.RunIngress(ctx, script, in)
 	if err != nil {
 		return nil, scriptError(err)
 	}

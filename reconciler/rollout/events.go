@@ -127,3 +127,12 @@ func readChanged[T client.Object](changed func(old, cur T) bool) predicate.Predi
 		return !ok || !ok2 || changed(old, cur)
 	}}
 }
+
+// createdIf passes every event of a kind but the creations of the objects
+// wakes rejects (workload.PodCreateWakes: a pod still starting).
+func createdIf[T client.Object](wakes func(T) bool) predicate.Predicate {
+	return predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool {
+		o, ok := e.Object.(T)
+		return !ok || wakes(o)
+	}}
+}

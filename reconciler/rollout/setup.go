@@ -127,7 +127,7 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
 		Watches(&appsv1.StatefulSet{}, r.eventsOf("StatefulSet", r.rolloutsOfWorkload)).
 		Watches(&appsv1.DaemonSet{}, r.eventsOf("DaemonSet", r.rolloutsOfWorkload)).
 		Watches(&appsv1.ReplicaSet{}, r.eventsOf("ReplicaSet", r.rolloutsOfReplicaSet), builder.WithPredicates(readChanged(workload.ReplicaSetReadChanged))).
-		Watches(&corev1.Pod{}, r.eventsOf("Pod", r.rolloutsOfPod), builder.WithPredicates(readChanged(workload.PodReadChanged))).
+		Watches(&corev1.Pod{}, r.eventsOf("Pod", r.rolloutsOfPod), builder.WithPredicates(readChanged(workload.PodReadChanged), createdIf(workload.PodCreateWakes))).
 		WatchesRawSource(r.repos.Woken(priorityWoken)).     // a fetch brought a merged approval
 		WatchesRawSource(r.repos.Written(priorityPoll)).    // progress reached Git: GitSynced
 		WatchesRawSource(r.repos.Proposed(priorityNormal)). // a gate's approval branch was pushed
@@ -258,8 +258,10 @@ func (r *Reconciler) trafficOptions(ctx context.Context) traffic.Options {
 	if r.Options.LuaConfigMap == "" {
 		return o
 	}
+	// The scripts are only read (luascripts.Library.Resolve): the cached
+	// ConfigMap is not copied, once or twice every reconcile.
 	var cm corev1.ConfigMap
-	if err := r.Get(ctx, types.NamespacedName{Namespace: r.Options.Namespace, Name: r.Options.LuaConfigMap}, &cm); err == nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: r.Options.Namespace, Name: r.Options.LuaConfigMap}, &cm, client.UnsafeDisableDeepCopy); err == nil {
 		o.LuaOverrides = cm.Data
 	}
 	return o

@@ -73,6 +73,19 @@ func PodReadChanged(old, cur *corev1.Pod) bool {
 	return ok0 != ok1 || !s0.Equal(s1)
 }
 
+// PodCreateWakes reports whether a pod the cache sees for the first time
+// wakes its Rollout: only when it is Ready already or terminating (a
+// re-list, a controller start). A starting pod, created by its workload's
+// controller, counts for nothing a release waits for until it is Ready,
+// and becoming Ready wakes its Rollout then (PodReadChanged). Where it
+// counts before (a batch of a ReplicaSet that grew back to its size, a
+// DaemonSet's new pod on a node), it is followed by its readiness or, if
+// it never becomes Ready, by the poll of a moving workload.
+func PodCreateWakes(p *corev1.Pod) bool {
+	_, ready := readySince(p)
+	return ready || p.DeletionTimestamp != nil
+}
+
 // readySince is when pod p became Ready, and false when it is not Ready:
 // all that rollgate reads of its Ready condition (available,
 // becomesAvailable). A pod not Ready is not Ready whether its condition

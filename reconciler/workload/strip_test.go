@@ -232,6 +232,43 @@ func TestPodReadChanged(t *testing.T) {
 	}
 }
 
+// TestPodCreateWakes: a pod's creation wakes its Rollout only when the pod
+// counts as more than starting: Ready (a re-list, a controller start) or
+// terminating. A starting pod wakes it when it becomes Ready
+// (PodReadChanged).
+func TestPodCreateWakes(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	pod := func(ready corev1.ConditionStatus, deleted bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1"}}
+		if ready != "" {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: at}}
+		}
+		if deleted {
+			p.DeletionTimestamp = &at
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"new, no status yet", pod("", false), false},
+		{"new, not Ready", pod(corev1.ConditionFalse, false), false},
+		{"Ready", pod(corev1.ConditionTrue, false), true},
+		{"terminating", pod("", true), true},
+		{"terminating, not Ready", pod(corev1.ConditionFalse, true), true},
+	} {
+		if got := workload.PodCreateWakes(c.pod); got != c.want {
+			t.Errorf("%s: wakes %v, want %v", c.name, got, c.want)
+		}
+		stripped, _ := workload.StripPod(c.pod)
+		if got := workload.PodCreateWakes(stripped.(*corev1.Pod)); got != c.want {
+			t.Errorf("%s, stripped: wakes %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestWorkloadReadChanged: an update of a ReplicaSet or a Deployment wakes
 // its Rollout when something rollgate reads of it changed, and not for the
 // status writes of their controllers that change nothing read.

@@ -1,0 +1,59 @@
+package luascripts
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"k8s.io/utils/lru"
+)
+
+// Memo keeps the results of the latest successful runs of Ingress
+// scripts, by script and input. A script's result depends on its input
+// alone (the sandbox has no clock, no random numbers and no I/O), and the
+// Ingress router asks the same question at every reconcile of a step
+// (the same annotations, weight and matches), so a Runner with a Memo
+// answers a repeated question without running the script again.
+//
+// It holds at most memoSize results, the least recently used going
+// first. A result it gives is not a run: Runner.Observe and Runner.Print
+// hear nothing of it (a Runner with Print set does not use its Memo).
+// Errors are not kept: a failing step runs its script each time, and
+// says why each time.
+type Memo struct {
+	cache *lru.Cache
+}
+
+// memoSize bounds a Memo: one result per Ingress route of a release in
+// progress is what it needs; 1,024 results of a few annotations each are
+// well under a MiB.
+const memoSize = 1024
+
+// NewMemo returns an empty Memo.
+func NewMemo() *Memo {
+	return &Memo{cache: lru.New(memoSize)}
+}
+
+// ingressKey is the key of a run of s on in under lim: the script is
+// named by the hash of its source.
+func ingressKey(s Script, in IngressInput, lim Limits) (string, bool) {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("%x %+v %s", s.sum, lim, b), true
+}
+
+// ingress returns the result kept for key, a copy the caller may change.
+func (m *Memo) ingress(key string) (map[string]string, bool) {
+	v, ok := m.cache.Get(key)
+	if !ok {
+		return nil, false
+	}
+	return maps.Clone(v.(map[string]string)), true
+}
+
+// keepIngress keeps a copy of out for key.
+func (m *Memo) keepIngress(key string, out map[string]string) {
+	m.cache.Add(key, maps.Clone(out))
+}
