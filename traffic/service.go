@@ -135,6 +135,19 @@ func (s *services) podsLabelled(ctx context.Context, stable *corev1.Service, dec
 // label.
 const podLabelPoll = 250 * time.Millisecond
 
+// SliceServes reports whether an EndpointSlice lists a ready endpoint:
+// what rollgate reads of a canary Service's slices before its routes send
+// the canary requests. An endpoint whose ready condition is unset counts
+// as ready, as the API defines it.
+func SliceServes(sl *discoveryv1.EndpointSlice) bool {
+	for _, ep := range sl.Endpoints {
+		if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+			return true
+		}
+	}
+	return false
+}
+
 // endpointPoll is how soon to look again for a ready endpoint of the
 // canary Service.
 const endpointPoll = 250 * time.Millisecond
@@ -150,11 +163,9 @@ func (s *services) endpointsReady(ctx context.Context, r client.Reader, svc *cor
 	if err := r.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
 		return fmt.Errorf("list the EndpointSlices of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	for _, sl := range slices.Items {
-		for _, ep := range sl.Endpoints {
-			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
-				return nil
-			}
+	for i := range slices.Items {
+		if SliceServes(&slices.Items[i]) {
+			return nil
 		}
 	}
 	return &WaitError{After: endpointPoll, Reason: fmt.Sprintf("Service %s/%s has no ready endpoint in its EndpointSlices yet", svc.Namespace, svc.Name)}

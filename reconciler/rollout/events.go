@@ -129,7 +129,9 @@ func readChanged[T client.Object](changed func(old, cur T) bool) predicate.Predi
 }
 
 // createdIf passes every event of a kind but the creations of the objects
-// wakes rejects (workload.PodCreateWakes: a pod still starting).
+// wakes rejects: a pod still starting (workload.PodCreateWakes), a canary
+// Service's EndpointSlice without a ready endpoint yet
+// (traffic.SliceServes).
 func createdIf[T client.Object](wakes func(T) bool) predicate.Predicate {
 	return predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool {
 		o, ok := e.Object.(T)

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	eventv1 "github.com/fluxcd/pkg/runtime/events"
 	appsv1 "k8s.io/api/apps/v1"
@@ -112,7 +113,8 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts Options) error {
 	if !opts.NoEndpointSlices {
 		// A canary Service's slice listing a ready endpoint lets the
 		// routes send it requests (traffic.Options.Endpoints).
-		b = b.Watches(&discoveryv1.EndpointSlice{}, r.eventsOf("EndpointSlice", r.rolloutsOfCanarySlice))
+		b = b.Watches(&discoveryv1.EndpointSlice{}, r.eventsOf("EndpointSlice", r.rolloutsOfCanarySlice),
+			builder.WithPredicates(readChanged(sliceReadChanged), createdIf(traffic.SliceServes)))
 	}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute").GroupKind(), gatewayv1.SchemeGroupVersion.Version); err == nil {
 		b = b.Watches(&gatewayv1.HTTPRoute{}, r.eventsOf("HTTPRoute", r.rolloutsOfRoute("HTTPRoute")), builder.WithPredicates(r.routeWrites.notOwn()))
@@ -168,6 +170,16 @@ func (r *Reconciler) rolloutsOfCanarySlice(ctx context.Context, o client.Object)
 		return nil
 	}
 	return r.rolloutsBy(ctx, o.GetNamespace(), routeIndex, "Service/"+stable)
+}
+
+// sliceReadChanged reports whether what rollgate reads of a canary
+// Service's EndpointSlice moved between two copies of it: its labels
+// (whose canary Service it is) and whether it lists a ready endpoint
+// (traffic.SliceServes). The EndpointSlice controller rewrites a slice for
+// every canary pod that comes, becomes ready or goes; only the first ready
+// endpoint (or the last one going) is news to a release.
+func sliceReadChanged(old, cur *discoveryv1.EndpointSlice) bool {
+	return !maps.Equal(old.Labels, cur.Labels) || traffic.SliceServes(old) != traffic.SliceServes(cur)
 }
 
 // rolloutsOfWorkload maps a workload event to the Rollouts pointing at it.
