@@ -25,9 +25,16 @@ type Memo struct {
 }
 
 // memoSize bounds a Memo: one result per Ingress route of a release in
-// progress is what it needs; 1,024 results of a few annotations each are
-// well under a MiB.
+// progress is what it needs.
 const memoSize = 1024
+
+// memoMaxInput bounds what a Memo keeps of one question: an input (the
+// canary Ingress's annotations, the step's matches) whose key is longer is
+// not kept, and its script runs every time. A result is the input's
+// annotations and the script's few, so a Memo holds at most about
+// memoSize × 2 × memoMaxInput (32 MiB); an Ingress with three
+// annotations takes about 1 KiB a question (a 458-byte key), 1 MiB in all.
+const memoMaxInput = 16 << 10
 
 // NewMemo returns an empty Memo.
 func NewMemo() *Memo {
@@ -38,7 +45,7 @@ func NewMemo() *Memo {
 // named by the hash of its source.
 func ingressKey(s Script, in IngressInput, lim Limits) (string, bool) {
 	b, err := json.Marshal(in)
-	if err != nil {
+	if err != nil || len(b) > memoMaxInput {
 		return "", false
 	}
 	return fmt.Sprintf("%x %+v %s", s.sum, lim, b), true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,13 +65,25 @@ func TestMemoAnswersRepeatedQuestions(t *testing.T) {
 		t.Errorf("a failing script twice: %d runs in all, want 5 (errors are not kept)", runs)
 	}
 
+	// A question too long to keep runs every time.
+	long := IngressInput{Annotations: map[string]string{"note": strings.Repeat("x", memoMaxInput)}, Weight: 20}
+	before := runs
+	for range 2 {
+		if _, err := r.RunIngress(ctx, weight, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs != before+2 {
+		t.Errorf("a question over memoMaxInput twice: %d runs, want 2 (not kept)", runs-before)
+	}
+
 	// Bounded: memoSize other questions push the first one out.
 	for i := range memoSize {
 		if _, err := r.RunIngress(ctx, weight, IngressInput{Weight: int32(i), CanaryService: fmt.Sprint("svc-", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before := runs
+	before = runs
 	in.Weight = 20
 	if _, err := r.RunIngress(ctx, weight, in); err != nil || runs != before+1 {
 		t.Errorf("the first question after %d others: %d runs, want 1 (forgotten)", memoSize, runs-before)
