@@ -133,9 +133,11 @@ func (r *Reconciler) missingTemplates(ctx context.Context, sc *scope, field stri
 }
 
 // exists reports whether the object named name exists in namespace; a
-// kind whose CRD is not installed does not exist either.
+// kind whose CRD is not installed does not exist either. obj shares the
+// cached object's contents (it is not copied: this runs every reconcile),
+// so the caller only reads it.
 func (r *Reconciler) exists(ctx context.Context, obj client.Object, namespace, name string) (bool, error) {
-	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj, client.UnsafeDisableDeepCopy)
 	var noKind *apierrors.NoKindMatchError
 	switch {
 	case err == nil:
