@@ -252,7 +252,7 @@ func (r Runner) RunCustom(ctx context.Context, s Script, in CustomInput) (Object
 // error wrapping ErrMisroute. On error the caller must leave the Ingress
 // untouched.
 func (r Runner) RunIngress(ctx context.Context, s Script, in IngressInput) (map[string]string, error) {
-	key, memo := "", r.Memo != nil && r.Print == nil && s.proto != nil
+	key, memo := memoKey{}, r.Memo != nil && r.Print == nil && s.proto != nil
 	if memo {
 		key, memo = ingressKey(s, in, r.Limits.withDefaults())
 	}

@@ -2,7 +2,6 @@ package luascripts
 
 import (
 	"encoding/json"
-	"fmt"
 	"maps"
 
 	"k8s.io/utils/lru"
@@ -33,7 +32,7 @@ const memoSize = 1024
 // not kept, and its script runs every time. A result is the input's
 // annotations and the script's few, so a Memo holds at most about
 // memoSize × 2 × memoMaxInput (32 MiB); an Ingress with three
-// annotations takes about 1 KiB a question (a 458-byte key), 1 MiB in all.
+// annotations takes about 1 KiB a question (260 bytes of JSON in its key), 1 MiB in all.
 const memoMaxInput = 16 << 10
 
 // NewMemo returns an empty Memo.
@@ -41,18 +40,25 @@ func NewMemo() *Memo {
 	return &Memo{cache: lru.New(memoSize)}
 }
 
-// ingressKey is the key of a run of s on in under lim: the script is
-// named by the hash of its source.
-func ingressKey(s Script, in IngressInput, lim Limits) (string, bool) {
+// memoKey names a question: the script by the hash of its source, the
+// limits it runs under, and its input as JSON.
+type memoKey struct {
+	script [32]byte
+	limits Limits
+	input  string
+}
+
+// ingressKey is the key of a run of s on in under lim.
+func ingressKey(s Script, in IngressInput, lim Limits) (memoKey, bool) {
 	b, err := json.Marshal(in)
 	if err != nil || len(b) > memoMaxInput {
-		return "", false
+		return memoKey{}, false
 	}
-	return fmt.Sprintf("%x %+v %s", s.sum, lim, b), true
+	return memoKey{script: s.sum, limits: lim, input: string(b)}, true
 }
 
 // ingress returns the result kept for key, a copy the caller may change.
-func (m *Memo) ingress(key string) (map[string]string, bool) {
+func (m *Memo) ingress(key memoKey) (map[string]string, bool) {
 	v, ok := m.cache.Get(key)
 	if !ok {
 		return nil, false
@@ -61,6 +67,6 @@ func (m *Memo) ingress(key string) (map[string]string, bool) {
 }
 
 // keepIngress keeps a copy of out for key.
-func (m *Memo) keepIngress(key string, out map[string]string) {
+func (m *Memo) keepIngress(key memoKey, out map[string]string) {
 	m.cache.Add(key, maps.Clone(out))
 }
