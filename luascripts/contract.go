@@ -252,10 +252,7 @@ func (r Runner) RunCustom(ctx context.Context, s Script, in CustomInput) (Object
 // error wrapping ErrMisroute. On error the caller must leave the Ingress
 // untouched.
 func (r Runner) RunIngress(ctx context.Context, s Script, in IngressInput) (map[string]string, error) {
-	key, memo := memoKey{}, r.Memo != nil && r.Print == nil && s.proto != nil
-	if memo {
-		key, memo = ingressKey(s, in, r.Limits.withDefaults())
-	}
+	key, memo := r.ingressMemoKey(s, in)
 	if memo {
 		if out, ok := r.Memo.ingress(key); ok {
 			return out, nil
@@ -278,6 +275,16 @@ func (r Runner) RunIngress(ctx context.Context, s Script, in IngressInput) (map[
 		r.Memo.keepIngress(key, out)
 	}
 	return out, nil
+}
+
+// ingressMemoKey names the question RunIngress answers, false when its
+// answer is not kept: no Memo, a Runner that prints (each run must print),
+// a script not compiled, or an input over memoMaxInput.
+func (r Runner) ingressMemoKey(s Script, in IngressInput) (memoKey, bool) {
+	if r.Memo == nil || r.Print != nil || s.proto == nil {
+		return memoKey{}, false
+	}
+	return ingressKey(s, in, r.Limits.withDefaults())
 }
 
 func decodeCustom(d *decoder, ret lua.LValue, orig ObjectData) (ObjectData, error) {

@@ -26,7 +26,9 @@ func namespace(t *testing.T) string { return rig.NewNamespace(t, suite.c) }
 
 func podTemplate(app, image string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+		// An annotation on every pod, as a scraper or a mesh puts there:
+		// the stripped cache drops it (TestStrippedPodsObserveTheSame).
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}, Annotations: map[string]string{"prometheus.io/scrape": "true"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: app, Image: image}}},
 	}
 }

@@ -29,14 +29,17 @@ func CacheTransforms() map[client.Object]cache.ByObject {
 // StripPod is the cache transform of Pods: it keeps what rollgate reads of
 // a pod and drops the rest, which is most of a cached pod (the spec with
 // its containers, volumes and tolerations; the container statuses and
-// addresses), and managedFields.
+// addresses), its annotations and managedFields.
 //
 // What rollgate reads of a pod, every reader included (the adapters, the
 // owner index, the pod watch of the Rollout controller, the Service
-// router's wait for labels): its metadata (name, namespace, UID, labels,
-// owner references, deletion timestamp) and its Ready condition (its
-// status and when it became so); of the status only that condition is
-// kept. rollgate writes pods only with label merge patches and
+// router's wait for labels): its metadata but for its annotations (name,
+// namespace, UID, labels, owner references, deletion timestamp) and its
+// Ready condition (its status and when it became so); of the status only
+// that condition is kept. A pod's annotations are its template's and what
+// a mesh, a scraper or a tool adds (a sidecar's status, a restart time),
+// often larger than the rest of a stripped pod, and nothing of rollgate
+// reads them. rollgate writes pods only with label merge patches and
 // deletes them, never with an update of a cached copy, so nothing it drops
 // can be written back. TestStrippedPodsObserveTheSame keeps this list
 // honest, and PodReadChanged compares what it names.
@@ -46,7 +49,7 @@ func StripPod(obj any) (any, error) {
 		return obj, nil
 	}
 	out := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta}
-	out.ManagedFields = nil
+	out.ManagedFields, out.Annotations = nil, nil
 	if ready := readyCondition(p); ready != nil {
 		out.Status.Conditions = []corev1.PodCondition{*ready}
 	}

@@ -58,8 +58,8 @@ func TestStrippedPodsObserveTheSame(t *testing.T) {
 		t.Fatal("no cached pod of web")
 	}
 	for _, p := range cached.Items {
-		if len(p.Spec.Containers) != 0 || len(p.ManagedFields) != 0 || len(p.Status.ContainerStatuses) != 0 {
-			t.Errorf("cached pod %s keeps %d containers, %d managedFields entries, %d container statuses: not stripped", p.Name, len(p.Spec.Containers), len(p.ManagedFields), len(p.Status.ContainerStatuses))
+		if len(p.Spec.Containers) != 0 || len(p.ManagedFields) != 0 || len(p.Status.ContainerStatuses) != 0 || len(p.Annotations) != 0 {
+			t.Errorf("cached pod %s keeps %d containers, %d managedFields entries, %d container statuses, %d annotations: not stripped", p.Name, len(p.Spec.Containers), len(p.ManagedFields), len(p.Status.ContainerStatuses), len(p.Annotations))
 		}
 		if len(p.OwnerReferences) == 0 || len(p.Status.Conditions) == 0 {
 			t.Errorf("cached pod %s lost its owner or its conditions", p.Name)
