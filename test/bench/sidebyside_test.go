@@ -45,7 +45,8 @@ const (
 	// (ROLLGATE_P5_RELEASES, default 1).
 	sideBySideReleasesEnv = "ROLLGATE_P5_RELEASES"
 	// sideBySideCPUProfileEnv, when set, is a folder where rollgate's CPU
-	// profile of each release goes (rollgate-<N>-cpu.pprof): its first
+	// profile of each release goes (rollgate-<N>-cpu.pprof), and what it
+	// allocated meanwhile (rollgate-<N>-allocs.pprof): its first
 	// sideBySideCPUProfileSeconds after the images change, read from the
 	// controller's --pprof-bind-address.
 	sideBySideCPUProfileEnv     = "ROLLGATE_P5_CPUPROFILE"
@@ -401,37 +402,46 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 	r.collect(f.names, tr, bumped, approved)
 }
 
-// profileCPU starts reading the CPU profile of cp into the folder of
-// sideBySideCPUProfileEnv, when set and cp serves profiles; the function
-// it returns waits for the profile.
+// profileCPU starts reading the CPU profile of cp, and the allocations of
+// the same window, into the folder of sideBySideCPUProfileEnv, when set and
+// cp serves profiles; the function it returns waits for both.
 func (f *fleet) profileCPU(c contender, cp *controllerProcess, n int) func() {
 	dir := os.Getenv(sideBySideCPUProfileEnv)
 	if dir == "" || cp.pprofURL == "" {
 		return func() {}
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%d-cpu.pprof", c.name(), n))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", cp.pprofURL, sideBySideCPUProfileSeconds)
-		resp, err := http.Get(url)
-		if err != nil {
-			f.b.Logf("CPU profile: %v", err)
-			return
-		}
-		defer resp.Body.Close()
-		out, err := os.Create(path)
-		if err == nil {
-			_, err = io.Copy(out, resp.Body)
-			err = errors.Join(err, out.Close())
-		}
-		if err != nil {
-			f.b.Logf("CPU profile: %v", err)
-			return
-		}
-		fmt.Printf("P5 CPU profile, %s, %d Rollouts: %s\n", c.name(), n, path)
-	}()
-	return func() { <-done }
+	var wg sync.WaitGroup
+	for _, kind := range []string{"profile", "allocs"} {
+		name := map[string]string{"profile": "cpu", "allocs": "allocs"}[kind]
+		path := filepath.Join(dir, fmt.Sprintf("%s-%d-%s.pprof", c.name(), n, name))
+		url := fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", cp.pprofURL, kind, sideBySideCPUProfileSeconds)
+		wg.Go(func() {
+			if err := fetchProfile(url, path); err != nil {
+				f.b.Logf("%s profile: %v", name, err)
+				return
+			}
+			fmt.Printf("P5 %s profile, %s, %d Rollouts: %s\n", name, c.name(), n, path)
+		})
+	}
+	return wg.Wait
+}
+
+// fetchProfile writes the profile that url serves into path.
+func fetchProfile(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, resp.Body)
+	return errors.Join(err, out.Close())
 }
 
 // collect gathers the times of the workloads that reached step 1 and
