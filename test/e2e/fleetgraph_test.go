@@ -139,7 +139,12 @@ func (f *fleet) says(name, want string) {
 
 // completedAt is when cluster name's release completed, as its controller
 // wrote it (status.stepStartedAt of the completed release; the same time
-// goes to its status file).
+// goes to its status file). Status times are whole seconds rounded up, so
+// that a wait counted from one never ends early (strategy's newPlanner):
+// the release completed within the second before it, and a downstream
+// cluster that waits for nothing more than that completion may start in
+// that second (on 2026-12-02: core's first pod at 02:00:07.84, edge-1's
+// stepStartedAt 02:00:08, its Ready condition's transition 02:00:07).
 func (f *fleet) completedAt(name string) time.Time {
 	return f.clusters[name].Rollout("demo", "web").Status.StepStartedAt.Time
 }
@@ -346,8 +351,8 @@ func TestFleetShareThroughGit(t *testing.T) {
 	f.healthy("edge-1", "web:2")
 	completed := f.completedAt("edge-1")
 	f.healthy("core", "web:2")
-	if first := corePods.first(); first.Before(completed) {
-		t.Fatalf("core's first web:2 pod at %s, before edge-1 completed (%s)", first, completed)
+	if first := corePods.first(); first.Before(completed.Add(-time.Second)) {
+		t.Fatalf("core's first web:2 pod at %s, before edge-1 completed (in the second before %s)", first, completed)
 	} else {
 		t.Logf("edge-1 completed at %s; core's first web:2 pod %s after", completed.Format(time.StampMilli), first.Sub(completed).Round(time.Millisecond))
 	}

@@ -106,6 +106,26 @@ func perWindowFor(l *load, withHeader bool) int {
 	return perWindow*4/3 + perWindow/5
 }
 
+// traefikServiceScript orders the stories by the script that shifts their
+// TraefikService. The controller's ConfigMap of user scripts is one for
+// the whole package, and TestTraefikServiceThroughLua puts a user's own
+// TraefikService script in it: a story beside it that meant the built-in
+// script would run the user's. On 2026-12-02 the sticky story's step 2 ran
+// the Kruise-style user script, which sets no sticky cookie, and was
+// refused ("split requests without spec.weighted.sticky.cookie"). The
+// stories that rely on the built-in script hold it for reading
+// (builtInTraefikServiceScript); the story that replaces it holds it alone
+// for its whole length, before its context starts, so that no story's
+// deadline runs while it waits.
+var traefikServiceScript sync.RWMutex
+
+// builtInTraefikServiceScript holds traefikServiceScript for reading
+// until t ends: no user's TraefikService script is installed meanwhile.
+func builtInTraefikServiceScript(t *testing.T) {
+	traefikServiceScript.RLock()
+	t.Cleanup(traefikServiceScript.RUnlock)
+}
+
 // setUserScript puts script under key in the controller's Lua ConfigMap
 // (the chart's luaConfigMap), creating it; the test's cleanup deletes the
 // ConfigMap.
@@ -175,6 +195,11 @@ func (w *world) weightedServices(ctx context.Context, name string) string {
 // no request fails over the whole story.
 func TestTraefikServiceThroughLua(t *testing.T) {
 	t.Parallel()
+	// Its user scripts replace the built-in one for every story: none that
+	// relies on it runs meanwhile. Registered first, the unlock runs after
+	// setUserScript's cleanup has deleted the ConfigMap.
+	traefikServiceScript.Lock()
+	t.Cleanup(traefikServiceScript.Unlock)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	const ref = "echoserver-wrr"
@@ -415,6 +440,7 @@ func getWith(c *http.Client, url string) (string, error) {
 // had. No request fails.
 func TestStickyCanaryThroughTraefikService(t *testing.T) {
 	t.Parallel()
+	builtInTraefikServiceScript(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	w := newWorldOf(t, ctx, worldOptions{rollout: stickyRollout(), app: traefikServiceApp})

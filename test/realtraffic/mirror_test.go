@@ -83,6 +83,7 @@ func (w *world) traefikServiceSpec(ctx context.Context, name string) string {
 // No request fails over the story.
 func TestMirrorThroughTraefikService(t *testing.T) {
 	t.Parallel()
+	builtInTraefikServiceScript(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const ref = "echoserver-wrr"
