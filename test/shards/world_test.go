@@ -1,11 +1,15 @@
 package shards
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -174,6 +178,9 @@ func (w *world) applyThroughPinned(docs string) {
 type writeLog struct {
 	mu     sync.Mutex
 	writes []string // "<METHOD> <path>"
+	// versions holds each write's resourceVersion as its answer gave it
+	// (0 when the answer was not JSON, as for built-in kinds).
+	versions []uint64
 }
 
 func (l *writeLog) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -182,12 +189,41 @@ func (l *writeLog) wrap(rt http.RoundTripper) http.RoundTripper {
 		// A write the API server refused (a status patch of a Rollout
 		// relabelled meanwhile fails its optimistic lock) changed nothing.
 		if req.Method != http.MethodGet && err == nil && resp.StatusCode < 300 {
+			var rv uint64
+			if rv, err = answeredVersion(resp); err != nil {
+				return nil, err
+			}
 			l.mu.Lock()
 			l.writes = append(l.writes, req.Method+" "+req.URL.Path)
+			l.versions = append(l.versions, rv)
 			l.mu.Unlock()
 		}
 		return resp, err
 	})
+}
+
+// answeredVersion reads the resourceVersion of the object a JSON answer
+// carries (0 for any other answer), leaving the body for the client.
+func answeredVersion(resp *http.Response) (uint64, error) {
+	if resp.Body == nil || !strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		return 0, nil
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	var o struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(b, &o) != nil {
+		return 0, nil
+	}
+	rv, _ := strconv.ParseUint(o.Metadata.ResourceVersion, 10, 64)
+	return rv, nil
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -204,11 +240,22 @@ func (l *writeLog) mark() int {
 // of returns the writes since mark to the objects of resource (plural,
 // such as "rollouts") named name in ns, subresources included.
 func (l *writeLog) of(since int, resource, name string) []string {
+	return l.ofAfter(since, 0, resource, name)
+}
+
+// ofAfter is of without the writes whose answer carried a resourceVersion
+// of at most rv: the writes the API server applied before the one that
+// answered rv. The API server's resourceVersions are etcd revisions here,
+// which grow with every write; a write whose answer carried none is kept.
+func (l *writeLog) ofAfter(since int, rv uint64, resource, name string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	prefix := "/namespaces/" + ns + "/" + resource + "/" + name
 	var out []string
-	for _, w := range l.writes[since:] {
+	for i, w := range l.writes[since:] {
+		if v := l.versions[since+i]; v != 0 && v <= rv {
+			continue
+		}
 		_, p, _ := strings.Cut(w, " ")
 		if i := strings.Index(p, prefix); i >= 0 {
 			if rest := p[i+len(prefix):]; rest == "" || strings.HasPrefix(rest, "/") {
