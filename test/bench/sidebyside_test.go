@@ -411,8 +411,8 @@ func (f *fleet) profileCPU(c contender, cp *controllerProcess, n int) func() {
 		return func() {}
 	}
 	var wg sync.WaitGroup
-	for _, kind := range []string{"profile", "allocs"} {
-		name := map[string]string{"profile": "cpu", "allocs": "allocs"}[kind]
+	for _, pr := range []struct{ kind, name string }{{"profile", "cpu"}, {"allocs", "allocs"}} {
+		kind, name := pr.kind, pr.name
 		path := filepath.Join(dir, fmt.Sprintf("%s-%d-%s.pprof", c.name(), n, name))
 		url := fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", cp.pprofURL, kind, sideBySideCPUProfileSeconds)
 		wg.Go(func() {
