@@ -29,6 +29,19 @@ func OwnerIndexed() Option {
 // returns pointers to its elements. With OwnerIndexed it lists each
 // owner's objects through OwnerIndex; otherwise it lists by sel and keeps
 // the owners' objects.
+//
+// Through OwnerIndex the objects are not deep copies
+// (client.UnsafeDisableDeepCopy): each is a shallow copy of the informer
+// cache's object and shares its maps, slices and pointers. A reconcile
+// reads every pod and ReplicaSet of its workload, and copying them was a
+// tenth of all the bytes the controller allocated (docs/benchmarks.md).
+// So no caller changes a listed object's labels, annotations, spec or
+// status in place: that would change the cache under every other reader.
+// Setting a field of the listed object itself is safe, and so is writing
+// it with the client, which zeroes the object before decoding the API
+// server's answer into it (new maps, new slices). The test
+// TestIndexedWritesLeaveTheCacheAlone drives whole releases and fails on
+// any change to the cache's objects.
 func listOwned[L client.ObjectList, O client.Object](ctx context.Context, b *base, newList func() L, items func(L) []O, ns string, sel labels.Selector, owners map[types.UID]bool) ([]O, error) {
 	var out []O
 	keep := func(l L) {
@@ -48,7 +61,7 @@ func listOwned[L client.ObjectList, O client.Object](ctx context.Context, b *bas
 	}
 	for uid := range owners {
 		l := newList()
-		if err := b.c.List(ctx, l, client.InNamespace(ns), client.MatchingFields{OwnerIndex: string(uid)}); err != nil {
+		if err := b.c.List(ctx, l, client.InNamespace(ns), client.MatchingFields{OwnerIndex: string(uid)}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, err
 		}
 		keep(l)

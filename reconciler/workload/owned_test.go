@@ -2,13 +2,16 @@ package workload_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/workload"
@@ -111,5 +114,94 @@ func TestOwnerIndexedNeedsTheIndex(t *testing.T) {
 	}
 	if _, err := a.Observe(context.Background()); err == nil {
 		t.Fatal("Observe through an uncached client with OwnerIndexed: no error")
+	}
+}
+
+// Given releases of a Deployment in the partition style and in the canary
+// style driven by adapters that read through the owner index (which hands
+// out the informer cache's objects without copying them), no write an
+// adapter makes — labelling pods, scaling ReplicaSets, scaling the canary
+// Deployment — and no read changes what the cache holds.
+func TestIndexedWritesLeaveTheCacheAlone(t *testing.T) {
+	ns := namespace(t)
+	for _, canaryStyle := range []bool{false, true} {
+		name := map[bool]string{false: "part", true: "extra"}[canaryStyle]
+		d := newDeployment(t, ns, name, 4)
+		ro, _ := cover(t, d, func(ro *v1alpha1.Rollout) {
+			ro.Spec.Strategy.Canary.EnableExtraWorkloadForCanary = canaryStyle
+		})
+		setImage(t, d, name+":v2")
+		a, err := workload.For(suite.cached, ro, nil, workload.OwnerIndexed())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The cache may not have seen the held image change yet.
+		var rev string
+		eventually(t, 15*time.Second, name+": the cached adapter sees the release", func(ctx context.Context) (bool, error) {
+			o, err := a.Observe(ctx)
+			rev = o.CanaryRevision
+			return err == nil && o.Held && rev != "", err
+		})
+		rolloutID := name + "-" + rev
+		for _, n := range []int32{1, 3} {
+			what := fmt.Sprintf("%s: batch of %d", name, n)
+			drive(t, what, a, 1, func(ctx context.Context) (bool, error) {
+				before := cacheShares(t, ns)
+				done, err := a.EnsureBatch(ctx, workload.Batch{CanaryReplicas: n, RolloutID: rolloutID, BatchID: n})
+				cacheUnchanged(t, what, before)
+				return done, err
+			})
+		}
+		drive(t, name+": finalize", a, 1, func(ctx context.Context) (bool, error) {
+			before := cacheShares(t, ns)
+			done, err := a.HandBack(ctx)
+			cacheUnchanged(t, name+": finalize", before)
+			return done, err
+		})
+	}
+}
+
+// shared is an item of a list read from the informer cache without
+// copying: a shallow copy of the cache's object, whose maps, slices and
+// pointers are the cache's own, and a deep copy taken at the same time.
+type shared struct {
+	obj, copy client.Object
+}
+
+// cacheShares reads the pods, ReplicaSets and Deployments of ns from the
+// informer cache without copying them.
+func cacheShares(t *testing.T, ns string) []shared {
+	t.Helper()
+	ctx := context.Background()
+	var out []shared
+	var pods corev1.PodList
+	var rss appsv1.ReplicaSetList
+	var ds appsv1.DeploymentList
+	for _, l := range []client.ObjectList{&pods, &rss, &ds} {
+		if err := suite.cached.List(ctx, l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range pods.Items {
+		out = append(out, shared{&pods.Items[i], pods.Items[i].DeepCopy()})
+	}
+	for i := range rss.Items {
+		out = append(out, shared{&rss.Items[i], rss.Items[i].DeepCopy()})
+	}
+	for i := range ds.Items {
+		out = append(out, shared{&ds.Items[i], ds.Items[i].DeepCopy()})
+	}
+	return out
+}
+
+// cacheUnchanged fails the test when an object cacheShares read has
+// changed since: an informer replaces the objects it stores and never
+// changes one, so a change is a write that decoded into the cache.
+func cacheUnchanged(t *testing.T, what string, before []shared) {
+	t.Helper()
+	for _, s := range before {
+		if !reflect.DeepEqual(s.obj, s.copy) {
+			t.Fatalf("%s changed the cache's %T %s:\nnow  %+v\nwas  %+v", what, s.obj, s.obj.GetName(), s.obj, s.copy)
+		}
 	}
 }
