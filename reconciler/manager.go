@@ -262,6 +262,7 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 		Scheme:                  scheme,
 		Cache:                   cacheOptions(opts.Namespace, shard, scope),
 		NewCache:                newNamespacedIndexesCache,
+		MapperProvider:          newMapper,
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(mo.MetricsAddr, "0")},
 		HealthProbeBindAddress:  cmp.Or(mo.ProbeAddr, "0"),
