@@ -210,7 +210,7 @@ func (r *Reconciler) rolloutsOfReplicaSet(ctx context.Context, o client.Object) 
 				return reqs
 			}
 			var d appsv1.Deployment
-			if err := r.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}, &d); err == nil {
+			if err := r.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}, &d, client.UnsafeDisableDeepCopy); err == nil {
 				for _, dref := range d.OwnerReferences {
 					if dref.Kind == "Rollout" && dref.APIVersion == v1alpha1.GroupVersion.String() {
 						return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: dref.Name}}}
@@ -233,8 +233,9 @@ func (r *Reconciler) rolloutsOfPod(ctx context.Context, o client.Object) []recon
 	}
 	switch ref.Kind {
 	case "ReplicaSet":
+		// Only its owner references are read: not copied.
 		var rs appsv1.ReplicaSet
-		if err := r.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}, &rs); err != nil {
+		if err := r.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}, &rs, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		return r.rolloutsOfReplicaSet(ctx, &rs)
@@ -245,14 +246,16 @@ func (r *Reconciler) rolloutsOfPod(ctx context.Context, o client.Object) []recon
 }
 
 func (r *Reconciler) rolloutsBy(ctx context.Context, ns, index, value string) []reconcile.Request {
+	// Only the names are read: the cached Rollouts are not copied, at
+	// every event of every pod and ReplicaSet a Rollout owns.
 	var list v1alpha1.RolloutList
-	if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing Rollouts", "index", index, "value", value)
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, ro := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ro.Namespace, Name: ro.Name}})
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
 	}
 	return out
 }
