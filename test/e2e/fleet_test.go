@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -215,12 +216,49 @@ func reportFleet(t *testing.T, git *gitserver.Server, clusters map[string]*world
 			file, _ := git.ReadFile("fleet", "rollgate/status", name+"/demo/web.yaml")
 			d := &appsv1.Deployment{}
 			_ = w.C.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "web"}, d)
+			repos := &v1alpha1.RepositoryList{}
+			_ = w.C.List(context.Background(), repos, client.InNamespace("demo"))
+			var repoStatus []string
+			for _, r := range repos.Items {
+				repoStatus = append(repoStatus, fmt.Sprintf("%s: status commit %s, conditions %+v", r.Name, r.Status.LastStatusCommit, r.Status.Conditions))
+			}
 			t.Logf("%s's Rollout: phase %s, step %v, message %q, conditions %+v\n%s's status file in Git:\n%s\n"+
+				"%s's Repository %s\n"+
 				"%s's Deployment: paused %v, status %+v\n%s's cluster, last log lines:\n%s",
 				name, ro.Status.Phase, ro.Status.CurrentStepIndex, ro.Status.Message, ro.Status.Conditions, name, file,
+				name, strings.Join(repoStatus, "; "),
 				name, d.Spec.Paused, d.Status, name, w.cluster.LogTails(8))
 		}
+		// The controllers run in this process: where their Git writers
+		// and fetches wait says why a status file is late (on 2026-12-02
+		// a cluster's progress stayed queued for a minute, "written
+		// within 1s", with no error to read).
+		t.Logf("goroutines in package gitsync, as the story failed:\n%s", goroutinesIn("/gitsync."))
 	})
+}
+
+// goroutinesIn returns the stacks of this process' goroutines that have a
+// frame whose function name contains part.
+func goroutinesIn(part string) string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, part) {
+			out = append(out, g)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // imageWatch records when a pod running an image first showed up.

@@ -57,7 +57,7 @@ func TestHeaderMatchUnderLoad(t *testing.T) {
 		t.Errorf("%d of %d re-applies were refused: a GitOps tool would report errors", refused, writes)
 	}
 	// A quarter of the workers send the header: at least 1,000 of each.
-	ans := l.since(ctx, m, 4*perWindow)
+	ans := l.sinceCounts(ctx, m, perWindow, perWindow)
 	with, without := count(ans, true), count(ans, false)
 	t.Logf("header step, with x-canary: yes:    %5d requests, v2 %.1f%%, failed %d", with.total, with.share("v2"), with.failed)
 	t.Logf("header step, without the header:    %5d requests, v2 %.1f%%, failed %d", without.total, without.share("v2"), without.failed)

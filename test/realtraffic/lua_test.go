@@ -81,7 +81,7 @@ func luaRollout(steps, kind, name string) string {
 // within tolerance.
 func window(t *testing.T, ctx context.Context, l *load, withHeader bool, name, version string, declared float64) tally {
 	t.Helper()
-	tl := count(l.since(ctx, l.mark(), perWindowFor(l, withHeader)), withHeader)
+	tl := count(sinceWindow(ctx, l, l.mark(), withHeader), withHeader)
 	got := tl.share(version)
 	t.Logf("%-46s %5d requests (%.0f/s), %s %.1f%% (declared %.0f%%), failed %d", name, tl.total, tl.rate, version, got, declared, tl.failed)
 	if tl.total < perWindow {
@@ -93,17 +93,14 @@ func window(t *testing.T, ctx context.Context, l *load, withHeader bool, name, v
 	return tl
 }
 
-// perWindowFor is how many answers of all to wait for so that perWindow
-// of them are of the kind asked (a quarter of the workers send the header
-// when the load has one).
-func perWindowFor(l *load, withHeader bool) int {
-	if len(l.header) == 0 {
-		return perWindow
-	}
+// sinceWindow waits for perWindow answers of the kind asked after mark
+// (with the header or without; see sinceCounts) and returns every answer
+// recorded after mark.
+func sinceWindow(ctx context.Context, l *load, mark int, withHeader bool) []answer {
 	if withHeader {
-		return 4*perWindow + perWindow/5
+		return l.sinceCounts(ctx, mark, perWindow, 0)
 	}
-	return perWindow*4/3 + perWindow/5
+	return l.sinceCounts(ctx, mark, 0, perWindow)
 }
 
 // traefikServiceScript orders the stories by the script that shifts their

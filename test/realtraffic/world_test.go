@@ -11,7 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -144,6 +146,20 @@ kind: Repository
 metadata: {name: app-repo, namespace: demo}
 spec: {url: %q, branch: main, interval: %s, status: {window: 1s}}
 `, repoURL, cmp.Or(opts.fetchInterval, "1s")))
+	// Traefik starts once the application serves. Traefik v3.6 rebuilds
+	// its configuration on an EndpointSlice update only when an address or
+	// a port changed, not when an endpoint's Ready or Serving condition
+	// did (upstream's "Detect EndpointSlice condition changes" fixed it in
+	// v3.7, which cannot be built as a module dependency). A Traefik that
+	// first saw the pods' addresses before they were ready never learnt
+	// that they became ready: the route's service stayed missing and the
+	// gateway answered 404 for good (TestMirrorThroughTraefikService,
+	// fresh-clone run of dc833ac). Later in a story every pod becomes
+	// ready before rollgate moves traffic to it, and that move is itself
+	// a change Traefik reloads on.
+	w.Until(ctx, 2*time.Minute, "the application serves before Traefik starts", func() (bool, string) {
+		return w.serving(ctx)
+	})
 	// Traefik on loopback, with the Gateway API provider and its own
 	// CRDs' provider (IngressRoute, TraefikService), reading the story's
 	// namespace only.
@@ -180,6 +196,29 @@ spec: {url: %q, branch: main, interval: %s, status: {window: 1s}}
 	})
 	t.Logf("world ready in %s", time.Since(start).Round(time.Millisecond))
 	return w
+}
+
+// serving reports whether the story's Rollout is Healthy and every
+// endpoint of every EndpointSlice in its namespace is ready (a Service with
+// no endpoint, a canary one, is no reason to wait), and says what it saw.
+func (w *world) serving(ctx context.Context) (bool, string) {
+	ro := w.rollout(ctx)
+	var slices discoveryv1.EndpointSliceList
+	if err := w.C.List(ctx, &slices, client.InNamespace(w.NS)); err != nil {
+		return false, err.Error()
+	}
+	ready, waiting := 0, 0
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if ptr.Deref(e.Conditions.Ready, true) {
+				ready++
+			} else {
+				waiting++
+			}
+		}
+	}
+	return ro.Status.Phase == v1alpha1.PhaseHealthy && ready > 0 && waiting == 0,
+		fmt.Sprintf("rollout phase %s; endpoints ready %d, not ready %d", ro.Status.Phase, ready, waiting)
 }
 
 func get(url string) (string, error) {
