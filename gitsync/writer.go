@@ -364,6 +364,21 @@ func (w *Writer) Written(namespace, name string) string {
 	return w.written[namespace+"/"+name]
 }
 
+// Unwritten returns, sorted, the "<namespace>/<name>" of the Rollouts
+// whose latest enqueued state is not in Git yet.
+func (w *Writer) Unwritten() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var keys []string
+	for k := range w.states {
+		if _, ok := w.written[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // LastFlush returns the outcome of the last flush attempt, for the
 // reconciler's GitSynced condition.
 func (w *Writer) LastFlush() (FlushResult, time.Time, error) {

@@ -470,13 +470,23 @@ func (g *Pool) collected(e *Repo, res gitsync.CollectResult, err error) {
 // asks for reconciles of the Rollouts whose latest progress it put in Git.
 func (g *Pool) flushed(e *Repo, res gitsync.FlushResult, err error) {
 	e.mu.Lock()
+	failing := e.health.flushErr != nil
 	changed := e.health.flushed(res.Commit, err)
 	e.mu.Unlock()
 	if changed {
 		g.changed.notify(e.obj)
 	}
-	keys := make([]types.NamespacedName, 0, len(res.Written))
-	for _, k := range res.Written {
+	written := res.Written
+	if err != nil && !failing {
+		// The first failure of a run of them wakes the Rollouts whose
+		// progress waits, so that GitSynced names the error instead of
+		// promising a write within the window; a Rollout at a gate may
+		// not be reconciled again for hours. The flush that succeeds again
+		// wakes them through Written.
+		written = e.writer.Unwritten()
+	}
+	keys := make([]types.NamespacedName, 0, len(written))
+	for _, k := range written {
 		ns, name, _ := strings.Cut(k, "/")
 		keys = append(keys, types.NamespacedName{Namespace: ns, Name: name})
 	}

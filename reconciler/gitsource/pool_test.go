@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
@@ -121,5 +123,76 @@ func TestAnUnusableSigningKeyStopsTheWriter(t *testing.T) {
 	h, err := statusHead(newPublic)
 	if err != nil || h == before {
 		t.Fatalf("the status commit after the new key (%s) is not signed with it: %v", h, err)
+	}
+}
+
+// TestAFailingStatusWriteWakesItsRollouts: a Rollout whose progress waits
+// to be written is reconciled again when the status writes start to fail,
+// so that its GitSynced condition names the error instead of promising a
+// write within the window (a Rollout at a gate may not be reconciled
+// again for hours); the later failures of the same run wake nothing, and
+// the write that succeeds again wakes it through the written keys.
+func TestAFailingStatusWriteWakesItsRollouts(t *testing.T) {
+	ctx, _, c, _ := rollouttest.StartAPIServer(t)
+	srv := gitserver.Start(t, gitserver.Options{})
+	url, err := srv.CreateRepo("app", map[string]string{"README.md": "app\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "failing"
+	rollouttest.MustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	repo := &v1alpha1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-repo"},
+		Spec: v1alpha1.RepositorySpec{URL: url, Branch: "main",
+			// Nothing is flushed but by the test.
+			Status: v1alpha1.StatusWriteSpec{Window: &metav1.Duration{Duration: time.Hour}}}}
+	rollouttest.MustCreate(t, c, repo)
+	g := NewPool(c, Options{InsecureHTTP: true})
+	go func() { _ = g.Start(ctx) }()
+	e, err := g.forRepository(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := types.NamespacedName{Namespace: ns, Name: "web"}
+	woken := func() map[types.NamespacedName]struct{} { return g.written.take() }
+
+	e.writer.Enqueue(gitsync.RolloutState{Namespace: ns, Name: "web", Phase: "Healthy"})
+	if _, err := e.writer.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := woken()[web]; !ok {
+		t.Fatal("a written state did not wake its Rollout")
+	}
+
+	// When the repository is gone from the server, the next flush fails
+	// and wakes the Rollout whose progress waits; the one after does not.
+	dir := filepath.Join(srv.Root, "app.git")
+	if err := os.Rename(dir, dir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	e.writer.Enqueue(gitsync.RolloutState{Namespace: ns, Name: "web", Phase: "Progressing"})
+	if _, err := e.writer.Flush(ctx); err == nil {
+		t.Fatal("a flush to a repository that is gone succeeded")
+	}
+	if got := woken(); len(got) != 1 {
+		t.Fatalf("the first failed flush woke %v, want %s", got, web)
+	} else if _, ok := got[web]; !ok {
+		t.Fatalf("the first failed flush woke %v, want %s", got, web)
+	}
+	if _, err := e.writer.Flush(ctx); err == nil {
+		t.Fatal("a flush to a repository that is gone succeeded")
+	}
+	if got := woken(); len(got) != 0 {
+		t.Fatalf("the second failed flush of a run woke %v, want nothing", got)
+	}
+
+	// When it is back, the write succeeds and wakes the Rollout.
+	if err := os.Rename(dir+".away", dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.writer.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := woken()[web]; !ok {
+		t.Fatal("the write after the failures did not wake the Rollout")
 	}
 }
