@@ -407,6 +407,17 @@ func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secr
 	if err != nil {
 		return nil, err
 	}
+	// The approval branches go through a copy of their own: pushing one
+	// (a fetch of the tracked branch and a push, at the moment a gate
+	// shows) on the status writer's copy held the gate's own status write
+	// behind it, and other clusters' fleet gates wait for that write. In
+	// TestFleetGraphThroughGit beside TestFleetShareThroughGit, canary's
+	// gate reached the status branch 7.8 and 6.8 s after it showed with a
+	// shared copy, 1.6 to 3.6 s (four runs) with its own.
+	proposals, err := gitsync.Open(gitOpts)
+	if err != nil {
+		return nil, err
+	}
 	var history *gitsync.Repository
 	if verifier != nil || spec.ReleaseRules != nil {
 		// A copy of its own, with history, for the tracked branch only: the
@@ -432,7 +443,7 @@ func (g *Pool) open(obj types.NamespacedName, spec v1alpha1.RepositorySpec, secr
 		return nil, err
 	}
 	e.writer = w
-	e.proposer = newProposer(writes, g.proposed)
+	e.proposer = newProposer(proposals, g.proposed)
 	parent := g.ctx
 	if parent == nil {
 		parent = context.Background()

@@ -17,8 +17,8 @@ import (
 // one of the few Rollout workers for all of them, and its clone's lock
 // for each, so that in a wave of approvals the woken Rollouts waited for
 // a worker and the fetch that wakes them waited behind the pushes. The
-// proposer pushes one branch at a time on a clone of its own (the status
-// writer's), the reconcile asks it for the branch of its gate (Propose) and
+// proposer pushes one branch at a time on a clone of its own (not the
+// status writer's: see Pool.open), the reconcile asks it for the branch of its gate (Propose) and
 // records it once it is pushed; the Rollout is woken then.
 
 // Proposal is the approval branch one gate waits for.
