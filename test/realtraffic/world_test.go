@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -178,7 +180,15 @@ spec: {url: %q, branch: main, interval: %s, status: {window: 1s}}
 		t.Fatal(err)
 	}
 	w.traefik = p
+	nudgeCtx, stopNudging := context.WithCancel(context.Background())
+	nudged := make(chan struct{})
+	go func() {
+		defer close(nudged)
+		w.nudgeTraefik(nudgeCtx)
+	}()
 	t.Cleanup(func() {
+		stopNudging()
+		<-nudged
 		if t.Failed() {
 			t.Logf("traefik log:\n%s", proc.Tail(p.Log, 20))
 			t.Logf("controller log:\n%s", w.controllerLog(30))
@@ -196,6 +206,55 @@ spec: {url: %q, branch: main, interval: %s, status: {window: 1s}}
 	})
 	t.Logf("world ready in %s", time.Since(start).Round(time.Millisecond))
 	return w
+}
+
+// nudgeTraefik makes Traefik reload whenever an endpoint's conditions
+// change in the story's namespace, until ctx ends. Traefik v3.6 ignores an
+// EndpointSlice update that changes no address or port (see newWorldOf),
+// so it kept sending requests to a pod that had stopped serving until the
+// pod's address left the slice: 24 requests failed with 502 in 0.8 s when
+// a rolled-back canary pod shut down (TestJobCheckOnTheRealNode,
+// fresh-clone run of 5fcf7d0, load 35). Upstream's fix (v3.7) reloads on
+// those changes; this does the same from outside: it annotates a Service
+// of its own, which Traefik watches and reloads on, whenever the
+// endpoints' conditions changed but their addresses did not.
+func (w *world) nudgeTraefik(ctx context.Context) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.NS, Name: "traefik-nudge"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 1}}},
+	}
+	if err := w.C.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+		w.T.Logf("nudging Traefik: %v", err)
+		return
+	}
+	var lastAddrs, lastConds string
+	for n := 0; ; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		var slices discoveryv1.EndpointSliceList
+		if err := w.C.List(ctx, &slices, client.InNamespace(w.NS)); err != nil {
+			continue
+		}
+		var addrs, conds strings.Builder
+		for _, sl := range slices.Items {
+			for _, e := range sl.Endpoints {
+				fmt.Fprintf(&addrs, "%s/%v;", sl.Name, e.Addresses)
+				fmt.Fprintf(&conds, "%s/%v/%t%t%t;", sl.Name, e.Addresses, ptr.Deref(e.Conditions.Ready, true),
+					ptr.Deref(e.Conditions.Serving, true), ptr.Deref(e.Conditions.Terminating, false))
+			}
+		}
+		if conds.String() != lastConds && addrs.String() == lastAddrs {
+			n++
+			patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"realtraffic.rollgate.dev/nudge":"%d"}}}`, n))
+			if err := w.C.Patch(ctx, svc, patch); err != nil && ctx.Err() == nil {
+				w.T.Logf("nudging Traefik: %v", err)
+			}
+		}
+		lastAddrs, lastConds = addrs.String(), conds.String()
+	}
 }
 
 // serving reports whether the story's Rollout is Healthy and every
