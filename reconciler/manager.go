@@ -20,7 +20,6 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,7 +32,6 @@ import (
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/gitsource"
-	"github.com/rollgate/rollgate/reconciler/intern"
 	"github.com/rollgate/rollgate/reconciler/rollout"
 	"github.com/rollgate/rollgate/reconciler/workload"
 )
@@ -184,15 +182,11 @@ func NewScheme() (*runtime.Scheme, error) {
 // and Deployment (one entry per field manager: the controller manager, the
 // scheduler, the kubelet, Flux, rollgate); pods are the most numerous
 // objects in the cache, and their spec and container statuses most of each.
-// Every kind then goes through one intern.Table, so the cache holds one
-// copy of the strings all objects repeat (namespaces, label and annotation
-// keys, owners' kinds, condition types).
 //
 // An instance whose scope is its own namespace caches nothing else: every
 // informer lists and watches that namespace alone, so it needs no
 // cluster-wide read permission.
 func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cache.Options {
-	shared := intern.New(0)
 	byObject := workload.CacheTransforms()
 	byObject[&corev1.ConfigMap{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
 	// Only the slices of the canary Services rollgate made: a cluster's
@@ -209,17 +203,7 @@ func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cac
 		byObject[&v1alpha1.Repository{}] = cache.ByObject{Label: shard}
 	}
 	byObject[&v1alpha1.Rollout{}] = rollouts
-	// Every kind's strings go through one intern.Table, after the kind's
-	// own transform (or the default one, which drops managedFields).
-	def := then(cache.TransformStripManagedFields(), shared.Object)
-	for obj, b := range byObject {
-		b.Transform = then(b.Transform, shared.Object)
-		if b.Transform == nil {
-			b.Transform = def
-		}
-		byObject[obj] = b
-	}
-	o := cache.Options{ByObject: byObject, DefaultTransform: def}
+	o := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 	if ns := scope.namespaces(); ns != nil {
 		o.DefaultNamespaces = map[string]cache.Config{}
 		for _, n := range ns {
@@ -227,21 +211,6 @@ func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cac
 		}
 	}
 	return o
-}
-
-// then is transform first, then second; nil when first is nil (a kind
-// with no transform of its own, which takes the cache's default).
-func then(first, second toolscache.TransformFunc) toolscache.TransformFunc {
-	if first == nil {
-		return nil
-	}
-	return func(obj any) (any, error) {
-		obj, err := first(obj)
-		if err != nil {
-			return nil, err
-		}
-		return second(obj)
-	}
 }
 
 // lastApplied is the annotation in which `kubectl apply` and Argo CD's

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -97,52 +96,6 @@ func TestCacheStripsManagedFields(t *testing.T) {
 	}
 	if !managers["kustomize-controller"] || !managers["rollgate"] {
 		t.Errorf("API server's managedFields after an update from the cache: managers %v, want kustomize-controller and rollgate", managers)
-	}
-}
-
-// TestCacheSharesRepeatedStrings: the manager's cache keeps one copy of
-// the strings every object repeats (intern.Table), for kinds with a
-// transform of their own (Rollouts, ReplicaSets) and for those with the
-// default one (Deployments, Services), which still drops managedFields.
-func TestCacheSharesRepeatedStrings(t *testing.T) {
-	ctx, c, startCache := startAPIServer(t)
-	dep := rig.DeploymentObject("default", "web", 1, corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}})
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Labels: map[string]string{"app": "web"}},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80}}}}
-	ro := rollouttest.GatedRollout(t, "default", "web", nil)
-	ro.Labels = map[string]string{"app": "web"}
-	for _, obj := range []client.Object{dep, svc, ro} {
-		if err := c.Create(ctx, obj, client.FieldOwner("kustomize-controller")); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	cached := startCache(nil)
-	var gotDep appsv1.Deployment
-	var gotSvc corev1.Service
-	var gotRo v1alpha1.Rollout
-	for obj, into := range map[client.Object]client.Object{dep: &gotDep, svc: &gotSvc, ro: &gotRo} {
-		if err := cached.Get(ctx, client.ObjectKeyFromObject(obj), into); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(gotDep.ManagedFields) != 0 || len(gotSvc.ManagedFields) != 0 {
-		t.Errorf("managedFields in the cache: Deployment %d, Service %d entries; want none", len(gotDep.ManagedFields), len(gotSvc.ManagedFields))
-	}
-	ns := unsafe.StringData(gotDep.Namespace)
-	if unsafe.StringData(gotSvc.Namespace) != ns || unsafe.StringData(gotRo.Namespace) != ns {
-		t.Error("the cached Deployment, Service and Rollout hold copies of their namespace of their own")
-	}
-	key := func(m map[string]string) *byte {
-		for k := range m {
-			if k == "app" {
-				return unsafe.StringData(k)
-			}
-		}
-		return nil
-	}
-	if k := key(gotDep.Spec.Selector.MatchLabels); k == nil || key(gotSvc.Spec.Selector) != k || key(gotRo.Labels) != k {
-		t.Error("the cached Deployment's selector, the Service's selector and the Rollout's labels hold copies of the key \"app\" of their own")
 	}
 }
 

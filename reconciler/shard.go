@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
-	"github.com/rollgate/rollgate/reconciler/intern"
 	"github.com/rollgate/rollgate/reconciler/workload"
 )
 
@@ -32,12 +31,10 @@ func (c admissionCache) GetCache() cache.Cache { return c.Cache }
 // pods and routes are in the manager's cache once).
 func newAdmissionView(cfg *rest.Config, mgr ctrl.Manager, scope watchScope) (client.Reader, error) {
 	// Only Rollouts: a read of any other kind fails instead of quietly
-	// caching that kind for the whole cluster. Stripped and interned as
-	// the manager's cache does (cacheOptions): no admission decision reads
-	// managedFields or a last-applied configuration.
+	// caching that kind for the whole cluster.
 	o := cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-		ReaderFailOnMissingInformer: true, DefaultTransform: then(stripRollout, intern.New(0).Object),
+		ReaderFailOnMissingInformer: true, DefaultTransform: cache.TransformStripManagedFields(),
 	}
 	if scope.namespace != "" {
 		o.DefaultNamespaces = map[string]cache.Config{scope.namespace: {}}
