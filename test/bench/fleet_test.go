@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +67,9 @@ type fleet struct {
 	apiCalls *requestCounter
 	// audited says the cluster keeps an audit log (cluster.AuditLog()).
 	audited bool
+	// wave is the watch of the release in progress (releaseSomeToGate),
+	// nil between releases.
+	wave atomic.Pointer[gateWatch]
 }
 
 // fleetOptions change the fleet; the zero value is the plain fleet.

@@ -100,6 +100,8 @@ func (f *fleet) releaseSomeToGate(image string, names []string) sample {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	gates := f.watchGates(ctx, len(names))
+	f.wave.Store(gates)
+	defer f.wave.Store(nil)
 	before := readReconcileStats(f.b)
 	var mu sync.Mutex
 	bumped := map[string]time.Time{}

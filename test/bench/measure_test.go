@@ -25,8 +25,11 @@ type gateWatch struct {
 	seen    map[string]time.Time
 	want    int
 	stable  map[string]string
-	done    chan struct{}
-	watch   *resumingWatch
+	// state is each Rollout's step state in its last event (for
+	// waveTrace, which reads it instead of listing the fleet).
+	state map[string]v1alpha1.StepState
+	done  chan struct{}
+	watch *resumingWatch
 }
 
 // watchGates starts watching before the images change, so that no
@@ -38,7 +41,8 @@ func (f *fleet) watchGates(ctx context.Context, want int) *gateWatch {
 	if err != nil {
 		f.b.Fatal(err)
 	}
-	g := &gateWatch{started: map[string]time.Time{}, seen: map[string]time.Time{}, want: want, stable: maps.Clone(f.stable), done: make(chan struct{})}
+	g := &gateWatch{started: map[string]time.Time{}, seen: map[string]time.Time{}, want: want, stable: maps.Clone(f.stable),
+		state: map[string]v1alpha1.StepState{}, done: make(chan struct{})}
 	newList := func() client.ObjectList { return &v1alpha1.RolloutList{} }
 	g.watch, err = startResumingWatch(ctx, wc, newList, []client.ListOption{client.InNamespace(f.listNamespace())}, func(obj client.Object, at time.Time) {
 		if ro, ok := obj.(*v1alpha1.Rollout); ok {
@@ -55,6 +59,7 @@ func (f *fleet) watchGates(ctx context.Context, want int) *gateWatch {
 func (g *gateWatch) record(ro *v1alpha1.Rollout, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.state[ro.Name] = ro.Status.CurrentStepState
 	if _, dup := g.started[ro.Name]; !dup && releasing(ro, g.stable[ro.Name]) {
 		g.started[ro.Name] = now
 	}
@@ -86,6 +91,23 @@ func (g *gateWatch) wait(timeout time.Duration) (started, gated map[string]time.
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return maps.Clone(g.started), maps.Clone(g.seen), len(g.seen) == g.want
+}
+
+// states counts the Rollouts of released by their step state in their
+// last event; those with no event since the watch started count as
+// "unchanged".
+func (g *gateWatch) states(released map[string]bool) map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]int{}
+	for name := range released {
+		if st, ok := g.state[name]; ok {
+			out[string(st)]++
+		} else {
+			out["unchanged"]++
+		}
+	}
+	return out
 }
 
 // reopened is how many times the watch was resumed (no time late) and
