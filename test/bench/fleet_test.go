@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -487,11 +490,16 @@ func (f *fleet) startController() {
 	discard := zap.New(zap.WriteTo(io.Discard))
 	ctrl.SetLogger(discard)
 	// Its Prometheus metrics too, as cmd/rollgate-controller has them:
-	// their series per Rollout are part of its memory.
-	m, err := metrics.New(prometheus.NewRegistry())
+	// their series per Rollout are part of its memory, and scraped as a
+	// Prometheus would (the gauges make their series when scraped, so a
+	// scrape's garbage is the controller's too).
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
 	if err != nil {
 		f.b.Fatal(err)
 	}
+	scrapeCtx, stopScrapes := context.WithCancel(context.Background())
+	go scrapeEvery(scrapeCtx, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), scrapeInterval)
 	c, err := inproc.Run(inproc.Config{REST: &cfg, Manager: reconciler.ManagerOptions{Logger: discard, Restartable: true}, Options: reconciler.Options{
 		Namespace: "rollgate-system", Concurrent: concurrentFromEnv(f.b), LuaConfigMap: "rollgate-lua",
 		WebhookSecret: "rollgate-webhook-cert", GitWebhookAddr: f.gitWebhookAddr(), GitDefaultInterval: time.Minute,
@@ -501,6 +509,7 @@ func (f *fleet) startController() {
 		f.b.Fatal(err)
 	}
 	f.stop = func() {
+		stopScrapes()
 		if err := c.Stop(); err != nil {
 			f.b.Errorf("controller: %v", err)
 		}
@@ -523,3 +532,32 @@ func (f *fleet) stopController() {
 		f.stop = nil
 	}
 }
+
+// scrapeInterval is how often the fleet's controller is scraped: a
+// common setting (kube-prometheus' global interval; Prometheus' own
+// default is 1 min).
+const scrapeInterval = 30 * time.Second
+
+// scrapeEvery serves a scrape of h every interval until ctx ends, the
+// response encoded as for Prometheus and then dropped.
+func scrapeEvery(ctx context.Context, h http.Handler, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/metrics", nil)
+		req.Header.Set("Accept", "text/plain;version=0.0.4")
+		h.ServeHTTP(&discardResponse{header: http.Header{}}, req)
+	}
+}
+
+// discardResponse is an http.ResponseWriter that keeps nothing.
+type discardResponse struct{ header http.Header }
+
+func (d *discardResponse) Header() http.Header         { return d.header }
+func (d *discardResponse) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardResponse) WriteHeader(int)             {}
