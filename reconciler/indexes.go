@@ -8,6 +8,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollgate/rollgate/reconciler/stripped"
 )
 
 // namespacedIndexes is a cache whose field indexes are kept per namespace
@@ -27,10 +29,20 @@ type namespacedIndexes struct {
 	cache.Cache
 }
 
-// newNamespacedIndexesCache is the manager's NewCache: cache.New wrapped
-// in namespacedIndexes.
+// newNamespacedIndexesCache is cache.New wrapped in namespacedIndexes.
 func newNamespacedIndexesCache(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
 	c, err := cache.New(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	return namespacedIndexes{c}, nil
+}
+
+// newManagerCache is the manager's NewCache: a stripped.Cache, which keeps
+// pods and ReplicaSets in types of rollgate's own, wrapped in
+// namespacedIndexes.
+func newManagerCache(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
+	c, err := stripped.NewCache(cfg, o)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	fluxcontroller "github.com/fluxcd/pkg/runtime/controller"
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -175,9 +176,10 @@ func NewScheme() (*runtime.Scheme, error) {
 // cacheOptions is what the manager caches: ConfigMaps only in the
 // controller's namespace, a shard's own Rollouts and Repositories only
 // (shard nil: all of them), no object's managedFields, and of Pods and
-// ReplicaSets only what rollgate reads (workload.CacheTransforms: a pod's
-// metadata and readiness, a ReplicaSet's template as its revision).
-// rollgate never reads
+// ReplicaSets only what rollgate reads, in types of rollgate's own
+// (newManagerCache, reconciler/stripped: a pod's metadata and readiness, a
+// ReplicaSet's template as its revision), and no Deployment's status
+// conditions (workload.StripDeployment). rollgate never reads
 // managedFields, and they are a large part of every cached Pod, ReplicaSet
 // and Deployment (one entry per field manager: the controller manager, the
 // scheduler, the kubelet, Flux, rollgate); pods are the most numerous
@@ -187,7 +189,7 @@ func NewScheme() (*runtime.Scheme, error) {
 // informer lists and watches that namespace alone, so it needs no
 // cluster-wide read permission.
 func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cache.Options {
-	byObject := workload.CacheTransforms()
+	byObject := map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Transform: workload.StripDeployment}}
 	byObject[&corev1.ConfigMap{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
 	// Only the slices of the canary Services rollgate made: a cluster's
 	// other EndpointSlices are many and never read.
@@ -261,7 +263,7 @@ func NewManager(cfg *rest.Config, mo ManagerOptions, opts Options) (ctrl.Manager
 	co := ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOptions(opts.Namespace, shard, scope),
-		NewCache:                newNamespacedIndexesCache,
+		NewCache:                newManagerCache,
 		MapperProvider:          newMapper,
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(mo.MetricsAddr, "0")},

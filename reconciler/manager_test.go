@@ -40,7 +40,7 @@ func startAPIServer(t *testing.T) (context.Context, client.Client, func(shard la
 		t.Helper()
 		opts := cacheOptions("rollgate-system", shard, watchScope{})
 		opts.Scheme = scheme
-		cached, err := newNamespacedIndexesCache(cfg, opts)
+		cached, err := newManagerCache(cfg, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,12 +59,19 @@ func startAPIServer(t *testing.T) (context.Context, client.Client, func(shard la
 
 // TestCacheStripsManagedFields checks that the manager's cache keeps no
 // managedFields (a large part of every cached Pod, ReplicaSet and
-// Deployment at 10,000 Rollouts) while the object in the API server keeps
-// them, and that an update from a cached copy leaves them there.
+// Deployment at 10,000 Rollouts) and no Deployment's status conditions,
+// while the object in the API server keeps both, and that an update from
+// a cached copy leaves them there.
 func TestCacheStripsManagedFields(t *testing.T) {
 	ctx, c, startCache := startAPIServer(t)
 	dep := rig.DeploymentObject("default", "web", 1, corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}})
 	if err := c.Create(ctx, dep, client.FieldOwner("kustomize-controller")); err != nil {
+		t.Fatal(err)
+	}
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, Conditions: []appsv1.DeploymentCondition{
+		{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", Message: "Deployment has minimum availability."},
+	}}
+	if err := c.Status().Update(ctx, dep, client.FieldOwner("kube-controller-manager")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -75,6 +82,10 @@ func TestCacheStripsManagedFields(t *testing.T) {
 	}
 	if len(got.ManagedFields) != 0 {
 		t.Errorf("cached Deployment has %d managedFields entries, want none", len(got.ManagedFields))
+	}
+	// No status conditions (workload.StripDeployment), the counts kept.
+	if len(got.Status.Conditions) != 0 || got.Status.AvailableReplicas != 1 || got.Status.ObservedGeneration != 1 {
+		t.Errorf("cached Deployment status %+v, want the counts without conditions", got.Status)
 	}
 	if got.Spec.Template.Spec.Containers[0].Image != "web:1" || got.UID != dep.UID {
 		t.Errorf("cached Deployment lost its content: uid %s, containers %+v", got.UID, got.Spec.Template.Spec.Containers)
@@ -96,6 +107,9 @@ func TestCacheStripsManagedFields(t *testing.T) {
 	}
 	if !managers["kustomize-controller"] || !managers["rollgate"] {
 		t.Errorf("API server's managedFields after an update from the cache: managers %v, want kustomize-controller and rollgate", managers)
+	}
+	if len(live.Status.Conditions) != 1 {
+		t.Errorf("API server's status conditions after an update from the cache: %+v, want the one the Deployment controller wrote", live.Status.Conditions)
 	}
 }
 

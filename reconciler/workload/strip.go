@@ -9,25 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollgate/rollgate/api/v1alpha1"
 )
 
-// CacheTransforms are the cache transforms of the kinds rollgate reads
-// only in part: Pods (StripPod) and ReplicaSets (StripReplicaSet). The
-// manager's cache uses them, beside the default transform that drops every
-// object's managedFields.
-func CacheTransforms() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}:        {Transform: StripPod},
-		&appsv1.ReplicaSet{}: {Transform: StripReplicaSet},
-	}
-}
-
-// StripPod is the cache transform of Pods: it keeps what rollgate reads of
-// a pod and drops the rest, which is most of a cached pod (the spec with
+// StripPod is what rollgate's cache keeps of a pod (reconciler/stripped
+// holds it in a type of its own): what rollgate reads of it, without the
+// rest, which is most of a cached pod (the spec with
 // its containers, volumes and tolerations; the container statuses and
 // addresses), its annotations and managedFields.
 //
@@ -43,17 +32,13 @@ func CacheTransforms() map[client.Object]cache.ByObject {
 // deletes them, never with an update of a cached copy, so nothing it drops
 // can be written back. TestStrippedPodsObserveTheSame keeps this list
 // honest, and PodReadChanged compares what it names.
-func StripPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
+func StripPod(p *corev1.Pod) *corev1.Pod {
 	out := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta}
 	out.ManagedFields, out.Annotations = nil, nil
 	if ready := readyCondition(p); ready != nil {
 		out.Status.Conditions = []corev1.PodCondition{*ready}
 	}
-	return out, nil
+	return out
 }
 
 // PodReadChanged reports whether what rollgate reads of a pod (StripPod)
@@ -119,23 +104,20 @@ func readyCondition(p *corev1.Pod) *corev1.PodCondition {
 // replicas computed between two copies that both carry it.
 const cachedRevisionAnnotation = labelPrefix + "cached-template-revision"
 
-// StripReplicaSet is the cache transform of ReplicaSets: it keeps the
-// metadata, the replicas, selector and minReadySeconds, and replaces the
-// pod template (most of a ReplicaSet, the same bytes as its Deployment's
-// template) by the template's Revision, which is all rollgate reads of it
+// StripReplicaSet is what rollgate's cache keeps of a ReplicaSet
+// (reconciler/stripped holds it in a type of its own): its metadata,
+// replicas, selector and minReadySeconds, with the pod template (most of a
+// ReplicaSet, the same bytes as its Deployment's template) replaced by the
+// template's Revision, which is all rollgate reads of it
 // (ReplicaSetRevision). The status goes: rollgate counts a ReplicaSet's
 // pods itself. A revert, which needs the stable template itself, reads the
 // ReplicaSet from the API server. TestStrippedPodsObserveTheSame keeps
 // this honest for the adapters, and ReplicaSetReadChanged compares what
 // it keeps.
 //
-// The transform may see an object it already stripped (an informer's
-// re-list): a ReplicaSet with no containers keeps the revision it has.
-func StripReplicaSet(obj any) (any, error) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
-	if !ok {
-		return obj, nil
-	}
+// Stripping a stripped ReplicaSet changes nothing: one with no containers
+// keeps the revision it has.
+func StripReplicaSet(rs *appsv1.ReplicaSet) *appsv1.ReplicaSet {
 	out := &appsv1.ReplicaSet{TypeMeta: rs.TypeMeta, ObjectMeta: rs.ObjectMeta}
 	out.ManagedFields = nil
 	out.Spec.Replicas = rs.Spec.Replicas
@@ -148,7 +130,23 @@ func StripReplicaSet(obj any) (any, error) {
 		}
 		out.Annotations[cachedRevisionAnnotation] = Revision(&rs.Spec.Template)
 	}
-	return out, nil
+	return out
+}
+
+// StripDeployment is the cache transform of Deployments: no managedFields
+// and no status conditions. rollgate reads a Deployment's status only for
+// the counts that say whether its controller finished (deploymentComplete,
+// DeploymentReadChanged), never its conditions, which are most of the
+// status (each with a reason, a message and two times). The Deployment
+// controller rewrites them on every status write. rollgate never writes a
+// Deployment's status, and a write of the Deployment itself leaves its
+// status as the API server has it, so nothing dropped here is written
+// back (TestCacheStripsManagedFields).
+func StripDeployment(obj any) (any, error) {
+	if d, ok := obj.(*appsv1.Deployment); ok {
+		d.ManagedFields, d.Status.Conditions = nil, nil
+	}
+	return obj, nil
 }
 
 // ReplicaSetReadChanged reports whether what rollgate reads of a

@@ -90,24 +90,17 @@ func TestStrippedPodsObserveTheSame(t *testing.T) {
 	}
 }
 
-// TestStripReplicaSetTwice: an informer may hand the transform an object it
-// already stripped; the revision survives.
+// TestStripReplicaSetTwice: stripping a stripped ReplicaSet keeps its
+// revision, and the input is left as it was.
 func TestStripReplicaSetTwice(t *testing.T) {
 	rs := &appsv1.ReplicaSet{Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "web:2"}}}}}}
 	want := workload.Revision(&rs.Spec.Template)
-	once, err := workload.StripReplicaSet(rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	twice, err := workload.StripReplicaSet(once)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := workload.ReplicaSetRevision(twice.(*appsv1.ReplicaSet)); got != want {
+	twice := workload.StripReplicaSet(workload.StripReplicaSet(rs))
+	if got := workload.ReplicaSetRevision(twice); got != want {
 		t.Fatalf("revision after two strips: %q, want %q", got, want)
 	}
 	if rs.Annotations != nil {
-		t.Fatalf("the transform changed its input's annotations: %v", rs.Annotations)
+		t.Fatalf("StripReplicaSet changed its input's annotations: %v", rs.Annotations)
 	}
 }
 
@@ -192,9 +185,7 @@ func TestPodReadChanged(t *testing.T) {
 		if got := workload.PodReadChanged(old, cur); got != c.want {
 			t.Errorf("%s: changed %v, want %v", c.name, got, c.want)
 		}
-		s0, _ := workload.StripPod(old)
-		s1, _ := workload.StripPod(cur)
-		if got := workload.PodReadChanged(s0.(*corev1.Pod), s1.(*corev1.Pod)); got != c.want {
+		if got := workload.PodReadChanged(workload.StripPod(old), workload.StripPod(cur)); got != c.want {
 			t.Errorf("%s, stripped: changed %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -226,8 +217,7 @@ func TestPodReadChanged(t *testing.T) {
 	if workload.PodReadChanged(old, cur) {
 		t.Error("a terminating pod turning unready and Succeeded: changed, want not")
 	}
-	stripped, _ := workload.StripPod(base())
-	if got := stripped.(*corev1.Pod).Status.Conditions; len(got) != 1 || got[0].Type != corev1.PodReady {
+	if got := workload.StripPod(base()).Status.Conditions; len(got) != 1 || got[0].Type != corev1.PodReady {
 		t.Errorf("stripped conditions %v, want Ready alone", got)
 	}
 }
@@ -262,8 +252,7 @@ func TestPodCreateWakes(t *testing.T) {
 		if got := workload.PodCreateWakes(c.pod); got != c.want {
 			t.Errorf("%s: wakes %v, want %v", c.name, got, c.want)
 		}
-		stripped, _ := workload.StripPod(c.pod)
-		if got := workload.PodCreateWakes(stripped.(*corev1.Pod)); got != c.want {
+		if got := workload.PodCreateWakes(workload.StripPod(c.pod)); got != c.want {
 			t.Errorf("%s, stripped: wakes %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -301,9 +290,7 @@ func TestWorkloadReadChanged(t *testing.T) {
 	} {
 		old, cur := rs(), rs()
 		c.change(cur)
-		s0, _ := workload.StripReplicaSet(old)
-		s1, _ := workload.StripReplicaSet(cur)
-		if got := workload.ReplicaSetReadChanged(s0.(*appsv1.ReplicaSet), s1.(*appsv1.ReplicaSet)); got != c.want {
+		if got := workload.ReplicaSetReadChanged(workload.StripReplicaSet(old), workload.StripReplicaSet(cur)); got != c.want {
 			t.Errorf("ReplicaSet, %s: changed %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/rollgate/rollgate/reconciler/stripped"
 	"github.com/rollgate/rollgate/reconciler/webhook/webhooktest"
 	"github.com/rollgate/rollgate/reconciler/workload"
 	"github.com/rollgate/rollgate/test/kwok"
@@ -28,8 +29,9 @@ var suite struct {
 	// cached reads through an informer cache that serves
 	// workload.OwnerIndex, as the controller's client does.
 	cached client.Client
-	// stripped is cached with the controller's transforms too: no
-	// managedFields, pods cut down by workload.StripPod.
+	// stripped is cached as the controller caches (stripped.Cache): no
+	// managedFields, pods and ReplicaSets kept as workload.StripPod and
+	// workload.StripReplicaSet make them.
 	stripped client.Client
 }
 
@@ -74,15 +76,14 @@ func run(m *testing.M) int {
 		return 1
 	}
 	suite.c = cluster.Client
-	if suite.cached, err = indexedClient(ctx, cluster.RESTConfig, cache.Options{Scheme: scheme}); err != nil {
+	if suite.cached, err = indexedClient(ctx, cluster.RESTConfig, cache.Options{Scheme: scheme}, false); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	if suite.stripped, err = indexedClient(ctx, cluster.RESTConfig, cache.Options{
 		Scheme:           scheme,
 		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject:         workload.CacheTransforms(),
-	}); err != nil {
+	}, true); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -90,10 +91,16 @@ func run(m *testing.M) int {
 	return code
 }
 
-// indexedClient starts an informer cache with workload.OwnerIndex and
-// returns a client that reads through it.
-func indexedClient(ctx context.Context, cfg *rest.Config, opts cache.Options) (client.Client, error) {
-	c, err := cache.New(cfg, opts)
+// indexedClient starts an informer cache with workload.OwnerIndex (a
+// stripped.Cache with strip) and returns a client that reads through it.
+func indexedClient(ctx context.Context, cfg *rest.Config, opts cache.Options, strip bool) (client.Client, error) {
+	var c cache.Cache
+	var err error
+	if strip {
+		c, err = stripped.NewCache(cfg, opts)
+	} else {
+		c, err = cache.New(cfg, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
