@@ -11,7 +11,6 @@ import (
 
 	fluxcontroller "github.com/fluxcd/pkg/runtime/controller"
 	"github.com/go-logr/logr"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -34,7 +33,6 @@ import (
 	"github.com/rollgate/rollgate/api/v1alpha1"
 	"github.com/rollgate/rollgate/reconciler/gitsource"
 	"github.com/rollgate/rollgate/reconciler/rollout"
-	"github.com/rollgate/rollgate/reconciler/workload"
 )
 
 // ManagerOptions are what a process decides about the manager that runs
@@ -175,13 +173,13 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // cacheOptions is what the manager caches: ConfigMaps only in the
 // controller's namespace, a shard's own Rollouts and Repositories only
-// (shard nil: all of them), no object's managedFields, and of Pods and
-// ReplicaSets only what rollgate reads, in types of rollgate's own
-// (newManagerCache, reconciler/stripped: a pod's metadata and readiness, a
-// ReplicaSet's template as its revision), and no Deployment's status
-// conditions (workload.StripDeployment). rollgate never reads
-// managedFields, and they are a large part of every cached Pod, ReplicaSet
-// and Deployment (one entry per field manager: the controller manager, the
+// (shard nil: all of them), no object's managedFields, and of Pods,
+// ReplicaSets and Deployments only what rollgate reads, in types of
+// rollgate's own (newManagerCache, reconciler/stripped: a pod's metadata
+// and readiness, a ReplicaSet's template as its revision, a Deployment's
+// as its revision and images, without its status conditions). rollgate
+// never reads managedFields, and they are a large part of every cached
+// object (one entry per field manager: the controller manager, the
 // scheduler, the kubelet, Flux, rollgate); pods are the most numerous
 // objects in the cache, and their spec and container statuses most of each.
 //
@@ -189,8 +187,7 @@ func NewScheme() (*runtime.Scheme, error) {
 // informer lists and watches that namespace alone, so it needs no
 // cluster-wide read permission.
 func cacheOptions(namespace string, shard labels.Selector, scope watchScope) cache.Options {
-	byObject := map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Transform: workload.StripDeployment}}
-	byObject[&corev1.ConfigMap{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
+	byObject := map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{namespace: {}}}}
 	// Only the slices of the canary Services rollgate made: a cluster's
 	// other EndpointSlices are many and never read.
 	byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Label: rollout.CanarySlices()}

@@ -59,9 +59,11 @@ func startAPIServer(t *testing.T) (context.Context, client.Client, func(shard la
 
 // TestCacheStripsManagedFields checks that the manager's cache keeps no
 // managedFields (a large part of every cached Pod, ReplicaSet and
-// Deployment at 10,000 Rollouts) and no Deployment's status conditions,
-// while the object in the API server keeps both, and that an update from
-// a cached copy leaves them there.
+// Deployment at 10,000 Rollouts), no Deployment's status conditions and
+// of its pod template only its revision and images (StripDeployment),
+// while the object in the API server keeps all of them, and that
+// rollgate's write of a Deployment, a merge patch between two cached
+// copies, leaves them there.
 func TestCacheStripsManagedFields(t *testing.T) {
 	ctx, c, startCache := startAPIServer(t)
 	dep := rig.DeploymentObject("default", "web", 1, corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}})
@@ -87,14 +89,18 @@ func TestCacheStripsManagedFields(t *testing.T) {
 	if len(got.Status.Conditions) != 0 || got.Status.AvailableReplicas != 1 || got.Status.ObservedGeneration != 1 {
 		t.Errorf("cached Deployment status %+v, want the counts without conditions", got.Status)
 	}
-	if got.Spec.Template.Spec.Containers[0].Image != "web:1" || got.UID != dep.UID {
-		t.Errorf("cached Deployment lost its content: uid %s, containers %+v", got.UID, got.Spec.Template.Spec.Containers)
+	if got.Spec.Template.Spec.Containers[0].Image != "web:1" || got.UID != dep.UID || len(got.Spec.Template.Labels) != 0 {
+		t.Errorf("cached Deployment: uid %s, template %+v; want its images alone", got.UID, got.Spec.Template)
+	}
+	if workload.DeploymentRevision(&got) != workload.Revision(&dep.Spec.Template) {
+		t.Errorf("cached Deployment's revision %s, want its template's %s", workload.DeploymentRevision(&got), workload.Revision(&dep.Spec.Template))
 	}
 
-	// An update of the cached copy (no managedFields in the request) keeps
-	// the API server's record of who owns which field.
-	got.Annotations = map[string]string{"rollgate.dev/test": "1"}
-	if err := c.Update(ctx, &got, client.FieldOwner("rollgate")); err != nil {
+	// A write from the cached copy (no managedFields, no template in the
+	// request) keeps the API server's record of who owns which field.
+	orig := got.DeepCopy()
+	got.Annotations["rollgate.dev/test"] = "1"
+	if err := c.Patch(ctx, &got, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("rollgate")); err != nil {
 		t.Fatal(err)
 	}
 	var live appsv1.Deployment
@@ -110,6 +116,13 @@ func TestCacheStripsManagedFields(t *testing.T) {
 	}
 	if len(live.Status.Conditions) != 1 {
 		t.Errorf("API server's status conditions after an update from the cache: %+v, want the one the Deployment controller wrote", live.Status.Conditions)
+	}
+	if workload.Revision(&live.Spec.Template) != workload.Revision(&dep.Spec.Template) || live.Annotations["rollgate.dev/test"] != "1" {
+		t.Errorf("API server's Deployment after a write from the cache: template %+v, annotations %v; want the template as created and the new annotation",
+			live.Spec.Template, live.Annotations)
+	}
+	if _, ok := live.Annotations["rollgate.dev/cached-template-revision"]; ok {
+		t.Errorf("the cache's own annotation reached the API server: %v", live.Annotations)
 	}
 }
 

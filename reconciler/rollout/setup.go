@@ -97,7 +97,7 @@ func Setup(mgr ctrl.Manager, opts Options, repos *gitsource.Pool) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Options: opts, Routers: traffic.DefaultRegistry(), Scripts: luascripts.NewLibrary(), repos: repos,
 		Jobs:         &analysis.JobProvider{Reader: mgr.GetAPIReader(), Logs: analysis.PodLogs(cs)},
-		workloadOpts: []workload.Option{workload.OwnerIndexed()},
+		workloadOpts: []workload.Option{workload.OwnerIndexed(), workload.APIReader(mgr.GetAPIReader())},
 	}
 	return r.setupWithManager(mgr, opts)
 }

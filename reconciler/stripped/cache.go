@@ -16,26 +16,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Cache is a controller-runtime cache that keeps pods and ReplicaSets as
-// Pod and ReplicaSet, in a cache of their own, and every other kind as the
-// cache it wraps does. It reads and hands out corev1.Pods and
-// appsv1.ReplicaSets (Get, List, the informers' event handlers), made at
-// each read from what it keeps, so that its callers see the same objects
-// as through the cache transforms workload.StripPod and
-// workload.StripReplicaSet, at a quarter of their size in memory.
+// Cache is a controller-runtime cache that keeps pods, ReplicaSets and
+// Deployments as Pod, ReplicaSet and Deployment, in a cache of their own,
+// and every other kind as the cache it wraps does. It reads and hands out
+// corev1.Pods, appsv1.ReplicaSets and appsv1.Deployments (Get, List, the
+// informers' event handlers), made at each read from what it keeps, so
+// that its callers see the objects workload.StripPod,
+// workload.StripReplicaSet and workload.StripDeployment make, at a quarter
+// of their size in memory.
 type Cache struct {
 	cache.Cache
-	// kept holds the pods and ReplicaSets.
+	// kept holds the pods, ReplicaSets and Deployments.
 	kept cache.Cache
 }
 
-// NewCache builds a Cache with the options o: pods and ReplicaSets are
+// NewCache builds a Cache with the options o: the kept kinds are
 // listed and watched with o's namespaces, selectors and sync period; o's
 // ByObject and transforms apply to the other kinds only.
 func NewCache(cfg *rest.Config, o cache.Options) (*Cache, error) {
 	for obj := range o.ByObject {
 		if kept(obj) != nil {
-			return nil, fmt.Errorf("cache options for %T: the stripped cache keeps pods and ReplicaSets in types of its own; set nothing for them", obj)
+			return nil, fmt.Errorf("cache options for %T: the stripped cache keeps pods, ReplicaSets and Deployments in types of its own; set nothing for them", obj)
 		}
 	}
 	rest, err := cache.New(cfg, o)
@@ -52,7 +53,7 @@ func NewCache(cfg *rest.Config, o cache.Options) (*Cache, error) {
 	ko.ByObject = map[client.Object]cache.ByObject{&Pod{}: {Transform: dropAnnotations}}
 	k, err := cache.New(cfg, ko)
 	if err != nil {
-		return nil, fmt.Errorf("cache of stripped pods and ReplicaSets: %w", err)
+		return nil, fmt.Errorf("cache of stripped pods, ReplicaSets and Deployments: %w", err)
 	}
 	return &Cache{Cache: rest, kept: k}, nil
 }
@@ -69,13 +70,15 @@ func dropAnnotations(obj any) (any, error) {
 }
 
 // kept is the type the cache keeps obj's kind in: a new Pod or
-// ReplicaSet, or nil for every other kind.
+// ReplicaSet or Deployment, or nil for every other kind.
 func kept(obj runtime.Object) client.Object {
 	switch obj.(type) {
 	case *corev1.Pod, *Pod:
 		return &Pod{}
 	case *appsv1.ReplicaSet, *ReplicaSet:
 		return &ReplicaSet{}
+	case *appsv1.Deployment, *Deployment:
+		return &Deployment{}
 	}
 	return nil
 }
@@ -88,6 +91,8 @@ func full(obj any) any {
 		return o.Pod()
 	case *ReplicaSet:
 		return o.ReplicaSet()
+	case *Deployment:
+		return o.Deployment()
 	}
 	return obj
 }
@@ -108,7 +113,14 @@ func (c *Cache) Get(ctx context.Context, key client.ObjectKey, obj client.Object
 		}
 		*o = *rs.ReplicaSet()
 		return nil
-	case *Pod, *ReplicaSet:
+	case *appsv1.Deployment:
+		var d Deployment
+		if err := c.kept.Get(ctx, key, &d, opts...); err != nil {
+			return err
+		}
+		d.into(o)
+		return nil
+	case *Pod, *ReplicaSet, *Deployment:
 		return c.kept.Get(ctx, key, obj, opts...)
 	}
 	return c.Cache.Get(ctx, key, obj, opts...)
@@ -121,25 +133,35 @@ func (c *Cache) List(ctx context.Context, list client.ObjectList, opts ...client
 		if err := c.kept.List(ctx, &kl, opts...); err != nil {
 			return err
 		}
-		l.ListMeta, l.Items = kl.ListMeta, make([]corev1.Pod, len(kl.Items))
-		for i := range kl.Items {
-			kl.Items[i].into(&l.Items[i])
-		}
+		l.ListMeta, l.Items = kl.ListMeta, convert(kl.Items, (*Pod).into)
 		return nil
 	case *appsv1.ReplicaSetList:
 		var kl ReplicaSetList
 		if err := c.kept.List(ctx, &kl, opts...); err != nil {
 			return err
 		}
-		l.ListMeta, l.Items = kl.ListMeta, make([]appsv1.ReplicaSet, len(kl.Items))
-		for i := range kl.Items {
-			kl.Items[i].into(&l.Items[i])
-		}
+		l.ListMeta, l.Items = kl.ListMeta, convert(kl.Items, (*ReplicaSet).into)
 		return nil
-	case *PodList, *ReplicaSetList:
+	case *appsv1.DeploymentList:
+		var kl DeploymentList
+		if err := c.kept.List(ctx, &kl, opts...); err != nil {
+			return err
+		}
+		l.ListMeta, l.Items = kl.ListMeta, convert(kl.Items, (*Deployment).into)
+		return nil
+	case *PodList, *ReplicaSetList, *DeploymentList:
 		return c.kept.List(ctx, list, opts...)
 	}
 	return c.Cache.List(ctx, list, opts...)
+}
+
+// convert makes the objects callers see of the kept ones.
+func convert[K, O any](kept []K, into func(*K, *O)) []O {
+	out := make([]O, len(kept))
+	for i := range kept {
+		into(&kept[i], &out[i])
+	}
+	return out
 }
 
 func (c *Cache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
@@ -156,7 +178,8 @@ func (c *Cache) GetInformer(ctx context.Context, obj client.Object, opts ...cach
 
 func (c *Cache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...cache.InformerGetOption) (cache.Informer, error) {
 	switch gvk {
-	case corev1.SchemeGroupVersion.WithKind("Pod"), appsv1.SchemeGroupVersion.WithKind("ReplicaSet"):
+	case corev1.SchemeGroupVersion.WithKind("Pod"), appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
+		appsv1.SchemeGroupVersion.WithKind("Deployment"):
 		inf, err := c.kept.GetInformerForKind(ctx, gvk, opts...)
 		if err != nil {
 			return nil, err
@@ -173,8 +196,8 @@ func (c *Cache) RemoveInformer(ctx context.Context, obj client.Object) error {
 	return c.Cache.RemoveInformer(ctx, obj)
 }
 
-// IndexField indexes the kept pods and ReplicaSets by extract, which sees
-// them as Pod and ReplicaSet: their metadata is the objects'.
+// IndexField indexes the kept kinds by extract, which sees them as Pod,
+// ReplicaSet and Deployment: their metadata is the objects'.
 func (c *Cache) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
 	if k := kept(obj); k != nil {
 		return c.kept.IndexField(ctx, k, field, extract)
@@ -195,8 +218,8 @@ func (c *Cache) WaitForCacheSync(ctx context.Context) bool {
 }
 
 // informer is an informer of kept objects whose event handlers see them
-// as corev1.Pods and appsv1.ReplicaSets. Its indexers see the kept
-// objects.
+// as corev1.Pods, appsv1.ReplicaSets and appsv1.Deployments. Its indexers
+// see the kept objects.
 type informer struct {
 	cache.Informer
 }

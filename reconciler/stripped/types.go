@@ -3,6 +3,8 @@ package stripped
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +55,38 @@ type ReplicaSetList struct {
 	Items []ReplicaSet
 }
 
+// Deployment is what the cache keeps of a Deployment
+// (workload.StripDeployment): its metadata, with the Revision of its pod
+// template in an annotation of the cache's own, the spec fields rollgate
+// reads, its containers' images (workload.Images) and the status counts,
+// in 360 bytes where an appsv1.Deployment is 1,232 with nothing in its
+// template.
+type Deployment struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Replicas        *int32
+	Selector        *metav1.LabelSelector
+	MinReadySeconds int32
+	Paused          bool
+	Strategy        appsv1.DeploymentStrategy
+	// Images are workload.Images of the pod template.
+	Images []string
+	Status DeploymentStatus
+}
+
+// DeploymentStatus is what the cache keeps of a Deployment's status.
+type DeploymentStatus struct {
+	ObservedGeneration                           int64
+	Replicas, UpdatedReplicas, AvailableReplicas int32
+}
+
+// DeploymentList is a list of Deployments, as the informer lists them.
+type DeploymentList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []Deployment
+}
+
 // fromPod keeps what rollgate reads of p.
 func fromPod(p *corev1.Pod) Pod {
 	s := workload.StripPod(p)
@@ -100,6 +134,48 @@ func (rs *ReplicaSet) ReplicaSet() *appsv1.ReplicaSet {
 func (rs *ReplicaSet) into(out *appsv1.ReplicaSet) {
 	*out = appsv1.ReplicaSet{TypeMeta: rs.TypeMeta, ObjectMeta: rs.ObjectMeta}
 	out.Spec.Replicas, out.Spec.MinReadySeconds, out.Spec.Selector = rs.Replicas, rs.MinReadySeconds, rs.Selector
+}
+
+// fromDeployment keeps what rollgate reads of d.
+func fromDeployment(d *appsv1.Deployment) Deployment {
+	s := workload.StripDeployment(d)
+	st := s.Status
+	return Deployment{TypeMeta: d.TypeMeta, ObjectMeta: s.ObjectMeta,
+		Replicas: s.Spec.Replicas, Selector: s.Spec.Selector, MinReadySeconds: s.Spec.MinReadySeconds,
+		Paused: s.Spec.Paused, Strategy: s.Spec.Strategy, Images: workload.Images(&s.Spec.Template),
+		Status: DeploymentStatus{ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas,
+			UpdatedReplicas: st.UpdatedReplicas, AvailableReplicas: st.AvailableReplicas}}
+}
+
+// Deployment is the appsv1.Deployment that workload.StripDeployment makes
+// of the Deployment d was decoded from. It shares d's metadata.
+func (d *Deployment) Deployment() *appsv1.Deployment {
+	out := &appsv1.Deployment{}
+	d.into(out)
+	return out
+}
+
+// into sets out to d.Deployment(): the pod template's containers come
+// back from Images, each with its name and image.
+func (d *Deployment) into(out *appsv1.Deployment) {
+	*out = appsv1.Deployment{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
+	out.Spec = appsv1.DeploymentSpec{Replicas: d.Replicas, Selector: d.Selector, MinReadySeconds: d.MinReadySeconds,
+		Paused: d.Paused, Strategy: d.Strategy}
+	var init, main []corev1.Container
+	for _, img := range d.Images {
+		rest, isInit := strings.CutPrefix(img, "init:")
+		name, image, _ := strings.Cut(rest, "=")
+		if isInit {
+			init = append(init, corev1.Container{Name: name, Image: image})
+		} else {
+			main = append(main, corev1.Container{Name: name, Image: image})
+		}
+	}
+	spec := &out.Spec.Template.Spec
+	spec.InitContainers, spec.Containers = workload.NamesAndImages(init), workload.NamesAndImages(main)
+	st := d.Status
+	out.Status = appsv1.DeploymentStatus{ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas,
+		UpdatedReplicas: st.UpdatedReplicas, AvailableReplicas: st.AvailableReplicas}
 }
 
 // Reset, Unmarshal and UnmarshalJSON decode each kind from the whole
@@ -175,6 +251,29 @@ func fromJSON[T any](data []byte, keep func(*T)) error {
 	return nil
 }
 
+func (d *Deployment) Reset() { *d = Deployment{} }
+
+func (d *Deployment) Unmarshal(data []byte) error {
+	return fromProto(data, func(f *appsv1.Deployment) { *d = fromDeployment(f) })
+}
+
+func (d *Deployment) UnmarshalJSON(data []byte) error {
+	return fromJSON(data, func(f *appsv1.Deployment) { *d = fromDeployment(f) })
+}
+
+func (l *DeploymentList) Reset() { *l = DeploymentList{} }
+
+func (l *DeploymentList) Unmarshal(data []byte) error { return fromProto(data, l.fill) }
+
+func (l *DeploymentList) UnmarshalJSON(data []byte) error { return fromJSON(data, l.fill) }
+
+func (l *DeploymentList) fill(full *appsv1.DeploymentList) {
+	*l = DeploymentList{TypeMeta: full.TypeMeta, ListMeta: full.ListMeta, Items: make([]Deployment, len(full.Items))}
+	for i := range full.Items {
+		l.Items[i] = fromDeployment(&full.Items[i])
+	}
+}
+
 // The deep copies the cache makes of what it hands out.
 
 func (p *Pod) DeepCopyObject() runtime.Object {
@@ -223,8 +322,35 @@ func (l *ReplicaSetList) DeepCopyObject() runtime.Object {
 	return out
 }
 
+func (d *Deployment) DeepCopyObject() runtime.Object {
+	out := &Deployment{TypeMeta: d.TypeMeta, MinReadySeconds: d.MinReadySeconds, Paused: d.Paused, Status: d.Status}
+	d.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if d.Replicas != nil {
+		n := *d.Replicas
+		out.Replicas = &n
+	}
+	if d.Selector != nil {
+		out.Selector = d.Selector.DeepCopy()
+	}
+	d.Strategy.DeepCopyInto(&out.Strategy)
+	out.Images = slices.Clone(d.Images)
+	return out
+}
+
+func (l *DeploymentList) DeepCopyObject() runtime.Object {
+	out := &DeploymentList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	if l.Items != nil {
+		out.Items = make([]Deployment, len(l.Items))
+		for i := range l.Items {
+			out.Items[i] = *l.Items[i].DeepCopyObject().(*Deployment)
+		}
+	}
+	return out
+}
+
 // addToScheme registers the stripped kinds under the API's own kinds (v1
-// Pod, apps/v1 ReplicaSet), so that a cache built on the scheme lists and
+// Pod, apps/v1 ReplicaSet and Deployment), so that a cache built on the scheme lists and
 // watches those resources and decodes them into these types.
 func addToScheme(s *runtime.Scheme) error {
 	core, apps := corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion
@@ -232,6 +358,8 @@ func addToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypeWithName(core.WithKind("PodList"), &PodList{})
 	s.AddKnownTypeWithName(apps.WithKind("ReplicaSet"), &ReplicaSet{})
 	s.AddKnownTypeWithName(apps.WithKind("ReplicaSetList"), &ReplicaSetList{})
+	s.AddKnownTypeWithName(apps.WithKind("Deployment"), &Deployment{})
+	s.AddKnownTypeWithName(apps.WithKind("DeploymentList"), &DeploymentList{})
 	metav1.AddToGroupVersion(s, core)
 	metav1.AddToGroupVersion(s, apps)
 	if _, err := s.New(core.WithKind("Pod")); err != nil {

@@ -2,6 +2,7 @@ package stripped
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -62,6 +63,37 @@ func fullReplicaSet(name string) *appsv1.ReplicaSet {
 	}
 }
 
+func fullDeployment(name string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "shop", UID: "d-1", ResourceVersion: "8", Generation: 3,
+			Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{"deployment.kubernetes.io/revision": "3", "rollgate.dev/control": `{"rollout":"web"}`,
+				"kubectl.kubernetes.io/last-applied-configuration": `{"kind":"Deployment"}`},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kustomize-controller"}},
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](4), MinReadySeconds: 5, Paused: true,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"team": "shop"}},
+				Spec: corev1.PodSpec{
+					InitContainers: []corev1.Container{{Name: "migrate", Image: "web-migrate:2"}},
+					Containers: []corev1.Container{
+						{Name: "proxy", Image: "envoy:1", Args: []string{"--x"}},
+						{Name: "app", Image: "web:2", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}},
+						{Name: "app-metrics", Image: "exporter:1"},
+					},
+				},
+			},
+		},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 4, UpdatedReplicas: 4, ReadyReplicas: 4, AvailableReplicas: 3,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Message: "ok"}}},
+	}
+}
+
 // TestPodDecodesAsStripPod: a pod decoded from protobuf (what the API
 // server sends the cache) or JSON, once through the cache's transform,
 // reads back as exactly what workload.StripPod keeps of it, and before
@@ -70,29 +102,14 @@ func fullReplicaSet(name string) *appsv1.ReplicaSet {
 func TestPodDecodesAsStripPod(t *testing.T) {
 	full := fullPod("web-1")
 	want := workload.StripPod(full)
-	pb, err := full.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := json.Marshal(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, decode := range map[string]func(*Pod) error{
-		"protobuf": func(p *Pod) error { return p.Unmarshal(pb) },
-		"JSON":     func(p *Pod) error { return json.Unmarshal(js, p) },
-	} {
-		var p Pod
-		if err := decode(&p); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+	for name, p := range decodings[Pod](t, full) {
 		if p.Annotations["k8s.io/initial-events-end"] != "true" {
 			t.Errorf("%s: decoded pod lost its annotations before the transform: %v", name, p.Annotations)
 		}
 		if len(p.ManagedFields) != 0 {
 			t.Errorf("%s: decoded pod keeps managedFields", name)
 		}
-		if _, err := dropAnnotations(&p); err != nil {
+		if _, err := dropAnnotations(p); err != nil {
 			t.Fatal(err)
 		}
 		if got := p.Pod(); !same(got, want) {
@@ -106,22 +123,7 @@ func TestPodDecodesAsStripPod(t *testing.T) {
 func TestReplicaSetDecodesAsStripReplicaSet(t *testing.T) {
 	full := fullReplicaSet("web-abc")
 	want := workload.StripReplicaSet(full)
-	pb, err := full.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := json.Marshal(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, decode := range map[string]func(*ReplicaSet) error{
-		"protobuf": func(rs *ReplicaSet) error { return rs.Unmarshal(pb) },
-		"JSON":     func(rs *ReplicaSet) error { return json.Unmarshal(js, rs) },
-	} {
-		var rs ReplicaSet
-		if err := decode(&rs); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+	for name, rs := range decodings[ReplicaSet](t, full) {
 		got := rs.ReplicaSet()
 		if !same(got, want) {
 			t.Errorf("%s: read back\n%+v\nwant what StripReplicaSet keeps\n%+v", name, got, want)
@@ -129,6 +131,44 @@ func TestReplicaSetDecodesAsStripReplicaSet(t *testing.T) {
 		if r, w := workload.ReplicaSetRevision(got), workload.Revision(&full.Spec.Template); r != w {
 			t.Errorf("%s: revision %s, want %s", name, r, w)
 		}
+	}
+}
+
+// TestDeploymentDecodesAsStripDeployment: the same for Deployments, whose
+// template is kept as its revision and images, without the kubectl
+// last-applied configuration and the status conditions.
+func TestDeploymentDecodesAsStripDeployment(t *testing.T) {
+	full := fullDeployment("web")
+	want := workload.StripDeployment(full)
+	for name, d := range decodings[Deployment](t, full) {
+		got := d.Deployment()
+		if !same(got, want) {
+			t.Errorf("%s: read back\n%+v\nwant what StripDeployment keeps\n%+v", name, got, want)
+		}
+		if r, w := workload.DeploymentRevision(got), workload.Revision(&full.Spec.Template); r != w {
+			t.Errorf("%s: revision %s, want %s", name, r, w)
+		}
+		if g, w := workload.Images(&got.Spec.Template), workload.Images(&full.Spec.Template); !slices.Equal(g, w) {
+			t.Errorf("%s: images %v, want %v", name, g, w)
+		}
+		if _, ok := got.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok || got.Annotations["rollgate.dev/control"] == "" {
+			t.Errorf("%s: annotations %v, want the control annotation without the last-applied configuration", name, got.Annotations)
+		}
+		if st := got.Status; len(st.Conditions) != 0 || st.AvailableReplicas != 3 || st.ObservedGeneration != 3 || !got.Spec.Paused {
+			t.Errorf("%s: spec %+v status %+v, want paused and the counts without conditions", name, got.Spec, st)
+		}
+		// What the cache hands out strips to itself: a second pass (a
+		// write's response, a deep copy) keeps the revision.
+		if again := workload.StripDeployment(got); !same(again, got) {
+			t.Errorf("%s: stripping again changed it:\n%+v\nwas\n%+v", name, again, got)
+		}
+	}
+	// A whole Deployment is never taken for a stripped one, even carrying
+	// the cache's annotation.
+	forged := full.DeepCopy()
+	forged.Annotations["rollgate.dev/cached-template-revision"] = "forged"
+	if r := workload.DeploymentRevision(forged); r != workload.Revision(&full.Spec.Template) {
+		t.Errorf("revision of a whole Deployment carrying the cache's annotation: %s", r)
 	}
 }
 
@@ -144,6 +184,7 @@ func TestListsDecodeThroughTheScheme(t *testing.T) {
 	pods := &corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, ListMeta: metav1.ListMeta{ResourceVersion: "99"},
 		Items: []corev1.Pod{*fullPod("web-1"), *fullPod("web-2")}}
 	rss := &appsv1.ReplicaSetList{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSetList"}, Items: []appsv1.ReplicaSet{*fullReplicaSet("web-abc")}}
+	ds := &appsv1.DeploymentList{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DeploymentList"}, Items: []appsv1.Deployment{*fullDeployment("web")}}
 	for _, mediaType := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
 		info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), mediaType)
 		if !ok {
@@ -169,6 +210,12 @@ func TestListsDecodeThroughTheScheme(t *testing.T) {
 				l := o.(*ReplicaSetList)
 				if len(l.Items) != 1 || !same(l.Items[0].ReplicaSet(), workload.StripReplicaSet(&rss.Items[0])) {
 					t.Errorf("%s: ReplicaSet list read back %+v", mediaType, l.Items)
+				}
+			}},
+			{ds, &DeploymentList{}, func(o runtime.Object) {
+				l := o.(*DeploymentList)
+				if len(l.Items) != 1 || !same(l.Items[0].Deployment(), workload.StripDeployment(&ds.Items[0])) {
+					t.Errorf("%s: Deployment list read back %+v", mediaType, l.Items)
 				}
 			}},
 		} {
@@ -212,6 +259,10 @@ func TestKeptKindsAreSmall(t *testing.T) {
 	if kept, api := unsafe.Sizeof(ReplicaSet{}), unsafe.Sizeof(appsv1.ReplicaSet{}); kept*3 > api {
 		t.Errorf("a kept ReplicaSet is %d bytes, an appsv1.ReplicaSet %d: want a third or less", kept, api)
 	}
+	if kept, api := unsafe.Sizeof(Deployment{}), unsafe.Sizeof(appsv1.Deployment{}); kept*3 > api {
+		t.Errorf("a kept Deployment is %d bytes, an appsv1.Deployment %d: want a third or less", kept, api)
+	}
+	t.Logf("kept Pod %d, ReplicaSet %d, Deployment %d bytes", unsafe.Sizeof(Pod{}), unsafe.Sizeof(ReplicaSet{}), unsafe.Sizeof(Deployment{}))
 }
 
 // TestDeepCopiesAreDeep: what the cache hands out shares nothing with
@@ -235,6 +286,40 @@ func TestDeepCopiesAreDeep(t *testing.T) {
 	if *rs.Replicas != 4 || rs.Selector.MatchLabels["app"] != "web" || rs.Annotations["deployment.kubernetes.io/revision"] != "3" {
 		t.Error("a ReplicaSet's deep copy shares its replicas, selector or annotations")
 	}
+	var d Deployment
+	if err := json.Unmarshal(mustJSON(t, fullDeployment("web")), &d); err != nil {
+		t.Fatal(err)
+	}
+	dc := d.DeepCopyObject().(*Deployment)
+	*dc.Replicas, dc.Selector.MatchLabels["app"], dc.Images[0], dc.Annotations["team"] = 9, "x", "x", "x"
+	if *d.Replicas != 4 || d.Selector.MatchLabels["app"] != "web" || d.Images[0] == "x" || d.Annotations["team"] == "x" {
+		t.Error("a Deployment's deep copy shares its replicas, selector, images or annotations")
+	}
+}
+
+// decodings decodes full, marshalled in protobuf and in JSON, into a new K
+// each way, by the name of the encoding.
+func decodings[K any, PK interface {
+	*K
+	Unmarshal([]byte) error
+}](t *testing.T, full interface{ Marshal() ([]byte, error) }) map[string]PK {
+	t.Helper()
+	pb, err := full.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromPB, fromJS := PK(new(K)), PK(new(K))
+	if err := fromPB.Unmarshal(pb); err != nil {
+		t.Fatalf("protobuf: %v", err)
+	}
+	if err := json.Unmarshal(js, fromJS); err != nil {
+		t.Fatalf("JSON: %v", err)
+	}
+	return map[string]PK{"protobuf": fromPB, "JSON": fromJS}
 }
 
 // same compares two objects but for their TypeMeta (which protobuf does

@@ -24,6 +24,16 @@ type base struct {
 	clock func() time.Time
 	// indexed: c serves OwnerIndex (see OwnerIndexed).
 	indexed bool
+	// live reads from the API server (APIReader); nil: c.
+	live client.Reader
+}
+
+// liveReader reads what the cache does not keep (APIReader).
+func (b *base) liveReader() client.Reader {
+	if b.live != nil {
+		return b.live
+	}
+	return b.c
 }
 
 func (b *base) key() client.ObjectKey {
@@ -38,9 +48,19 @@ func (b *base) get(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
-// update writes obj as rollgate (the webhook lets it through as sent).
-func (b *base) update(ctx context.Context, obj client.Object) error {
-	if err := b.c.Update(ctx, obj, client.FieldOwner(FieldOwner)); err != nil {
+// update writes what change changes of obj, a workload read from the
+// cache, as rollgate (the webhook lets it through as sent): a merge patch
+// between obj before and after change, refused if obj is not the API
+// server's latest (its resourceVersion). Only what change set is sent: a
+// cached Deployment has no pod template (StripDeployment), and an update
+// of the whole object would write that back.
+func (b *base) update(ctx context.Context, obj client.Object, change func() error) error {
+	orig := obj.DeepCopyObject().(client.Object)
+	if err := change(); err != nil {
+		return err
+	}
+	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	if err := b.c.Patch(ctx, obj, patch, client.FieldOwner(FieldOwner)); err != nil {
 		return fmt.Errorf("update %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
 	}
 	return nil
@@ -89,10 +109,7 @@ func (b *base) adopt(ctx context.Context, obj client.Object) error {
 		return err
 	}
 	ctrl.HeldWithoutRollout, ctrl.Rollout = false, b.ro.Name
-	if err := setControl(obj, ctrl); err != nil {
-		return err
-	}
-	return b.update(ctx, obj)
+	return b.update(ctx, obj, func() error { return setControl(obj, ctrl) })
 }
 
 // leaveHeld marks the release holding the workload (obj, read here) to
@@ -106,10 +123,7 @@ func (b *base) leaveHeld(ctx context.Context, obj client.Object) (bool, error) {
 		return err == nil, err
 	}
 	ctrl.HeldWithoutRollout = true
-	if err := setControl(obj, ctrl); err != nil {
-		return false, err
-	}
-	return true, b.update(ctx, obj)
+	return true, b.update(ctx, obj, func() error { return setControl(obj, ctrl) })
 }
 
 // listPods lists the pods in the Rollout's namespace matching selector
@@ -298,7 +312,10 @@ func observeControl(o *Observation, obj client.Object) error {
 	if err != nil {
 		return err
 	}
-	o.Revision, o.Images = Revision(tpl), Images(tpl)
+	if o.Revision, err = TemplateRevision(obj); err != nil {
+		return err
+	}
+	o.Images = Images(tpl)
 	o.StableRevision = o.Revision
 	if ctrl == nil {
 		return nil

@@ -71,7 +71,11 @@ func (a *deployment) ensureCanary(ctx context.Context, s *deployState, b Batch) 
 		}
 	}
 	if cd == nil {
-		cd = a.canaryDeployment(s.d, rev, c)
+		d, err := a.full(ctx, s)
+		if err != nil {
+			return false, err
+		}
+		cd = a.canaryDeployment(d, rev, c)
 		if err := a.c.Create(ctx, cd, client.FieldOwner(FieldOwner)); err != nil {
 			return false, fmt.Errorf("create canary Deployment %s: %w", cd.Name, err)
 		}
@@ -145,7 +149,7 @@ func (a *deployment) rollbackCanary(ctx context.Context, s *deployState) (bool, 
 	if len(s.canaries) > 0 {
 		return false, nil
 	}
-	if Revision(&s.d.Spec.Template) != s.ctrl.StableRevision {
+	if DeploymentRevision(s.d) != s.ctrl.StableRevision {
 		return true, nil
 	}
 	return false, a.release(ctx, s)

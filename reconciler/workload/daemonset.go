@@ -116,12 +116,11 @@ func (a *daemonSet) Rollback(ctx context.Context) (bool, error) {
 			if tpl == nil {
 				return false, fmt.Errorf("DaemonSet %s: no ControllerRevision of stable revision %s", a.key(), st.ctrl.StableRevision)
 			}
-			st.obj.Spec.Template = *tpl.DeepCopy()
-			st.ctrl.Rollback = true
-			if err := enforce(st.obj, st.ctrl); err != nil {
-				return false, err
-			}
-			return false, a.update(ctx, st.obj)
+			return false, a.update(ctx, st.obj, func() error {
+				st.obj.Spec.Template = *tpl.DeepCopy()
+				st.ctrl.Rollback = true
+				return enforce(st.obj, st.ctrl)
+			})
 		}
 		var strays []*corev1.Pod
 		for _, p := range st.pods {

@@ -324,7 +324,11 @@ func (s *deployState) largestOld(newRS *appsv1.ReplicaSet) *appsv1.ReplicaSet {
 // controller recognises it by its template (ignoring the hash) and keeps
 // it as the new ReplicaSet when the Deployment resumes.
 func (a *deployment) createReplicaSet(ctx context.Context, s *deployState) error {
-	d, rev := s.d, s.ctrl.CanaryRevision
+	d, err := a.full(ctx, s)
+	if err != nil {
+		return err
+	}
+	rev := s.ctrl.CanaryRevision
 	tpl := d.Spec.Template.DeepCopy()
 	tpl.Labels = withLabel(tpl.Labels, appsv1.DefaultDeploymentUniqueLabelKey, rev)
 	sel := d.Spec.Selector.DeepCopy()
@@ -354,6 +358,22 @@ func (a *deployment) createReplicaSet(ctx context.Context, s *deployState) error
 		return fmt.Errorf("create ReplicaSet %s: %w", rs.Name, err)
 	}
 	return nil
+}
+
+// full reads the Deployment s read, template and all, from the API server
+// (the cache keeps no template: StripDeployment). It refuses one that has
+// changed what s read of it since (another Deployment of the same name, a
+// new template): the caller acts on the next read instead.
+func (a *deployment) full(ctx context.Context, s *deployState) (*appsv1.Deployment, error) {
+	d := &appsv1.Deployment{}
+	if err := a.liveReader().Get(ctx, a.key(), d); err != nil {
+		return nil, fmt.Errorf("read Deployment %s: %w", a.key(), err)
+	}
+	if read := DeploymentRevision(s.d); d.UID != s.d.UID || Revision(&d.Spec.Template) != read {
+		return nil, fmt.Errorf("Deployment %s changed since it was read (template at revision %s, read at %s): acting on the next read",
+			a.key(), Revision(&d.Spec.Template), read)
+	}
+	return d, nil
 }
 
 func withLabel(m map[string]string, k, v string) map[string]string {
@@ -396,10 +416,7 @@ func (a *deployment) HandBack(ctx context.Context) (bool, error) {
 
 // release restores the declared settings and removes the annotation.
 func (a *deployment) release(ctx context.Context, s *deployState) error {
-	if err := Release(s.d, s.ctrl); err != nil {
-		return err
-	}
-	return a.update(ctx, s.d)
+	return a.update(ctx, s.d, func() error { return Release(s.d, s.ctrl) })
 }
 
 func (a *deployment) Rollback(ctx context.Context) (bool, error) {
@@ -432,7 +449,7 @@ func (a *deployment) Rollback(ctx context.Context) (bool, error) {
 		}
 		return false, nil
 	}
-	if Revision(&s.d.Spec.Template) != s.ctrl.StableRevision {
+	if DeploymentRevision(s.d) != s.ctrl.StableRevision {
 		// Still held at the canary template (Git not reverted yet): the
 		// workload stays held with every pod at the stable revision.
 		return true, nil

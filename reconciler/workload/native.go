@@ -156,8 +156,5 @@ func (a *native[T]) HandBack(ctx context.Context) (bool, error) {
 // release restores the declared settings and removes the annotation: the
 // native controller takes the pods back.
 func (a *native[T]) release(ctx context.Context, st *ownedState[T]) error {
-	if err := Release(st.obj, st.ctrl); err != nil {
-		return err
-	}
-	return a.update(ctx, st.obj)
+	return a.update(ctx, st.obj, func() error { return Release(st.obj, st.ctrl) })
 }

@@ -24,6 +24,14 @@ func OwnerIndexed() Option {
 	return func(b *base) { b.indexed = true }
 }
 
+// APIReader makes the Adapter read from r, the API server, what its
+// client's cache does not keep: a Deployment's pod template
+// (StripDeployment), which a new revision's ReplicaSet and the canary
+// Deployment copy. Without it the Adapter reads those from its client.
+func APIReader(r client.Reader) Option {
+	return func(b *base) { b.live = r }
+}
+
 // listOwned returns the objects of namespace ns that match sel and are
 // controlled by one of owners. newList makes an empty list and items
 // returns pointers to its elements. With OwnerIndexed it lists each

@@ -97,10 +97,7 @@ func (a *statefulSet) hold(ctx context.Context, st *stsState, p int32) (moved bo
 		return false, nil
 	}
 	st.ctrl.Partition = ptr.To(p)
-	if err := enforce(st.obj, st.ctrl); err != nil {
-		return false, err
-	}
-	return true, a.update(ctx, st.obj)
+	return true, a.update(ctx, st.obj, func() error { return enforce(st.obj, st.ctrl) })
 }
 
 // pods returns the live pods that match, highest ordinal first.

@@ -2,6 +2,8 @@ package workload
 
 import (
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -97,11 +99,13 @@ func readyCondition(p *corev1.Pod) *corev1.PodCondition {
 	return nil
 }
 
-// cachedRevisionAnnotation holds, on a ReplicaSet in the cache only, the
-// Revision of the pod template StripReplicaSet dropped. It is never
-// written to the API server: rollgate writes ReplicaSets only by creating
-// them (from the Deployment's template) and by merge patches of their
-// replicas computed between two copies that both carry it.
+// cachedRevisionAnnotation holds, on a ReplicaSet or Deployment in the
+// cache only, the Revision of the pod template StripReplicaSet or
+// StripDeployment dropped. It is never written to the API server:
+// rollgate writes ReplicaSets only by creating them (from the Deployment's
+// template as the API server has it) and by merge patches of their
+// replicas, and Deployments only by merge patches, each computed between
+// two copies that both carry it.
 const cachedRevisionAnnotation = labelPrefix + "cached-template-revision"
 
 // StripReplicaSet is what rollgate's cache keeps of a ReplicaSet
@@ -133,20 +137,99 @@ func StripReplicaSet(rs *appsv1.ReplicaSet) *appsv1.ReplicaSet {
 	return out
 }
 
-// StripDeployment is the cache transform of Deployments: no managedFields
-// and no status conditions. rollgate reads a Deployment's status only for
-// the counts that say whether its controller finished (deploymentComplete,
-// DeploymentReadChanged), never its conditions, which are most of the
-// status (each with a reason, a message and two times). The Deployment
-// controller rewrites them on every status write. rollgate never writes a
-// Deployment's status, and a write of the Deployment itself leaves its
-// status as the API server has it, so nothing dropped here is written
-// back (TestCacheStripsManagedFields).
-func StripDeployment(obj any) (any, error) {
-	if d, ok := obj.(*appsv1.Deployment); ok {
-		d.ManagedFields, d.Status.Conditions = nil, nil
+// lastAppliedAnnotation is where `kubectl apply` and Argo CD's
+// client-side apply keep a second copy of the object they applied.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// StripDeployment is what rollgate's cache keeps of a Deployment
+// (reconciler/stripped holds it in a type of its own): its metadata but
+// for managedFields and a kubectl last-applied configuration; of its spec
+// the replicas, selector, minReadySeconds, paused and strategy; of its pod
+// template only what rollgate reads, the template's Revision (in
+// cachedRevisionAnnotation) and its containers' names and images (Images);
+// of its status only the counts that say whether its controller finished
+// (deploymentComplete, DeploymentReadChanged), without the conditions,
+// which the Deployment controller rewrites with every status write.
+//
+// The template is most of a Deployment, the same bytes as its newest
+// ReplicaSet's. What needs the whole of it, the ReplicaSet of a new
+// revision and the canary Deployment of the canary style, reads the
+// Deployment from the API server (deployment.full). rollgate writes
+// Deployments only with merge patches computed between two copies that
+// both went through here (base.update), so nothing dropped is written
+// back: TestCacheStripsManagedFields checks that the API server keeps the
+// template, the conditions and the annotation after such a write.
+//
+// Stripping a stripped Deployment changes nothing: one whose template has
+// no labels (an API server refuses such a Deployment: its selector must
+// match them) keeps the revision it has.
+func StripDeployment(d *appsv1.Deployment) *appsv1.Deployment {
+	out := &appsv1.Deployment{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
+	out.ManagedFields = nil
+	s := d.Spec
+	out.Spec = appsv1.DeploymentSpec{Replicas: s.Replicas, Selector: s.Selector, MinReadySeconds: s.MinReadySeconds, Paused: s.Paused, Strategy: s.Strategy}
+	st := d.Status
+	out.Status = appsv1.DeploymentStatus{ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas, UpdatedReplicas: st.UpdatedReplicas, AvailableReplicas: st.AvailableReplicas}
+	if stripped(d) {
+		out.Spec.Template = *s.Template.DeepCopy()
+		return out
 	}
-	return obj, nil
+	out.Annotations = maps.Clone(d.Annotations)
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	delete(out.Annotations, lastAppliedAnnotation)
+	out.Annotations[cachedRevisionAnnotation] = Revision(&s.Template)
+	out.Spec.Template.Spec = imagesOnly(&s.Template.Spec)
+	return out
+}
+
+// imagesOnly is a pod spec with spec's containers and init containers,
+// each with only its name and image (what Images reads), in the order of
+// their names.
+func imagesOnly(spec *corev1.PodSpec) corev1.PodSpec {
+	return corev1.PodSpec{InitContainers: NamesAndImages(spec.InitContainers), Containers: NamesAndImages(spec.Containers)}
+}
+
+// NamesAndImages is cs with only their names and images, in the order of
+// their names; nil for none.
+func NamesAndImages(cs []corev1.Container) []corev1.Container {
+	var out []corev1.Container
+	for _, c := range cs {
+		out = append(out, corev1.Container{Name: c.Name, Image: c.Image})
+	}
+	slices.SortFunc(out, func(a, b corev1.Container) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// stripped reports whether d is what StripDeployment made: it carries
+// cachedRevisionAnnotation and a template without labels.
+func stripped(d *appsv1.Deployment) bool {
+	_, ok := d.Annotations[cachedRevisionAnnotation]
+	return ok && len(d.Spec.Template.Labels) == 0
+}
+
+// DeploymentRevision is the Revision of d's pod template, read from the
+// template or, for a Deployment from the cache, from what StripDeployment
+// kept of it.
+func DeploymentRevision(d *appsv1.Deployment) string {
+	if stripped(d) {
+		return d.Annotations[cachedRevisionAnnotation]
+	}
+	return Revision(&d.Spec.Template)
+}
+
+// TemplateRevision is the Revision of obj's pod template (PodTemplate),
+// for a Deployment as DeploymentRevision reads it.
+func TemplateRevision(obj client.Object) (string, error) {
+	if d, ok := obj.(*appsv1.Deployment); ok {
+		return DeploymentRevision(d), nil
+	}
+	tpl, err := PodTemplate(obj)
+	if err != nil {
+		return "", err
+	}
+	return Revision(tpl), nil
 }
 
 // ReplicaSetReadChanged reports whether what rollgate reads of a

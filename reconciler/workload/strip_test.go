@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -358,5 +359,77 @@ func TestWorkloadReadChanged(t *testing.T) {
 	cur.Status.AvailableReplicas = 4
 	if !workload.DeploymentReadChanged(old, cur) {
 		t.Error("released Deployment, available: a status write that deploymentComplete reads woke nothing")
+	}
+}
+
+// TestReleaseThroughTheStrippedCache: a Deployment released wholly through
+// the stripped cache, as the controller does, whose cached copies have no
+// pod template (StripDeployment). The canary ReplicaSet still gets the
+// whole template, read from the API server (APIReader), and the hand-back,
+// a merge patch between two cached copies, leaves the API server's
+// template, its other annotations (a kubectl last-applied configuration)
+// and its status conditions in place. Without the API server to read, the
+// adapter refuses to make the ReplicaSet rather than copy the cache's
+// template.
+func TestReleaseThroughTheStrippedCache(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	d := newDeployment(t, ns, "api", 3)
+	ro, _ := cover(t, d, nil)
+	setImage(t, d, "api:v2")
+	const applied = `{"kind":"Deployment","metadata":{"name":"api"}}`
+	writeAs(t, d, "kubectl-client-side-apply", func() error {
+		d.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = applied
+		return nil
+	})
+
+	cacheOnly, err := workload.For(suite.stripped, ro, nil, workload.OwnerIndexed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o workload.Observation
+	eventually(t, 15*time.Second, "the stripped cache sees the new template", func(ctx context.Context) (bool, error) {
+		o, err = cacheOnly.Observe(ctx)
+		return err == nil && o.CanaryRevision != "" && o.Revision == o.CanaryRevision, err
+	})
+	batch := workload.Batch{CanaryReplicas: 1, RolloutID: "api-" + o.CanaryRevision, BatchID: 1}
+	if _, err := cacheOnly.EnsureBatch(ctx, batch); err == nil || !strings.Contains(err.Error(), "changed since it was read") {
+		t.Fatalf("EnsureBatch with no API server to read the template from: %v, want it refused", err)
+	}
+	if rss := replicaSets(t, d); len(rss) != 1 {
+		t.Fatalf("%d ReplicaSets after the refused batch, want the stable one alone", len(rss))
+	}
+
+	a, err := workload.For(suite.stripped, ro, nil, workload.OwnerIndexed(), workload.APIReader(suite.c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drive(t, "batch 1 through the stripped cache", a, 1, func(ctx context.Context) (bool, error) { return a.EnsureBatch(ctx, batch) })
+	var canary *appsv1.ReplicaSet
+	for _, rs := range replicaSets(t, d) {
+		if workload.Revision(&rs.Spec.Template) == o.CanaryRevision {
+			canary = rs.DeepCopy()
+		}
+	}
+	if canary == nil {
+		t.Fatalf("no ReplicaSet of the canary revision %s with the whole template", o.CanaryRevision)
+	}
+	if c := canary.Spec.Template; c.Spec.Containers[0].Image != "api:v2" || c.Annotations["prometheus.io/scrape"] != "true" {
+		t.Fatalf("canary ReplicaSet's template %+v, want the Deployment's", c)
+	}
+
+	drive(t, "hand back through the stripped cache", a, 1, a.HandBack)
+	get(t, d)
+	if d.Spec.Paused || d.Annotations[v1alpha1.AnnotationControl] != "" {
+		t.Fatalf("after the hand-back: paused %v, annotations %v; want released", d.Spec.Paused, d.Annotations)
+	}
+	if _, ok := d.Annotations["rollgate.dev/cached-template-revision"]; ok || d.Annotations["kubectl.kubernetes.io/last-applied-configuration"] != applied {
+		t.Errorf("annotations on the API server after the hand-back: %v; want the last-applied configuration kept and nothing of the cache's", d.Annotations)
+	}
+	if workload.Revision(&d.Spec.Template) != o.CanaryRevision || d.Spec.Template.Annotations["prometheus.io/scrape"] != "true" {
+		t.Errorf("template on the API server after the hand-back: %+v, want revision %s as declared", d.Spec.Template, o.CanaryRevision)
+	}
+	if len(d.Status.Conditions) == 0 {
+		t.Error("the Deployment's status conditions went with the hand-back")
 	}
 }
