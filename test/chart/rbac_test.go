@@ -59,7 +59,7 @@ func TestRBACCoversWhatTheControllerDoes(t *testing.T) {
 		{"rollgate.dev", "repositories", "watch"}, {"rollgate.dev", "repositories/status", "patch"},
 		{"rollgate.dev", "analysistemplates", "list"},
 		{"apps", "deployments", "patch"}, {"apps", "statefulsets", "patch"}, {"apps", "daemonsets", "patch"},
-		{"apps", "replicasets", "create"}, {"apps", "controllerrevisions", "list"},
+		{"apps", "replicasets", "create"}, {"apps", "replicasets", "delete"}, {"apps", "controllerrevisions", "list"},
 		{"", "pods", "patch"}, {"", "pods", "delete"},
 		{"", "services", "create"}, {"", "services", "watch"}, {"discovery.k8s.io", "endpointslices", "list"}, {"discovery.k8s.io", "endpointslices", "watch"},
 		{"networking.k8s.io", "ingresses", "create"}, {"networking.k8s.io", "ingresses", "watch"},
@@ -80,6 +80,14 @@ func TestRBACCoversWhatTheControllerDoes(t *testing.T) {
 	}
 	if allows(rs, "", "secrets", "list") || allows(rs, "", "secrets", "watch") {
 		t.Error("Secrets must be read by name only, never listed or watched")
+	}
+	// Workloads and ReplicaSets are written with merge patches only: an
+	// update of a cached Deployment, which has no pod template
+	// (workload.StripDeployment), would write that back.
+	for _, r := range []string{"deployments", "statefulsets", "daemonsets", "replicasets"} {
+		if allows(rs, "apps", r, "update") {
+			t.Errorf("update of %s granted: rollgate patches them", r)
+		}
 	}
 }
 

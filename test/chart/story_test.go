@@ -165,9 +165,16 @@ func (s *upgradeStory) deployment() *appsv1.Deployment {
 	return d
 }
 
-// atGate waits until step waits for approval with n new pods, ready, the
-// rest old, and no pod still terminating.
+// atGate waits until step waits for approval with n new pods (webV2),
+// ready, the rest old (webV1), and no pod still terminating.
 func (s *upgradeStory) atGate(step int32, n int32) {
+	s.t.Helper()
+	s.atGateOf(step, n, webV2, webV1)
+}
+
+// atGateOf waits until step waits for approval with n pods of image
+// canary, ready, the rest of image stable, and no pod still terminating.
+func (s *upgradeStory) atGateOf(step int32, n int32, canary, stable string) {
 	s.t.Helper()
 	start := time.Now()
 	var pods census
@@ -179,7 +186,7 @@ func (s *upgradeStory) atGate(step int32, n int32) {
 		return a != nil && a.Step == step && a.Revision == ro.Status.CanaryRevision &&
 				ro.Status.CurrentStepIndex == step && ro.Status.CurrentStepState == v1alpha1.StepPaused &&
 				ro.Status.ObservedGeneration == ro.Generation && conditions.IsTrue(ro, v1alpha1.AwaitingApprovalCondition) &&
-				pods.count(webV2) == ready(n) && pods.count(webV1) == ready(appReplicas-n) && len(pods) == appReplicas && terminating == 0,
+				pods.count(canary) == ready(n) && pods.count(stable) == ready(appReplicas-n) && len(pods) == appReplicas && terminating == 0,
 			fmt.Sprintf("%s, pods %v, %d terminating", positionOf(ro), pods, terminating)
 	})
 	if d := s.deployment(); !d.Spec.Paused {

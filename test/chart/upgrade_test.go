@@ -36,6 +36,7 @@ const (
 	fluxManager = "kustomize-controller" // Flux's field manager
 	webV1       = "web:1"
 	webV2       = "web:2"
+	webV3       = "web:3"
 	appReplicas = 4
 	// stillFor is how long the Rollout must not move under the new
 	// controller, once it leads and has reconciled the Rollout.
@@ -66,6 +67,9 @@ func TestUpgradeMidRelease(t *testing.T) {
 	// Then the new controller holds the release where it stood, and two
 	// approvals complete it.
 	s.resumedThenReleased(before, still, leading)
+	// And a release reverted in Git mid-release goes back, with the
+	// chart's RBAC.
+	s.revertedMidRelease()
 	s.assertNoForbidden(s.old, s.ctrl)
 
 	// Finally helm uninstall removes the release; the CRDs, and so the
@@ -89,6 +93,37 @@ func (s *upgradeStory) resumedThenReleased(before snapshot, still *stillWatch, l
 	s.atGate(2, appReplicas/2)
 	s.approve(2)
 	s.assertReleased(webV2, before.canary)
+}
+
+// revertedMidRelease releases v3 to the gate of step 1, then reverts it
+// in Git (v2 applied again, as Flux applies a revert commit): the
+// controller scales v3's ReplicaSet back to nothing and deletes it, and
+// hands the Deployment back at v2 with the Rollout Healthy. It runs with
+// the chart's RBAC (chartrun), so a verb the chart lacks for this path
+// fails here.
+func (s *upgradeStory) revertedMidRelease() {
+	s.t.Helper()
+	stable := s.rollout().Status.StableRevision
+	s.apply(deploymentYAML(webV3))
+	s.atGateOf(1, 1, webV3, webV2)
+	start := time.Now()
+	s.apply(deploymentYAML(webV2))
+	s.until(120*time.Second, "v3 reverted: v2 on every pod, v3's ReplicaSet gone, the Deployment released, the Rollout Healthy at v2", func() (bool, string) {
+		ro, pods, d := s.rollout(), s.pods(), s.deployment()
+		_, held := d.Annotations[v1alpha1.AnnotationControl]
+		var rss appsv1.ReplicaSetList
+		if err := s.c.List(context.Background(), &rss, client.InNamespace(appNS)); err != nil {
+			s.t.Fatal(err)
+		}
+		var images []string
+		for _, rs := range rss.Items {
+			images = append(images, rs.Spec.Template.Spec.Containers[0].Image)
+		}
+		return ro.Status.Phase == v1alpha1.PhaseHealthy && conditions.IsReady(ro) && ro.Status.StableRevision == stable &&
+				pods.count(webV2) == ready(appReplicas) && len(pods) == appReplicas && !held && !d.Spec.Paused && !slices.Contains(images, webV3),
+			fmt.Sprintf("%s, pods %v, ReplicaSets of %v, paused %t, held %t", positionOf(ro), pods, images, d.Spec.Paused, held)
+	})
+	s.t.Logf("v3 reverted after %s", time.Since(start).Round(time.Millisecond))
 }
 
 // installPrevious installs the previous chart release with one replica and
