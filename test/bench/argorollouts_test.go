@@ -85,12 +85,28 @@ func (t *releaseTracker) step1Parts() []*firstTimes {
 // done reads them from the Rollout) and the route back on the stable
 // Service (when it moves traffic).
 func (t *releaseTracker) completeParts() []*firstTimes {
-	parts := []*firstTimes{t.done}
+	var parts []*firstTimes
+	for _, p := range t.namedCompleteParts() {
+		parts = append(parts, p.at)
+	}
+	return parts
+}
+
+// completePart is one of completeParts, with what it is.
+type completePart struct {
+	what string
+	at   *firstTimes
+}
+
+// namedCompleteParts are completeParts with their names, as the
+// benchmark prints each one's time from the approval.
+func (t *releaseTracker) namedCompleteParts() []completePart {
+	parts := []completePart{{"the Rollout done", t.done}}
 	if releaseReplicas(t.c, sbsReplicas) == sbsReplicas {
-		parts = append(parts, t.rolled)
+		parts = append(parts, completePart{"the Deployment rolled", t.rolled})
 	}
 	if movesTraffic(t.c, t.rt) {
-		parts = append(parts, t.back)
+		parts = append(parts, completePart{"the route back on the stable Service", t.back})
 	}
 	return parts
 }

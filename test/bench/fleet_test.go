@@ -87,6 +87,9 @@ type fleetOptions struct {
 	gitWebhookPort int
 	// replicas is the size of every Deployment; 0 means defaultReplicas.
 	replicas int
+	// strategy is the rolling update of the Deployments of P5's image
+	// changes ("": the default).
+	strategy sbsStrategy
 	// perNamespace, when set, spreads the workloads over namespaces
 	// bench-000, bench-001, … of perNamespace each instead of putting them
 	// all in ns.

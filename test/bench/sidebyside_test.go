@@ -116,6 +116,8 @@ type sbsResult struct {
 	load       float64
 	// router is what the controller moved the traffic through.
 	router router
+	// strategy is the Deployments' rolling update.
+	strategy sbsStrategy
 	// movesTraffic is false when the controller moved none (Argo
 	// Rollouts through the HTTPRoute): its step 1 and completion leave
 	// the route out.
@@ -129,6 +131,10 @@ type sbsResult struct {
 	// to the release finished (the Rollout done, every pod on the new
 	// image, the route on the stable Service alone).
 	step1, complete []time.Duration
+	// completeBy splits complete: approval to each of its parts (the
+	// Rollout done, the Deployment rolled, the route back), the last of
+	// which is completion.
+	completeBy map[string][]time.Duration
 	// nextStep: approval to the controller's status past the gate.
 	nextStep []time.Duration
 	// incomplete, when set, says how many Rollouts made it in time.
@@ -225,7 +231,8 @@ func BenchmarkSideBySide(b *testing.B) {
 // result each.
 func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
 	rt := sideBySideRouter(b)
-	r := sbsResult{controller: c.name(), n: n, load: loadAvg(), router: rt, movesTraffic: movesTraffic(c, rt)}
+	st := sideBySideStrategy(b)
+	r := sbsResult{controller: c.name(), n: n, load: loadAvg(), router: rt, strategy: st, movesTraffic: movesTraffic(c, rt)}
 	// The benchmark's clients log through controller-runtime, which warns
 	// with a stack trace when no logger was ever set.
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
@@ -239,7 +246,7 @@ func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
 		b.Fatalf("%s=%q: want 1 (requests counted) or request (bodies of writes kept too)", sideBySideAuditEnv, audit)
 	}
 	cl := kwok.Start(b, kopts)
-	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: sbsReplicas},
+	f := &fleet{b: b, cluster: cl, c: cl.Client, scheme: scheme, stable: map[string]string{}, opts: fleetOptions{replicas: sbsReplicas, strategy: st},
 		audited: kopts.AuditPolicy != ""}
 	for i := range n {
 		f.names = append(f.names, fmt.Sprintf("app-%03d", i))
@@ -248,7 +255,7 @@ func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
 	c.install(f)
 	f.ensureNamespace(ns)
 	f.parallel(func(name string) {
-		f.applyYAML(appYAML(name, sbsImageStart, sbsReplicas) + rt.fleetYAML(name) + contenderFleetYAML(c, name, rt))
+		f.applyYAML(st.apply(appYAML(name, sbsImageStart, sbsReplicas)) + rt.fleetYAML(name) + contenderFleetYAML(c, name, rt))
 	})
 	f.waitRolled(sbsImageStart)
 
@@ -284,7 +291,7 @@ func runSideBySide(b *testing.B, c contender, n int) []sbsResult {
 	if releases(b) == 2 && rs[0].incomplete == "" {
 		// The second release, on the same cluster and controller: its
 		// stable pods are the first release's new ones.
-		r2 := sbsResult{controller: c.name() + ", release 2", n: n, load: loadAvg(), router: rt, movesTraffic: r.movesTraffic,
+		r2 := sbsResult{controller: c.name() + ", release 2", n: n, load: loadAvg(), router: rt, strategy: st, movesTraffic: r.movesTraffic,
 			floor: r.floor, floorDone: r.floorDone, adopt: r.adopt, rssRest: r.rssRest, heapRest: r.heapRest, cpuAdopt: r.cpuAdopt}
 		req, m := f.requests(cp)
 		f.release(c, cp, &r2, sbsImageRelease2, req, m)
@@ -364,6 +371,7 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 	if r.incomplete = f.waitAll(tr.step1, timeout, "at step 1", cp, tr.explain, nil); r.incomplete != "" {
 		measure()
 		r.collect(f.names, tr, bumped, nil)
+		tr.timeline.print(r.controller, r.n, bumped[tr.timeline.name], time.Time{})
 		return
 	}
 	f.checkStep1(tr)
@@ -400,6 +408,7 @@ func (f *fleet) release(c contender, cp *controllerProcess, r *sbsResult, image 
 	})
 	measure()
 	r.collect(f.names, tr, bumped, approved)
+	tr.timeline.print(r.controller, r.n, bumped[tr.timeline.name], approved[tr.timeline.name])
 }
 
 // profileCPU starts reading the CPU profile of cp, and the allocations of
@@ -459,6 +468,13 @@ func (r *sbsResult) collect(names []string, tr *releaseTracker, bumped, approved
 			r.nextStep = append(r.nextStep, d.Sub(approved[name]))
 		}
 		if d, ok := tr.complete(name); ok && approved != nil {
+			for _, p := range tr.namedCompleteParts() {
+				at, _ := p.at.get(name)
+				if r.completeBy == nil {
+					r.completeBy = map[string][]time.Duration{}
+				}
+				r.completeBy[p.what] = append(r.completeBy[p.what], at.Sub(approved[name]))
+			}
 			r.complete = append(r.complete, d.Sub(approved[name]))
 			if d.After(last) {
 				last = d
@@ -503,7 +519,7 @@ func (f *fleet) applyImages(image string) map[string]time.Time {
 	at := map[string]time.Time{}
 	f.parallel(func(name string) {
 		t := time.Now()
-		f.applyYAML(deploymentYAML(name, image, f.opts.replicas))
+		f.applyYAML(f.opts.strategy.apply(deploymentYAML(name, image, f.opts.replicas)))
 		mu.Lock()
 		at[name] = t
 		mu.Unlock()
@@ -697,10 +713,12 @@ type releaseTracker struct {
 	// back: the route on the stable Service alone again; next: the
 	// Rollout past its gate (contender.passed).
 	gate, pod, route, done, rolled, back, next *firstTimes
-	mu                                         sync.Mutex
-	revs                                       map[string]string
-	last                                       map[string]string
-	objs                                       map[string]*unstructured.Unstructured
+	// timeline follows the first workload.
+	timeline *timeline
+	mu       sync.Mutex
+	revs     map[string]string
+	last     map[string]string
+	objs     map[string]*unstructured.Unstructured
 }
 
 // latest is the last Rollout name the watch showed, or nil.
@@ -716,9 +734,12 @@ func (f *fleet) trackRelease(ctx context.Context, c contender, rt router, image 
 		c: c, rt: rt, image: image, revs: map[string]string{}, last: map[string]string{}, objs: map[string]*unstructured.Unstructured{},
 		gate: newFirstTimes(), pod: newFirstTimes(), route: newFirstTimes(),
 		done: newFirstTimes(), rolled: newFirstTimes(), back: newFirstTimes(), next: newFirstTimes(),
+		timeline: newTimeline(f.names[0]),
 	}
+	t.timeline.watch(ctx, f)
 	f.watchKind(ctx, c.rolloutGVK(), func(ro *unstructured.Unstructured, at time.Time) {
 		name := ro.GetName()
+		t.timeline.rollout(ro, at)
 		t.mu.Lock()
 		t.last[name] = summarize(ro)
 		t.objs[name] = ro
@@ -746,6 +767,7 @@ func (f *fleet) trackRelease(ctx context.Context, c contender, rt router, image 
 		}
 	})
 	rt.watchShares(ctx, f, func(s routeShare, at time.Time) {
+		t.timeline.share(s, at)
 		if s.share == 20 {
 			t.route.mark(s.workload, at)
 		}
@@ -754,6 +776,7 @@ func (f *fleet) trackRelease(ctx context.Context, c contender, rt router, image 
 		}
 	})
 	f.watchKind(ctx, deploymentGVK, func(d *unstructured.Unstructured, at time.Time) {
+		t.timeline.deployment(d, at)
 		if _, gated := t.gate.get(d.GetName()); gated && deploymentRolled(d, image, sbsReplicas) {
 			t.rolled.mark(d.GetName(), at)
 		}
@@ -857,6 +880,7 @@ func printSideBySideFigures(r sbsResult) {
 	}
 	row("load average at start", r.load, "")
 	fmt.Printf("P5 side by side, %s, %d Rollouts, router: %s%s\n", r.controller, r.n, r.router, map[bool]string{true: "", false: " (moves no traffic)"}[r.movesTraffic])
+	fmt.Printf("P5 side by side, %s, %d Rollouts, Deployment strategy: %s\n", r.controller, r.n, r.strategy)
 	printAuditCounts(r)
 	if r.incomplete != "" {
 		fmt.Printf("P5 side by side, %s, %d Rollouts, incomplete: %s\n", r.controller, r.n, r.incomplete)
@@ -872,6 +896,9 @@ func printSideBySideFigures(r sbsResult) {
 		row(p.what+" p50", percentile(p.ds, 50).Seconds(), "s")
 		row(p.what+" p95", percentile(p.ds, 95).Seconds(), "s")
 		row(p.what+" max", percentile(p.ds, 100).Seconds(), "s")
+	}
+	for _, what := range slices.Sorted(maps.Keys(r.completeBy)) {
+		row("approval to "+what+" p50", percentile(r.completeBy[what], 50).Seconds(), "s")
 	}
 	row("first image change to last completion", r.wall.Seconds(), "s")
 	row("approvals sent again (the Rollout still waited 5 s after one)", float64(r.reapproved), "approvals")
@@ -922,6 +949,9 @@ func printSideBySideTable(rs []sbsResult) {
 		rt := string(r.router)
 		if !r.movesTraffic {
 			rt += " (no traffic)"
+		}
+		if r.strategy != "" {
+			rt += ", " + r.strategy.String()
 		}
 		fmt.Printf("P5 | %d | %s | %s | %.1f | %s | %s | %.2fx | %s | %s | %s | %d | %.1f s | %.0f (%.1f) | %.1f s | %.0f / %.0f MiB |\n",
 			r.n, r.controller+note(r.incomplete), rt, r.load, s(r.floor), s(r.step1), percentile(r.step1, 50).Seconds()/max(percentile(r.floor, 50).Seconds(), 1e-9),
