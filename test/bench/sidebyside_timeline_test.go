@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // timeline records what one workload of a P5 release went through, each
@@ -136,9 +137,10 @@ func (tl *timeline) deployment(d *unstructured.Unstructured, at time.Time) {
 }
 
 // watch feeds the timeline with the workload's pods, deletions included
-// (the tracker's own watches feed the rest).
+// (the tracker's own watches feed the rest): its pods alone, so that the
+// API server sends this watch nothing of the rest of the fleet.
 func (tl *timeline) watch(ctx context.Context, f *fleet) {
-	f.watchKindDeletes(ctx, podGVK, tl.pod)
+	f.watchKindDeletes(ctx, podGVK, tl.pod, client.MatchingLabels{"app": tl.name})
 }
 
 // print writes the timeline, every line's time from the image change,

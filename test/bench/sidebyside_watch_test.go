@@ -55,8 +55,8 @@ func (f *fleet) watchKind(ctx context.Context, gvk schema.GroupVersionKind, fn f
 // watchKindDeletes is watchKind with deletions too (deleted true, the
 // object as it was last): it resumes a watch the API server closes from
 // the last resourceVersion it saw, and starts over when that version is no
-// longer served.
-func (f *fleet) watchKindDeletes(ctx context.Context, gvk schema.GroupVersionKind, fn func(u *unstructured.Unstructured, deleted bool, at time.Time)) {
+// longer served. opts narrow the watch (a label selector).
+func (f *fleet) watchKindDeletes(ctx context.Context, gvk schema.GroupVersionKind, fn func(u *unstructured.Unstructured, deleted bool, at time.Time), opts ...client.ListOption) {
 	f.b.Helper()
 	wc, err := client.NewWithWatch(f.cluster.RESTConfig, client.Options{Scheme: f.scheme})
 	if err != nil {
@@ -66,7 +66,7 @@ func (f *fleet) watchKindDeletes(ctx context.Context, gvk schema.GroupVersionKin
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		raw := &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}
-		return wc.Watch(ctx, list, client.InNamespace(ns), &client.ListOptions{Raw: raw})
+		return wc.Watch(ctx, list, append([]client.ListOption{client.InNamespace(ns), &client.ListOptions{Raw: raw}}, opts...)...)
 	}
 	w, err := open("")
 	if err != nil {
